@@ -1,0 +1,347 @@
+//! Configuration: every `[vars]` value the worker reads, parsed once into typed settings with
+//! the documented defaults. Pure: the edge hands in a name → value lookup, nothing else.
+//!
+//! Invariant: a missing or unparsable value never stops the bot; it falls back to the default
+//! and the problem is reported in [`Config::warnings`] (logged by the edge).
+
+use std::collections::BTreeMap;
+
+/// Default Gemini model: the current GA Flash model (checked against the models reference,
+/// November 2026). Gemini retires names, so this is config, and a chat may override it.
+pub const DEFAULT_MODEL: &str = "gemini-3.8-flash";
+
+/// How history is given to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistoryFormat {
+    /// `contents` with user/model roles and a metadata part per message.
+    Structured,
+    /// One plain-text turn, a line per message.
+    Compact,
+}
+
+impl HistoryFormat {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "structured" => Some(HistoryFormat::Structured),
+            "compact" => Some(HistoryFormat::Compact),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HistoryFormat::Structured => "structured",
+            HistoryFormat::Compact => "compact",
+        }
+    }
+}
+
+/// Who may talk to the bot in private chats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DmPolicy {
+    Open,
+    Allowlist,
+    Pairing,
+    Disabled,
+}
+
+impl DmPolicy {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "open" => Some(DmPolicy::Open),
+            "allowlist" => Some(DmPolicy::Allowlist),
+            "pairing" => Some(DmPolicy::Pairing),
+            "disabled" => Some(DmPolicy::Disabled),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DmPolicy::Open => "open",
+            DmPolicy::Allowlist => "allowlist",
+            DmPolicy::Pairing => "pairing",
+            DmPolicy::Disabled => "disabled",
+        }
+    }
+}
+
+/// All settings, with defaults applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub telegram_api_base: String,
+    pub gemini_api_base: String,
+    pub gemini_model: String,
+    pub history_format: HistoryFormat,
+    /// Quiet time after the last message of a burst before the model is called.
+    pub debounce_ms: u64,
+    /// The longest a burst may postpone the model call.
+    pub debounce_max_ms: u64,
+    /// IANA time zone name for the "current time" line of the prompt.
+    pub timezone: String,
+    pub bot_name: String,
+    /// The bot's @username without the @; when empty it is read with getMe.
+    pub bot_username: String,
+    /// Answer in groups when the bot's name appears as a word.
+    pub name_trigger: bool,
+    pub dm_policy: DmPolicy,
+    pub dm_allowlist: Vec<i64>,
+    /// Groups the bot answers in; empty means all.
+    pub group_allowlist: Vec<i64>,
+    /// Telegram user ids of the operators (may approve pairings, see /status details).
+    pub admin_user_ids: Vec<i64>,
+    /// Idle time after which the next message starts a new session.
+    pub session_idle_secs: i64,
+    pub persona: String,
+    pub role_prompts: Vec<String>,
+    pub sticker_sets: Vec<String>,
+    /// Let fetch_url reach private and loopback addresses (local development only).
+    pub fetch_allow_private: bool,
+    /// Estimated-token budget for the history part of the prompt.
+    pub history_token_budget: usize,
+    /// Estimated-token budget for memories in the system instruction.
+    pub memory_token_budget: usize,
+    /// Attempts for a model turn before it is dead-lettered.
+    pub max_turn_attempts: u32,
+    /// Attempts for a Telegram send before it is dead-lettered.
+    pub max_send_attempts: u32,
+    /// Gemini thinking level (`low`, `medium`, `high`), or empty for the model's default.
+    pub thinking_level: String,
+    pub max_output_tokens: u32,
+    /// Prices per million tokens, `model=input/output` pairs separated by commas.
+    pub prices: Vec<(String, f64, f64)>,
+    pub pairing_code_ttl_secs: i64,
+    /// Messages a session must have beyond the budget before consolidation writes a summary.
+    pub consolidate_min_messages: usize,
+    pub embeddings_model: String,
+    pub warnings: Vec<String>,
+}
+
+/// Every variable name the worker reads (the edge looks each one up).
+pub const VAR_NAMES: [&str; 30] = [
+    "TELEGRAM_API_BASE",
+    "GEMINI_API_BASE",
+    "GEMINI_MODEL",
+    "HISTORY_FORMAT",
+    "DEBOUNCE_MS",
+    "DEBOUNCE_MAX_MS",
+    "TIMEZONE",
+    "BOT_NAME",
+    "BOT_USERNAME",
+    "NAME_TRIGGER",
+    "DM_POLICY",
+    "DM_ALLOWLIST",
+    "GROUP_ALLOWLIST",
+    "ADMIN_USER_IDS",
+    "SESSION_IDLE_HOURS",
+    "PERSONA",
+    "ROLE_PROMPTS",
+    "STICKER_SETS",
+    "FETCH_ALLOW_PRIVATE",
+    "HISTORY_TOKEN_BUDGET",
+    "MEMORY_TOKEN_BUDGET",
+    "MAX_TURN_ATTEMPTS",
+    "MAX_SEND_ATTEMPTS",
+    "THINKING_LEVEL",
+    "MAX_OUTPUT_TOKENS",
+    "PRICES",
+    "PAIRING_CODE_TTL_MINUTES",
+    "CONSOLIDATE_MIN_MESSAGES",
+    "EMBEDDINGS_MODEL",
+    "SESSION_IDLE_MINUTES",
+];
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::from_vars(&BTreeMap::new())
+    }
+}
+
+impl Config {
+    /// Builds the configuration from variables; unknown names are ignored.
+    pub fn from_vars(vars: &BTreeMap<String, String>) -> Self {
+        let mut warnings = Vec::new();
+        let get = |name: &str| vars.get(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let mut num = |name: &str, default: u64| -> u64 {
+            match get(name) {
+                None => default,
+                Some(v) => v.parse().unwrap_or_else(|_| {
+                    warnings.push(format!("{name}={v:?} is not a number; using {default}"));
+                    default
+                }),
+            }
+        };
+        let debounce_ms = num("DEBOUNCE_MS", 1500);
+        let debounce_max_ms = num("DEBOUNCE_MAX_MS", 8000).max(debounce_ms);
+        let idle_minutes = match get("SESSION_IDLE_MINUTES") {
+            Some(_) => num("SESSION_IDLE_MINUTES", 24 * 60),
+            None => num("SESSION_IDLE_HOURS", 24) * 60,
+        };
+        let history_token_budget = num("HISTORY_TOKEN_BUDGET", 12_000) as usize;
+        let memory_token_budget = num("MEMORY_TOKEN_BUDGET", 1_500) as usize;
+        let max_turn_attempts = num("MAX_TURN_ATTEMPTS", 10).clamp(1, 50) as u32;
+        let max_send_attempts = num("MAX_SEND_ATTEMPTS", 8).clamp(1, 50) as u32;
+        let max_output_tokens = num("MAX_OUTPUT_TOKENS", 4096) as u32;
+        let pairing_ttl = num("PAIRING_CODE_TTL_MINUTES", 60) as i64 * 60;
+        let consolidate_min_messages = num("CONSOLIDATE_MIN_MESSAGES", 40) as usize;
+
+        let flag = |name: &str, default: bool| match get(name).map(|v| v.to_ascii_lowercase()) {
+            None => default,
+            Some(v) => matches!(v.as_str(), "1" | "true" | "yes" | "on"),
+        };
+        let list = |name: &str| -> Vec<String> {
+            get(name)
+                .map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+                .unwrap_or_default()
+        };
+        let mut ids = |name: &str| -> Vec<i64> {
+            list(name)
+                .into_iter()
+                .filter_map(|s| match s.parse() {
+                    Ok(id) => Some(id),
+                    Err(_) => {
+                        warnings.push(format!("{name}: {s:?} is not a Telegram id; ignored"));
+                        None
+                    }
+                })
+                .collect()
+        };
+        let dm_allowlist = ids("DM_ALLOWLIST");
+        let group_allowlist = ids("GROUP_ALLOWLIST");
+        let admin_user_ids = ids("ADMIN_USER_IDS");
+
+        let history_format = match get("HISTORY_FORMAT") {
+            None => HistoryFormat::Structured,
+            Some(v) => HistoryFormat::parse(&v).unwrap_or_else(|| {
+                warnings.push(format!("HISTORY_FORMAT={v:?} is not structured|compact; using structured"));
+                HistoryFormat::Structured
+            }),
+        };
+        let dm_policy = match get("DM_POLICY") {
+            None => DmPolicy::Open,
+            Some(v) => DmPolicy::parse(&v).unwrap_or_else(|| {
+                warnings.push(format!("DM_POLICY={v:?} is not open|allowlist|pairing|disabled; using pairing"));
+                DmPolicy::Pairing
+            }),
+        };
+        let mut prices = Vec::new();
+        for entry in list("PRICES") {
+            let parsed = entry.split_once('=').and_then(|(model, p)| {
+                let (i, o) = p.split_once('/')?;
+                Some((model.trim().to_string(), i.trim().parse().ok()?, o.trim().parse().ok()?))
+            });
+            match parsed {
+                Some(p) => prices.push(p),
+                None => warnings.push(format!("PRICES: {entry:?} is not model=input/output")),
+            }
+        }
+        if prices.is_empty() {
+            prices = default_prices();
+        }
+
+        Config {
+            telegram_api_base: get("TELEGRAM_API_BASE")
+                .unwrap_or_else(|| "https://api.telegram.org".into())
+                .trim_end_matches('/')
+                .to_string(),
+            gemini_api_base: get("GEMINI_API_BASE")
+                .unwrap_or_else(|| "https://generativelanguage.googleapis.com".into())
+                .trim_end_matches('/')
+                .to_string(),
+            gemini_model: get("GEMINI_MODEL").unwrap_or_else(|| DEFAULT_MODEL.into()),
+            history_format,
+            debounce_ms,
+            debounce_max_ms,
+            timezone: get("TIMEZONE").unwrap_or_else(|| "UTC".into()),
+            bot_name: get("BOT_NAME").unwrap_or_else(|| "Edge".into()),
+            bot_username: get("BOT_USERNAME").map(|u| u.trim_start_matches('@').to_string()).unwrap_or_default(),
+            name_trigger: flag("NAME_TRIGGER", true),
+            dm_policy,
+            dm_allowlist,
+            group_allowlist,
+            admin_user_ids,
+            session_idle_secs: idle_minutes as i64 * 60,
+            persona: get("PERSONA").unwrap_or_else(|| "default".into()),
+            role_prompts: list("ROLE_PROMPTS"),
+            sticker_sets: list("STICKER_SETS"),
+            fetch_allow_private: flag("FETCH_ALLOW_PRIVATE", false),
+            history_token_budget,
+            memory_token_budget,
+            max_turn_attempts,
+            max_send_attempts,
+            thinking_level: get("THINKING_LEVEL").unwrap_or_default().to_ascii_lowercase(),
+            max_output_tokens,
+            prices,
+            pairing_code_ttl_secs: pairing_ttl,
+            consolidate_min_messages,
+            embeddings_model: get("EMBEDDINGS_MODEL").unwrap_or_default(),
+            warnings,
+        }
+    }
+
+    /// USD per million input and output tokens for a model, if the price table knows it.
+    pub fn price(&self, model: &str) -> Option<(f64, f64)> {
+        self.prices
+            .iter()
+            .find(|(m, _, _)| m == model || model.starts_with(&format!("{m}-")))
+            .map(|(_, i, o)| (*i, *o))
+    }
+}
+
+/// Published list prices (USD per 1M tokens, November 2026) for the models people are likely
+/// to configure; `PRICES` replaces the table.
+pub fn default_prices() -> Vec<(String, f64, f64)> {
+    vec![
+        ("gemini-3.8-flash".into(), 1.50, 7.50),
+        ("gemini-3.6-flash".into(), 1.50, 7.50),
+        ("gemini-3.5-flash-lite".into(), 0.30, 2.50),
+        ("gemini-3.1-flash-lite".into(), 0.25, 1.50),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_match_the_documented_contract() {
+        let c = Config::default();
+        assert_eq!(c.telegram_api_base, "https://api.telegram.org");
+        assert_eq!(c.gemini_api_base, "https://generativelanguage.googleapis.com");
+        assert_eq!(c.gemini_model, DEFAULT_MODEL);
+        assert_eq!(c.history_format, HistoryFormat::Structured);
+        assert_eq!(c.debounce_ms, 1500);
+        assert_eq!(c.session_idle_secs, 24 * 3600);
+        assert_eq!(c.dm_policy, DmPolicy::Open);
+        assert!(c.warnings.is_empty());
+    }
+
+    #[test]
+    fn bad_values_fall_back_with_a_warning() {
+        let c = Config::from_vars(&vars(&[
+            ("DEBOUNCE_MS", "soon"),
+            ("HISTORY_FORMAT", "xml"),
+            ("DM_POLICY", "friends"),
+            ("DM_ALLOWLIST", "12, x, 34"),
+            ("GEMINI_API_BASE", "http://127.0.0.1:9/"),
+        ]));
+        assert_eq!(c.debounce_ms, 1500);
+        assert_eq!(c.history_format, HistoryFormat::Structured);
+        // An unknown access policy fails closed, not open.
+        assert_eq!(c.dm_policy, DmPolicy::Pairing);
+        assert_eq!(c.dm_allowlist, vec![12, 34]);
+        assert_eq!(c.gemini_api_base, "http://127.0.0.1:9");
+        assert_eq!(c.warnings.len(), 4, "{:?}", c.warnings);
+    }
+
+    #[test]
+    fn prices_parse_and_match_model_versions() {
+        let c = Config::from_vars(&vars(&[("PRICES", "gemini-x=1/2, broken")]));
+        assert_eq!(c.price("gemini-x"), Some((1.0, 2.0)));
+        assert_eq!(c.price("gemini-x-001"), Some((1.0, 2.0)));
+        assert_eq!(c.price("other"), None);
+        assert_eq!(c.warnings.len(), 1);
+    }
+}

@@ -1,0 +1,55 @@
+//! Telegram Bot API: inbound update types ([`types`]), outbound method bodies and the
+//! error classification of Bot API answers ([`api`]).
+
+pub mod api;
+pub mod types;
+
+pub use types::*;
+
+/// Counts a string's length as Telegram does: in UTF-16 code units.
+pub fn utf16_len(s: &str) -> usize {
+    s.chars().map(char::len_utf16).sum()
+}
+
+/// The substring at a UTF-16 `offset` and `length` (as in message entities). Offsets that fall
+/// outside the text or inside a surrogate pair are clamped rather than trusted.
+pub fn utf16_slice(s: &str, offset: usize, length: usize) -> &str {
+    let mut start = None;
+    let mut end = s.len();
+    let mut units = 0usize;
+    for (byte, ch) in s.char_indices() {
+        if start.is_none() && units >= offset {
+            start = Some(byte);
+        }
+        if units >= offset + length {
+            end = byte;
+            break;
+        }
+        units += ch.len_utf16();
+    }
+    match start {
+        Some(st) if st <= end => &s[st..end],
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utf16_counts_surrogate_pairs_as_two() {
+        assert_eq!(utf16_len("a😋b"), 4);
+        assert_eq!(utf16_len("Лол"), 3);
+    }
+
+    #[test]
+    fn utf16_slice_handles_emoji_offsets() {
+        let s = "hi 😋 @bot!";
+        // "@bot" starts after "hi " (3) + 😋 (2) + " " (1) = 6 units.
+        assert_eq!(utf16_slice(s, 6, 4), "@bot");
+        assert_eq!(utf16_slice(s, 3, 2), "😋");
+        assert_eq!(utf16_slice(s, 100, 4), "");
+        assert_eq!(utf16_slice(s, 9, 100), "t!");
+    }
+}

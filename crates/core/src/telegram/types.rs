@@ -1,0 +1,358 @@
+//! Inbound Telegram Bot API types, as the webhook receives them.
+//!
+//! Invariants:
+//! - Parsing is tolerant: every field that real payloads have been seen to omit is optional,
+//!   unknown fields are ignored, and an update kind this code does not know becomes
+//!   [`UpdateKind::Other`] instead of an error (Telegram adds kinds over time).
+//! - Ids are `i64` newtypes-by-convention: user and chat ids exceed 32 bits and group ids are
+//!   negative. They stay exact up to 2^53, which is what D1 can bind.
+//! - Only the fields the bot uses are modelled; everything else in a message is kept in
+//!   [`Message::rest`] so an unknown content kind still becomes a placeholder, never a loss.
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// One webhook delivery.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Update {
+    pub update_id: i64,
+    pub kind: UpdateKind,
+}
+
+/// What an update carries. Kinds the bot acts on are typed; the rest keep their field name.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UpdateKind {
+    Message(Message),
+    EditedMessage(Message),
+    ChannelPost(Message),
+    EditedChannelPost(Message),
+    BusinessMessage(Message),
+    EditedBusinessMessage(Message),
+    MessageReaction(MessageReactionUpdated),
+    /// A known or unknown kind the bot does not act on, by its field name
+    /// (`callback_query`, `chat_boost`, `new_update_kind`, ...).
+    Other(String),
+}
+
+impl UpdateKind {
+    /// The update's field name, as Telegram spells it.
+    pub fn name(&self) -> &str {
+        match self {
+            UpdateKind::Message(_) => "message",
+            UpdateKind::EditedMessage(_) => "edited_message",
+            UpdateKind::ChannelPost(_) => "channel_post",
+            UpdateKind::EditedChannelPost(_) => "edited_channel_post",
+            UpdateKind::BusinessMessage(_) => "business_message",
+            UpdateKind::EditedBusinessMessage(_) => "edited_business_message",
+            UpdateKind::MessageReaction(_) => "message_reaction",
+            UpdateKind::Other(name) => name,
+        }
+    }
+}
+
+/// Why a webhook body is not an update at all.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ParseError {
+    #[error("body is not JSON: {0}")]
+    NotJson(String),
+    #[error("body is not a JSON object")]
+    NotObject,
+    #[error("update_id is missing or not an integer")]
+    NoUpdateId,
+    #[error("{kind} is malformed: {reason}")]
+    Malformed { update_id: i64, kind: String, reason: String },
+}
+
+impl ParseError {
+    /// The update id, when the body had one (a malformed update is still deduplicated by it).
+    pub fn update_id(&self) -> Option<i64> {
+        match self {
+            ParseError::Malformed { update_id, .. } => Some(*update_id),
+            _ => None,
+        }
+    }
+}
+
+/// Parses a webhook body. Duplicate keys are tolerated (the last one wins), as Telegram's own
+/// clients do; see fixture 020.
+pub fn parse_update(body: &[u8]) -> Result<Update, ParseError> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| ParseError::NotJson(e.to_string()))?;
+    let Value::Object(mut map) = value else {
+        return Err(ParseError::NotObject);
+    };
+    let update_id = map.get("update_id").and_then(Value::as_i64).ok_or(ParseError::NoUpdateId)?;
+    map.remove("update_id");
+    const MESSAGE_KINDS: [&str; 6] = [
+        "message",
+        "edited_message",
+        "channel_post",
+        "edited_channel_post",
+        "business_message",
+        "edited_business_message",
+    ];
+    let malformed = |kind: &str, e: serde_json::Error| ParseError::Malformed {
+        update_id,
+        kind: kind.to_string(),
+        reason: e.to_string(),
+    };
+    for kind in MESSAGE_KINDS {
+        if let Some(v) = map.remove(kind) {
+            let msg = Message::deserialize(v).map_err(|e| malformed(kind, e))?;
+            let kind = match kind {
+                "message" => UpdateKind::Message(msg),
+                "edited_message" => UpdateKind::EditedMessage(msg),
+                "channel_post" => UpdateKind::ChannelPost(msg),
+                "edited_channel_post" => UpdateKind::EditedChannelPost(msg),
+                "business_message" => UpdateKind::BusinessMessage(msg),
+                _ => UpdateKind::EditedBusinessMessage(msg),
+            };
+            return Ok(Update { update_id, kind });
+        }
+    }
+    if let Some(v) = map.remove("message_reaction") {
+        let r = MessageReactionUpdated::deserialize(v)
+            .map_err(|e| malformed("message_reaction", e))?;
+        return Ok(Update { update_id, kind: UpdateKind::MessageReaction(r) });
+    }
+    let name = map.keys().next().cloned().unwrap_or_else(|| "empty".to_string());
+    Ok(Update { update_id, kind: UpdateKind::Other(name) })
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct User {
+    pub id: i64,
+    #[serde(default)]
+    pub is_bot: bool,
+    #[serde(default)]
+    pub first_name: String,
+    pub last_name: Option<String>,
+    pub username: Option<String>,
+    pub language_code: Option<String>,
+}
+
+impl User {
+    /// "First Last", or the username, or the id: never empty.
+    pub fn display_name(&self) -> String {
+        let mut name = self.first_name.trim().to_string();
+        if let Some(last) = self.last_name.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+            if !name.is_empty() {
+                name.push(' ');
+            }
+            name.push_str(last);
+        }
+        if name.is_empty() {
+            name = self.username.clone().unwrap_or_else(|| self.id.to_string());
+        }
+        name
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Chat {
+    pub id: i64,
+    /// `private`, `group`, `supergroup` or `channel`; older payloads may omit it.
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    pub title: Option<String>,
+    pub username: Option<String>,
+    pub first_name: Option<String>,
+    pub last_name: Option<String>,
+    #[serde(default)]
+    pub is_forum: bool,
+}
+
+impl Chat {
+    pub fn is_private(&self) -> bool {
+        self.kind == "private" || (self.kind.is_empty() && self.id > 0)
+    }
+    pub fn is_group(&self) -> bool {
+        self.kind == "group" || self.kind == "supergroup"
+    }
+    pub fn is_channel(&self) -> bool {
+        self.kind == "channel"
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct MessageEntity {
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// In UTF-16 code units, as Telegram counts.
+    pub offset: usize,
+    pub length: usize,
+    pub url: Option<String>,
+    pub user: Option<User>,
+    pub language: Option<String>,
+    pub custom_emoji_id: Option<String>,
+}
+
+/// Any file-like attachment. Telegram's media types share most fields, so one tolerant struct
+/// serves photo sizes, stickers, animations, voice, audio, video, video notes and documents.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default)]
+pub struct FileMeta {
+    pub file_id: String,
+    pub file_unique_id: String,
+    pub file_name: Option<String>,
+    pub mime_type: Option<String>,
+    pub file_size: Option<u64>,
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+    pub duration: Option<u32>,
+    pub length: Option<u32>,
+    pub performer: Option<String>,
+    pub title: Option<String>,
+    pub emoji: Option<String>,
+    pub set_name: Option<String>,
+    pub is_animated: Option<bool>,
+    pub is_video: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Location {
+    pub latitude: f64,
+    pub longitude: f64,
+    pub live_period: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Venue {
+    pub location: Location,
+    #[serde(default)]
+    pub title: String,
+    #[serde(default)]
+    pub address: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Contact {
+    #[serde(default)]
+    pub phone_number: String,
+    #[serde(default)]
+    pub first_name: String,
+    pub last_name: Option<String>,
+    pub user_id: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PollOption {
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub voter_count: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Poll {
+    #[serde(default)]
+    pub question: String,
+    #[serde(default)]
+    pub options: Vec<PollOption>,
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    #[serde(default)]
+    pub is_anonymous: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Dice {
+    #[serde(default)]
+    pub emoji: String,
+    #[serde(default)]
+    pub value: i64,
+}
+
+/// The origin of a forwarded message (Bot API 7.0 `forward_origin`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct MessageOrigin {
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    pub sender_user: Option<User>,
+    pub sender_user_name: Option<String>,
+    pub sender_chat: Option<Chat>,
+    pub chat: Option<Chat>,
+    pub author_signature: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct TextQuote {
+    #[serde(default)]
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Message {
+    pub message_id: i64,
+    pub message_thread_id: Option<i64>,
+    pub from: Option<User>,
+    pub sender_chat: Option<Chat>,
+    #[serde(default)]
+    pub date: i64,
+    pub chat: Chat,
+    #[serde(default)]
+    pub is_topic_message: bool,
+    pub reply_to_message: Option<Box<Message>>,
+    pub quote: Option<TextQuote>,
+    pub edit_date: Option<i64>,
+    pub media_group_id: Option<String>,
+    pub author_signature: Option<String>,
+    pub business_connection_id: Option<String>,
+
+    pub forward_origin: Option<MessageOrigin>,
+    pub forward_from: Option<User>,
+    pub forward_from_chat: Option<Chat>,
+    pub forward_sender_name: Option<String>,
+
+    pub text: Option<String>,
+    pub entities: Option<Vec<MessageEntity>>,
+    pub caption: Option<String>,
+    pub caption_entities: Option<Vec<MessageEntity>>,
+
+    pub photo: Option<Vec<FileMeta>>,
+    pub sticker: Option<FileMeta>,
+    pub animation: Option<FileMeta>,
+    pub voice: Option<FileMeta>,
+    pub audio: Option<FileMeta>,
+    pub video: Option<FileMeta>,
+    pub video_note: Option<FileMeta>,
+    pub document: Option<FileMeta>,
+    pub location: Option<Location>,
+    pub venue: Option<Venue>,
+    pub contact: Option<Contact>,
+    pub poll: Option<Poll>,
+    pub dice: Option<Dice>,
+
+    pub new_chat_members: Option<Vec<User>>,
+    pub left_chat_member: Option<User>,
+    pub new_chat_title: Option<String>,
+    pub pinned_message: Option<Box<Value>>,
+    pub migrate_to_chat_id: Option<i64>,
+    pub migrate_from_chat_id: Option<i64>,
+
+    /// Every other field, so unknown content kinds and service messages are still seen.
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ReactionType {
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    pub emoji: Option<String>,
+    pub custom_emoji_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct MessageReactionUpdated {
+    pub chat: Chat,
+    pub message_id: i64,
+    pub user: Option<User>,
+    pub actor_chat: Option<Chat>,
+    #[serde(default)]
+    pub date: i64,
+    #[serde(default)]
+    pub old_reaction: Vec<ReactionType>,
+    #[serde(default)]
+    pub new_reaction: Vec<ReactionType>,
+}
