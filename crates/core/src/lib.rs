@@ -11,10 +11,22 @@
 //! - [`format`]: Markdown → Telegram HTML, validation, splitting.
 //! - [`config`], [`secret`]: settings and secrets.
 
+pub mod chat_state;
+pub mod commands;
 pub mod config;
 pub mod conversation;
+pub mod fetch;
 pub mod format;
+pub mod gating;
 pub mod gemini;
+pub mod history;
+pub mod jobs;
 pub mod normalize;
+pub mod plan;
+pub mod policy;
+pub mod prompt;
 pub mod secret;
+pub mod session;
 pub mod telegram;
+pub mod tools;
+pub mod turn;

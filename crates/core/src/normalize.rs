@@ -172,7 +172,9 @@ fn message_speaker(m: &Message) -> Speaker {
 
 /// The conversation a message belongs to: its chat, or its forum topic.
 pub fn conv_key(m: &Message) -> ConvKey {
-    let thread_id = if m.is_topic_message { m.message_thread_id } else { None };
+    // Forum topics only: in other supergroups message_thread_id marks reply threads.
+    let in_topic = m.is_topic_message || m.chat.is_forum;
+    let thread_id = if in_topic { m.message_thread_id } else { None };
     ConvKey { chat_id: m.chat.id, thread_id }
 }
 
@@ -387,7 +389,7 @@ fn push_unknown(m: &Message, parts: &mut Vec<Part>) {
 fn reply_ref(m: &Message) -> Option<ReplyRef> {
     let r = m.reply_to_message.as_deref()?;
     // In forum topics every message "replies" to the topic root; that is not a real reply.
-    if m.is_topic_message && Some(r.message_id) == m.message_thread_id {
+    if (m.is_topic_message || m.chat.is_forum) && Some(r.message_id) == m.message_thread_id {
         return None;
     }
     let speaker = message_speaker(r);

@@ -1,0 +1,175 @@
+//! Bot commands, answered without a model call: `/start`, `/help`, `/new`, `/reset`,
+//! `/status`, `/whoami`, `/memory`, `/forget`, `/usage`, and `/approve` for operators.
+
+use crate::conversation::InboundMessage;
+use crate::telegram::api::BotCommand;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    Start,
+    Help,
+    /// `/new` and `/reset`: start a new session now.
+    New,
+    Status,
+    Whoami,
+    Memory,
+    /// `/forget <id>` or `/forget all`.
+    Forget(String),
+    Usage,
+    /// `/approve <code>`: an operator approves a pairing code.
+    Approve(String),
+}
+
+/// The command a message starts with, if it is one of ours and addressed to this bot.
+pub fn parse(m: &InboundMessage, bot_username: &str) -> Option<Command> {
+    let text = m.plain_text();
+    let text = text.trim_start();
+    let first = text.split_whitespace().next()?;
+    let name = first.strip_prefix('/')?;
+    let (name, to) = match name.split_once('@') {
+        Some((n, to)) => (n, Some(to)),
+        None => (name, None),
+    };
+    if let Some(to) = to {
+        if bot_username.is_empty() || !to.eq_ignore_ascii_case(bot_username) {
+            return None;
+        }
+    }
+    let args = text[first.len()..].trim().to_string();
+    Some(match name.to_ascii_lowercase().as_str() {
+        "start" => Command::Start,
+        "help" => Command::Help,
+        "new" | "reset" => Command::New,
+        "status" => Command::Status,
+        "whoami" => Command::Whoami,
+        "memory" => Command::Memory,
+        "forget" => Command::Forget(args),
+        "usage" => Command::Usage,
+        "approve" => Command::Approve(args),
+        _ => return None,
+    })
+}
+
+/// The command menu registered with setMyCommands.
+pub fn menu() -> Vec<BotCommand> {
+    [
+        ("new", "Start a new conversation"),
+        ("status", "Session, model and history format"),
+        ("memory", "What I remember about you"),
+        ("forget", "Forget a memory: /forget <id> or /forget all"),
+        ("usage", "Model usage and cost of this chat"),
+        ("whoami", "Your Telegram ids"),
+        ("help", "What I can do"),
+    ]
+    .into_iter()
+    .map(|(c, d)| BotCommand { command: c.into(), description: d.into() })
+    .collect()
+}
+
+pub fn help_text(bot_name: &str) -> String {
+    format!(
+        "I'm {bot_name}, an AI assistant. In private chats I answer every message; in groups, \
+         mention me, reply to me or use a command.\n\n\
+         /new – start a new conversation (I keep the old one on record)\n\
+         /status – session age, message count, model, history format\n\
+         /memory – what I remember about you\n\
+         /forget <id> or /forget all – erase memories\n\
+         /usage – tokens and cost of this chat\n\
+         /whoami – your ids"
+    )
+}
+
+pub fn start_text(bot_name: &str) -> String {
+    format!("Hello! I'm {bot_name}. Write to me and I'll answer. /help lists what I can do.")
+}
+
+/// What `/status` reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusInfo {
+    pub session_age_secs: Option<i64>,
+    pub session_messages: u64,
+    pub total_messages: u64,
+    pub model: String,
+    pub history_format: String,
+}
+
+pub fn status_text(s: &StatusInfo) -> String {
+    let age = match s.session_age_secs {
+        None => "new".to_string(),
+        Some(secs) if secs < 120 => format!("{secs} s"),
+        Some(secs) if secs < 7200 => format!("{} min", secs / 60),
+        Some(secs) if secs < 172_800 => format!("{} h", secs / 3600),
+        Some(secs) => format!("{} days", secs / 86_400),
+    };
+    format!(
+        "Session age: {age}\nMessages in this session: {}\nMessages on record: {}\nModel: {}\nHistory format: {}",
+        s.session_messages, s.total_messages, s.model, s.history_format
+    )
+}
+
+pub fn whoami_text(m: &InboundMessage) -> String {
+    let mut out = format!("Name: {}\n", m.speaker.name);
+    if let Some(id) = m.speaker.user_id {
+        out.push_str(&format!("User id: {id}\n"));
+    }
+    if let Some(u) = &m.speaker.username {
+        out.push_str(&format!("Username: @{u}\n"));
+    }
+    out.push_str(&format!("Chat id: {}", m.chat.id));
+    if let Some(t) = m.conv.thread_id {
+        out.push_str(&format!("\nTopic id: {t}"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::*;
+
+    fn text(t: &str) -> InboundMessage {
+        InboundMessage {
+            conv: ConvKey::chat(5),
+            chat: ChatInfo { id: 5, kind: ChatKind::Private, title: None, username: None, is_forum: false },
+            message_id: 1,
+            date: 0,
+            edit_date: None,
+            speaker: Speaker { user_id: Some(5), name: "Al".into(), username: Some("al".into()), is_bot: false },
+            parts: vec![Part::text(t)],
+            reply_to: None,
+            forwarded_from: None,
+            media_group_id: None,
+            is_event: false,
+        }
+    }
+
+    #[test]
+    fn parses_commands_addressed_to_us() {
+        assert_eq!(parse(&text("/start"), "edge_bot"), Some(Command::Start));
+        assert_eq!(parse(&text("/reset@Edge_Bot"), "edge_bot"), Some(Command::New));
+        assert_eq!(parse(&text("/forget all"), "edge_bot"), Some(Command::Forget("all".into())));
+        assert_eq!(parse(&text("/status@other_bot"), "edge_bot"), None);
+        assert_eq!(parse(&text("/unknown"), "edge_bot"), None);
+        assert_eq!(parse(&text("hello /start"), "edge_bot"), None);
+    }
+
+    #[test]
+    fn menu_fits_telegram_rules() {
+        for c in menu() {
+            assert!(c.command.len() <= 32 && c.command.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+            assert!(!c.description.is_empty() && c.description.len() <= 256);
+        }
+    }
+
+    #[test]
+    fn status_mentions_model_and_format() {
+        let s = status_text(&StatusInfo {
+            session_age_secs: Some(3600),
+            session_messages: 4,
+            total_messages: 10,
+            model: "gemini-x".into(),
+            history_format: "compact".into(),
+        });
+        assert!(s.contains("60 min") && s.contains("gemini-x") && s.contains("compact") && s.contains('4'));
+    }
+}

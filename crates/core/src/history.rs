@@ -1,0 +1,401 @@
+//! Conversation history for the prompt, in two formats (`HISTORY_FORMAT`):
+//!
+//! - `structured`: Gemini `contents`, role `user` for everyone else and `model` for the bot.
+//!   Each user message starts with a `[meta]` part (message id, user id, name, username,
+//!   reply-to); the bot's turns are replayed exactly as Gemini returned them (thought
+//!   signatures included), with function responses synthesised from what became of each
+//!   action. Consecutive turns of the same role are merged.
+//! - `compact`: one plain-text user turn, a line per message (`#456 Alice#987654: text`),
+//!   ending with a marker that says which message to answer.
+//!
+//! History is cut by an estimated-token budget, newest kept; the cut is reported, never silent.
+
+use crate::conversation::Part as MsgPart;
+use crate::gemini::{Content, Part};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Bot,
+    Event,
+}
+
+impl Role {
+    pub fn parse(s: &str) -> Role {
+        match s {
+            "bot" => Role::Bot,
+            "event" => Role::Event,
+            _ => Role::User,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Bot => "bot",
+            Role::Event => "event",
+        }
+    }
+}
+
+/// One stored message, as the renderers need it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryMessage {
+    pub seq: i64,
+    pub message_id: Option<i64>,
+    pub role: Role,
+    pub user_id: Option<i64>,
+    pub name: String,
+    pub username: Option<String>,
+    pub reply_to: Option<i64>,
+    pub forwarded_from: Option<String>,
+    pub parts: Vec<MsgPart>,
+    /// Unix seconds.
+    pub date: i64,
+    pub edited: bool,
+    /// For the bot's messages: the turn that produced them.
+    pub turn_id: Option<String>,
+}
+
+impl HistoryMessage {
+    pub fn compact_text(&self) -> String {
+        self.parts.iter().map(MsgPart::render_compact).collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// A stored bot turn: the model's contents exactly as returned (with the function responses
+/// sent back for tool rounds), and the outcome of each function call, by call index.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct BotTurn {
+    pub contents: Vec<Content>,
+    #[serde(default)]
+    pub outcomes: BTreeMap<usize, Value>,
+}
+
+/// Rough token estimate: about 4 ASCII characters per token, 1.5 for other scripts.
+pub fn estimate_tokens(s: &str) -> usize {
+    let (mut ascii, mut other) = (0usize, 0usize);
+    for c in s.chars() {
+        if c.is_ascii() {
+            ascii += 1;
+        } else {
+            other += 1;
+        }
+    }
+    ascii.div_ceil(4) + (other * 2).div_ceil(3)
+}
+
+/// Estimated tokens of request contents (their JSON, as sent).
+pub fn estimate_contents_tokens(contents: &[Content]) -> usize {
+    estimate_tokens(&serde_json::to_string(contents).unwrap_or_default())
+}
+
+/// Removes metadata the model may echo from what users will see: `[meta]` lines and a leading
+/// `bot:` / `#123 bot:` prefix copied from the compact format.
+pub fn sanitize_reply(text: &str) -> String {
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim_start().to_ascii_lowercase().starts_with("[meta]"))
+        .collect();
+    let joined = kept.join("\n");
+    let mut t = joined.trim();
+    if let Some(rest) = t.strip_prefix('#') {
+        let digits = rest.chars().take_while(char::is_ascii_digit).count();
+        if digits > 0 && rest[digits..].trim_start().to_ascii_lowercase().starts_with("bot:") {
+            t = rest[digits..].trim_start();
+        }
+    }
+    if t.len() >= 4 && t[..4].eq_ignore_ascii_case("bot:") {
+        t = t[4..].trim_start();
+    }
+    t.to_string()
+}
+
+fn quote(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// The `[meta]` line of a message in the structured format.
+pub fn meta_line(m: &HistoryMessage) -> String {
+    let mut out = String::from("[meta]");
+    if let Some(id) = m.message_id {
+        out.push_str(&format!(" message_id={id}"));
+    }
+    if m.role == Role::Event {
+        out.push_str(" event=true");
+    }
+    if let Some(u) = m.user_id {
+        out.push_str(&format!(" user_id={u}"));
+    }
+    out.push_str(&format!(" name={}", quote(&m.name)));
+    if let Some(u) = &m.username {
+        out.push_str(&format!(" username={u}"));
+    }
+    if let Some(r) = m.reply_to {
+        out.push_str(&format!(" reply_to_message_id={r}"));
+    }
+    if let Some(f) = &m.forwarded_from {
+        out.push_str(&format!(" forwarded_from={}", quote(f)));
+    }
+    if m.edited {
+        out.push_str(" edited=true");
+    }
+    out
+}
+
+fn message_parts(m: &HistoryMessage) -> Vec<Part> {
+    m.parts
+        .iter()
+        .map(|p| match p {
+            MsgPart::Text { text, .. } if !text.trim().is_empty() => Part::text(text.clone()),
+            other => Part::text(other.render_compact()),
+        })
+        .filter(|p| p.text.as_deref().is_some_and(|t| !t.is_empty()))
+        .collect()
+}
+
+/// Merges consecutive contents of the same role and makes sure the history starts with a
+/// user turn and has no empty turn (shapes Gemini rejects otherwise).
+pub fn normalize_contents(contents: Vec<Content>) -> Vec<Content> {
+    let mut out: Vec<Content> = Vec::with_capacity(contents.len());
+    for c in contents {
+        if c.parts.is_empty() {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if last.role == c.role => last.parts.extend(c.parts),
+            _ => out.push(c),
+        }
+    }
+    if out.first().is_some_and(Content::is_model) {
+        out.insert(0, Content::user(vec![Part::text("[earlier conversation omitted]")]));
+    }
+    out
+}
+
+/// Synthesised function responses for a model content's calls that got none when the turn
+/// ran (actions): what became of each, by call index.
+fn responses_for(content: &Content, first_index: usize, outcomes: &BTreeMap<usize, Value>) -> Vec<Part> {
+    content
+        .function_calls()
+        .enumerate()
+        .map(|(i, call)| {
+            let outcome = outcomes.get(&(first_index + i)).cloned().unwrap_or_else(|| json!({"ok": true}));
+            Part::function_response(&call.name, call.id.clone(), outcome)
+        })
+        .collect()
+}
+
+/// The contents of a stored bot turn, ready to replay: every function call followed by its
+/// responses.
+pub fn replay_turn(turn: &BotTurn) -> Vec<Content> {
+    let mut out = Vec::new();
+    let mut call_index = 0;
+    for (i, c) in turn.contents.iter().enumerate() {
+        out.push(c.clone());
+        if !c.is_model() {
+            continue;
+        }
+        let calls = c.function_calls().count();
+        let answered = turn
+            .contents
+            .get(i + 1)
+            .is_some_and(|next| !next.is_model() && next.parts.iter().any(|p| p.function_response.is_some()));
+        if calls > 0 && !answered {
+            out.push(Content::user(responses_for(c, call_index, &turn.outcomes)));
+        }
+        call_index += calls;
+    }
+    out
+}
+
+/// Renders the structured history.
+pub fn render_structured(msgs: &[HistoryMessage], turns: &BTreeMap<String, BotTurn>) -> Vec<Content> {
+    let mut contents = Vec::new();
+    let mut replayed: BTreeSet<&str> = BTreeSet::new();
+    for m in msgs {
+        match m.role {
+            Role::User | Role::Event => {
+                let mut parts = vec![Part::text(meta_line(m))];
+                parts.extend(message_parts(m));
+                contents.push(Content::user(parts));
+            }
+            Role::Bot => match m.turn_id.as_deref() {
+                Some(id) if replayed.contains(id) => {}
+                Some(id) if turns.get(id).is_some_and(|t| !t.contents.is_empty()) => {
+                    replayed.insert(id);
+                    contents.extend(replay_turn(&turns[id]));
+                }
+                _ => {
+                    let text = m.compact_text();
+                    if !text.trim().is_empty() {
+                        contents.push(Content::model(vec![Part::text(text)]));
+                    }
+                }
+            },
+        }
+    }
+    normalize_contents(contents)
+}
+
+/// Renders the compact history: one user turn.
+pub fn render_compact(msgs: &[HistoryMessage], target: Option<i64>) -> Vec<Content> {
+    let mut lines = Vec::with_capacity(msgs.len() + 1);
+    let mut named: BTreeMap<&str, Option<i64>> = BTreeMap::new();
+    for m in msgs {
+        let id = m.message_id.map_or_else(|| "#-".to_string(), |id| format!("#{id}"));
+        let text = m.compact_text().replace('\n', "\n  ");
+        let line = match m.role {
+            Role::Bot => format!("{id} bot: {text}"),
+            Role::Event => format!("{id} {text}"),
+            Role::User => {
+                // A person's id is written the first time their name appears.
+                let who = match named.get(m.name.as_str()) {
+                    Some(uid) if *uid == m.user_id => m.name.clone(),
+                    _ => {
+                        named.insert(&m.name, m.user_id);
+                        match m.user_id {
+                            Some(uid) => format!("{}#{uid}", m.name),
+                            None => m.name.clone(),
+                        }
+                    }
+                };
+                let mut head = format!("{id} {who}");
+                if let Some(r) = m.reply_to {
+                    head.push_str(&format!(" → #{r}"));
+                }
+                if let Some(f) = &m.forwarded_from {
+                    head.push_str(&format!(" (fwd {f})"));
+                }
+                if m.edited {
+                    head.push_str(" (edited)");
+                }
+                format!("{head}: {text}")
+            }
+        };
+        lines.push(line);
+    }
+    lines.push(match target {
+        Some(t) => format!("→ Answer #{t}"),
+        None => "→ Answer the latest messages".to_string(),
+    });
+    vec![Content::user(vec![Part::text(lines.join("\n"))])]
+}
+
+/// Estimated cost of one message in either format (bot turns counted once, by their text).
+fn message_cost(m: &HistoryMessage, structured: bool) -> usize {
+    let text = estimate_tokens(&m.compact_text());
+    if structured {
+        text + estimate_tokens(&meta_line(m)) + 12
+    } else {
+        text + 6
+    }
+}
+
+/// The index of the first message that fits the budget when the newest are kept. Always keeps
+/// at least the last message.
+pub fn fit_budget(msgs: &[HistoryMessage], budget: usize, structured: bool) -> usize {
+    let mut used = 0;
+    for (i, m) in msgs.iter().enumerate().rev() {
+        used += message_cost(m, structured);
+        if used > budget && i + 1 < msgs.len() {
+            return i + 1;
+        }
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemini::FunctionCall;
+
+    fn user(seq: i64, id: i64, uid: i64, name: &str, text: &str) -> HistoryMessage {
+        HistoryMessage {
+            seq,
+            message_id: Some(id),
+            role: Role::User,
+            user_id: Some(uid),
+            name: name.into(),
+            username: None,
+            reply_to: None,
+            forwarded_from: None,
+            parts: vec![MsgPart::text(text)],
+            date: 0,
+            edited: false,
+            turn_id: None,
+        }
+    }
+
+    fn bot(seq: i64, id: i64, text: &str, turn: &str) -> HistoryMessage {
+        HistoryMessage { role: Role::Bot, user_id: Some(42), name: "bot".into(), turn_id: Some(turn.into()), ..user(seq, id, 42, "bot", text) }
+    }
+
+    #[test]
+    fn sanitize_strips_meta_echo() {
+        assert_eq!(sanitize_reply("[meta] message_id=1 user_id=2\nHello"), "Hello");
+        assert_eq!(sanitize_reply("#12 bot: Hi there"), "Hi there");
+        assert_eq!(sanitize_reply("bot: yes"), "yes");
+        assert_eq!(sanitize_reply("#hashtag bot: stays"), "#hashtag bot: stays");
+    }
+
+    #[test]
+    fn structured_merges_roles_and_replays_turns() {
+        let call = Part {
+            function_call: Some(FunctionCall { id: Some("c1".into()), name: "send_message".into(), args: json!({"text": "Hi!"}) }),
+            thought_signature: Some("sig".into()),
+            ..Default::default()
+        };
+        let mut turns = BTreeMap::new();
+        turns.insert(
+            "t1".to_string(),
+            BotTurn { contents: vec![Content::model(vec![call])], outcomes: [(0, json!({"ok": true, "message_id": 3}))].into() },
+        );
+        let msgs = vec![
+            user(1, 1, 7, "Alice", "hello"),
+            user(2, 2, 8, "Bob", "hi all"),
+            bot(3, 3, "Hi!", "t1"),
+            user(4, 4, 7, "Alice", "how are you?"),
+        ];
+        let c = render_structured(&msgs, &turns);
+        let roles: Vec<_> = c.iter().map(|c| c.role.clone().unwrap()).collect();
+        assert_eq!(roles, vec!["user", "model", "user"]);
+        assert_eq!(c[0].parts.len(), 4, "two messages merged, each meta + text");
+        assert_eq!(c[1].parts[0].thought_signature.as_deref(), Some("sig"));
+        let resp = c[2].parts[0].function_response.as_ref().unwrap();
+        assert_eq!((resp.name.as_str(), resp.id.as_deref()), ("send_message", Some("c1")));
+        assert_eq!(resp.response["message_id"], 3);
+        assert!(c[2].parts[1].text.as_deref().unwrap().starts_with("[meta] message_id=4"));
+    }
+
+    #[test]
+    fn compact_is_one_line_per_message() {
+        let mut reply = user(3, 458, 111222, "Bob", "agreed");
+        reply.reply_to = Some(456);
+        let msgs = vec![user(1, 456, 987654, "Alice", "hello"), bot(2, 457, "hi", "t"), reply, user(4, 459, 987654, "Alice", "ok")];
+        let c = render_compact(&msgs, Some(459));
+        assert_eq!(
+            c[0].parts[0].text.as_deref().unwrap(),
+            "#456 Alice#987654: hello\n#457 bot: hi\n#458 Bob#111222 → #456: agreed\n#459 Alice: ok\n→ Answer #459"
+        );
+    }
+
+    #[test]
+    fn budget_keeps_the_newest() {
+        let msgs: Vec<_> = (0..100).map(|i| user(i, i, 1, "A", &"word ".repeat(20))).collect();
+        let start = fit_budget(&msgs, 500, true);
+        assert!(start > 0 && start < 100);
+        assert_eq!(fit_budget(&msgs, 1_000_000, true), 0);
+        assert_eq!(fit_budget(&msgs, 1, false), 99, "the last message is always kept");
+    }
+
+    #[test]
+    fn history_never_starts_with_the_model() {
+        let c = normalize_contents(vec![Content::model(vec![Part::text("x")]), Content::user(vec![])]);
+        assert_eq!(c[0].role.as_deref(), Some("user"));
+        assert_eq!(c.len(), 2);
+    }
+}

@@ -1,0 +1,151 @@
+//! Jobs on the retry queue, and what to do with each after it ran: ack, requeue with backoff,
+//! or dead-letter. Pure: the queue consumer only carries these decisions out.
+//!
+//! Invariants:
+//! - A job carries its kind, its attempt number and an idempotency key; the same key never
+//!   does its work twice (the handlers check what is already stored).
+//! - Transient failures are retried with exponential backoff and jitter, never sooner than a
+//!   server's Retry-After; permanent failures and the last attempt go to the dead-letter queue.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Job {
+    /// Run the model turn `turn_id` of conversation `conv` again.
+    Turn { conv: String, turn_id: String, attempt: u32 },
+    /// Carry out step `step` of the plan of `turn_id` again (a Telegram send).
+    Step { conv: String, turn_id: String, step: usize, attempt: u32 },
+    /// Consolidate a conversation's new messages into memories and summaries.
+    Consolidate { conv: String, attempt: u32 },
+}
+
+impl Job {
+    pub fn attempt(&self) -> u32 {
+        match self {
+            Job::Turn { attempt, .. } | Job::Step { attempt, .. } | Job::Consolidate { attempt, .. } => *attempt,
+        }
+    }
+
+    pub fn conv(&self) -> &str {
+        match self {
+            Job::Turn { conv, .. } | Job::Step { conv, .. } | Job::Consolidate { conv, .. } => conv,
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Job::Turn { .. } => "turn",
+            Job::Step { .. } => "step",
+            Job::Consolidate { .. } => "consolidate",
+        }
+    }
+
+    /// The idempotency key: the same work has the same key on every attempt.
+    pub fn key(&self) -> String {
+        match self {
+            Job::Turn { turn_id, .. } => format!("turn:{turn_id}"),
+            Job::Step { turn_id, step, .. } => format!("step:{turn_id}/{step}"),
+            Job::Consolidate { conv, .. } => format!("consolidate:{conv}"),
+        }
+    }
+
+    pub fn next_attempt(&self) -> Job {
+        let mut j = self.clone();
+        match &mut j {
+            Job::Turn { attempt, .. } | Job::Step { attempt, .. } | Job::Consolidate { attempt, .. } => *attempt += 1,
+        }
+        j
+    }
+}
+
+/// How a job's run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum JobOutcome {
+    /// Done, or no longer needed (superseded).
+    Done,
+    /// Failed in a way that may pass; `after_ms` is the server's requested wait, if any.
+    Retry { error: String, after_ms: Option<u64> },
+    /// Failed for good.
+    Failed { error: String },
+}
+
+/// What the consumer does next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NextMove {
+    Ack,
+    Requeue { job: Job, delay_secs: u32 },
+    DeadLetter { job: Job, error: String },
+}
+
+/// Exponential backoff with jitter: `base · 2^(attempt-1)`, capped, then scaled by a factor in
+/// [0.5, 1.0) from `jitter` (uniform in [0, 1)).
+pub fn backoff_ms(attempt: u32, base_ms: u64, cap_ms: u64, jitter: f64) -> u64 {
+    let exp = base_ms.saturating_mul(1u64 << attempt.saturating_sub(1).min(20)).min(cap_ms);
+    (exp as f64 * (0.5 + jitter.clamp(0.0, 1.0) / 2.0)) as u64
+}
+
+/// Attempts allowed for a job kind.
+pub fn max_attempts(job: &Job, max_turn: u32, max_send: u32) -> u32 {
+    match job {
+        Job::Turn { .. } => max_turn,
+        Job::Step { .. } => max_send,
+        Job::Consolidate { .. } => 5,
+    }
+}
+
+/// Decides the next move after a run. Queue delays are whole seconds (at most 12 hours).
+pub fn next_move(job: &Job, outcome: &JobOutcome, max: u32, jitter: f64) -> NextMove {
+    match outcome {
+        JobOutcome::Done => NextMove::Ack,
+        JobOutcome::Failed { error } => NextMove::DeadLetter { job: job.clone(), error: error.clone() },
+        JobOutcome::Retry { error, after_ms } => {
+            if job.attempt() >= max {
+                return NextMove::DeadLetter { job: job.clone(), error: format!("gave up after {max} attempts: {error}") };
+            }
+            let backoff = backoff_ms(job.attempt(), 2_000, 300_000, jitter);
+            let delay_ms = backoff.max(after_ms.unwrap_or(0));
+            let delay_secs = delay_ms.div_ceil(1000).clamp(1, 43_200) as u32;
+            NextMove::Requeue { job: job.next_attempt(), delay_secs }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(attempt: u32) -> Job {
+        Job::Turn { conv: "1".into(), turn_id: "1/1".into(), attempt }
+    }
+
+    #[test]
+    fn jobs_round_trip_as_json_with_a_stable_key() {
+        let j = Job::Step { conv: "-100:7".into(), turn_id: "-100:7/3".into(), step: 2, attempt: 4 };
+        let back: Job = serde_json::from_str(&serde_json::to_string(&j).unwrap()).unwrap();
+        assert_eq!(back, j);
+        assert_eq!(j.key(), j.next_attempt().key());
+        assert_eq!(j.next_attempt().attempt(), 5);
+    }
+
+    #[test]
+    fn backoff_grows_is_capped_and_jittered() {
+        assert_eq!(backoff_ms(1, 2000, 300_000, 0.0), 1000);
+        assert_eq!(backoff_ms(1, 2000, 300_000, 0.999), 1999);
+        assert_eq!(backoff_ms(4, 2000, 300_000, 0.0), 8000);
+        assert_eq!(backoff_ms(30, 2000, 300_000, 0.0), 150_000);
+    }
+
+    #[test]
+    fn retry_after_is_honoured_and_the_last_attempt_dead_letters() {
+        let out = JobOutcome::Retry { error: "429".into(), after_ms: Some(37_000) };
+        assert_eq!(next_move(&turn(1), &out, 10, 0.5), NextMove::Requeue { job: turn(2), delay_secs: 37 });
+        let out = JobOutcome::Retry { error: "503".into(), after_ms: None };
+        assert!(matches!(next_move(&turn(3), &out, 10, 0.0), NextMove::Requeue { delay_secs: 4, .. }));
+        assert!(matches!(next_move(&turn(10), &out, 10, 0.0), NextMove::DeadLetter { .. }));
+        let failed = JobOutcome::Failed { error: "400".into() };
+        assert!(matches!(next_move(&turn(1), &failed, 10, 0.0), NextMove::DeadLetter { .. }));
+        assert_eq!(next_move(&turn(1), &JobOutcome::Done, 10, 0.0), NextMove::Ack);
+    }
+}

@@ -1,0 +1,218 @@
+//! What the agent can do: the Gemini function declarations, and the parsing of the model's
+//! function calls into plan steps (actions) and tool requests (which return results).
+//!
+//! Invariant: a malformed call never fails the turn; it becomes [`ToolCall::Invalid`], whose
+//! error goes back to the model as the function's response.
+
+use crate::gemini::{FunctionCall, FunctionDeclaration, Tool};
+use crate::plan::{Step, MAX_WAIT_SECS};
+use crate::telegram::api::{allowed_reaction, REACTION_EMOJI};
+use serde_json::{json, Value};
+
+/// URLs per fetch_url call.
+pub const MAX_FETCH_URLS: usize = 3;
+
+/// A parsed function call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolCall {
+    /// An action for the plan (send, react, sticker, wait).
+    Action(Step),
+    Remember { content: String, about_user_id: Option<i64> },
+    SetPlan { content: String },
+    FetchUrl { urls: Vec<String> },
+    SearchMemory { query: String },
+    Invalid { name: String, error: String },
+}
+
+impl ToolCall {
+    /// Tools whose results the model needs before it can go on.
+    pub fn needs_result(&self) -> bool {
+        matches!(self, ToolCall::FetchUrl { .. } | ToolCall::SearchMemory { .. } | ToolCall::Invalid { .. })
+    }
+}
+
+fn int_arg(args: &Value, name: &str) -> Option<i64> {
+    match args.get(name)? {
+        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
+        Value::String(s) => s.trim().trim_start_matches('#').parse().ok(),
+        _ => None,
+    }
+}
+
+fn str_arg(args: &Value, name: &str) -> Option<String> {
+    args.get(name).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
+}
+
+/// Parses one function call.
+pub fn parse_call(call: &FunctionCall, sticker_sets: &[String]) -> ToolCall {
+    let a = &call.args;
+    let invalid = |error: &str| ToolCall::Invalid { name: call.name.clone(), error: error.to_string() };
+    match call.name.as_str() {
+        "send_message" => match str_arg(a, "text").map(|t| crate::history::sanitize_reply(&t)) {
+            Some(text) if !text.trim().is_empty() => {
+                ToolCall::Action(Step::Send { text, reply_to: int_arg(a, "reply_to_message_id") })
+            }
+            _ => invalid("text is required"),
+        },
+        "react" => {
+            let Some(message_id) = int_arg(a, "message_id") else { return invalid("message_id is required") };
+            match str_arg(a, "emoji").as_deref().and_then(allowed_reaction) {
+                Some(e) => ToolCall::Action(Step::React { message_id, emoji: e.to_string() }),
+                None => invalid("emoji must be one of Telegram's reaction emoji"),
+            }
+        }
+        "send_sticker" => {
+            let set = str_arg(a, "set_name").unwrap_or_default();
+            if !sticker_sets.iter().any(|s| s.eq_ignore_ascii_case(&set)) {
+                return invalid("set_name must be one of the configured sticker sets");
+            }
+            match str_arg(a, "emoji") {
+                Some(emoji) => ToolCall::Action(Step::Sticker { set_name: set, emoji, reply_to: int_arg(a, "reply_to_message_id") }),
+                None => invalid("emoji is required"),
+            }
+        }
+        "wait" => {
+            let secs = int_arg(a, "seconds").unwrap_or(1).clamp(1, MAX_WAIT_SECS as i64) as u32;
+            ToolCall::Action(Step::Wait { seconds: secs })
+        }
+        "remember" => match str_arg(a, "content") {
+            Some(content) => ToolCall::Remember { content, about_user_id: int_arg(a, "about_user_id") },
+            None => invalid("content is required"),
+        },
+        "set_plan" => ToolCall::SetPlan { content: str_arg(a, "content").unwrap_or_default() },
+        "fetch_url" => {
+            let urls: Vec<String> = match a.get("urls").or_else(|| a.get("url")) {
+                Some(Value::Array(v)) => v.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+                Some(Value::String(s)) => vec![s.clone()],
+                _ => Vec::new(),
+            };
+            if urls.is_empty() {
+                invalid("urls is required")
+            } else if urls.len() > MAX_FETCH_URLS {
+                invalid("at most 3 URLs per call")
+            } else {
+                ToolCall::FetchUrl { urls }
+            }
+        }
+        "search_memory" => match str_arg(a, "query") {
+            Some(query) => ToolCall::SearchMemory { query },
+            None => invalid("query is required"),
+        },
+        other => ToolCall::Invalid { name: other.to_string(), error: "unknown function".into() },
+    }
+}
+
+/// The function declarations sent with every turn.
+pub fn declarations(sticker_sets: &[String]) -> Vec<Tool> {
+    let decl = |name: &str, description: &str, parameters: Value| FunctionDeclaration {
+        name: name.into(),
+        description: description.into(),
+        parameters,
+    };
+    let mut fns = vec![
+        decl(
+            "send_message",
+            "Send a chat message (Markdown). Call it once per message; several calls send several messages in order. \
+             A plain text answer also counts as one message.",
+            json!({"type": "OBJECT", "properties": {
+                "text": {"type": "STRING", "description": "The message, in Markdown."},
+                "reply_to_message_id": {"type": "INTEGER", "description": "Reply to this message id (optional)."}
+            }, "required": ["text"]}),
+        ),
+        decl(
+            "react",
+            "Set an emoji reaction on a message.",
+            json!({"type": "OBJECT", "properties": {
+                "message_id": {"type": "INTEGER"},
+                "emoji": {"type": "STRING", "enum": REACTION_EMOJI.as_slice()}
+            }, "required": ["message_id", "emoji"]}),
+        ),
+        decl(
+            "remember",
+            "Store a lasting note about a person or this chat (preferences, facts, plans). Stored at once.",
+            json!({"type": "OBJECT", "properties": {
+                "content": {"type": "STRING"},
+                "about_user_id": {"type": "INTEGER", "description": "The user the note is about, if a person."}
+            }, "required": ["content"]}),
+        ),
+        decl(
+            "set_plan",
+            "Set this chat's plan: what you intend to do over the next turns. Shown to you in later turns. Empty clears it.",
+            json!({"type": "OBJECT", "properties": {"content": {"type": "STRING"}}, "required": ["content"]}),
+        ),
+        decl(
+            "wait",
+            "Pause before the next action, like a person typing (1 to 60 seconds).",
+            json!({"type": "OBJECT", "properties": {"seconds": {"type": "INTEGER"}}, "required": ["seconds"]}),
+        ),
+        decl(
+            "fetch_url",
+            "Read web pages (at most 3 http(s) URLs per call). Returns their readable text.",
+            json!({"type": "OBJECT", "properties": {
+                "urls": {"type": "ARRAY", "items": {"type": "STRING"}}
+            }, "required": ["urls"]}),
+        ),
+        decl(
+            "search_memory",
+            "Search what you remember about people and past conversations.",
+            json!({"type": "OBJECT", "properties": {"query": {"type": "STRING"}}, "required": ["query"]}),
+        ),
+    ];
+    if !sticker_sets.is_empty() {
+        fns.insert(
+            2,
+            decl(
+                "send_sticker",
+                "Send a sticker from one of the available sets, chosen by emoji.",
+                json!({"type": "OBJECT", "properties": {
+                    "set_name": {"type": "STRING", "enum": sticker_sets},
+                    "emoji": {"type": "STRING"},
+                    "reply_to_message_id": {"type": "INTEGER"}
+                }, "required": ["set_name", "emoji"]}),
+            ),
+        );
+    }
+    vec![Tool { function_declarations: fns }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(name: &str, args: Value) -> ToolCall {
+        parse_call(&FunctionCall { id: None, name: name.into(), args }, &["Cats".into()])
+    }
+
+    #[test]
+    fn actions_parse_into_steps() {
+        assert_eq!(
+            call("send_message", json!({"text": "hi", "reply_to_message_id": "456"})),
+            ToolCall::Action(Step::Send { text: "hi".into(), reply_to: Some(456) })
+        );
+        assert_eq!(
+            call("react", json!({"message_id": 5, "emoji": "❤️"})),
+            ToolCall::Action(Step::React { message_id: 5, emoji: "❤".into() })
+        );
+        assert_eq!(call("wait", json!({"seconds": 600})), ToolCall::Action(Step::Wait { seconds: 60 }));
+        assert!(matches!(call("send_sticker", json!({"set_name": "cats", "emoji": "😺"})), ToolCall::Action(_)));
+    }
+
+    #[test]
+    fn bad_calls_become_errors_for_the_model() {
+        assert!(matches!(call("react", json!({"message_id": 5, "emoji": "🦀"})), ToolCall::Invalid { .. }));
+        assert!(matches!(call("send_message", json!({})), ToolCall::Invalid { .. }));
+        assert!(matches!(call("send_sticker", json!({"set_name": "dogs", "emoji": "🐶"})), ToolCall::Invalid { .. }));
+        assert!(matches!(call("fetch_url", json!({"urls": ["a", "b", "c", "d"]})), ToolCall::Invalid { .. }));
+        assert!(matches!(call("launch_rockets", json!({})), ToolCall::Invalid { .. }));
+    }
+
+    #[test]
+    fn declarations_include_stickers_only_when_configured() {
+        let names = |sets: &[String]| -> Vec<String> {
+            declarations(sets)[0].function_declarations.iter().map(|d| d.name.clone()).collect()
+        };
+        assert!(!names(&[]).contains(&"send_sticker".to_string()));
+        assert!(names(&["Cats".into()]).contains(&"send_sticker".to_string()));
+        assert_eq!(names(&[]).len(), 7);
+    }
+}

@@ -1,0 +1,510 @@
+//! One agent turn: call Gemini with the assembled prompt and history, run the tools that
+//! return results (memory search, URL fetch, remember, set_plan) in a bounded loop, and turn
+//! the model's actions into a plan.
+//!
+//! IO goes through three small ports ([`ModelPort`], [`ToolPort`], [`Clock`]); the edge
+//! implements them over `fetch` and D1, the tests with in-memory fakes.
+//!
+//! Invariants:
+//! - At most [`MAX_TOOL_ROUNDS`] + 1 model calls per turn (plus one retry after repairing the
+//!   history's shape); the last round disables function calling so the model must answer.
+//! - The loop also ends when the model asks again for URLs it already has.
+//! - Thought parts are never stored or shown; every other part of the model's turns is kept
+//!   exactly as returned, thought signatures included.
+//! - An empty or refused answer (SAFETY, RECITATION, OTHER, no parts) becomes a short graceful
+//!   reply, never silence; the reason is returned for the record.
+
+use crate::fetch::{check_url, fence};
+use crate::gemini::*;
+use crate::history::{normalize_contents, sanitize_reply, BotTurn};
+use crate::plan::Step;
+use crate::tools::{parse_call, ToolCall};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+/// Tool rounds before the model is made to answer.
+pub const MAX_TOOL_ROUNDS: usize = 4;
+/// Characters of a tool response kept in the stored turn (the full text is sent once).
+const STORED_RESPONSE_CHARS: usize = 600;
+
+/// What the user sees when the model gives nothing usable.
+pub const GRACEFUL_REPLY: &str = "Sorry, I can't help with that one. Could you put it another way?";
+
+#[allow(async_fn_in_trait)]
+pub trait ModelPort {
+    async fn generate(&self, model: &str, request: &GenerateContentRequest) -> Result<GenerateContentResponse, ModelError>;
+}
+
+#[allow(async_fn_in_trait)]
+pub trait ToolPort {
+    /// Fetches a checked URL and returns its readable text.
+    async fn fetch_url(&self, url: &str) -> Result<String, String>;
+    async fn search_memory(&self, query: &str) -> Vec<String>;
+    async fn remember(&self, content: &str, about_user_id: Option<i64>) -> Result<i64, String>;
+    async fn set_plan(&self, content: &str) -> Result<(), String>;
+}
+
+pub trait Clock {
+    fn now_ms(&self) -> i64;
+}
+
+/// Everything a turn needs, assembled by the caller.
+#[derive(Debug, Clone)]
+pub struct TurnRequest {
+    pub model: String,
+    pub system_instruction: String,
+    pub history: Vec<Content>,
+    pub tools: Vec<Tool>,
+    pub generation_config: Option<GenerationConfig>,
+    pub sticker_sets: Vec<String>,
+    pub fetch_allow_private: bool,
+}
+
+/// One model call, for usage and cost accounting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallRecord {
+    pub model: String,
+    pub usage: UsageMetadata,
+    pub duration_ms: i64,
+    pub finish_reason: Option<String>,
+    /// HTTP status, 200 on success.
+    pub status: u16,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnResult {
+    /// The turn as stored: model contents and (trimmed) tool responses.
+    pub turn: BotTurn,
+    pub steps: Vec<Step>,
+    /// For each step, the index of the function call it came from (`None`: plain text).
+    pub step_calls: Vec<Option<usize>>,
+    pub calls: Vec<CallRecord>,
+    /// Why the model gave nothing usable, when it did not.
+    pub empty_reason: Option<String>,
+    pub finish_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnFailure {
+    pub error: ModelError,
+    pub calls: Vec<CallRecord>,
+}
+
+fn trimmed_for_storage(content: &Content) -> Content {
+    let mut c = content.clone();
+    for p in &mut c.parts {
+        if let Some(fr) = &mut p.function_response {
+            let text = fr.response.to_string();
+            if text.chars().count() > STORED_RESPONSE_CHARS {
+                let head: String = text.chars().take(STORED_RESPONSE_CHARS).collect();
+                fr.response = json!({"note": "trimmed in history", "head": head});
+            }
+        }
+    }
+    c
+}
+
+fn without_thoughts(mut c: Content) -> Content {
+    c.parts.retain(|p| !p.is_thought());
+    c
+}
+
+/// Drops what makes Gemini reject a history: function-call turns that are not answered and
+/// empty turns; merges same-role neighbours.
+pub fn repair_history(contents: Vec<Content>) -> Vec<Content> {
+    let mut out: Vec<Content> = Vec::new();
+    for (i, c) in contents.iter().enumerate() {
+        let calls = c.function_calls().count();
+        if c.is_model() && calls > 0 {
+            let answered = contents.get(i + 1).map_or(0, |next| {
+                next.parts.iter().filter(|p| p.function_response.is_some()).count()
+            });
+            if answered != calls {
+                // Keep the visible text of a broken call turn, drop the calls.
+                let text = c.visible_text();
+                if !text.trim().is_empty() {
+                    out.push(Content::model(vec![Part::text(text)]));
+                }
+                continue;
+            }
+        }
+        if !c.is_model() && c.parts.iter().any(|p| p.function_response.is_some()) {
+            let prev_calls = i.checked_sub(1).map_or(0, |p| contents[p].function_calls().count());
+            let responses = c.parts.iter().filter(|p| p.function_response.is_some()).count();
+            if prev_calls != responses {
+                let kept: Vec<Part> = c.parts.iter().filter(|p| p.function_response.is_none()).cloned().collect();
+                out.push(Content { role: c.role.clone(), parts: kept });
+                continue;
+            }
+        }
+        let mut c = c.clone();
+        // An empty text part is rejected by Gemini ("empty text parameter").
+        c.parts.retain(|p| p.text.as_deref() != Some("") || p.function_call.is_some() || !p.extra.is_empty());
+        out.push(c);
+    }
+    normalize_contents(out)
+}
+
+/// Runs one turn.
+pub async fn run_turn(
+    req: &TurnRequest,
+    model: &impl ModelPort,
+    tools: &impl ToolPort,
+    clock: &impl Clock,
+) -> Result<TurnResult, TurnFailure> {
+    let mut contents = req.history.clone();
+    let mut result = TurnResult {
+        turn: BotTurn::default(),
+        steps: Vec::new(),
+        step_calls: Vec::new(),
+        calls: Vec::new(),
+        empty_reason: None,
+        finish_reason: None,
+    };
+    let mut call_index = 0usize;
+    let mut fetched: BTreeSet<String> = BTreeSet::new();
+    let mut force_answer = false;
+    let mut repaired = false;
+    let mut round = 0;
+    loop {
+        let last_round = force_answer || round >= MAX_TOOL_ROUNDS;
+        let request = GenerateContentRequest {
+            system_instruction: Some(Content { role: None, parts: vec![Part::text(req.system_instruction.clone())] }),
+            contents: contents.clone(),
+            tools: req.tools.clone(),
+            tool_config: last_round.then(|| json!({"functionCallingConfig": {"mode": "NONE"}})),
+            generation_config: req.generation_config.clone(),
+        };
+        let started = clock.now_ms();
+        let response = model.generate(&req.model, &request).await;
+        let duration_ms = clock.now_ms() - started;
+        let response = match response {
+            Ok(r) => r,
+            Err(error) => {
+                let status = match &error {
+                    ModelError::Http { status, .. } => *status,
+                    _ => 0,
+                };
+                result.calls.push(CallRecord {
+                    model: req.model.clone(),
+                    usage: UsageMetadata::default(),
+                    duration_ms,
+                    finish_reason: None,
+                    status,
+                    error: Some(error.to_string()),
+                });
+                if error.is_history_shape() && !repaired {
+                    repaired = true;
+                    contents = repair_history(contents);
+                    continue;
+                }
+                return Err(TurnFailure { error, calls: result.calls });
+            }
+        };
+        result.calls.push(CallRecord {
+            model: response.model_version.clone().unwrap_or_else(|| req.model.clone()),
+            usage: response.usage_metadata.clone().unwrap_or_default(),
+            duration_ms,
+            finish_reason: response.finish_reason().map(str::to_string),
+            status: 200,
+            error: None,
+        });
+        result.finish_reason = response.finish_reason().map(str::to_string);
+
+        let content = match response.outcome() {
+            Outcome::Content(c) => without_thoughts(c),
+            Outcome::Empty { reason } => {
+                if !result.steps.iter().any(Step::is_visible) {
+                    result.empty_reason = Some(reason);
+                    result.steps.push(Step::Send { text: GRACEFUL_REPLY.to_string(), reply_to: None });
+                    result.step_calls.push(None);
+                }
+                break;
+            }
+        };
+        result.turn.contents.push(content.clone());
+
+        let text = sanitize_reply(&content.visible_text());
+        if !text.trim().is_empty() {
+            result.steps.push(Step::Send { text, reply_to: None });
+            result.step_calls.push(None);
+        }
+        let mut responses = Vec::new();
+        let mut needs_round = false;
+        for call in content.function_calls() {
+            let index = call_index;
+            call_index += 1;
+            let parsed = parse_call(call, &req.sticker_sets);
+            needs_round |= parsed.needs_result();
+            let response = match parsed {
+                ToolCall::Action(step) => {
+                    result.steps.push(step);
+                    result.step_calls.push(Some(index));
+                    json!({"ok": true, "status": "scheduled"})
+                }
+                ToolCall::Remember { content, about_user_id } => {
+                    let r = match tools.remember(&content, about_user_id).await {
+                        Ok(id) => json!({"ok": true, "memory_id": id}),
+                        Err(e) => json!({"error": e}),
+                    };
+                    result.turn.outcomes.insert(index, r.clone());
+                    r
+                }
+                ToolCall::SetPlan { content } => {
+                    let r = match tools.set_plan(&content).await {
+                        Ok(()) => json!({"ok": true}),
+                        Err(e) => json!({"error": e}),
+                    };
+                    result.turn.outcomes.insert(index, r.clone());
+                    r
+                }
+                ToolCall::FetchUrl { urls } => {
+                    let new: Vec<String> = urls.iter().filter(|u| !fetched.contains(u.trim())).cloned().collect();
+                    if new.is_empty() {
+                        force_answer = true;
+                        json!({"error": "You already have these pages. Answer now."})
+                    } else {
+                        let mut pages = Vec::new();
+                        for url in new {
+                            fetched.insert(url.trim().to_string());
+                            let page = match check_url(&url, req.fetch_allow_private) {
+                                Err(e) => json!({"url": url, "error": e}),
+                                Ok(url) => match tools.fetch_url(&url).await {
+                                    Ok(text) => json!({"url": url, "content": fence(&url, &text)}),
+                                    Err(e) => json!({"url": url, "error": e}),
+                                },
+                            };
+                            pages.push(page);
+                        }
+                        json!({"pages": pages})
+                    }
+                }
+                ToolCall::SearchMemory { query } => {
+                    let found = tools.search_memory(&query).await;
+                    json!({"results": found})
+                }
+                ToolCall::Invalid { error, .. } => json!({"error": error}),
+            };
+            responses.push(Part::function_response(&call.name, call.id.clone(), response));
+        }
+        if !needs_round || last_round {
+            break;
+        }
+        let response_content = Content::user(responses);
+        result.turn.contents.push(trimmed_for_storage(&response_content));
+        contents.push(content);
+        contents.push(response_content);
+        round += 1;
+    }
+    Ok(result)
+}
+
+/// The function response recorded for an action step once it ran.
+pub fn step_outcome_value(outcome: &crate::plan::StepOutcome) -> Value {
+    use crate::plan::StepOutcome::*;
+    match outcome {
+        Sent { message_ids } => json!({"ok": true, "message_ids": message_ids}),
+        Done => json!({"ok": true}),
+        Cancelled => json!({"ok": false, "status": "cancelled: new messages arrived first"}),
+        Failed { error } => json!({"ok": false, "error": error}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::executor::block_on;
+    use std::cell::RefCell;
+
+    struct FakeModel {
+        answers: RefCell<Vec<Result<GenerateContentResponse, ModelError>>>,
+        seen: RefCell<Vec<GenerateContentRequest>>,
+    }
+
+    impl FakeModel {
+        fn new(answers: Vec<Result<Value, ModelError>>) -> Self {
+            let answers = answers
+                .into_iter()
+                .map(|a| a.map(|v| serde_json::from_value(v).unwrap()))
+                .rev()
+                .collect();
+            FakeModel { answers: RefCell::new(answers), seen: RefCell::new(Vec::new()) }
+        }
+    }
+
+    impl ModelPort for FakeModel {
+        async fn generate(&self, _model: &str, request: &GenerateContentRequest) -> Result<GenerateContentResponse, ModelError> {
+            self.seen.borrow_mut().push(request.clone());
+            self.answers.borrow_mut().pop().expect("an answer")
+        }
+    }
+
+    #[derive(Default)]
+    struct FakeTools {
+        fetched: RefCell<Vec<String>>,
+        remembered: RefCell<Vec<String>>,
+    }
+
+    impl ToolPort for FakeTools {
+        async fn fetch_url(&self, url: &str) -> Result<String, String> {
+            self.fetched.borrow_mut().push(url.to_string());
+            Ok(format!("text of {url}"))
+        }
+        async fn search_memory(&self, _q: &str) -> Vec<String> {
+            vec!["Alice likes tea".into()]
+        }
+        async fn remember(&self, content: &str, _u: Option<i64>) -> Result<i64, String> {
+            self.remembered.borrow_mut().push(content.to_string());
+            Ok(7)
+        }
+        async fn set_plan(&self, _c: &str) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    struct Tick(RefCell<i64>);
+    impl Clock for Tick {
+        fn now_ms(&self) -> i64 {
+            *self.0.borrow_mut() += 10;
+            *self.0.borrow()
+        }
+    }
+
+    fn answer(parts: Value) -> Result<Value, ModelError> {
+        Ok(json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
+                  "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}}))
+    }
+
+    fn request() -> TurnRequest {
+        TurnRequest {
+            model: "m".into(),
+            system_instruction: "sys".into(),
+            history: vec![Content::user(vec![Part::text("hi")])],
+            tools: crate::tools::declarations(&[]),
+            generation_config: None,
+            sticker_sets: vec![],
+            fetch_allow_private: false,
+        }
+    }
+
+    fn run(model: &FakeModel, tools: &FakeTools) -> Result<TurnResult, TurnFailure> {
+        block_on(run_turn(&request(), model, tools, &Tick(RefCell::new(0))))
+    }
+
+    #[test]
+    fn plain_text_is_one_send() {
+        let m = FakeModel::new(vec![answer(json!([{"text": "Hello **there**"}]))]);
+        let r = run(&m, &FakeTools::default()).unwrap();
+        assert_eq!(r.steps, vec![Step::Send { text: "Hello **there**".into(), reply_to: None }]);
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.calls[0].usage.prompt_token_count, 10);
+        assert_eq!(m.seen.borrow()[0].system_instruction.as_ref().unwrap().parts[0].text.as_deref(), Some("sys"));
+    }
+
+    #[test]
+    fn actions_become_a_plan_in_order_without_another_round() {
+        let m = FakeModel::new(vec![answer(json!([
+            {"functionCall": {"name": "send_message", "args": {"text": "one"}}, "thoughtSignature": "s1"},
+            {"functionCall": {"name": "wait", "args": {"seconds": 2}}},
+            {"functionCall": {"name": "send_message", "args": {"text": "two"}}},
+            {"functionCall": {"name": "react", "args": {"message_id": 5, "emoji": "👍"}}},
+            {"functionCall": {"name": "remember", "args": {"content": "likes tea"}}}
+        ]))]);
+        let tools = FakeTools::default();
+        let r = run(&m, &tools).unwrap();
+        assert_eq!(r.steps.iter().map(Step::kind).collect::<Vec<_>>(), ["send", "wait", "send", "react"]);
+        assert_eq!(r.step_calls, vec![Some(0), Some(1), Some(2), Some(3)]);
+        assert_eq!(*tools.remembered.borrow(), vec!["likes tea"]);
+        assert_eq!(r.turn.outcomes[&4]["memory_id"], 7);
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.turn.contents[0].parts[0].thought_signature.as_deref(), Some("s1"));
+    }
+
+    #[test]
+    fn fetch_round_then_answer() {
+        let m = FakeModel::new(vec![
+            answer(json!([{"functionCall": {"id": "f1", "name": "fetch_url", "args": {"urls": ["https://example.com/a"]}}}])),
+            answer(json!([{"text": "The page says hi."}])),
+        ]);
+        let tools = FakeTools::default();
+        let r = run(&m, &tools).unwrap();
+        assert_eq!(*tools.fetched.borrow(), vec!["https://example.com/a"]);
+        let second = &m.seen.borrow()[1];
+        let resp = second.contents.last().unwrap().parts[0].function_response.clone().unwrap();
+        assert_eq!(resp.id.as_deref(), Some("f1"));
+        assert!(resp.response["pages"][0]["content"].as_str().unwrap().contains("UNTRUSTED WEB CONTENT"));
+        assert_eq!(r.steps.len(), 1);
+        assert_eq!(r.turn.contents.len(), 3, "call, trimmed response, answer");
+    }
+
+    #[test]
+    fn private_urls_are_refused_without_fetching() {
+        let m = FakeModel::new(vec![
+            answer(json!([{"functionCall": {"name": "fetch_url", "args": {"urls": ["http://127.0.0.1/secret"]}}}])),
+            answer(json!([{"text": "I can't read that."}])),
+        ]);
+        let tools = FakeTools::default();
+        run(&m, &tools).unwrap();
+        assert!(tools.fetched.borrow().is_empty());
+        let seen = m.seen.borrow();
+        let resp = seen[1].contents.last().unwrap().parts[0].function_response.clone().unwrap();
+        assert!(resp.response["pages"][0]["error"].as_str().unwrap().contains("private"));
+    }
+
+    #[test]
+    fn repeated_urls_end_the_loop_and_rounds_are_bounded() {
+        let fetch = || answer(json!([{"functionCall": {"name": "fetch_url", "args": {"urls": ["https://e.com/x"]}}}]));
+        let m = FakeModel::new(vec![fetch(), fetch(), answer(json!([{"text": "done"}]))]);
+        let r = run(&m, &FakeTools::default()).unwrap();
+        let seen = m.seen.borrow();
+        assert_eq!(seen.len(), 3);
+        assert!(seen[2].tool_config.is_some(), "the final round disables function calling");
+        assert_eq!(r.steps.last(), Some(&Step::Send { text: "done".into(), reply_to: None }));
+
+        let distinct = (0..10).map(|i| answer(json!([{"functionCall": {"name": "fetch_url", "args": {"urls": [format!("https://e.com/{i}")]}}}])));
+        let m = FakeModel::new(distinct.collect());
+        let r = run(&m, &FakeTools::default()).unwrap();
+        assert_eq!(m.seen.borrow().len(), MAX_TOOL_ROUNDS + 1);
+        assert_eq!(r.calls.len(), MAX_TOOL_ROUNDS + 1);
+    }
+
+    #[test]
+    fn refused_answers_become_a_graceful_reply() {
+        let m = FakeModel::new(vec![Ok(json!({"candidates": [{"finishReason": "SAFETY"}]}))]);
+        let r = run(&m, &FakeTools::default()).unwrap();
+        assert_eq!(r.steps, vec![Step::Send { text: GRACEFUL_REPLY.into(), reply_to: None }]);
+        assert!(r.empty_reason.unwrap().contains("SAFETY"));
+    }
+
+    #[test]
+    fn history_shape_errors_are_repaired_once() {
+        let shape = ModelError::Http {
+            status: 400,
+            status_text: "INVALID_ARGUMENT".into(),
+            message: "Please ensure that function call turn comes immediately after a user turn or after a function response turn.".into(),
+            retry_after_ms: None,
+            daily_quota: false,
+        };
+        let m = FakeModel::new(vec![Err(shape.clone()), answer(json!([{"text": "ok"}]))]);
+        let r = run(&m, &FakeTools::default()).unwrap();
+        assert_eq!(r.calls.len(), 2);
+        let m = FakeModel::new(vec![Err(shape.clone()), Err(shape)]);
+        let e = run(&m, &FakeTools::default()).unwrap_err();
+        assert!(!e.error.is_transient());
+        assert_eq!(e.calls.len(), 2);
+    }
+
+    #[test]
+    fn repair_drops_unanswered_calls() {
+        let call = Part { function_call: Some(FunctionCall { id: None, name: "x".into(), args: json!({}) }), ..Default::default() };
+        let broken = vec![
+            Content::model(vec![call, Part::text("visible")]),
+            Content::user(vec![Part::text("next")]),
+        ];
+        let fixed = repair_history(broken);
+        assert_eq!(fixed[0].role.as_deref(), Some("user"));
+        assert_eq!(fixed[1].parts, vec![Part::text("visible")]);
+        assert_eq!(fixed[1].function_calls().count(), 0);
+    }
+}
