@@ -293,6 +293,17 @@ impl ChatState {
         }
     }
 
+    /// A retry job for `step` of `turn_id` arrived: resume the plan if it still waits for it.
+    pub fn resume_step(&mut self, turn_id: &str, step: usize) -> bool {
+        match self.plan.as_mut().filter(|p| p.turn_id == turn_id && p.next == step && p.waiting_job) {
+            Some(plan) => {
+                plan.waiting_job = false;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Whether a retry job for `step` of `turn_id` is still wanted.
     pub fn step_job_wanted(&self, turn_id: &str, step: usize) -> bool {
         self.plan.as_ref().is_some_and(|p| p.turn_id == turn_id && p.next == step && p.waiting_job)
@@ -434,6 +445,9 @@ mod tests {
         s.step_waiting(&t.turn_id, 0);
         assert!(s.step_job_wanted(&t.turn_id, 0));
         assert_eq!(s.due(5000, &T), Due::Nothing);
+        assert!(!s.resume_step(&t.turn_id, 1), "not the waiting step");
+        assert!(s.resume_step(&t.turn_id, 0));
+        assert!(!s.resume_step(&t.turn_id, 0), "resumed once");
         s.step_done(&t.turn_id, 0, 5000);
         assert!(!s.step_job_wanted(&t.turn_id, 0));
         s.step_done(&t.turn_id, 1, 5000);

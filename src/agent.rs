@@ -1,0 +1,370 @@
+//! A turn at the edge: load the context from D1, assemble the prompt and history with the
+//! core, run the core's turn loop against Gemini (with the typing indicator up), store what
+//! came back. The chat object decides when; this module does one turn.
+//!
+//! Invariants:
+//! - A turn with nothing new since the last answered turn makes no model call (a late
+//!   redelivery or a recovered signal never answers the same messages twice).
+//! - A turn whose result is already stored is not run again (a retried job resumes its plan).
+//! - Every model call's usage is stored, failed calls included.
+
+use crate::env::{now_ms, Ctx};
+use crate::gemini::GeminiClient;
+use crate::store::{self, TurnEnd, TurnStart};
+use crate::{args, net, prompts};
+use agent_core::chat_state::TurnRun;
+use agent_core::config::HistoryFormat;
+use agent_core::conversation::{ChatKind, ConvKey, Part};
+use agent_core::fetch::{html_to_text, MAX_PAGE_CHARS};
+use agent_core::gemini::{GenerationConfig, ModelError, ThinkingConfig};
+use agent_core::history::{self, Role};
+use agent_core::plan::Step;
+use agent_core::prompt::{self, ChatDetails, PromptInput, Reaction, Situation};
+use agent_core::session::session_start;
+use agent_core::turn::{self, Clock, ToolPort, TurnRequest};
+use futures::future::{select, Either};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use worker::{Delay, Method};
+
+/// How a turn ended.
+pub enum TurnOutput {
+    /// The model answered (or a stored answer was found): carry out these steps.
+    Planned { steps: Vec<Step> },
+    /// Nothing new to answer, or the chat is blocked: no model call was made.
+    NothingToDo,
+}
+
+pub enum TurnError {
+    Transient { error: String, after_ms: Option<u64> },
+    Permanent { error: String },
+}
+
+impl From<worker::Error> for TurnError {
+    fn from(e: worker::Error) -> Self {
+        TurnError::Transient { error: format!("storage: {e}"), after_ms: None }
+    }
+}
+
+struct WorkerClock;
+impl Clock for WorkerClock {
+    fn now_ms(&self) -> i64 {
+        now_ms()
+    }
+}
+
+/// The tools the model can call that return results.
+struct EdgeTools<'a> {
+    ctx: &'a Ctx,
+    conv: ConvKey,
+}
+
+impl ToolPort for EdgeTools<'_> {
+    async fn fetch_url(&self, url: &str) -> Result<String, String> {
+        let resp = net::send(
+            &self.ctx.meter,
+            Method::Get,
+            url,
+            &[("user-agent", "edge-agent/0.1 (+https://github.com)"), ("accept", "text/html,text/plain,*/*")],
+            None,
+            Duration::from_secs(10),
+        )
+        .await?;
+        if resp.status >= 400 {
+            return Err(format!("HTTP {}", resp.status));
+        }
+        let ctype = resp.headers.get("content-type").ok().flatten().unwrap_or_default().to_ascii_lowercase();
+        if ctype.contains("html") || resp.body.trim_start().starts_with('<') {
+            Ok(html_to_text(&resp.body, MAX_PAGE_CHARS))
+        } else if ctype.is_empty() || ctype.starts_with("text/") || ctype.contains("json") || ctype.contains("xml") {
+            Ok(resp.body.chars().take(MAX_PAGE_CHARS).collect())
+        } else {
+            Err(format!("unsupported content type {ctype}"))
+        }
+    }
+
+    async fn search_memory(&self, query: &str) -> Vec<String> {
+        crate::memory::search(self.ctx, self.conv.chat_id, query, 8).await.unwrap_or_default()
+    }
+
+    async fn remember(&self, content: &str, about_user_id: Option<i64>) -> Result<i64, String> {
+        store::insert_note(&self.ctx.db(), self.conv.chat_id, about_user_id, content, "agent", now_ms())
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn set_plan(&self, content: &str) -> Result<(), String> {
+        store::set_plan(&self.ctx.db(), &self.conv, content, now_ms()).await.map_err(|e| e.to_string())
+    }
+}
+
+fn chat_kind(kind: &str) -> ChatKind {
+    ChatKind::from_telegram(kind, 0)
+}
+
+/// The reaction that triggered a turn, from the newest reaction event of the history.
+fn reaction_of(messages: &[history::HistoryMessage]) -> Option<Reaction> {
+    let m = messages.iter().rev().find(|m| {
+        m.role == Role::Event && m.parts.iter().any(|p| matches!(p, Part::Event { kind, .. } if kind == "reaction"))
+    })?;
+    let detail = m.parts.iter().find_map(|p| match p {
+        Part::Event { detail, .. } => Some(detail.clone()),
+        _ => None,
+    })?;
+    let (emoji, id) = detail.split_once(" to #")?;
+    Some(Reaction { emoji: emoji.to_string(), message_id: id.parse().ok()?, by: m.name.clone() })
+}
+
+/// Runs one turn of `conv` (or finds its stored result).
+pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun) -> Result<TurnOutput, TurnError> {
+    let db = ctx.db();
+    let conv_s = conv.to_string();
+    let now = now_ms();
+
+    // A retried turn whose result is stored resumes without calling the model again.
+    if turn.attempt > 1 {
+        if let Some(stored) = store::stored_plan(&db, &turn.turn_id).await? {
+            if matches!(stored.status.as_str(), "planned" | "done") {
+                let steps: Vec<Step> = stored.plan.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
+                return Ok(TurnOutput::Planned { steps });
+            }
+        }
+    }
+
+    let context = store::load_turn_context(&db, &conv_s, conv.chat_id).await?;
+    if context.chat.as_ref().is_some_and(|c| c.blocked_at.is_some()) {
+        return Ok(TurnOutput::NothingToDo);
+    }
+    let newest_seq = context.messages.last().map_or(0, |m| m.seq);
+    let has_new = context
+        .messages
+        .iter()
+        .any(|m| m.seq > context.answered_seq && m.role != Role::Bot);
+    if !has_new {
+        return Ok(TurnOutput::NothingToDo);
+    }
+
+    // Session window: an idle gap after the stored start begins a new session.
+    let dates: Vec<(i64, i64)> = context.messages.iter().map(|m| (m.seq, m.date)).collect();
+    let stored_start = context.conversation.session_start_seq;
+    let start = session_start(&dates, stored_start, ctx.cfg.session_idle_secs);
+    let mut messages: Vec<history::HistoryMessage> = context.messages.into_iter().filter(|m| m.seq >= start).collect();
+    // New when an idle gap (or /new) moved the start, or the bot has not spoken in it yet.
+    let new_session = start > stored_start || !messages.iter().any(|m| m.role == Role::Bot);
+    let session_started_at = (start != stored_start || context.conversation.session_started_at.is_none()).then_some(now);
+
+    // Budget: keep the newest messages that fit.
+    let format = ctx.cfg.history_format;
+    let structured = format == HistoryFormat::Structured;
+    let first = history::fit_budget(&messages, ctx.cfg.history_token_budget, structured);
+    let cut_seq = (first > 0).then(|| messages[first].seq);
+    if first > 0 {
+        messages.drain(..first);
+    }
+
+    let people: Vec<i64> = {
+        let mut p: Vec<i64> = messages.iter().filter(|m| m.role == Role::User).filter_map(|m| m.user_id).collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    };
+    let notes = store::load_notes(&db, conv.chat_id, &people).await?;
+    let turns = if structured { store::load_bot_turns(&db, &messages).await? } else { BTreeMap::new() };
+    let memories = crate::memory::recall(ctx, conv, &people, &messages).await.unwrap_or_default();
+
+    let chat_row = context.chat.clone();
+    let model = chat_row.as_ref().and_then(|c| c.model.clone()).unwrap_or_else(|| ctx.cfg.gemini_model.clone());
+    let situation = Situation {
+        target_message_id: turn.target_message_id,
+        new_session,
+        trigger: turn.trigger,
+        reaction: if turn.trigger == agent_core::gating::Trigger::Reaction { reaction_of(&messages) } else { None },
+        format,
+        history_cut_without_summary: cut_seq.is_some() && memories.summary.is_none(),
+    };
+    let chat = ChatDetails {
+        kind: chat_row.as_ref().map_or(ChatKind::Private, |c| chat_kind(&c.kind)),
+        title: chat_row.as_ref().and_then(|c| c.title.clone()),
+        member_count: None,
+        topic_id: conv.thread_id,
+    };
+    let curated: Vec<String> = notes
+        .iter()
+        .filter(|n| n.source == "operator")
+        .map(|n| n.content.clone())
+        .chain(prompts::curated_notes())
+        .collect();
+    let mut learned: Vec<String> = notes
+        .iter()
+        .filter(|n| n.source != "operator")
+        .map(|n| match n.about_user_id {
+            Some(u) => format!("(about user {u}) {}", n.content),
+            None => n.content.clone(),
+        })
+        .collect();
+    learned.extend(memories.items);
+    let values = prompts::template_values(ctx, &model);
+    let library = prompts::library();
+    let system = prompt::system_instruction(&PromptInput {
+        situation: &situation,
+        library: &library,
+        persona: &ctx.cfg.persona,
+        roles: &ctx.cfg.role_prompts,
+        values: &values,
+        plan: context.conversation.plan.as_deref(),
+        curated: &curated,
+        memories: &learned,
+        memory_budget: ctx.cfg.memory_token_budget,
+        now: chrono::DateTime::from_timestamp_millis(now).unwrap_or_default(),
+        timezone: &ctx.cfg.timezone,
+        chat: &chat,
+        summary: memories.summary.as_deref(),
+    });
+    let history = if structured {
+        history::render_structured(&messages, &turns)
+    } else {
+        history::render_compact(&messages, turn.target_message_id)
+    };
+
+    store::start_turn(
+        &db,
+        &TurnStart {
+            turn_id: &turn.turn_id,
+            conv,
+            trigger: &serde_json::to_value(turn.trigger).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+            target_message_id: turn.target_message_id,
+            upto_seq: newest_seq,
+            model: &model,
+            history_format: format.as_str(),
+            attempt: turn.attempt,
+            history_cut_seq: cut_seq,
+            session_start_seq: start,
+            session_started_at,
+            now,
+        },
+    )
+    .await?;
+
+    let request = TurnRequest {
+        model: model.clone(),
+        system_instruction: system,
+        history,
+        tools: agent_core::tools::declarations(&ctx.cfg.sticker_sets),
+        generation_config: Some(GenerationConfig {
+            max_output_tokens: Some(ctx.cfg.max_output_tokens),
+            thinking_config: (!ctx.cfg.thinking_level.is_empty()).then(|| ThinkingConfig {
+                thinking_level: Some(ctx.cfg.thinking_level.clone()),
+                include_thoughts: false,
+            }),
+            ..Default::default()
+        }),
+        sticker_sets: ctx.cfg.sticker_sets.clone(),
+        fetch_allow_private: ctx.cfg.fetch_allow_private,
+    };
+    let gemini = GeminiClient::new(&ctx.cfg.gemini_api_base, ctx.secrets.gemini_api_key.clone(), ctx.meter.clone());
+    let tools = EdgeTools { ctx, conv: *conv };
+    let outcome = with_typing(ctx, conv, turn::run_turn(&request, &gemini, &tools, &WorkerClock)).await;
+
+    let done_at = now_ms();
+    let calls = match &outcome {
+        Ok(r) => &r.calls,
+        Err(f) => &f.calls,
+    };
+    let call_stmts = calls
+        .iter()
+        .map(|c| store::model_call_stmt(&db, Some(&turn.turn_id), Some(&conv_s), Some(conv.chat_id), "turn", c, done_at))
+        .collect::<worker::Result<Vec<_>>>()?;
+    match outcome {
+        Ok(result) => {
+            if let Some(reason) = &result.empty_reason {
+                worker::console_warn!("turn {}: no usable answer ({reason}); sending a graceful reply", turn.turn_id);
+            }
+            let end = TurnEnd {
+                turn_id: &turn.turn_id,
+                status: "planned",
+                contents: serde_json::to_string(&result.turn).ok(),
+                plan: serde_json::to_string(&result.steps).ok(),
+                step_calls: serde_json::to_string(&result.step_calls).ok(),
+                finish_reason: result.finish_reason.clone(),
+                empty_reason: result.empty_reason.clone(),
+                error: None,
+                subrequests: ctx.meter.count(),
+                now: done_at,
+            };
+            store::finish_turn(&db, &end, call_stmts).await?;
+            Ok(TurnOutput::Planned { steps: result.steps })
+        }
+        Err(failure) => {
+            let transient = failure.error.is_transient();
+            let end = TurnEnd {
+                turn_id: &turn.turn_id,
+                status: if transient { "retrying" } else { "failed" },
+                contents: None,
+                plan: None,
+                step_calls: None,
+                finish_reason: None,
+                empty_reason: None,
+                error: Some(failure.error.to_string()),
+                subrequests: ctx.meter.count(),
+                now: done_at,
+            };
+            store::finish_turn(&db, &end, call_stmts).await?;
+            let error = failure.error.to_string();
+            if transient {
+                Err(TurnError::Transient { after_ms: failure.error.retry_after_ms(), error })
+            } else {
+                if matches!(failure.error, ModelError::Http { status: 400 | 403, .. }) {
+                    worker::console_error!("turn {}: Gemini refused the request: {error}", turn.turn_id);
+                }
+                Err(TurnError::Permanent { error })
+            }
+        }
+    }
+}
+
+/// Shows "typing…" while `work` runs, refreshed every 4 seconds (Telegram shows it for 5).
+async fn with_typing<F: std::future::Future>(ctx: &Ctx, conv: &ConvKey, work: F) -> F::Output {
+    let tg = ctx.telegram();
+    let typing = async {
+        loop {
+            tg.typing(conv.chat_id, conv.thread_id).await;
+            Delay::from(Duration::from_secs(4)).await;
+        }
+    };
+    futures::pin_mut!(work);
+    futures::pin_mut!(typing);
+    match select(work, typing).await {
+        Either::Left((out, _)) => out,
+        Either::Right(_) => unreachable!("the typing loop never ends"),
+    }
+}
+
+/// Records the outcome of a plan step against the function call it came from.
+pub async fn record_step_outcome(ctx: &Ctx, turn_id: &str, step_calls: &[Option<usize>], index: usize, outcome: &agent_core::plan::StepOutcome) {
+    let Some(Some(call)) = step_calls.get(index) else { return };
+    let db = ctx.db();
+    let value = turn::step_outcome_value(outcome);
+    let result = match store::step_outcome_stmt(&db, turn_id, *call, &value, now_ms()) {
+        Ok(stmt) => db.batch(vec![stmt]).await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = result {
+        worker::console_warn!("turn {turn_id}: could not record step {index}: {e}");
+    }
+}
+
+/// Loads a turn's step → call mapping (for outcome records).
+pub async fn step_calls(ctx: &Ctx, turn_id: &str) -> Vec<Option<usize>> {
+    #[derive(serde::Deserialize)]
+    struct Row {
+        step_calls: Option<String>,
+    }
+    ctx.db()
+        .first::<Row>("SELECT step_calls FROM turns WHERE turn_id = ?1", args![turn_id])
+        .await
+        .ok()
+        .flatten()
+        .and_then(|r| r.step_calls)
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default()
+}

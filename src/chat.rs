@@ -1,0 +1,526 @@
+//! The chat object: one Durable Object per conversation (chat or forum topic). It holds the
+//! conversation's short-lived state (`agent_core::chat_state::ChatState`: debounce, the turn in
+//! flight, the reply plan) and carries out what that state machine decides.
+//!
+//! Routes (from the worker only): `POST /inbox` a reply-asking message or reaction,
+//! `POST /job` a retry job (answers a `JobOutcome`), `POST /dead` a dead-lettered job,
+//! `GET /state` the state (for tests and debugging).
+//!
+//! Invariants:
+//! - Access policy and commands are applied before anything else; neither calls the model.
+//! - The state lives in memory and is written to storage after every change; every handler
+//!   re-reads it after each await, because other requests interleave at awaits.
+//! - `in_flight` is memory only: a stored turn that this instance is not running belonged to
+//!   a dead instance and is recovered.
+//! - The alarm handler never fails (alarms are retried on error): it logs and re-arms.
+
+use crate::env::{now_ms, random_unit, Ctx, CHATS};
+use crate::{access, agent, commands, deliver, queue, store};
+use agent_core::chat_state::{ChatState, Due, Finish, Signal, SignalOutcome, Timing};
+use agent_core::commands as core_commands;
+use agent_core::conversation::{ChatKind, ConvKey, InboundMessage, InboundReaction};
+use agent_core::gating::Trigger;
+use agent_core::jobs::{max_attempts, next_move, Job, JobOutcome, NextMove};
+use agent_core::plan::{Step, StepOutcome};
+use serde::{Deserialize, Serialize};
+use std::cell::{Cell, RefCell};
+use worker::{durable_object, wasm_bindgen, DurableObject, Env, Method, Request, RequestInit, Response, Result, State};
+
+/// What the webhook hands to a chat object.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Inbox {
+    pub update_id: i64,
+    pub at_ms: i64,
+    pub trigger: Trigger,
+    pub message: Option<InboundMessage>,
+    pub reaction: Option<InboundReaction>,
+    /// `users.access` of the sender, read in the webhook's batch.
+    pub access: Option<String>,
+    pub bot_username: String,
+}
+
+pub const APOLOGY: &str =
+    "Sorry, I couldn't answer that because of a technical problem on my side. Please try again in a little while.";
+
+/// Calls a chat object with a JSON body.
+pub async fn call_object<T: Serialize>(ctx: &Ctx, conv: &str, path: &str, body: &T) -> Result<Response> {
+    ctx.meter.add(1);
+    let stub = ctx.env.durable_object(CHATS)?.id_from_name(conv)?.get_stub()?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_body(Some(serde_json::to_string(body)?.into()));
+    let req = Request::new_with_init(&format!("https://chat{path}?conv={conv}"), &init)?;
+    stub.fetch_with_request(req).await
+}
+
+/// Hands an inbox item to its chat object; fails if the object did not accept it (the webhook
+/// then answers 500 and Telegram redelivers).
+pub async fn send_inbox(ctx: &Ctx, conv: &str, inbox: &Inbox) -> Result<()> {
+    let resp = call_object(ctx, conv, "/inbox", inbox).await?;
+    if resp.status_code() != 200 {
+        return Err(worker::Error::RustError(format!("chat object answered {}", resp.status_code())));
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Meta {
+    conv: String,
+    kind: ChatKind,
+}
+
+/// A step that is waiting for a retry job.
+struct StepRetry {
+    turn_id: String,
+    step: usize,
+    error: String,
+    after_ms: Option<u64>,
+}
+
+#[durable_object]
+pub struct ChatObject {
+    state: State,
+    env: Env,
+    chat: RefCell<Option<ChatState>>,
+    meta: RefCell<Option<Meta>>,
+    in_flight: Cell<bool>,
+    advancing: Cell<bool>,
+}
+
+impl DurableObject for ChatObject {
+    fn new(state: State, env: Env) -> Self {
+        ChatObject { state, env, chat: RefCell::new(None), meta: RefCell::new(None), in_flight: Cell::new(false), advancing: Cell::new(false) }
+    }
+
+    async fn fetch(&self, mut req: Request) -> Result<Response> {
+        let ctx = Ctx::new(self.env.clone());
+        let url = req.url()?;
+        if let Some(conv) = url.query_pairs().find(|(k, _)| k == "conv").map(|(_, v)| v.to_string()) {
+            self.remember_conv(&conv, None).await;
+        }
+        match (req.method(), url.path()) {
+            (Method::Post, "/inbox") => {
+                let inbox: Inbox = req.json().await?;
+                self.inbox(&ctx, inbox).await;
+                Response::ok("ok")
+            }
+            (Method::Post, "/job") => {
+                let job: Job = req.json().await?;
+                let outcome = self.job(&ctx, job).await;
+                Response::from_json(&outcome)
+            }
+            (Method::Post, "/dead") => {
+                let job: Job = req.json().await?;
+                self.dead(&ctx, job).await;
+                Response::ok("ok")
+            }
+            (Method::Get, "/state") => {
+                self.ensure_loaded().await;
+                Response::from_json(&self.chat.borrow().clone().unwrap_or_default())
+            }
+            _ => Response::error("not found", 404),
+        }
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        let ctx = Ctx::new(self.env.clone());
+        self.on_alarm(&ctx).await;
+        Response::ok("ok")
+    }
+}
+
+impl ChatObject {
+    // ---- state ------------------------------------------------------------------------------
+
+    async fn ensure_loaded(&self) {
+        if self.chat.borrow().is_some() {
+            return;
+        }
+        let stored: Option<ChatState> = self.state.storage().get("state").await.ok().flatten();
+        let meta: Option<Meta> = self.state.storage().get("meta").await.ok().flatten();
+        if self.chat.borrow().is_none() {
+            *self.chat.borrow_mut() = Some(stored.unwrap_or_default());
+        }
+        if self.meta.borrow().is_none() {
+            *self.meta.borrow_mut() = meta;
+        }
+    }
+
+    /// Reads the state.
+    async fn with<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
+        self.ensure_loaded().await;
+        f(self.chat.borrow().as_ref().expect("loaded"))
+    }
+
+    /// Changes the state and writes it to storage.
+    async fn update<R>(&self, f: impl FnOnce(&mut ChatState) -> R) -> R {
+        self.ensure_loaded().await;
+        let (r, snapshot) = {
+            let mut guard = self.chat.borrow_mut();
+            let st = guard.as_mut().expect("loaded");
+            let r = f(st);
+            (r, st.clone())
+        };
+        if let Err(e) = self.state.storage().put("state", &snapshot).await {
+            worker::console_error!("chat state not saved: {e}");
+        }
+        r
+    }
+
+    async fn remember_conv(&self, conv: &str, kind: Option<ChatKind>) {
+        self.ensure_loaded().await;
+        let current = self.meta.borrow().clone();
+        let kind = kind.or(current.as_ref().map(|m| m.kind)).unwrap_or(if conv.starts_with('-') { ChatKind::Group } else { ChatKind::Private });
+        if current.as_ref().is_some_and(|m| m.conv == conv && m.kind == kind) {
+            return;
+        }
+        let meta = Meta { conv: conv.to_string(), kind };
+        *self.meta.borrow_mut() = Some(meta.clone());
+        let _ = self.state.storage().put("meta", &meta).await;
+    }
+
+    fn conv(&self) -> Option<(ConvKey, ChatKind)> {
+        let meta = self.meta.borrow().clone()?;
+        Some((ConvKey::parse(&meta.conv)?, meta.kind))
+    }
+
+    fn timing(ctx: &Ctx) -> Timing {
+        Timing { debounce_ms: ctx.cfg.debounce_ms as i64, debounce_max_ms: ctx.cfg.debounce_max_ms as i64 }
+    }
+
+    /// Sets the one alarm to the next time the state needs attention.
+    async fn arm(&self, ctx: &Ctx) {
+        let wake = self.with(|st| st.next_wake(&Self::timing(ctx))).await;
+        let storage = self.state.storage();
+        let result = match wake {
+            // An i64 would be an offset; the state machine works in absolute times.
+            Some(at) => {
+                let when = chrono::DateTime::from_timestamp_millis(at.max(now_ms() + 1)).unwrap_or_default();
+                storage.set_alarm(when).await
+            }
+            None => storage.delete_alarm().await,
+        };
+        if let Err(e) = result {
+            worker::console_error!("could not set the alarm: {e}");
+        }
+    }
+
+    // ---- inbox ------------------------------------------------------------------------------
+
+    async fn inbox(&self, ctx: &Ctx, inbox: Inbox) {
+        let kind = inbox.message.as_ref().map(|m| m.chat.kind).or(inbox.reaction.as_ref().map(|r| r.chat.kind));
+        let conv = match (&inbox.message, &inbox.reaction, self.conv()) {
+            (Some(m), _, _) => m.conv,
+            (None, _, Some((c, _))) => c,
+            (None, Some(r), None) => ConvKey::chat(r.chat.id),
+            (None, None, None) => return,
+        };
+        self.remember_conv(&conv.to_string(), kind).await;
+        let kind = kind.unwrap_or(ChatKind::Private);
+
+        let (user_id, name, message_id) = match (&inbox.message, &inbox.reaction) {
+            (Some(m), _) => (m.speaker.user_id, m.speaker.name.clone(), m.message_id),
+            (None, Some(r)) => (r.speaker.user_id, r.speaker.name.clone(), r.message_id),
+            _ => return,
+        };
+        // Redelivered: the signal is already in; nothing else is done again.
+        if self.with(|st| st.seen.contains(&inbox.update_id)).await {
+            return;
+        }
+        if !access::admit(ctx, &conv, kind, user_id, &name, inbox.access.as_deref(), message_id).await {
+            // Remember the update so a redelivery does not refuse (and notify) twice.
+            self.update(|st| {
+                st.seen.push_back(inbox.update_id);
+            })
+            .await;
+            return;
+        }
+        if let Some(m) = &inbox.message {
+            if let Some(cmd) = core_commands::parse(m, &inbox.bot_username) {
+                let is_new = matches!(cmd, core_commands::Command::New);
+                self.update(|st| {
+                    st.seen.push_back(inbox.update_id);
+                    if is_new {
+                        // A new session: forget the burst and the plan of the old one.
+                        st.pending = None;
+                        st.plan = None;
+                    }
+                })
+                .await;
+                commands::run(ctx, &conv, m, cmd).await;
+                self.arm(ctx).await;
+                return;
+            }
+        }
+        let signal = Signal {
+            update_id: inbox.update_id,
+            target_message_id: Some(message_id),
+            trigger: inbox.trigger,
+            at_ms: inbox.at_ms.min(now_ms()),
+        };
+        match self.update(|st| st.signal(&signal)).await {
+            SignalOutcome::Duplicate => {}
+            SignalOutcome::Accepted { cancelled } => {
+                if let Some((turn_id, from)) = cancelled {
+                    self.record_cancelled(ctx, &turn_id, from).await;
+                }
+                self.arm(ctx).await;
+            }
+        }
+    }
+
+    /// Records the steps of a plan that a new message cancelled.
+    async fn record_cancelled(&self, ctx: &Ctx, turn_id: &str, from: usize) {
+        worker::console_log!("turn {turn_id}: plan cancelled from step {from} by a new message");
+        let calls = agent::step_calls(ctx, turn_id).await;
+        for index in from..calls.len() {
+            agent::record_step_outcome(ctx, turn_id, &calls, index, &StepOutcome::Cancelled).await;
+        }
+        let _ = store::set_turn_status(&ctx.db(), turn_id, "done", Some(format!("cancelled from step {from}")), now_ms()).await;
+    }
+
+    // ---- alarm ------------------------------------------------------------------------------
+
+    async fn on_alarm(&self, ctx: &Ctx) {
+        let now = now_ms();
+        let in_flight = self.in_flight.get();
+        if self.update(|st| st.recover_turn(now, in_flight)).await {
+            worker::console_warn!("recovered a turn that a previous instance did not finish");
+        }
+        match self.with(|st| st.due(now, &Self::timing(ctx))).await {
+            Due::StartTurn => {
+                self.start_turn(ctx).await;
+            }
+            Due::AdvancePlan => {
+                if let Some(retry) = self.advance(ctx).await {
+                    self.queue_step_retry(ctx, retry).await;
+                }
+            }
+            Due::Nothing => {}
+        }
+        self.arm(ctx).await;
+    }
+
+    async fn start_turn(&self, ctx: &Ctx) {
+        let Some((conv, _)) = self.conv() else {
+            worker::console_error!("a chat object without a conversation key was asked for a turn");
+            self.update(|st| st.pending = None).await;
+            return;
+        };
+        let conv_s = conv.to_string();
+        let turn = self.update(|st| st.begin_turn(now_ms(), &conv_s)).await;
+        self.arm(ctx).await; // the watchdog, in case this instance dies mid-turn
+        self.in_flight.set(true);
+        let result = agent::run(ctx, &conv, &turn).await;
+        self.in_flight.set(false);
+        let outcome = self.after_turn(ctx, &conv, &turn.turn_id, result).await;
+        if let JobOutcome::Retry { error, after_ms } = outcome {
+            // The first attempt ran here; later ones go through the jobs queue.
+            let job = Job::Turn { conv: conv_s, turn_id: turn.turn_id.clone(), attempt: 1 };
+            let max = max_attempts(&job, ctx.cfg.max_turn_attempts, ctx.cfg.max_send_attempts);
+            match next_move(&job, &JobOutcome::Retry { error: error.clone(), after_ms }, max, random_unit()) {
+                NextMove::Requeue { job, delay_secs } => {
+                    worker::console_warn!("turn {}: {error}; retrying in {delay_secs}s", turn.turn_id);
+                    if queue::enqueue(ctx, &job, delay_secs).await.is_err() {
+                        self.give_up(ctx, &conv, &turn.turn_id, "could not queue a retry").await;
+                    }
+                }
+                NextMove::DeadLetter { job, error } => {
+                    let _ = queue::dead_letter(ctx, &job, &error).await;
+                }
+                NextMove::Ack => {}
+            }
+        }
+    }
+
+    /// Handles a turn's result. `Retry` means the turn now waits for a retry job, which the
+    /// caller queues (the alarm) or asks the consumer to queue (a job).
+    async fn after_turn(
+        &self,
+        ctx: &Ctx,
+        conv: &ConvKey,
+        turn_id: &str,
+        result: std::result::Result<agent::TurnOutput, agent::TurnError>,
+    ) -> JobOutcome {
+        match result {
+            Ok(agent::TurnOutput::Planned { steps }) => {
+                let finish = self.update(|st| st.finish_turn(turn_id, steps, now_ms())).await;
+                match finish {
+                    Finish::Execute => {
+                        // The turn is done; a step's own retry goes on the queue as a step job.
+                        if let Some(retry) = self.advance(ctx).await {
+                            self.queue_step_retry(ctx, retry).await;
+                        }
+                    }
+                    Finish::Stale => {
+                        worker::console_log!("turn {turn_id}: new messages arrived during the model call; replanning");
+                        let _ = store::set_turn_status(&ctx.db(), turn_id, "stale", None, now_ms()).await;
+                    }
+                    Finish::Superseded => {}
+                }
+                self.arm(ctx).await;
+                JobOutcome::Done
+            }
+            Ok(agent::TurnOutput::NothingToDo) => {
+                self.update(|st| st.end_turn(turn_id)).await;
+                let _ = store::set_turn_status(&ctx.db(), turn_id, "done", Some("nothing new".into()), now_ms()).await;
+                self.arm(ctx).await;
+                JobOutcome::Done
+            }
+            Err(agent::TurnError::Transient { error, after_ms }) => {
+                self.update(|st| st.turn_waiting(turn_id)).await;
+                self.arm(ctx).await;
+                JobOutcome::Retry { error, after_ms }
+            }
+            Err(agent::TurnError::Permanent { error }) => {
+                worker::console_error!("turn {turn_id} failed for good: {error}");
+                let _ = store::record_failure(&ctx.db(), "error", Some(&format!("turn:{turn_id}")), Some(&conv.to_string()), &error, None, now_ms()).await;
+                self.give_up(ctx, conv, turn_id, &error).await;
+                JobOutcome::Done
+            }
+        }
+    }
+
+    /// Ends a turn or plan that cannot be completed, and tells the user (once).
+    async fn give_up(&self, ctx: &Ctx, conv: &ConvKey, turn_id: &str, error: &str) {
+        self.update(|st| {
+            st.end_turn(turn_id);
+            st.drop_plan(turn_id);
+        })
+        .await;
+        let _ = store::set_turn_status(&ctx.db(), turn_id, "dead", Some(error.to_string()), now_ms()).await;
+        let key = format!("{turn_id}/apology");
+        if let Err(e) = deliver::send_text(ctx, conv, &key, APOLOGY, None, Some(turn_id)).await {
+            worker::console_error!("turn {turn_id}: the apology could not be sent: {}", e.message());
+        }
+        self.arm(ctx).await;
+    }
+
+    async fn queue_step_retry(&self, ctx: &Ctx, retry: StepRetry) {
+        let Some((conv, _)) = self.conv() else { return };
+        let job = Job::Step { conv: conv.to_string(), turn_id: retry.turn_id.clone(), step: retry.step, attempt: 1 };
+        let max = max_attempts(&job, ctx.cfg.max_turn_attempts, ctx.cfg.max_send_attempts);
+        let outcome = JobOutcome::Retry { error: retry.error, after_ms: retry.after_ms };
+        if !queue::apply(ctx, next_move(&job, &outcome, max, random_unit())).await {
+            self.give_up(ctx, &conv, &retry.turn_id, "could not queue a retry").await;
+        }
+    }
+
+    // ---- plans ------------------------------------------------------------------------------
+
+    /// Carries out due plan steps in order until the plan ends, waits, or a step must be
+    /// retried (returned). Stops as soon as a new message cancels the plan.
+    async fn advance(&self, ctx: &Ctx) -> Option<StepRetry> {
+        if self.advancing.replace(true) {
+            return None;
+        }
+        let retry = self.advance_inner(ctx).await;
+        self.advancing.set(false);
+        retry
+    }
+
+    async fn advance_inner(&self, ctx: &Ctx) -> Option<StepRetry> {
+        let (conv, kind) = self.conv()?;
+        let mut step_calls: Option<(String, Vec<Option<usize>>)> = None;
+        loop {
+            let now = now_ms();
+            let current = self
+                .with(|st| {
+                    let p = st.plan.as_ref().filter(|p| !p.waiting_job && now >= p.not_before_ms)?;
+                    let first_send = !p.steps[..p.next].iter().any(|s| matches!(s, Step::Send { .. }));
+                    p.current().map(|s| (p.turn_id.clone(), p.next, s.clone(), p.target_message_id, first_send, p.steps.len()))
+                })
+                .await;
+            let (turn_id, index, step, target, first_send, len) = current?;
+            if step_calls.as_ref().is_none_or(|(t, _)| *t != turn_id) {
+                step_calls = Some((turn_id.clone(), agent::step_calls(ctx, &turn_id).await));
+            }
+            let calls = step_calls.as_ref().map(|(_, c)| c.clone()).unwrap_or_default();
+            let result = match &step {
+                Step::Wait { seconds } => {
+                    self.update(|st| st.step_done(&turn_id, index, now + *seconds as i64 * 1000)).await;
+                    agent::record_step_outcome(ctx, &turn_id, &calls, index, &StepOutcome::Done).await;
+                    continue;
+                }
+                _ => {
+                    // In groups the first message of a reply threads to the message it answers.
+                    let default_reply = (kind.is_group() && first_send && matches!(step, Step::Send { .. } | Step::Sticker { .. }))
+                        .then_some(target)
+                        .flatten();
+                    deliver::run_step(ctx, &conv, &turn_id, index, &step, default_reply).await
+                }
+            };
+            match result {
+                Ok(outcome) => {
+                    agent::record_step_outcome(ctx, &turn_id, &calls, index, &outcome).await;
+                    self.update(|st| st.step_done(&turn_id, index, now_ms())).await;
+                    if index + 1 >= len {
+                        let _ = store::set_turn_status(&ctx.db(), &turn_id, "done", None, now_ms()).await;
+                    }
+                }
+                Err(deliver::StepError::Retry { error, after_ms }) => {
+                    worker::console_warn!("turn {turn_id} step {index}: {error}");
+                    self.update(|st| st.step_waiting(&turn_id, index)).await;
+                    return Some(StepRetry { turn_id, step: index, error, after_ms });
+                }
+                Err(deliver::StepError::Fatal { error, blocked }) => {
+                    worker::console_warn!("turn {turn_id} step {index} failed: {error}");
+                    agent::record_step_outcome(ctx, &turn_id, &calls, index, &StepOutcome::Failed { error: error.clone() }).await;
+                    if blocked || matches!(step, Step::Send { .. }) {
+                        // Without this message the rest of the plan makes no sense.
+                        self.update(|st| st.drop_plan(&turn_id)).await;
+                        let _ = store::set_turn_status(&ctx.db(), &turn_id, "failed", Some(error), now_ms()).await;
+                        return None;
+                    }
+                    // A refused reaction or sticker is skipped.
+                    self.update(|st| st.step_done(&turn_id, index, now_ms())).await;
+                }
+            }
+        }
+    }
+
+    // ---- jobs -------------------------------------------------------------------------------
+
+    async fn job(&self, ctx: &Ctx, job: Job) -> JobOutcome {
+        let Some((conv, _)) = self.conv() else { return JobOutcome::Done };
+        match job {
+            Job::Turn { turn_id, attempt, .. } => {
+                let Some(turn) = self.update(|st| st.resume_turn(&turn_id, attempt, now_ms())).await else {
+                    return JobOutcome::Done; // finished or superseded meanwhile
+                };
+                self.arm(ctx).await;
+                self.in_flight.set(true);
+                let result = agent::run(ctx, &conv, &turn).await;
+                self.in_flight.set(false);
+                self.after_turn(ctx, &conv, &turn_id, result).await
+            }
+            Job::Step { turn_id, step, .. } => {
+                if !self.update(|st| st.resume_step(&turn_id, step)).await {
+                    return JobOutcome::Done;
+                }
+                let outcome = match self.advance(ctx).await {
+                    Some(retry) if retry.turn_id == turn_id && retry.step == step => {
+                        JobOutcome::Retry { error: retry.error, after_ms: retry.after_ms }
+                    }
+                    Some(other) => {
+                        self.queue_step_retry(ctx, other).await;
+                        JobOutcome::Done
+                    }
+                    None => JobOutcome::Done,
+                };
+                self.arm(ctx).await;
+                outcome
+            }
+            Job::Consolidate { .. } => JobOutcome::Done,
+        }
+    }
+
+    async fn dead(&self, ctx: &Ctx, job: Job) {
+        let Some((conv, _)) = self.conv() else { return };
+        match &job {
+            Job::Turn { turn_id, .. } | Job::Step { turn_id, .. } => {
+                self.give_up(ctx, &conv, turn_id, "gave up after the last attempt").await;
+            }
+            Job::Consolidate { .. } => {}
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! A thin layer over D1: statements with bound arguments only, numbers bound as JS numbers
+//! (D1 rejects BigInt; Telegram ids stay exact below 2^53), and a count of round trips.
+
+use crate::env::{Meter, DB};
+use serde::de::DeserializeOwned;
+use wasm_bindgen::JsValue;
+use worker::{D1Database, D1PreparedStatement, D1Result, Env, Result};
+
+/// A value bound to a `?` placeholder.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arg {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+}
+
+impl From<i64> for Arg {
+    fn from(v: i64) -> Self {
+        Arg::Int(v)
+    }
+}
+impl From<u64> for Arg {
+    fn from(v: u64) -> Self {
+        Arg::Int(v as i64)
+    }
+}
+impl From<u32> for Arg {
+    fn from(v: u32) -> Self {
+        Arg::Int(v as i64)
+    }
+}
+impl From<usize> for Arg {
+    fn from(v: usize) -> Self {
+        Arg::Int(v as i64)
+    }
+}
+impl From<bool> for Arg {
+    fn from(v: bool) -> Self {
+        Arg::Int(v as i64)
+    }
+}
+impl From<f64> for Arg {
+    fn from(v: f64) -> Self {
+        Arg::Real(v)
+    }
+}
+impl From<&str> for Arg {
+    fn from(v: &str) -> Self {
+        Arg::Text(v.to_string())
+    }
+}
+impl From<String> for Arg {
+    fn from(v: String) -> Self {
+        Arg::Text(v)
+    }
+}
+impl From<&String> for Arg {
+    fn from(v: &String) -> Self {
+        Arg::Text(v.clone())
+    }
+}
+impl<T: Into<Arg>> From<Option<T>> for Arg {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Arg::Null, Into::into)
+    }
+}
+
+impl Arg {
+    fn to_js(&self) -> JsValue {
+        match self {
+            Arg::Null => JsValue::null(),
+            Arg::Int(i) => JsValue::from_f64(*i as f64),
+            Arg::Real(f) => JsValue::from_f64(*f),
+            Arg::Text(s) => JsValue::from_str(s),
+        }
+    }
+}
+
+/// Builds an argument list: `args![a, b, c]`.
+#[macro_export]
+macro_rules! args {
+    ($($v:expr),* $(,)?) => { vec![$($crate::db::Arg::from($v)),*] };
+}
+
+pub struct Db {
+    db: D1Database,
+    meter: Meter,
+}
+
+impl Db {
+    pub fn new(env: &Env, meter: Meter) -> Self {
+        Db { db: env.d1(DB).expect("the DB binding is configured in wrangler.toml"), meter }
+    }
+
+    /// A prepared statement with its arguments bound.
+    pub fn stmt(&self, sql: &str, args: Vec<Arg>) -> Result<D1PreparedStatement> {
+        let values: Vec<JsValue> = args.iter().map(Arg::to_js).collect();
+        self.db.prepare(sql).bind(&values)
+    }
+
+    /// Runs statements in one round trip, as one transaction.
+    pub async fn batch(&self, statements: Vec<D1PreparedStatement>) -> Result<Vec<D1Result>> {
+        if statements.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.meter.add(1);
+        self.db.batch(statements).await
+    }
+
+    pub async fn all<T: DeserializeOwned>(&self, sql: &str, args: Vec<Arg>) -> Result<Vec<T>> {
+        self.meter.add(1);
+        self.stmt(sql, args)?.all().await?.results()
+    }
+
+    pub async fn first<T: DeserializeOwned>(&self, sql: &str, args: Vec<Arg>) -> Result<Option<T>> {
+        Ok(self.all(sql, args).await?.into_iter().next())
+    }
+
+    /// Runs a write; returns the number of rows changed.
+    pub async fn run(&self, sql: &str, args: Vec<Arg>) -> Result<usize> {
+        self.meter.add(1);
+        let r = self.stmt(sql, args)?.run().await?;
+        Ok(r.meta()?.and_then(|m| m.changes).unwrap_or(0))
+    }
+}
+
+/// Rows of a batch result.
+pub fn rows<T: DeserializeOwned>(r: &D1Result) -> Result<Vec<T>> {
+    r.results()
+}

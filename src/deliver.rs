@@ -1,0 +1,324 @@
+//! Delivery: carrying out a plan step through the Bot API, exactly once.
+//!
+//! Invariants:
+//! - Every outgoing action is written to `outbox` (key = turn/step/chunk) before it is sent
+//!   and marked sent with Telegram's message id after; a retried step skips what was sent.
+//! - Replies are Markdown rendered to Telegram HTML and split at 4096; a chunk Telegram
+//!   refuses to parse is sent again as plain text, once; a reply to a message that is gone is
+//!   sent without the reply; forum topic and reply parameters go on every chunk.
+//! - 429, 5xx and network errors come back as [`StepError::Retry`] (the caller queues a job);
+//!   403 marks the chat blocked and stops; other 400s fail the step.
+//! - The bot's sent messages are stored as bot messages of the turn, so history shows them.
+
+use crate::args;
+use crate::env::{now_ms, Ctx};
+use agent_core::conversation::{ConvKey, Part};
+use agent_core::format::{render_reply, split::TELEGRAM_LIMIT};
+use agent_core::plan::{Step, StepOutcome};
+use agent_core::telegram::api::{self, ReactionTypeEmoji, ReplyParameters, SendMessage, SendSticker, StickerSet, TelegramError};
+use serde::Deserialize;
+use serde_json::json;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepError {
+    /// May pass: retry later (no sooner than `after_ms`).
+    Retry { error: String, after_ms: Option<u64> },
+    /// Will not pass. `blocked`: Telegram said the bot may not write to this chat.
+    Fatal { error: String, blocked: bool },
+}
+
+impl StepError {
+    pub fn message(&self) -> &str {
+        match self {
+            StepError::Retry { error, .. } | StepError::Fatal { error, .. } => error,
+        }
+    }
+}
+
+fn classify(e: TelegramError) -> StepError {
+    match &e {
+        TelegramError::RetryAfter(_) | TelegramError::Server(..) | TelegramError::Network(_) => {
+            StepError::Retry { after_ms: e.retry_after_ms(), error: e.to_string() }
+        }
+        TelegramError::Forbidden(_) => StepError::Fatal { error: e.to_string(), blocked: true },
+        _ => StepError::Fatal { error: e.to_string(), blocked: false },
+    }
+}
+
+#[derive(Deserialize)]
+struct OutboxRow {
+    key: String,
+    status: String,
+    tg_message_id: Option<i64>,
+}
+
+const SELECT_STEP: &str = "SELECT key, status, tg_message_id FROM outbox WHERE step_key = ?1";
+const RECORD_PENDING: &str = "INSERT INTO outbox (key, step_key, conv, chat_id, method, body, status, attempts, created_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', 1, ?7)
+     ON CONFLICT (key) DO UPDATE SET attempts = attempts + 1, body = excluded.body";
+const MARK_SENT: &str = "UPDATE outbox SET status = 'sent', tg_message_id = ?2, plain = ?3, sent_at = ?4, error = NULL WHERE key = ?1";
+const MARK_FAILED: &str = "UPDATE outbox SET status = 'failed', error = ?2 WHERE key = ?1";
+const INSERT_BOT_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
+       parts, text, date, turn_id)
+     VALUES (?1, ?2, ?3, 'bot', ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10)
+     ON CONFLICT (chat_id, message_id) DO NOTHING";
+const MARK_CHAT_BLOCKED: &str = "UPDATE chats SET blocked_at = ?2, blocked_reason = ?3 WHERE chat_id = ?1";
+
+/// Who is sending: for the bot rows in `messages`.
+struct BotRow {
+    id: i64,
+    name: String,
+    username: Option<String>,
+}
+
+fn bot_row(ctx: &Ctx) -> BotRow {
+    BotRow {
+        id: ctx.secrets.bot_id(),
+        name: ctx.cfg.bot_name.clone(),
+        username: Some(ctx.cfg.bot_username.clone()).filter(|u| !u.is_empty()),
+    }
+}
+
+struct Sent<'a> {
+    key: &'a str,
+    conv: &'a ConvKey,
+    message_id: Option<i64>,
+    plain: bool,
+    parts: Vec<Part>,
+    turn_id: Option<&'a str>,
+}
+
+/// Marks an outbox row sent and stores what was sent as a bot message, in one round trip.
+async fn record_sent(ctx: &Ctx, s: Sent<'_>) -> worker::Result<()> {
+    let db = ctx.db();
+    let bot = bot_row(ctx);
+    let now = now_ms();
+    let text = s.parts.iter().map(Part::render_compact).collect::<Vec<_>>().join(" ");
+    db.batch(vec![
+        db.stmt(MARK_SENT, args![s.key, s.message_id, s.plain, now])?,
+        db.stmt(
+            INSERT_BOT_MESSAGE,
+            args![
+                s.conv.to_string(),
+                s.conv.chat_id,
+                s.message_id,
+                bot.id,
+                bot.name,
+                bot.username,
+                serde_json::to_string(&s.parts).unwrap_or_default(),
+                text,
+                now / 1000,
+                s.turn_id
+            ],
+        )?,
+    ])
+    .await?;
+    Ok(())
+}
+
+async fn mark_failed(ctx: &Ctx, conv: &ConvKey, key: &str, error: &StepError) {
+    if let Err(e) = ctx.db().run(MARK_FAILED, args![key, error.message()]).await {
+        worker::console_error!("outbox {key}: could not record the failure: {e}");
+    }
+    if let StepError::Fatal { blocked: true, error } = error {
+        worker::console_warn!("chat {} is blocked for the bot: {error}", conv.chat_id);
+        let _ = ctx.db().run(MARK_CHAT_BLOCKED, args![conv.chat_id, now_ms(), error.as_str()]).await;
+    }
+}
+
+async fn already_sent(ctx: &Ctx, step_key: &str) -> worker::Result<Vec<OutboxRow>> {
+    ctx.db().all(SELECT_STEP, args![step_key]).await
+}
+
+async fn record_pending(ctx: &Ctx, key: &str, step_key: &str, conv: &ConvKey, method: &str, body: &str) -> worker::Result<()> {
+    ctx.db().run(RECORD_PENDING, args![key, step_key, conv.to_string(), conv.chat_id, method, body, now_ms()]).await?;
+    Ok(())
+}
+
+/// Sends Markdown text as one or more messages under `step_key`; returns the message ids.
+/// Chunks already sent under this key are not sent again.
+pub async fn send_text(
+    ctx: &Ctx,
+    conv: &ConvKey,
+    step_key: &str,
+    markdown: &str,
+    reply_to: Option<i64>,
+    turn_id: Option<&str>,
+) -> Result<Vec<i64>, StepError> {
+    let chunks = render_reply(markdown, TELEGRAM_LIMIT);
+    let done = already_sent(ctx, step_key).await.map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
+    let tg = ctx.telegram();
+    let mut ids = Vec::new();
+    for (i, chunk) in chunks.iter().enumerate() {
+        let key = format!("{step_key}/{i}");
+        if let Some(row) = done.iter().find(|r| r.key == key && r.status == "sent") {
+            ids.extend(row.tg_message_id);
+            continue;
+        }
+        let mut body = SendMessage {
+            chat_id: conv.chat_id,
+            message_thread_id: conv.thread_id,
+            text: chunk.html.clone(),
+            parse_mode: Some("HTML".into()),
+            reply_parameters: reply_to.filter(|_| i == 0).map(|m| ReplyParameters { message_id: m, allow_sending_without_reply: true }),
+            link_preview_options: None,
+        };
+        let body_json = serde_json::to_string(&body).unwrap_or_default();
+        record_pending(ctx, &key, step_key, conv, "sendMessage", &body_json)
+            .await
+            .map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
+        let mut plain = false;
+        let mut result = tg.send_message(&body).await;
+        // At most one fallback of each kind, so the same error never loops.
+        for _ in 0..2 {
+            match &result {
+                Err(TelegramError::CantParseEntities(d)) if !plain => {
+                    worker::console_warn!("Telegram refused the HTML of {key} ({d}); sending plain text");
+                    body.text = chunk.plain.clone();
+                    body.parse_mode = None;
+                    plain = true;
+                }
+                Err(TelegramError::ReplyNotFound) if body.reply_parameters.is_some() => {
+                    body.reply_parameters = None;
+                }
+                _ => break,
+            }
+            result = tg.send_message(&body).await;
+        }
+        match result {
+            Ok(message_id) => {
+                ids.push(message_id);
+                let sent = Sent {
+                    key: &key,
+                    conv,
+                    message_id: Some(message_id),
+                    plain,
+                    parts: vec![Part::text(chunk.plain.clone())],
+                    turn_id,
+                };
+                if let Err(e) = record_sent(ctx, sent).await {
+                    // Sent but not recorded: log loudly; a retry could send this chunk again.
+                    worker::console_error!("outbox {key}: sent as {message_id} but not recorded: {e}");
+                }
+            }
+            Err(e) => {
+                let err = classify(e);
+                mark_failed(ctx, conv, &key, &err).await;
+                return Err(err);
+            }
+        }
+    }
+    Ok(ids)
+}
+
+async fn react(ctx: &Ctx, conv: &ConvKey, step_key: &str, message_id: i64, emoji: &str, turn_id: Option<&str>) -> Result<StepOutcome, StepError> {
+    let key = format!("{step_key}/0");
+    let retry = |e: worker::Error| StepError::Retry { error: e.to_string(), after_ms: None };
+    if already_sent(ctx, step_key).await.map_err(retry)?.iter().any(|r| r.status == "sent") {
+        return Ok(StepOutcome::Done);
+    }
+    let body = api::SetMessageReaction {
+        chat_id: conv.chat_id,
+        message_id,
+        reaction: vec![ReactionTypeEmoji { kind: "emoji".into(), emoji: emoji.to_string() }],
+    };
+    record_pending(ctx, &key, step_key, conv, "setMessageReaction", &serde_json::to_string(&body).unwrap_or_default())
+        .await
+        .map_err(retry)?;
+    match ctx.telegram().call("setMessageReaction", &body).await {
+        Ok(_) => {
+            let parts = vec![Part::Event { kind: "reaction".into(), detail: format!("{emoji} to #{message_id}") }];
+            let sent = Sent { key: &key, conv, message_id: None, plain: false, parts, turn_id };
+            if let Err(e) = record_sent(ctx, sent).await {
+                worker::console_error!("outbox {key}: reaction set but not recorded: {e}");
+            }
+            Ok(StepOutcome::Done)
+        }
+        Err(e) => {
+            let err = classify(e);
+            mark_failed(ctx, conv, &key, &err).await;
+            Err(err)
+        }
+    }
+}
+
+async fn sticker(
+    ctx: &Ctx,
+    conv: &ConvKey,
+    step_key: &str,
+    set_name: &str,
+    emoji: &str,
+    reply_to: Option<i64>,
+    turn_id: Option<&str>,
+) -> Result<StepOutcome, StepError> {
+    let key = format!("{step_key}/0");
+    let retry = |e: worker::Error| StepError::Retry { error: e.to_string(), after_ms: None };
+    if let Some(row) = already_sent(ctx, step_key).await.map_err(retry)?.into_iter().find(|r| r.status == "sent") {
+        return Ok(StepOutcome::Sent { message_ids: row.tg_message_id.into_iter().collect() });
+    }
+    let tg = ctx.telegram();
+    let set: StickerSet = match tg.call("getStickerSet", &json!({"name": set_name})).await {
+        Ok(v) => serde_json::from_value(v).map_err(|e| StepError::Fatal { error: e.to_string(), blocked: false })?,
+        Err(e) => return Err(classify(e)),
+    };
+    let wanted = emoji.trim().trim_end_matches('\u{fe0f}');
+    let chosen = set
+        .stickers
+        .iter()
+        .find(|s| s.emoji.as_deref().is_some_and(|e| e.trim_end_matches('\u{fe0f}') == wanted))
+        .or_else(|| set.stickers.first())
+        .ok_or_else(|| StepError::Fatal { error: format!("sticker set {set_name} is empty"), blocked: false })?;
+    let body = SendSticker {
+        chat_id: conv.chat_id,
+        message_thread_id: conv.thread_id,
+        sticker: chosen.file_id.clone(),
+        reply_parameters: reply_to.map(|m| ReplyParameters { message_id: m, allow_sending_without_reply: true }),
+    };
+    record_pending(ctx, &key, step_key, conv, "sendSticker", &serde_json::to_string(&body).unwrap_or_default())
+        .await
+        .map_err(retry)?;
+    match tg.message_call("sendSticker", &body).await {
+        Ok(id) => {
+            let parts = vec![Part::Media {
+                kind: "sticker".into(),
+                detail: format!("{} from set {set_name}", chosen.emoji.clone().unwrap_or_default()),
+                file_id: Some(chosen.file_id.clone()),
+                file_unique_id: None,
+                mime_type: None,
+            }];
+            let sent = Sent { key: &key, conv, message_id: Some(id), plain: false, parts, turn_id };
+            if let Err(e) = record_sent(ctx, sent).await {
+                worker::console_error!("outbox {key}: sticker sent but not recorded: {e}");
+            }
+            Ok(StepOutcome::Sent { message_ids: vec![id] })
+        }
+        Err(e) => {
+            let err = classify(e);
+            mark_failed(ctx, conv, &key, &err).await;
+            Err(err)
+        }
+    }
+}
+
+/// Carries out one visible step of a plan (waits are handled by the caller).
+pub async fn run_step(
+    ctx: &Ctx,
+    conv: &ConvKey,
+    turn_id: &str,
+    index: usize,
+    step: &Step,
+    default_reply_to: Option<i64>,
+) -> Result<StepOutcome, StepError> {
+    let step_key = format!("{turn_id}/{index}");
+    match step {
+        Step::Send { text, reply_to } => {
+            let ids = send_text(ctx, conv, &step_key, text, reply_to.or(default_reply_to), Some(turn_id)).await?;
+            Ok(StepOutcome::Sent { message_ids: ids })
+        }
+        Step::React { message_id, emoji } => react(ctx, conv, &step_key, *message_id, emoji, Some(turn_id)).await,
+        Step::Sticker { set_name, emoji, reply_to } => {
+            sticker(ctx, conv, &step_key, set_name, emoji, reply_to.or(default_reply_to), Some(turn_id)).await
+        }
+        Step::Wait { .. } => Ok(StepOutcome::Done),
+    }
+}

@@ -1,0 +1,47 @@
+//! The Gemini client: `POST {GEMINI_API_BASE}/v1beta/models/{model}:generateContent`, the key
+//! in the `x-goog-api-key` header (never in the URL). Implements the core's `ModelPort`.
+
+use crate::env::Meter;
+use crate::net;
+use agent_core::gemini::{parse_error, GenerateContentRequest, GenerateContentResponse, ModelError};
+use agent_core::secret::Secret;
+use agent_core::turn::ModelPort;
+use std::time::Duration;
+
+/// Long answers with thinking can take a while; the alarm has minutes of wall time.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+pub struct GeminiClient {
+    base: String,
+    key: Secret,
+    meter: Meter,
+}
+
+impl GeminiClient {
+    pub fn new(base: &str, key: Secret, meter: Meter) -> Self {
+        GeminiClient { base: base.trim_end_matches('/').to_string(), key, meter }
+    }
+
+    /// Posts any request body to a model method (`generateContent`, `embedContent`, ...).
+    pub async fn post(&self, model: &str, method: &str, body: String) -> Result<String, ModelError> {
+        let model = model.trim_start_matches("models/");
+        let url = format!("{}/v1beta/models/{}:{}", self.base, model, method);
+        let resp = net::post_json(&self.meter, &url, &[("x-goog-api-key", self.key.expose())], body, TIMEOUT)
+            .await
+            .map_err(ModelError::Network)?;
+        if resp.status == 200 {
+            Ok(resp.body)
+        } else {
+            let retry_after = resp.headers.get("retry-after").ok().flatten();
+            Err(parse_error(resp.status, &resp.body, retry_after.as_deref()))
+        }
+    }
+}
+
+impl ModelPort for GeminiClient {
+    async fn generate(&self, model: &str, request: &GenerateContentRequest) -> Result<GenerateContentResponse, ModelError> {
+        let body = serde_json::to_string(request).map_err(|e| ModelError::InvalidResponse(e.to_string()))?;
+        let text = self.post(model, "generateContent", body).await?;
+        serde_json::from_str(&text).map_err(|e| ModelError::InvalidResponse(e.to_string()))
+    }
+}

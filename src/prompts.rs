@@ -1,0 +1,39 @@
+//! The prompts bundled from `prompts/` at build time (see build.rs), and the template values
+//! they are filled with.
+
+use crate::env::Ctx;
+use agent_core::prompt::PromptLibrary;
+use std::collections::BTreeMap;
+
+mod bundled {
+    include!(concat!(env!("OUT_DIR"), "/prompts.rs"));
+}
+
+pub fn library() -> PromptLibrary {
+    PromptLibrary {
+        instructions: bundled::INSTRUCTIONS.to_string(),
+        personas: bundled::PERSONAS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        roles: bundled::ROLES.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+    }
+}
+
+/// Curated notes from `prompts/notes.md`: one per list item (`- ...`), always shown first.
+pub fn curated_notes() -> Vec<String> {
+    bundled::NOTES
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- "))
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// Values for `{{name}}` in prompts.
+pub fn template_values(ctx: &Ctx, model: &str) -> BTreeMap<String, String> {
+    let mut v = BTreeMap::new();
+    v.insert("bot_name".into(), ctx.cfg.bot_name.clone());
+    v.insert("bot_username".into(), ctx.cfg.bot_username.clone());
+    v.insert("timezone".into(), ctx.cfg.timezone.clone());
+    v.insert("model".into(), model.to_string());
+    v.insert("sticker_sets".into(), ctx.cfg.sticker_sets.join(", "));
+    v
+}

@@ -1,0 +1,78 @@
+//! The Telegram Bot API client: `POST {TELEGRAM_API_BASE}/bot{TOKEN}/{method}` with a JSON
+//! body, answers classified by `agent_core::telegram::api::parse_response`.
+//!
+//! Invariant: the token is only ever in the request URL; errors carry Telegram's description
+//! or a redacted network error, never the URL.
+
+use crate::env::Meter;
+use crate::net;
+use agent_core::secret::Secret;
+use agent_core::telegram::api::{self, BotUser, SentMessage, TelegramError};
+use serde::Serialize;
+use serde_json::Value;
+use std::cell::RefCell;
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+#[derive(Clone)]
+pub struct TelegramClient {
+    base: String,
+    token: Secret,
+    meter: Meter,
+}
+
+thread_local! {
+    /// getMe, once per isolate.
+    static BOT_USER: RefCell<Option<BotUser>> = const { RefCell::new(None) };
+}
+
+impl TelegramClient {
+    pub fn new(base: &str, token: Secret, meter: Meter) -> Self {
+        TelegramClient { base: base.trim_end_matches('/').to_string(), token, meter }
+    }
+
+    /// Calls a Bot API method.
+    pub async fn call<B: Serialize>(&self, method: &str, body: &B) -> Result<Value, TelegramError> {
+        if self.token.is_empty() {
+            return Err(TelegramError::Unauthorized(401));
+        }
+        let url = format!("{}/bot{}/{}", self.base, self.token.expose(), method);
+        let body = serde_json::to_string(body).map_err(|e| TelegramError::BadRequest(e.to_string()))?;
+        let resp = net::post_json(&self.meter, &url, &[], body, TIMEOUT)
+            .await
+            .map_err(TelegramError::Network)?;
+        api::parse_response(resp.status, &resp.body)
+    }
+
+    /// Sends a message and returns its id.
+    pub async fn send_message(&self, body: &api::SendMessage) -> Result<i64, TelegramError> {
+        self.message_call("sendMessage", body).await
+    }
+
+    pub async fn message_call<B: Serialize>(&self, method: &str, body: &B) -> Result<i64, TelegramError> {
+        let v = self.call(method, body).await?;
+        serde_json::from_value::<SentMessage>(v)
+            .map(|m| m.message_id)
+            .map_err(|e| TelegramError::Server(200, format!("unexpected result: {e}")))
+    }
+
+    /// The bot's own user, cached for the life of the isolate.
+    pub async fn me(&self) -> Result<BotUser, TelegramError> {
+        if let Some(u) = BOT_USER.with(|b| b.borrow().clone()) {
+            return Ok(u);
+        }
+        let v = self.call("getMe", &serde_json::json!({})).await?;
+        let user: BotUser =
+            serde_json::from_value(v).map_err(|e| TelegramError::Server(200, format!("unexpected getMe: {e}")))?;
+        BOT_USER.with(|b| *b.borrow_mut() = Some(user.clone()));
+        Ok(user)
+    }
+
+    pub async fn typing(&self, chat_id: i64, thread_id: Option<i64>) {
+        let body = api::SendChatAction { chat_id, message_thread_id: thread_id, action: "typing".into() };
+        if let Err(e) = self.call("sendChatAction", &body).await {
+            worker::console_warn!("typing indicator for {chat_id} failed: {e}");
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! `POST /telegram/webhook`: check the secret, parse, record in D1 (deduplicated by
+//! update_id), hand reply-asking messages to the chat's Durable Object, answer 200 at once.
+//!
+//! Invariants:
+//! - A wrong or missing secret gets 401 and nothing is stored.
+//! - Malformed bodies and kinds the bot does not handle get 200 and nothing is stored, so
+//!   Telegram never redelivers them.
+//! - At most one D1 round trip per update, plus one Durable Object call when the message asks
+//!   for a reply (and one getMe per isolate). No model call ever happens here.
+//! - A redelivered update changes nothing: D1 ignores the duplicate rows and the chat object
+//!   ignores the duplicate signal.
+
+use crate::chat::{self, Inbox};
+use crate::env::{now_ms, Ctx};
+use crate::store;
+use agent_core::conversation::Inbound;
+use agent_core::gating::{reply_trigger, BotIdentity, Trigger};
+use agent_core::normalize::normalize;
+use agent_core::telegram::parse_update;
+use worker::{Request, Response, Result};
+
+pub const SECRET_HEADER: &str = "X-Telegram-Bot-Api-Secret-Token";
+
+fn ok(ctx: &Ctx) -> Result<Response> {
+    let mut resp = Response::from_json(&serde_json::json!({"ok": true}))?;
+    // How many subrequests this update cost (for benchmarks; harmless to Telegram).
+    resp.headers_mut().set("x-subrequests", &ctx.meter.count().to_string())?;
+    Ok(resp)
+}
+
+/// Who the bot is: id from the token, username from config or getMe.
+pub async fn bot_identity(ctx: &Ctx) -> BotIdentity {
+    let mut bot = BotIdentity { id: ctx.secrets.bot_id(), username: ctx.cfg.bot_username.clone(), name: ctx.cfg.bot_name.clone() };
+    if bot.username.is_empty() {
+        match ctx.telegram().me().await {
+            Ok(me) => bot.username = me.username.unwrap_or_default(),
+            Err(e) => worker::console_warn!("getMe failed ({e}); mentions by @username are not recognised"),
+        }
+    }
+    bot
+}
+
+pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
+    let presented = req.headers().get(SECRET_HEADER)?.unwrap_or_default();
+    if !ctx.secrets.webhook_secret.matches(&presented) {
+        return Response::error("unauthorized", 401);
+    }
+    let body = req.bytes().await.unwrap_or_default();
+    let update = match parse_update(&body) {
+        Ok(u) => u,
+        Err(e) => {
+            worker::console_warn!("ignoring an update that does not parse: {e}");
+            return ok(ctx);
+        }
+    };
+    let now = now_ms();
+    let db = ctx.db();
+    match normalize(&update) {
+        Inbound::Ignored { kind, .. } => {
+            worker::console_log!("ignoring update {} of kind {kind}", update.update_id);
+            ok(ctx)
+        }
+        Inbound::Message(m) | Inbound::Edited(m) if m.chat.kind == agent_core::conversation::ChatKind::Channel => {
+            let _ = m;
+            ok(ctx)
+        }
+        Inbound::Edited(m) => {
+            store::record_message(&db, update.update_id, "edited_message", &m, true, now).await?;
+            ok(ctx)
+        }
+        Inbound::Message(m) => {
+            let recorded = store::record_message(&db, update.update_id, "message", &m, false, now).await?;
+            let bot = bot_identity(ctx).await;
+            if let Some(trigger) = reply_trigger(&m, &bot, ctx.cfg.name_trigger) {
+                let conv = m.conv.to_string();
+                let inbox = Inbox {
+                    update_id: update.update_id,
+                    at_ms: now,
+                    trigger,
+                    message: Some(m),
+                    reaction: None,
+                    access: recorded.access,
+                    bot_username: bot.username,
+                };
+                chat::send_inbox(ctx, &conv, &inbox).await?;
+            }
+            ok(ctx)
+        }
+        Inbound::Reaction(r) => {
+            let rec = store::record_reaction(&db, update.update_id, &r, now).await?;
+            // A reaction on the bot's most recent message asks for a reply.
+            let on_latest = rec.last_bot_message_id == Some(r.message_id);
+            if on_latest && !r.emoji.is_empty() && !r.speaker.is_bot {
+                let conv = rec.conv.clone().unwrap_or_else(|| r.chat.id.to_string());
+                let inbox = Inbox {
+                    update_id: update.update_id,
+                    at_ms: now,
+                    trigger: Trigger::Reaction,
+                    message: None,
+                    reaction: Some(r),
+                    access: rec.recorded.access,
+                    bot_username: String::new(),
+                };
+                chat::send_inbox(ctx, &conv, &inbox).await?;
+            }
+            ok(ctx)
+        }
+    }
+}

@@ -1,0 +1,242 @@
+// A fake Gemini API (generateContent) on 127.0.0.1 that behaves like the real one where the
+// bot depends on it: the key only in the x-goog-api-key header (400 API_KEY_INVALID
+// otherwise), the google.rpc.Status error envelope, request validation with Gemini's own
+// messages (roles, empty parts, unknown fields, function call/response pairing), thought
+// signatures issued on function calls and checked when they come back, usageMetadata on every
+// answer. Answers are scripted per user id (the bot's prompts name the sender), so tests that
+// share one worker do not interfere.
+import http from "node:http";
+import crypto from "node:crypto";
+
+const TOP_LEVEL = new Set(["contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings", "cachedContent"]);
+
+function error(code, status, message, details) {
+  const err = { code, message, status };
+  if (details) err.details = details;
+  return { status: code, body: { error: err } };
+}
+
+/** Checks a request the way Gemini does; returns an error answer or null. */
+function validate(body, issued) {
+  for (const key of Object.keys(body)) {
+    if (!TOP_LEVEL.has(key)) {
+      return error(400, "INVALID_ARGUMENT", `Invalid JSON payload received. Unknown name "${key}": Cannot find field.`, [
+        { "@type": "type.googleapis.com/google.rpc.BadRequest", fieldViolations: [{ description: `Invalid JSON payload received. Unknown name "${key}": Cannot find field.` }] },
+      ]);
+    }
+  }
+  const contents = body.contents;
+  if (!Array.isArray(contents) || contents.length === 0) {
+    return error(400, "INVALID_ARGUMENT", "* GenerateContentRequest.contents: contents is not specified\n");
+  }
+  for (let i = 0; i < contents.length; i++) {
+    const c = contents[i];
+    if (c.role !== "user" && c.role !== "model") return error(400, "INVALID_ARGUMENT", "Please use a valid role: user, model.");
+    if (!Array.isArray(c.parts) || c.parts.length === 0) {
+      return error(400, "INVALID_ARGUMENT", `* GenerateContentRequest.contents[${i}].parts: contents.parts must not be empty.\n`);
+    }
+    for (const p of c.parts) {
+      if (p.text === "") {
+        return error(400, "INVALID_ARGUMENT", "Unable to submit request because it has an empty text parameter. Add a value to the parameter and try again.");
+      }
+    }
+    const calls = c.parts.filter((p) => p.functionCall);
+    if (c.role === "model" && calls.length) {
+      const prev = contents[i - 1];
+      if (!prev || prev.role !== "user") {
+        return error(400, "INVALID_ARGUMENT", "Please ensure that function call turn comes immediately after a user turn or after a function response turn.");
+      }
+      const next = contents[i + 1];
+      const responses = next ? next.parts.filter((p) => p.functionResponse) : [];
+      if (next && responses.length !== calls.length) {
+        return error(400, "INVALID_ARGUMENT", "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.");
+      }
+      // Signatures must come back exactly as issued.
+      for (const p of calls) {
+        const want = issued.get(p.functionCall.id);
+        if (want !== undefined && p.thoughtSignature !== want && calls.indexOf(p) === 0) {
+          return error(400, "INVALID_ARGUMENT", `Function call is missing a thought_signature in functionCall parts. position ${i + 1}.`);
+        }
+      }
+    }
+    if (c.role === "user" && c.parts.some((p) => p.functionResponse)) {
+      const prev = contents[i - 1];
+      if (!prev || prev.role !== "model" || !prev.parts.some((p) => p.functionCall)) {
+        return error(400, "INVALID_ARGUMENT", "Please ensure that function response turn comes immediately after a function call turn.");
+      }
+    }
+  }
+  return null;
+}
+
+/** All text of a request, in order (system instruction last). */
+export function requestText(body) {
+  const parts = (body.contents ?? []).flatMap((c) => c.parts ?? []);
+  return parts.map((p) => p.text ?? "").join("\n");
+}
+
+/** The user id whose message is newest in a request, from `[meta] ... user_id=` or `Name#id:`. */
+function routeOf(body) {
+  const text = requestText(body);
+  let last = null;
+  for (const m of text.matchAll(/user_id=(\d+)|#\d+ [^\n#]*?#(\d+)(?: →| \(|:)/g)) last = m[1] ?? m[2];
+  if (last === null) {
+    // Compact lines name a person's id only the first time; fall back to any id seen.
+    for (const m of text.matchAll(/#(\d+)/g)) last = m[1];
+  }
+  return last;
+}
+
+export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
+  const requests = [];
+  const scripts = new Map(); // route → array of answers (consumed in order)
+  const issued = new Map(); // functionCall id → thoughtSignature
+  let defaultLatency = latencyMs;
+  const waiters = [];
+
+  function notify() {
+    for (const w of [...waiters]) if (w.check()) waiters.splice(waiters.indexOf(w), 1);
+  }
+
+  function usage(body, outText) {
+    const prompt = Math.ceil(JSON.stringify(body).length / 4);
+    const candidates = Math.ceil((outText ?? "").length / 4) + 1;
+    return { promptTokenCount: prompt, candidatesTokenCount: candidates, thoughtsTokenCount: 3, totalTokenCount: prompt + candidates + 3 };
+  }
+
+  function success(body, model, parts, finishReason = "STOP") {
+    // Gemini 3 style: every call has an id; the first call carries the signature.
+    let signed = false;
+    parts = parts.map((p) => {
+      if (!p.functionCall) return p;
+      const id = p.functionCall.id ?? `call-${crypto.randomUUID()}`;
+      const out = { ...p, functionCall: { ...p.functionCall, id } };
+      if (!signed) {
+        const sig = crypto.randomBytes(24).toString("base64");
+        issued.set(id, sig);
+        out.thoughtSignature = sig;
+        signed = true;
+      }
+      return out;
+    });
+    const text = parts.map((p) => p.text ?? JSON.stringify(p.functionCall ?? "")).join("");
+    return {
+      status: 200,
+      body: {
+        candidates: [{ content: { role: "model", parts }, finishReason, index: 0 }],
+        usageMetadata: usage(body, text),
+        modelVersion: model,
+        responseId: crypto.randomUUID(),
+      },
+    };
+  }
+
+  /** Turns a scripted answer into an HTTP answer. */
+  function render(answer, body, model) {
+    if (typeof answer === "function") answer = answer(body);
+    if (answer.status && answer.status !== 200) {
+      if (answer.status === 429) {
+        return error(429, "RESOURCE_EXHAUSTED", "You exceeded your current quota, please check your plan and billing details.", [
+          { "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay: `${answer.retryDelay ?? 1}s` },
+        ]);
+      }
+      if (answer.status === 503) return error(503, "UNAVAILABLE", "The model is overloaded. Please try again later.");
+      if (answer.status === 500) return error(500, "INTERNAL", "An internal error has occurred.");
+      return error(answer.status, answer.statusText ?? "INVALID_ARGUMENT", answer.message ?? "Request contains an invalid argument.");
+    }
+    if (answer.raw) return { status: 200, body: answer.raw };
+    if (answer.finishReason && !answer.text && !answer.calls) {
+      return { status: 200, body: { candidates: [{ finishReason: answer.finishReason, index: 0 }], usageMetadata: usage(body, ""), modelVersion: model } };
+    }
+    const parts = [];
+    if (answer.text) parts.push({ text: answer.text });
+    for (const c of answer.calls ?? []) parts.push({ functionCall: { name: c.name, args: c.args ?? {} } });
+    return success(body, model, parts, answer.finishReason);
+  }
+
+  function echo(body, model) {
+    const contents = body.contents ?? [];
+    const lastUser = [...contents].reverse().find((c) => c.role === "user");
+    const texts = (lastUser?.parts ?? []).map((p) => p.text).filter((t) => t && !t.startsWith("[meta]"));
+    const last = (texts[texts.length - 1] ?? "").split("\n").filter((l) => !l.startsWith("→")).pop() ?? "";
+    return success(body, model, [{ text: `Echo: ${last.replace(/^#\d+ [^:]*: /, "")}` }]);
+  }
+
+  const server = http.createServer(async (req, res) => {
+    let raw = "";
+    for await (const chunk of req) raw += chunk;
+    const url = new URL(req.url, "http://x");
+    const send = (a) => {
+      res.writeHead(a.status, { "content-type": "application/json" });
+      res.end(JSON.stringify(a.body));
+    };
+    const m = /^\/v1beta\/models\/([^:]+):generateContent$/.exec(url.pathname);
+    const entry = { path: url.pathname, query: url.search, headers: req.headers, at: Date.now() };
+    requests.push(entry);
+    try {
+      if (!m) return send(error(404, "NOT_FOUND", `Method not found: ${url.pathname}`));
+      entry.model = m[1];
+      if (url.searchParams.has("key") || req.headers["x-goog-api-key"] !== key) {
+        entry.status = 400;
+        return send(error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", [
+          { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "API_KEY_INVALID", domain: "googleapis.com" },
+        ]));
+      }
+      let body;
+      try {
+        body = JSON.parse(raw);
+      } catch {
+        return send(error(400, "INVALID_ARGUMENT", "Invalid JSON payload received."));
+      }
+      entry.body = body;
+      entry.route = routeOf(body);
+      const invalid = validate(body, issued);
+      if (invalid) {
+        entry.status = invalid.status;
+        entry.error = invalid.body.error.message;
+        return send(invalid);
+      }
+      const queue = scripts.get(entry.route);
+      const answer = queue && queue.length ? queue.shift() : null;
+      const delay = answer?.delayMs ?? defaultLatency;
+      if (delay) await new Promise((r) => setTimeout(r, delay));
+      const out = answer ? render(answer, body, entry.model) : echo(body, entry.model);
+      entry.status = out.status;
+      entry.response = out.body;
+      send(out);
+    } finally {
+      notify();
+    }
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    base: `http://127.0.0.1:${server.address().port}`,
+    requests,
+    /** Requests whose newest message is from `userId` (successful or not). */
+    calls(userId) {
+      return requests.filter((r) => r.route === String(userId));
+    },
+    /** Queue answers for requests routed to `userId`: {text}, {calls:[{name,args}]},
+     *  {status: 503|429|400, retryDelay}, {finishReason}, {delayMs}, or a function(body). */
+    script(userId, answers) {
+      const q = scripts.get(String(userId)) ?? [];
+      q.push(...answers);
+      scripts.set(String(userId), q);
+    },
+    set latency(ms) {
+      defaultLatency = ms;
+    },
+    waitFor(check, timeoutMs = 10_000, what = "condition") {
+      if (check()) return Promise.resolve();
+      return new Promise((resolve, reject) => {
+        const w = { check: () => (check() ? (clearTimeout(timer), resolve(), true) : false) };
+        const timer = setTimeout(() => {
+          waiters.splice(waiters.indexOf(w), 1);
+          reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
+        }, timeoutMs);
+        waiters.push(w);
+      });
+    },
+    close: () => new Promise((r) => server.close(r)),
+  };
+}

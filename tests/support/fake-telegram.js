@@ -1,0 +1,242 @@
+// A fake Telegram Bot API on 127.0.0.1 that enforces the real rules the bot depends on:
+// the token in the path (401 otherwise), the JSON envelope {ok, result | error_code,
+// description, parameters}, Telegram's HTML parser (allowed tags, LIFO nesting, entities),
+// the 4096-character limit counted after parsing, the reaction emoji list, 429 with
+// retry_after, 403 for blocked chats. It records every request for assertions, and takes a
+// fault script per chat and method.
+import http from "node:http";
+
+export const REACTION_EMOJI = new Set([
+  "❤", "👍", "👎", "🔥", "🥰", "👏", "😁", "🤔", "🤯", "😱", "🤬", "😢", "🎉", "🤩", "🤮", "💩", "🙏", "👌", "🕊",
+  "🤡", "🥱", "🥴", "😍", "🐳", "❤‍🔥", "🌚", "🌭", "💯", "🤣", "⚡", "🍌", "🏆", "💔", "🤨", "😐", "🍓", "🍾", "💋",
+  "🖕", "😈", "😴", "😭", "🤓", "👻", "👨‍💻", "👀", "🎃", "🙈", "😇", "😨", "🤝", "✍", "🤗", "🫡", "🎅", "🎄", "☃",
+  "💅", "🤪", "🗿", "🆒", "💘", "🙉", "🦄", "😘", "💊", "🙊", "😎", "👾", "🤷‍♂", "🤷", "🤷‍♀", "😡",
+]);
+
+const TAGS = new Set(["a", "b", "strong", "i", "em", "s", "strike", "del", "u", "ins", "tg-spoiler", "tg-emoji",
+  "tg-time", "span", "pre", "code", "blockquote"]);
+
+/** Parses Telegram HTML like the Bot API does. Returns {text} or {error} (Telegram's wording). */
+export function parseTelegramHtml(html) {
+  const stack = [];
+  let text = "";
+  let i = 0;
+  const bytesBefore = (idx) => Buffer.byteLength(html.slice(0, idx));
+  while (i < html.length) {
+    const c = html[i];
+    if (c === "&") {
+      const m = /^&(lt|gt|amp|quot|#\d{1,7}|#x[0-9a-fA-F]{1,6});/.exec(html.slice(i));
+      if (m) {
+        const e = m[1];
+        text += e === "lt" ? "<" : e === "gt" ? ">" : e === "amp" ? "&" : e === "quot" ? '"'
+          : String.fromCodePoint(e[1] === "x" ? parseInt(e.slice(2), 16) : parseInt(e.slice(1), 10));
+        i += m[0].length;
+      } else {
+        text += "&"; // Telegram keeps an unknown & as text.
+        i += 1;
+      }
+      continue;
+    }
+    if (c !== "<") {
+      text += c;
+      i += 1;
+      continue;
+    }
+    const end = html.indexOf(">", i);
+    if (end < 0) return { error: `Unclosed start tag at byte offset ${bytesBefore(i)}` };
+    const inner = html.slice(i + 1, end);
+    if (inner.startsWith("/")) {
+      const name = inner.slice(1).trim().toLowerCase();
+      if (stack.length === 0) return { error: `Unexpected end tag at byte offset ${bytesBefore(i)}` };
+      const open = stack.pop();
+      if (name !== "" && name !== open.name) {
+        return { error: `Unmatched end tag at byte offset ${bytesBefore(i)}, expected "</${open.name}>", found "</${name}>"` };
+      }
+    } else {
+      const name = inner.split(/[\s]/)[0].toLowerCase();
+      if (!TAGS.has(name)) return { error: `Unsupported start tag "${name}" at byte offset ${bytesBefore(i)}` };
+      if (name === "span" && !/class="tg-spoiler"/.test(inner)) {
+        return { error: `Tag "span" must have class "tg-spoiler" at byte offset ${bytesBefore(i)}` };
+      }
+      stack.push({ name });
+    }
+    i = end + 1;
+  }
+  if (stack.length) return { error: `Can't find end tag corresponding to start tag "${stack[stack.length - 1].name}"` };
+  return { text };
+}
+
+function ok(res, result) {
+  res.writeHead(200, { "content-type": "application/json" });
+  res.end(JSON.stringify({ ok: true, result }));
+}
+
+function fail(res, code, description, parameters) {
+  const body = { ok: false, error_code: code, description };
+  const headers = { "content-type": "application/json" };
+  if (parameters) {
+    body.parameters = parameters;
+    if (parameters.retry_after) headers["retry-after"] = String(parameters.retry_after);
+  }
+  res.writeHead(code, headers);
+  res.end(JSON.stringify(body));
+}
+
+export async function startFakeTelegram({ token, bot = { id: Number(token.split(":")[0]), first_name: "Edge", username: "edge_test_bot" } } = {}) {
+  const requests = [];
+  const faults = []; // {method, chatId?, times, status, description?, retry_after?}
+  const blocked = new Set();
+  const stickerSets = new Map();
+  let nextMessageId = 10_000;
+  let webhook = { url: "", allowed_updates: [] };
+  let commands = [];
+  const waiters = [];
+
+  function notify() {
+    for (const w of [...waiters]) {
+      if (w.check()) waiters.splice(waiters.indexOf(w), 1);
+    }
+  }
+
+  const server = http.createServer(async (req, res) => {
+    let raw = "";
+    for await (const chunk of req) raw += chunk;
+    const m = /^\/bot([^/]+)\/([A-Za-z]+)$/.exec(new URL(req.url, "http://x").pathname);
+    if (!m) return fail(res, 404, "Not Found");
+    if (m[1] !== token) return fail(res, 401, "Unauthorized");
+    const method = m[2];
+    let body = {};
+    try {
+      body = raw ? JSON.parse(raw) : {};
+    } catch {
+      return fail(res, 400, "Bad Request: can't parse JSON");
+    }
+    const entry = { method, body, at: Date.now() };
+    requests.push(entry);
+    try {
+      handle(method, body, res, entry);
+    } finally {
+      notify();
+    }
+  });
+
+  function handle(method, body, res, entry) {
+    const chatId = body.chat_id;
+    const fault = faults.find((f) => f.method === method && (f.chatId === undefined || f.chatId === chatId) && f.times > 0);
+    if (fault) {
+      fault.times -= 1;
+      entry.fault = fault.status;
+      if (fault.status === 429) {
+        return fail(res, 429, `Too Many Requests: retry after ${fault.retry_after}`, { retry_after: fault.retry_after });
+      }
+      return fail(res, fault.status, fault.description ?? (fault.status >= 500 ? "Internal Server Error" : "Bad Request"));
+    }
+    if (chatId !== undefined && blocked.has(chatId)) {
+      entry.fault = 403;
+      return fail(res, 403, "Forbidden: bot was blocked by the user");
+    }
+    switch (method) {
+      case "getMe":
+        return ok(res, { ...bot, is_bot: true, can_join_groups: true, can_read_all_group_messages: false });
+      case "sendMessage": {
+        if (chatId === undefined || chatId === null || chatId === "") return fail(res, 400, "Bad Request: chat_id is empty");
+        if (typeof body.text !== "string" || body.text === "") return fail(res, 400, "Bad Request: message text is empty");
+        let text = body.text;
+        if (body.parse_mode) {
+          if (String(body.parse_mode).toLowerCase() !== "html") return fail(res, 400, "Bad Request: unsupported parse_mode");
+          const parsed = parseTelegramHtml(body.text);
+          if (parsed.error) return fail(res, 400, `Bad Request: can't parse entities: ${parsed.error}`);
+          text = parsed.text;
+        }
+        text = text.trim();
+        if (!text) return fail(res, 400, "Bad Request: text must be non-empty");
+        if ([...text].length > 4096) return fail(res, 400, "Bad Request: message is too long");
+        entry.text = text;
+        const message = { message_id: nextMessageId++, from: { ...bot, is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), text };
+        if (body.message_thread_id) message.message_thread_id = body.message_thread_id;
+        return ok(res, message);
+      }
+      case "setMessageReaction": {
+        const reaction = body.reaction ?? [];
+        for (const r of reaction) {
+          if (r.type !== "emoji") return fail(res, 400, "Bad Request: can't parse ReactionType: invalid reaction type specified");
+          if (!REACTION_EMOJI.has(r.emoji)) return fail(res, 400, "Bad Request: REACTION_INVALID");
+        }
+        return ok(res, true);
+      }
+      case "sendChatAction":
+        if (!body.action) return fail(res, 400, "Bad Request: wrong parameter action in request");
+        return ok(res, true);
+      case "getStickerSet": {
+        const set = stickerSets.get(body.name);
+        if (!set) return fail(res, 400, "Bad Request: STICKERSET_INVALID");
+        return ok(res, set);
+      }
+      case "sendSticker":
+        if (!body.sticker) return fail(res, 400, "Bad Request: there is no sticker in the request");
+        return ok(res, { message_id: nextMessageId++, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), sticker: { file_id: body.sticker } });
+      case "setWebhook":
+        if (body.secret_token && !/^[A-Za-z0-9_-]{1,256}$/.test(body.secret_token)) {
+          return fail(res, 400, "Bad Request: secret token contains unallowed characters");
+        }
+        webhook = { url: body.url ?? "", allowed_updates: body.allowed_updates ?? [], secret_token: body.secret_token };
+        return ok(res, true);
+      case "deleteWebhook":
+        webhook = { url: "", allowed_updates: [] };
+        return ok(res, true);
+      case "getWebhookInfo":
+        return ok(res, { url: webhook.url, has_custom_certificate: false, pending_update_count: 0, allowed_updates: webhook.allowed_updates });
+      case "setMyCommands":
+        commands = body.commands ?? [];
+        return ok(res, true);
+      case "getUpdates":
+        return ok(res, []);
+      default:
+        return fail(res, 404, "Not Found: method not found");
+    }
+  }
+
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const base = `http://127.0.0.1:${server.address().port}`;
+  return {
+    base,
+    bot,
+    requests,
+    get webhook() {
+      return webhook;
+    },
+    get commands() {
+      return commands;
+    },
+    /** Requests of `method` (optionally to `chatId`). */
+    calls(method, chatId) {
+      return requests.filter((r) => r.method === method && (chatId === undefined || r.body.chat_id === chatId));
+    },
+    /** Successful sendMessage texts to a chat, as Telegram would show them. */
+    sent(chatId) {
+      return requests.filter((r) => r.method === "sendMessage" && r.body.chat_id === chatId && r.text !== undefined).map((r) => r.text);
+    },
+    fault(f) {
+      faults.push({ times: 1, ...f });
+    },
+    block(chatId) {
+      blocked.add(chatId);
+    },
+    addStickerSet(name, stickers) {
+      stickerSets.set(name, { name, title: name, sticker_type: "regular", stickers });
+    },
+    /** Resolves when `check()` is true (re-checked on every request), or rejects at the timeout. */
+    waitFor(check, timeoutMs = 10_000, what = "condition") {
+      if (check()) return Promise.resolve();
+      return new Promise((resolve, reject) => {
+        const w = { check: () => (check() ? (clearTimeout(timer), resolve(), true) : false) };
+        const timer = setTimeout(() => {
+          waiters.splice(waiters.indexOf(w), 1);
+          reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
+        }, timeoutMs);
+        waiters.push(w);
+      });
+    },
+    close: () => new Promise((r) => server.close(r)),
+  };
+}

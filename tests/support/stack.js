@@ -1,0 +1,156 @@
+// The end-to-end stack: the real wasm worker (built once by scripts/test.sh into
+// .tmp/bundle) under workerd via wrangler's test harness, reading the same wrangler.toml, with
+// D1 migrations applied and the Durable Object, queues and cron live; a fake Telegram and a
+// fake Gemini on loopback. Helpers build real-shaped updates and read D1.
+import { createTestHarness } from "wrangler";
+import { fileURLToPath } from "node:url";
+import path from "node:path";
+import { startFakeTelegram } from "./fake-telegram.js";
+import { startFakeGemini } from "./fake-gemini.js";
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const TOKEN = "123456789:TEST-token_for-the-fake";
+export const BOT_ID = 123456789;
+export const WEBHOOK_SECRET = "test-webhook-secret";
+export const GEMINI_KEY = "test-gemini-key";
+export const ADMIN_TOKEN = "test-admin-token";
+
+let nextUpdateId = 1_000_000 + Math.floor(Math.random() * 1_000_000);
+let nextMessageId = 1;
+
+export function sleep(ms) {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Starts fakes and the worker. `vars` override wrangler.toml's [vars]. */
+export async function startStack({ vars = {}, latencyMs = 0 } = {}) {
+  const tg = await startFakeTelegram({ token: TOKEN });
+  const gemini = await startFakeGemini({ key: GEMINI_KEY, latencyMs });
+  const server = createTestHarness({
+    root: ROOT,
+    workers: [
+      {
+        configPath: "./wrangler.toml",
+        prebuiltWorkerDir: "./.tmp/bundle",
+        vars: {
+          TELEGRAM_API_BASE: tg.base,
+          GEMINI_API_BASE: gemini.base,
+          DEBOUNCE_MS: "300",
+          DEBOUNCE_MAX_MS: "3000",
+          BOT_USERNAME: "",
+          ...vars,
+        },
+        secrets: {
+          TELEGRAM_BOT_TOKEN: TOKEN,
+          TELEGRAM_WEBHOOK_SECRET: WEBHOOK_SECRET,
+          GEMINI_API_KEY: GEMINI_KEY,
+          ADMIN_TOKEN: ADMIN_TOKEN,
+        },
+      },
+    ],
+  });
+  await server.listen();
+  const worker = server.getWorker();
+  await worker.applyD1Migrations("DB");
+  const env = await worker.getEnv();
+
+  const stack = {
+    tg,
+    gemini,
+    server,
+    worker,
+    env,
+    /** POSTs an update to the webhook (with the right secret unless told otherwise). */
+    async webhook(update, { secret = WEBHOOK_SECRET, raw } = {}) {
+      const headers = { "content-type": "application/json" };
+      if (secret !== null) headers["X-Telegram-Bot-Api-Secret-Token"] = secret;
+      return worker.fetch("http://edge.test/telegram/webhook", {
+        method: "POST",
+        headers,
+        body: raw ?? JSON.stringify(update),
+      });
+    },
+    async fetch(pathname, init) {
+      return worker.fetch(`http://edge.test${pathname}`, init);
+    },
+    /** Runs SQL against the worker's D1 and returns the rows. */
+    async sql(query, ...params) {
+      const r = await env.DB.prepare(query).bind(...params).all();
+      return r.results;
+    },
+    async scheduled(cron = "*/30 * * * *") {
+      return worker.scheduled({ cron, scheduledTime: new Date() });
+    },
+    logs() {
+      return server.getLogs();
+    },
+    async close() {
+      await server.close();
+      await tg.close();
+      await gemini.close();
+    },
+  };
+  return stack;
+}
+
+/** A fresh update id. */
+export function updateId() {
+  return nextUpdateId++;
+}
+
+export function messageId() {
+  return nextMessageId++;
+}
+
+export function user(id, first_name = `User${id}`, extra = {}) {
+  return { id, is_bot: false, first_name, ...extra };
+}
+
+/** A private text message update from user `uid`. */
+export function privateText(uid, text, { name, message_id = messageId(), update_id = updateId(), entities, reply_to_message } = {}) {
+  const from = user(uid, name);
+  const message = { message_id, from, chat: { id: uid, first_name: from.first_name, type: "private" }, date: Math.floor(Date.now() / 1000), text };
+  if (entities) message.entities = entities;
+  if (reply_to_message) message.reply_to_message = reply_to_message;
+  return { update_id, message };
+}
+
+/** A group (supergroup) text message. */
+export function groupText(chatId, uid, text, { name, message_id = messageId(), update_id = updateId(), entities, reply_to_message, thread } = {}) {
+  const from = user(uid, name);
+  const message = { message_id, from, chat: { id: chatId, title: "Test group", type: "supergroup", is_forum: Boolean(thread) }, date: Math.floor(Date.now() / 1000), text };
+  if (entities) message.entities = entities;
+  if (reply_to_message) message.reply_to_message = reply_to_message;
+  if (thread) {
+    message.message_thread_id = thread;
+    message.is_topic_message = true;
+  }
+  return { update_id, message };
+}
+
+/** A mention entity for `@username` at the start of `text`. */
+export function mention(text, username) {
+  const at = text.indexOf(`@${username}`);
+  return [{ type: "mention", offset: at, length: username.length + 1 }];
+}
+
+export function reaction(chatId, uid, messageIdValue, emoji, { update_id = updateId() } = {}) {
+  return {
+    update_id,
+    message_reaction: {
+      chat: chatId > 0 ? { id: chatId, type: "private", first_name: "x" } : { id: chatId, title: "Test group", type: "supergroup" },
+      message_id: messageIdValue,
+      user: user(uid),
+      date: Math.floor(Date.now() / 1000),
+      old_reaction: [],
+      new_reaction: [{ type: "emoji", emoji }],
+    },
+  };
+}
+
+/** A unique id for a test's user or chat, so tests sharing a worker do not interfere. */
+let nextId = 70_000_000 + Math.floor(Math.random() * 1_000_000) * 10;
+export function uniqueId() {
+  nextId += 7;
+  return nextId;
+}
