@@ -20,7 +20,7 @@ use agent_core::gemini::{GenerationConfig, ModelError, ThinkingConfig};
 use agent_core::history::{self, Role};
 use agent_core::plan::Step;
 use agent_core::prompt::{self, ChatDetails, PromptInput, Reaction, Situation};
-use agent_core::session::session_start;
+use agent_core::session::{in_session, session_start};
 use agent_core::turn::{self, Clock, ToolPort, TurnRequest};
 use futures::future::{select, Either};
 use std::collections::BTreeMap;
@@ -145,12 +145,14 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun) -> Result<TurnOutput
     }
 
     // Session window: an idle gap after the stored start begins a new session.
-    let dates: Vec<(i64, i64)> = context.messages.iter().map(|m| (m.seq, m.date)).collect();
     let stored_start = context.conversation.session_start_seq;
-    let start = session_start(&dates, stored_start, ctx.cfg.session_idle_secs);
-    let mut messages: Vec<history::HistoryMessage> = context.messages.into_iter().filter(|m| m.seq >= start).collect();
-    // New when an idle gap (or /new) moved the start, or the bot has not spoken in it yet.
-    let new_session = start > stored_start || !messages.iter().any(|m| m.role == Role::Bot);
+    let start = session_start(&context.messages, stored_start, ctx.cfg.session_idle_secs);
+    let mut messages: Vec<history::HistoryMessage> =
+        context.messages.into_iter().filter(|m| in_session(m, start)).collect();
+    history::chronological(&mut messages);
+    // New when an idle gap moved the start, or no turn has answered in it yet (command
+    // replies such as /new's do not count).
+    let new_session = start > stored_start || !messages.iter().any(|m| m.role == Role::Bot && m.turn_id.is_some());
     let session_started_at = (start != stored_start || context.conversation.session_started_at.is_none()).then_some(now);
 
     // Budget: keep the newest messages that fit.

@@ -199,6 +199,7 @@ pub struct MessageRow {
     pub date: i64,
     pub edited_at: Option<i64>,
     pub turn_id: Option<String>,
+    pub turn_upto_seq: Option<i64>,
 }
 
 impl MessageRow {
@@ -217,6 +218,7 @@ impl MessageRow {
             date: self.date,
             edited: self.edited_at.is_some(),
             turn_id: self.turn_id,
+            answered_upto: self.turn_upto_seq,
         }
     }
 }
@@ -252,11 +254,11 @@ pub const HISTORY_ROWS: i64 = 400;
 const SELECT_CONVERSATION: &str = "SELECT session_start_seq, session_started_at, plan FROM conversations WHERE conv = ?1";
 const SELECT_CHAT: &str = "SELECT kind, title, model, blocked_at FROM chats WHERE chat_id = ?1";
 /// The newest messages of the current session (it starts at `conversations.session_start_seq`).
-const SELECT_RECENT_MESSAGES: &str = "SELECT seq, message_id, role, user_id, name, username, parts, reply_to,
-       forwarded_from, date, edited_at, turn_id
-     FROM messages
-     WHERE conv = ?1 AND seq >= COALESCE((SELECT session_start_seq FROM conversations WHERE conv = ?1), 0)
-     ORDER BY seq DESC LIMIT ?2";
+const SELECT_RECENT_MESSAGES: &str = "SELECT m.seq, m.message_id, m.role, m.user_id, m.name, m.username, m.parts,
+       m.reply_to, m.forwarded_from, m.date, m.edited_at, m.turn_id, t.upto_seq AS turn_upto_seq
+     FROM messages m LEFT JOIN turns t ON t.turn_id = m.turn_id
+     WHERE m.conv = ?1 AND m.seq >= COALESCE((SELECT session_start_seq FROM conversations WHERE conv = ?1), 0)
+     ORDER BY m.seq DESC LIMIT ?2";
 const SELECT_ANSWERED: &str = "SELECT MAX(upto_seq) AS upto_seq FROM turns
      WHERE conv = ?1 AND status IN ('planned', 'done', 'running', 'retrying')";
 const SELECT_SESSION_START: &str = "SELECT session_start_seq FROM conversations WHERE conv = ?1";

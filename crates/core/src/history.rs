@@ -58,6 +58,9 @@ pub struct HistoryMessage {
     pub edited: bool,
     /// For the bot's messages: the turn that produced them.
     pub turn_id: Option<String>,
+    /// For the bot's messages: the newest message seq their turn saw. A reply belongs right
+    /// after what it answers, even when it was stored after newer messages arrived.
+    pub answered_upto: Option<i64>,
 }
 
 impl HistoryMessage {
@@ -73,6 +76,16 @@ pub struct BotTurn {
     pub contents: Vec<Content>,
     #[serde(default)]
     pub outcomes: BTreeMap<usize, Value>,
+}
+
+/// Orders messages as the conversation happened: by seq, except that each bot message sits
+/// right after the newest message its turn saw (a reply is stored after Telegram accepts it,
+/// which can be after messages that arrived meanwhile).
+pub fn chronological(msgs: &mut [HistoryMessage]) {
+    msgs.sort_by_key(|m| match (m.role, m.answered_upto) {
+        (Role::Bot, Some(upto)) => (upto, 1, m.seq),
+        _ => (m.seq, 0, 0),
+    });
 }
 
 /// Rough token estimate: about 4 ASCII characters per token, 1.5 for other scripts.
@@ -327,11 +340,21 @@ mod tests {
             date: 0,
             edited: false,
             turn_id: None,
+            answered_upto: None,
         }
     }
 
     fn bot(seq: i64, id: i64, text: &str, turn: &str) -> HistoryMessage {
         HistoryMessage { role: Role::Bot, user_id: Some(42), name: "bot".into(), turn_id: Some(turn.into()), ..user(seq, id, 42, "bot", text) }
+    }
+
+    #[test]
+    fn replies_sit_after_what_they_answer() {
+        let mut late_reply = bot(3, 30, "reply to 1", "t1");
+        late_reply.answered_upto = Some(1);
+        let mut msgs = vec![user(1, 10, 7, "A", "q"), user(2, 20, 7, "A", "more"), late_reply];
+        chronological(&mut msgs);
+        assert_eq!(msgs.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![1, 3, 2]);
     }
 
     #[test]
