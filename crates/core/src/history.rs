@@ -64,6 +64,25 @@ pub struct HistoryMessage {
 }
 
 impl HistoryMessage {
+    /// A message from Telegram as history (what the store writes and reads back).
+    pub fn from_inbound(seq: i64, m: &crate::conversation::InboundMessage) -> Self {
+        HistoryMessage {
+            seq,
+            message_id: Some(m.message_id),
+            role: if m.is_event { Role::Event } else { Role::User },
+            user_id: m.speaker.user_id,
+            name: m.speaker.name.clone(),
+            username: m.speaker.username.clone(),
+            reply_to: m.reply_to.as_ref().map(|r| r.message_id),
+            forwarded_from: m.forwarded_from.clone(),
+            parts: m.parts.clone(),
+            date: m.date,
+            edited: m.edit_date.is_some(),
+            turn_id: None,
+            answered_upto: None,
+        }
+    }
+
     pub fn compact_text(&self) -> String {
         self.parts.iter().map(MsgPart::render_compact).collect::<Vec<_>>().join(" ")
     }
@@ -101,9 +120,34 @@ pub fn estimate_tokens(s: &str) -> usize {
     ascii.div_ceil(4) + (other * 2).div_ceil(3)
 }
 
-/// Estimated tokens of request contents (their JSON, as sent).
+/// Estimated prompt tokens of request contents, as the model sees them: the text of each part
+/// (function calls and responses by their JSON), plus a few tokens of framing per turn and per
+/// part. The JSON syntax of the request itself is not tokenized; thought signatures are not
+/// counted.
 pub fn estimate_contents_tokens(contents: &[Content]) -> usize {
-    estimate_tokens(&serde_json::to_string(contents).unwrap_or_default())
+    contents
+        .iter()
+        .map(|c| {
+            3 + c
+                .parts
+                .iter()
+                .map(|p| {
+                    let body = match (&p.text, &p.function_call, &p.function_response) {
+                        (Some(t), _, _) => estimate_tokens(t),
+                        (_, Some(fc), _) => estimate_tokens(&fc.name) + estimate_tokens(&fc.args.to_string()),
+                        (_, _, Some(fr)) => estimate_tokens(&fr.name) + estimate_tokens(&fr.response.to_string()),
+                        _ => 0,
+                    };
+                    2 + body
+                })
+                .sum::<usize>()
+        })
+        .sum()
+}
+
+/// Characters of the request contents as sent (JSON), for size comparisons.
+pub fn contents_json_chars(contents: &[Content]) -> usize {
+    serde_json::to_string(contents).map(|s| s.chars().count()).unwrap_or(0)
 }
 
 /// Removes metadata the model may echo from what users will see: `[meta]` lines and a leading

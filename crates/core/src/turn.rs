@@ -146,6 +146,18 @@ pub fn repair_history(contents: Vec<Content>) -> Vec<Content> {
     normalize_contents(out)
 }
 
+/// The generateContent request of one round, exactly as sent. The last round disables
+/// function calling so the model must answer in text.
+pub fn build_request(req: &TurnRequest, contents: &[Content], last_round: bool) -> GenerateContentRequest {
+    GenerateContentRequest {
+        system_instruction: Some(Content { role: None, parts: vec![Part::text(req.system_instruction.clone())] }),
+        contents: contents.to_vec(),
+        tools: req.tools.clone(),
+        tool_config: last_round.then(|| json!({"functionCallingConfig": {"mode": "NONE"}})),
+        generation_config: req.generation_config.clone(),
+    }
+}
+
 /// Runs one turn.
 pub async fn run_turn(
     req: &TurnRequest,
@@ -169,13 +181,7 @@ pub async fn run_turn(
     let mut round = 0;
     loop {
         let last_round = force_answer || round >= MAX_TOOL_ROUNDS;
-        let request = GenerateContentRequest {
-            system_instruction: Some(Content { role: None, parts: vec![Part::text(req.system_instruction.clone())] }),
-            contents: contents.clone(),
-            tools: req.tools.clone(),
-            tool_config: last_round.then(|| json!({"functionCallingConfig": {"mode": "NONE"}})),
-            generation_config: req.generation_config.clone(),
-        };
+        let request = build_request(req, &contents, last_round);
         let started = clock.now_ms();
         let response = model.generate(&req.model, &request).await;
         let duration_ms = clock.now_ms() - started;
