@@ -84,7 +84,7 @@ function fail(res, code, description, parameters) {
 
 export async function startFakeTelegram({ token, bot = { id: Number(token.split(":")[0]), first_name: "Edge", username: "edge_test_bot" } } = {}) {
   const requests = [];
-  const faults = []; // {method, chatId?, times, status, description?, retry_after?}
+  const faults = []; // {method, chatId?, skip, times, status, description?, retry_after?}
   const blocked = new Set();
   const stickerSets = new Map();
   let nextMessageId = 10_000;
@@ -123,7 +123,9 @@ export async function startFakeTelegram({ token, bot = { id: Number(token.split(
   function handle(method, body, res, entry) {
     const chatId = body.chat_id;
     const fault = faults.find((f) => f.method === method && (f.chatId === undefined || f.chatId === chatId) && f.times > 0);
-    if (fault) {
+    if (fault && fault.skip > 0) {
+      fault.skip -= 1;
+    } else if (fault) {
       fault.times -= 1;
       entry.fault = fault.status;
       if (fault.status === 429) {
@@ -216,8 +218,9 @@ export async function startFakeTelegram({ token, bot = { id: Number(token.split(
     sent(chatId) {
       return requests.filter((r) => r.method === "sendMessage" && r.body.chat_id === chatId && r.text !== undefined).map((r) => r.text);
     },
+    /** Fails the next `times` calls of `method` (to `chatId`), after letting `skip` pass. */
     fault(f) {
-      faults.push({ times: 1, ...f });
+      faults.push({ times: 1, skip: 0, ...f });
     },
     block(chatId) {
       blocked.add(chatId);

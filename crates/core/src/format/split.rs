@@ -250,6 +250,27 @@ mod tests {
     }
 
     #[test]
+    fn nested_formatting_is_reopened_with_its_attributes() {
+        let inner = "word ".repeat(40);
+        let html = format!("<blockquote expandable><b>bold <i>{inner}</i></b> <a href=\"https://e.com\">{inner}</a></blockquote>");
+        let chunks = split_html(&html, 60);
+        check(&chunks, 60);
+        assert!(chunks.len() > 3);
+        for c in &chunks {
+            assert!(c.starts_with("<blockquote expandable>") && c.ends_with("</blockquote>"), "{c}");
+        }
+        assert!(chunks.iter().any(|c| c.contains("<a href=\"https://e.com\">")));
+    }
+
+    #[test]
+    fn cjk_without_spaces_is_cut_hard_but_never_loses_text() {
+        let text = "日本語のテキスト".repeat(100);
+        let chunks = split_html(&text, 50);
+        check(&chunks, 50);
+        assert_eq!(chunks.concat(), text);
+    }
+
+    #[test]
     fn plain_text_splits_safely() {
         let text = "1 < 2 & 3 > 2\n".repeat(100);
         let chunks = split_plain(&text, 100);
