@@ -131,7 +131,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun) -> Result<TurnOutput
         }
     }
 
-    let context = store::load_turn_context(&db, &conv_s, conv.chat_id).await?;
+    let context = store::load_turn_context(&db, &conv_s, conv.chat_id, &turn.turn_id).await?;
     if context.chat.as_ref().is_some_and(|c| c.blocked_at.is_some()) {
         return Ok(TurnOutput::NothingToDo);
     }

@@ -189,7 +189,8 @@ impl ChatObject {
 
     /// Sets the one alarm to the next time the state needs attention.
     async fn arm(&self, ctx: &Ctx) {
-        let wake = self.with(|st| st.next_wake(&Self::timing(ctx))).await;
+        let in_flight = self.in_flight.get();
+        let wake = self.with(|st| st.next_wake(&Self::timing(ctx), in_flight)).await;
         let storage = self.state.storage();
         let result = match wake {
             // An i64 would be an offset; the state machine works in absolute times.
@@ -283,8 +284,11 @@ impl ChatObject {
     async fn on_alarm(&self, ctx: &Ctx) {
         let now = now_ms();
         let in_flight = self.in_flight.get();
-        if self.update(|st| st.recover_turn(now, in_flight)).await {
-            worker::console_warn!("recovered a turn that a previous instance did not finish");
+        if let Some(turn) = self.update(|st| st.recover_turn(now, in_flight)).await {
+            worker::console_warn!("turn {}: taking over from an instance that died mid-turn", turn.turn_id);
+            self.run_turn(ctx, turn).await;
+            self.arm(ctx).await;
+            return;
         }
         match self.with(|st| st.due(now, &Self::timing(ctx))).await {
             Due::StartTurn => {
@@ -308,16 +312,23 @@ impl ChatObject {
         };
         let conv_s = conv.to_string();
         let turn = self.update(|st| st.begin_turn(now_ms(), &conv_s)).await;
-        self.arm(ctx).await; // the watchdog, in case this instance dies mid-turn
+        self.run_turn(ctx, turn).await;
+    }
+
+    /// Runs a turn from the alarm (a new one, or one taken over from a dead instance). If it
+    /// fails transiently, its next attempt goes through the jobs queue.
+    async fn run_turn(&self, ctx: &Ctx, turn: agent_core::chat_state::TurnRun) {
+        let Some((conv, _)) = self.conv() else { return };
+        let conv_s = conv.to_string();
         self.in_flight.set(true);
+        self.arm(ctx).await; // the watchdog, in case this instance dies mid-turn
         let result = agent::run(ctx, &conv, &turn).await;
         self.in_flight.set(false);
         let outcome = self.after_turn(ctx, &conv, &turn.turn_id, result).await;
         if let JobOutcome::Retry { error, after_ms } = outcome {
-            // The first attempt ran here; later ones go through the jobs queue.
-            let job = Job::Turn { conv: conv_s, turn_id: turn.turn_id.clone(), attempt: 1 };
+            let job = Job::Turn { conv: conv_s, turn_id: turn.turn_id.clone(), attempt: turn.attempt };
             let max = max_attempts(&job, ctx.cfg.max_turn_attempts, ctx.cfg.max_send_attempts);
-            match next_move(&job, &JobOutcome::Retry { error: error.clone(), after_ms }, max, random_unit()) {
+            match next_move(&job, &JobOutcome::Retry { error: error.clone(), after_ms }, max, ctx.cfg.retry_base_ms, random_unit()) {
                 NextMove::Requeue { job, delay_secs } => {
                     worker::console_warn!("turn {}: {error}; retrying in {delay_secs}s", turn.turn_id);
                     if queue::enqueue(ctx, &job, delay_secs).await.is_err() {
@@ -400,7 +411,7 @@ impl ChatObject {
         let job = Job::Step { conv: conv.to_string(), turn_id: retry.turn_id.clone(), step: retry.step, attempt: 1 };
         let max = max_attempts(&job, ctx.cfg.max_turn_attempts, ctx.cfg.max_send_attempts);
         let outcome = JobOutcome::Retry { error: retry.error, after_ms: retry.after_ms };
-        if !queue::apply(ctx, next_move(&job, &outcome, max, random_unit())).await {
+        if !queue::apply(ctx, next_move(&job, &outcome, max, ctx.cfg.retry_base_ms, random_unit())).await {
             self.give_up(ctx, &conv, &retry.turn_id, "could not queue a retry").await;
         }
     }

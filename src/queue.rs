@@ -112,7 +112,7 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, ctx: &Ctx) -> Resul
         };
         let outcome = run_job(ctx, &job).await;
         let max = max_attempts(&job, ctx.cfg.max_turn_attempts, ctx.cfg.max_send_attempts);
-        if apply(ctx, next_move(&job, &outcome, max, random_unit())).await {
+        if apply(ctx, next_move(&job, &outcome, max, ctx.cfg.retry_base_ms, random_unit())).await {
             message.ack();
         } else {
             message.retry();

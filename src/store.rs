@@ -259,8 +259,9 @@ const SELECT_RECENT_MESSAGES: &str = "SELECT m.seq, m.message_id, m.role, m.user
      FROM messages m LEFT JOIN turns t ON t.turn_id = m.turn_id
      WHERE m.conv = ?1 AND m.seq >= COALESCE((SELECT session_start_seq FROM conversations WHERE conv = ?1), 0)
      ORDER BY m.seq DESC LIMIT ?2";
+/// The newest message an earlier turn (not this one, which may be a retry) answered.
 const SELECT_ANSWERED: &str = "SELECT MAX(upto_seq) AS upto_seq FROM turns
-     WHERE conv = ?1 AND status IN ('planned', 'done', 'running', 'retrying')";
+     WHERE conv = ?1 AND turn_id != ?2 AND status IN ('planned', 'done')";
 const SELECT_SESSION_START: &str = "SELECT session_start_seq FROM conversations WHERE conv = ?1";
 const SELECT_TURNS: &str = "SELECT turn_id, contents, step_outcomes FROM turns
      WHERE turn_id IN (SELECT value FROM json_each(?1))";
@@ -272,12 +273,12 @@ struct SessionStartRow {
 
 /// Loads the conversation, chat, recent messages of the current session and the last answered
 /// seq, in one round trip. Notes are loaded separately (they depend on who is in the chat).
-pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64) -> Result<TurnContext> {
+pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str) -> Result<TurnContext> {
     let stmts = vec![
         db.stmt(SELECT_CONVERSATION, args![conv])?,
         db.stmt(SELECT_CHAT, args![chat_id])?,
         db.stmt(SELECT_RECENT_MESSAGES, args![conv, HISTORY_ROWS])?,
-        db.stmt(SELECT_ANSWERED, args![conv])?,
+        db.stmt(SELECT_ANSWERED, args![conv, turn_id])?,
     ];
     let r = db.batch(stmts).await?;
     let conversation = rows::<ConversationRow>(&r[0])?.into_iter().next().unwrap_or_default();

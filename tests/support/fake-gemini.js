@@ -190,6 +190,7 @@ export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
       }
       entry.body = body;
       entry.route = routeOf(body);
+      notify();
       const invalid = validate(body, issued);
       if (invalid) {
         entry.status = invalid.status;

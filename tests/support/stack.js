@@ -75,7 +75,7 @@ export async function startStack({ vars = {}, latencyMs = 0 } = {}) {
     },
     /** Runs SQL against the worker's D1 and returns the rows. */
     async sql(query, ...params) {
-      const r = await env.DB.prepare(query).bind(...params).all();
+      const r = await stack.env.DB.prepare(query).bind(...params).all();
       return r.results;
     },
     async scheduled(cron = "*/30 * * * *") {
@@ -83,6 +83,11 @@ export async function startStack({ vars = {}, latencyMs = 0 } = {}) {
     },
     logs() {
       return server.getLogs();
+    },
+    /** Restarts the runtime with storage kept: every instance in flight dies, as in a reset. */
+    async restart() {
+      await server.update((options) => ({ ...options }));
+      stack.env = await worker.getEnv();
     },
     async close() {
       await server.close();

@@ -169,29 +169,36 @@ impl ChatState {
         }
     }
 
-    /// If a turn is recorded as running but this instance is not running it, the instance that
-    /// was died mid-turn: put its messages back as pending (due at once). Returns whether a
-    /// turn was recovered.
-    pub fn recover_turn(&mut self, now: i64, in_flight: bool) -> bool {
-        match &self.turn {
-            Some(turn) if !turn.waiting_retry && !in_flight => {
-                let turn = self.turn.take().expect("checked");
-                let p = self.pending.take();
-                self.pending = Some(Pending {
-                    first_ms: now - 3_600_000,
-                    last_ms: now - 3_600_000,
-                    target_message_id: p.as_ref().and_then(|p| p.target_message_id).or(turn.target_message_id),
-                    trigger: p.map(|p| p.trigger).unwrap_or(turn.trigger),
-                });
-                true
-            }
-            _ => false,
-        }
+    /// A turn recorded as running that this instance is not running: the instance that ran it
+    /// died mid-turn (eviction, reset, deploy).
+    pub fn orphaned(&self, in_flight: bool) -> bool {
+        self.turn.as_ref().is_some_and(|t| !t.waiting_retry && !in_flight)
     }
 
-    /// The next time the alarm should fire, if any.
-    pub fn next_wake(&self, t: &Timing) -> Option<i64> {
+    /// Takes over an orphaned turn: the same turn id (so a stored result is resumed, not asked
+    /// for again), the next attempt, and everything pending since. Returns the turn to run.
+    pub fn recover_turn(&mut self, now: i64, in_flight: bool) -> Option<TurnRun> {
+        if !self.orphaned(in_flight) {
+            return None;
+        }
+        let generation = self.generation;
+        let pending = self.pending.take();
+        let turn = self.turn.as_mut().expect("orphaned implies a turn");
+        turn.attempt += 1;
+        turn.started_ms = now;
+        turn.generation = generation;
+        if let Some(p) = pending {
+            turn.target_message_id = p.target_message_id.or(turn.target_message_id);
+        }
+        Some(turn.clone())
+    }
+
+    /// The next time the alarm should fire, if any. `in_flight`: this instance runs the turn.
+    pub fn next_wake(&self, t: &Timing, in_flight: bool) -> Option<i64> {
         if let Some(turn) = &self.turn {
+            if self.orphaned(in_flight) {
+                return Some(0); // recover at once
+            }
             // A waiting turn is woken by its retry job; a running one by the watchdog.
             return (!turn.waiting_retry).then_some(turn.started_ms + TURN_WATCHDOG_MS);
         }
@@ -340,7 +347,7 @@ mod tests {
         s.signal(&sig(1, 0));
         s.signal(&sig(2, 100));
         s.signal(&sig(3, 200));
-        assert_eq!(s.next_wake(&T), Some(1200));
+        assert_eq!(s.next_wake(&T, false), Some(1200));
         assert_eq!(s.due(1100, &T), Due::Nothing);
         assert_eq!(s.due(1200, &T), Due::StartTurn);
         let turn = s.begin_turn(1200, "c");
@@ -355,7 +362,7 @@ mod tests {
         for i in 0..20 {
             s.signal(&sig(i, i * 900));
         }
-        assert_eq!(s.next_wake(&T), Some(5000));
+        assert_eq!(s.next_wake(&T, false), Some(5000));
     }
 
     #[test]
@@ -381,7 +388,7 @@ mod tests {
         let out = s.signal(&sig(2, 2500));
         assert_eq!(out, SignalOutcome::Accepted { cancelled: Some((turn.turn_id.clone(), 2)) });
         assert!(s.plan.is_none());
-        assert_eq!(s.next_wake(&T), Some(3500), "replans after the debounce");
+        assert_eq!(s.next_wake(&T, false), Some(3500), "replans after the debounce");
     }
 
     #[test]
@@ -411,12 +418,17 @@ mod tests {
         let mut s = ChatState::default();
         s.signal(&sig(1, 0));
         let t = s.begin_turn(1000, "c");
-        assert!(!s.recover_turn(2000, true));
-        assert_eq!(s.next_wake(&T), Some(1000 + TURN_WATCHDOG_MS));
-        assert!(s.recover_turn(2000, false));
-        assert!(s.turn.is_none());
-        assert_eq!(s.due(2000, &T), Due::StartTurn);
-        assert_eq!(s.begin_turn(2000, "c").target_message_id, t.target_message_id);
+        assert!(s.recover_turn(2000, true).is_none());
+        assert_eq!(s.next_wake(&T, true), Some(1000 + TURN_WATCHDOG_MS));
+        // The instance died: a new message arrives at a fresh instance.
+        s.signal(&sig(2, 1500));
+        assert_eq!(s.next_wake(&T, false), Some(0), "recovered at once, not at the watchdog");
+        let r = s.recover_turn(2000, false).unwrap();
+        assert_eq!(r.turn_id, t.turn_id, "the same turn, so a stored result is resumed");
+        assert_eq!(r.attempt, 2);
+        assert_eq!(r.target_message_id, Some(20), "and it answers the newer message too");
+        assert!(s.pending.is_none());
+        assert_eq!(s.finish_turn(&t.turn_id, vec![send("hi")], 3000), Finish::Execute);
     }
 
     #[test]
@@ -425,8 +437,8 @@ mod tests {
         s.signal(&sig(1, 0));
         let t = s.begin_turn(1000, "c");
         s.turn_waiting(&t.turn_id);
-        assert!(!s.recover_turn(2000, false), "a waiting turn is not dead");
-        assert_eq!(s.next_wake(&T), None);
+        assert!(s.recover_turn(2000, false).is_none(), "a waiting turn is not dead");
+        assert_eq!(s.next_wake(&T, false), None);
         s.signal(&sig(2, 3000));
         assert_eq!(s.due(10_000, &T), Due::Nothing, "no second turn while one waits");
         let resumed = s.resume_turn(&t.turn_id, 2, 20_000).unwrap();

@@ -103,6 +103,8 @@ pub struct Config {
     pub max_turn_attempts: u32,
     /// Attempts for a Telegram send before it is dead-lettered.
     pub max_send_attempts: u32,
+    /// First step of the retry backoff (doubles per attempt, with jitter, capped at 5 min).
+    pub retry_base_ms: u64,
     /// Gemini thinking level (`low`, `medium`, `high`), or empty for the model's default.
     pub thinking_level: String,
     pub max_output_tokens: u32,
@@ -116,7 +118,7 @@ pub struct Config {
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 30] = [
+pub const VAR_NAMES: [&str; 31] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -147,6 +149,7 @@ pub const VAR_NAMES: [&str; 30] = [
     "CONSOLIDATE_MIN_MESSAGES",
     "EMBEDDINGS_MODEL",
     "SESSION_IDLE_MINUTES",
+    "RETRY_BASE_MS",
 ];
 
 impl Default for Config {
@@ -179,6 +182,7 @@ impl Config {
         let memory_token_budget = num("MEMORY_TOKEN_BUDGET", 1_500) as usize;
         let max_turn_attempts = num("MAX_TURN_ATTEMPTS", 10).clamp(1, 50) as u32;
         let max_send_attempts = num("MAX_SEND_ATTEMPTS", 8).clamp(1, 50) as u32;
+        let retry_base_ms = num("RETRY_BASE_MS", 2000).clamp(100, 60_000);
         let max_output_tokens = num("MAX_OUTPUT_TOKENS", 4096) as u32;
         let pairing_ttl = num("PAIRING_CODE_TTL_MINUTES", 60) as i64 * 60;
         let consolidate_min_messages = num("CONSOLIDATE_MIN_MESSAGES", 40) as usize;
@@ -267,6 +271,7 @@ impl Config {
             memory_token_budget,
             max_turn_attempts,
             max_send_attempts,
+            retry_base_ms,
             thinking_level: get("THINKING_LEVEL").unwrap_or_default().to_ascii_lowercase(),
             max_output_tokens,
             prices,

@@ -95,8 +95,9 @@ pub fn max_attempts(job: &Job, max_turn: u32, max_send: u32) -> u32 {
     }
 }
 
-/// Decides the next move after a run. Queue delays are whole seconds (at most 12 hours).
-pub fn next_move(job: &Job, outcome: &JobOutcome, max: u32, jitter: f64) -> NextMove {
+/// Decides the next move after a run. `base_ms` is the first backoff step. Queue delays are
+/// whole seconds (at most 12 hours).
+pub fn next_move(job: &Job, outcome: &JobOutcome, max: u32, base_ms: u64, jitter: f64) -> NextMove {
     match outcome {
         JobOutcome::Done => NextMove::Ack,
         JobOutcome::Failed { error } => NextMove::DeadLetter { job: job.clone(), error: error.clone() },
@@ -104,7 +105,7 @@ pub fn next_move(job: &Job, outcome: &JobOutcome, max: u32, jitter: f64) -> Next
             if job.attempt() >= max {
                 return NextMove::DeadLetter { job: job.clone(), error: format!("gave up after {max} attempts: {error}") };
             }
-            let backoff = backoff_ms(job.attempt(), 2_000, 300_000, jitter);
+            let backoff = backoff_ms(job.attempt(), base_ms, 300_000, jitter);
             let delay_ms = backoff.max(after_ms.unwrap_or(0));
             let delay_secs = delay_ms.div_ceil(1000).clamp(1, 43_200) as u32;
             NextMove::Requeue { job: job.next_attempt(), delay_secs }
@@ -140,12 +141,12 @@ mod tests {
     #[test]
     fn retry_after_is_honoured_and_the_last_attempt_dead_letters() {
         let out = JobOutcome::Retry { error: "429".into(), after_ms: Some(37_000) };
-        assert_eq!(next_move(&turn(1), &out, 10, 0.5), NextMove::Requeue { job: turn(2), delay_secs: 37 });
+        assert_eq!(next_move(&turn(1), &out, 10, 2000, 0.5), NextMove::Requeue { job: turn(2), delay_secs: 37 });
         let out = JobOutcome::Retry { error: "503".into(), after_ms: None };
-        assert!(matches!(next_move(&turn(3), &out, 10, 0.0), NextMove::Requeue { delay_secs: 4, .. }));
-        assert!(matches!(next_move(&turn(10), &out, 10, 0.0), NextMove::DeadLetter { .. }));
+        assert!(matches!(next_move(&turn(3), &out, 10, 2000, 0.0), NextMove::Requeue { delay_secs: 4, .. }));
+        assert!(matches!(next_move(&turn(10), &out, 10, 2000, 0.0), NextMove::DeadLetter { .. }));
         let failed = JobOutcome::Failed { error: "400".into() };
-        assert!(matches!(next_move(&turn(1), &failed, 10, 0.0), NextMove::DeadLetter { .. }));
-        assert_eq!(next_move(&turn(1), &JobOutcome::Done, 10, 0.0), NextMove::Ack);
+        assert!(matches!(next_move(&turn(1), &failed, 10, 2000, 0.0), NextMove::DeadLetter { .. }));
+        assert_eq!(next_move(&turn(1), &JobOutcome::Done, 10, 2000, 0.0), NextMove::Ack);
     }
 }
