@@ -146,9 +146,15 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun) -> Result<TurnOutput
 
     // Session window: an idle gap after the stored start begins a new session.
     let stored_start = context.conversation.session_start_seq;
-    let start = session_start(&context.messages, stored_start, ctx.cfg.session_idle_secs);
-    let mut messages: Vec<history::HistoryMessage> =
-        context.messages.into_iter().filter(|m| in_session(m, start)).collect();
+    let mut loaded = context.messages;
+    let start = session_start(&loaded, stored_start, ctx.cfg.session_idle_secs);
+    // The newest message that exists but is not shown (over the row limit or the budget).
+    let mut last_cut: Option<i64> = None;
+    if loaded.len() as i64 > store::HISTORY_ROWS {
+        let extra = loaded.remove(0);
+        last_cut = (extra.seq >= start).then_some(extra.seq);
+    }
+    let mut messages: Vec<history::HistoryMessage> = loaded.into_iter().filter(|m| in_session(m, start)).collect();
     history::chronological(&mut messages);
     // New when an idle gap moved the start, or no turn has answered in it yet (command
     // replies such as /new's do not count).
@@ -159,10 +165,11 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun) -> Result<TurnOutput
     let format = ctx.cfg.history_format;
     let structured = format == HistoryFormat::Structured;
     let first = history::fit_budget(&messages, ctx.cfg.history_token_budget, structured);
-    let cut_seq = (first > 0).then(|| messages[first].seq);
     if first > 0 {
+        last_cut = Some(last_cut.map_or(messages[first - 1].seq, |c| c.max(messages[first - 1].seq)));
         messages.drain(..first);
     }
+    let cut_seq = last_cut.map(|_| messages.first().map_or(newest_seq, |m| m.seq));
 
     let people: Vec<i64> = {
         let mut p: Vec<i64> = messages.iter().filter(|m| m.role == Role::User).filter_map(|m| m.user_id).collect();
@@ -176,13 +183,17 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun) -> Result<TurnOutput
 
     let chat_row = context.chat.clone();
     let model = chat_row.as_ref().and_then(|c| c.model.clone()).unwrap_or_else(|| ctx.cfg.gemini_model.clone());
+    // The summary stands in for what the budget cut; if it does not cover all of it, the
+    // prompt says so.
+    let summary = last_cut.and(memories.summary.as_deref());
+    let uncovered = last_cut.is_some_and(|cut| memories.summary_until.is_none_or(|until| until < cut));
     let situation = Situation {
         target_message_id: turn.target_message_id,
         new_session,
         trigger: turn.trigger,
         reaction: if turn.trigger == agent_core::gating::Trigger::Reaction { reaction_of(&messages) } else { None },
         format,
-        history_cut_without_summary: cut_seq.is_some() && memories.summary.is_none(),
+        history_cut_without_summary: uncovered,
     };
     let chat = ChatDetails {
         kind: chat_row.as_ref().map_or(ChatKind::Private, |c| chat_kind(&c.kind)),
@@ -220,7 +231,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun) -> Result<TurnOutput
         now: chrono::DateTime::from_timestamp_millis(now).unwrap_or_default(),
         timezone: &ctx.cfg.timezone,
         chat: &chat,
-        summary: memories.summary.as_deref(),
+        summary,
     });
     let history = if structured {
         history::render_structured(&messages, &turns)

@@ -1,9 +1,444 @@
-//! Memory consolidation jobs (cron fan-out). Not built yet: jobs are acknowledged.
+//! Memory consolidation: the cron finds conversations with messages not yet consolidated and
+//! queues one job each (fan-out keeps every invocation small); a job reads the new messages,
+//! asks Gemini for structured memories, merges them (`agent_core::memory::merge`), writes a
+//! summary of older history when it no longer fits the budget, and moves the watermark.
+//!
+//! Invariants:
+//! - The watermark and everything merged commit in one D1 batch (a transaction): a retried or
+//!   repeated job never processes a message twice.
+//! - A lease on the conversation keeps two jobs from consolidating it at once.
+//! - Messages stay in D1; consolidation deletes nothing.
+//! - The summary covers messages up to `summaries.until_seq`; a turn whose history is cut
+//!   beyond what it covers says so in its prompt (never a silent drop).
 
-use crate::env::Ctx;
-use agent_core::jobs::JobOutcome;
+use crate::args;
+use crate::db::Db;
+use crate::env::{now_ms, Ctx, JOBS};
+use crate::gemini::GeminiClient;
+use crate::memory::MEMORY_COLUMNS;
+use crate::store::{self, MessageRow};
+use agent_core::conversation::ConvKey;
+use agent_core::gemini::{Content, GenerateContentRequest, GenerateContentResponse, GenerationConfig, ModelError, Outcome, Part};
+use agent_core::history::{self, HistoryMessage};
+use agent_core::jobs::{Job, JobOutcome};
+use agent_core::memory::{self as mem, Extraction, Memory};
+use agent_core::turn::CallRecord;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use worker::{BatchMessageBuilder, MessageBuilder};
 
-pub async fn run(_ctx: &Ctx, conv: &str) -> JobOutcome {
-    worker::console_log!("consolidation of {conv} is not implemented yet");
+/// Messages one job reads; the rest go to a follow-up job.
+const BATCH: i64 = 200;
+/// How long a job holds a conversation.
+const LEASE_MS: i64 = 5 * 60 * 1000;
+/// Messages one summary call folds in at most.
+const SUMMARY_BATCH: i64 = 400;
+
+#[derive(Deserialize)]
+struct Due {
+    conv: String,
+}
+
+/// Cron: queues a consolidation job for each conversation with new messages (up to 100 per
+/// run; the next run takes the rest). Returns how many were queued.
+pub async fn enqueue_due(ctx: &Ctx) -> worker::Result<usize> {
+    let due: Vec<Due> = ctx
+        .db()
+        .all(
+            "SELECT m.conv AS conv FROM messages m LEFT JOIN conversations c ON c.conv = m.conv
+             WHERE m.seq > COALESCE(c.consolidated_seq, 0) AND m.role != 'bot'
+               AND (c.consolidating_until IS NULL OR c.consolidating_until < ?1)
+             GROUP BY m.conv LIMIT 100",
+            args![now_ms()],
+        )
+        .await?;
+    if due.is_empty() {
+        return Ok(0);
+    }
+    let jobs: Vec<Job> = due.iter().map(|d| Job::Consolidate { conv: d.conv.clone(), attempt: 1 }).collect();
+    ctx.meter.add(1);
+    ctx.env.queue(JOBS)?.send_batch(BatchMessageBuilder::new().messages(jobs).build()).await?;
+    Ok(due.len())
+}
+
+#[derive(Deserialize)]
+struct Lease {
+    consolidated_seq: i64,
+}
+
+async fn claim(db: &Db, conv: &ConvKey, now: i64) -> worker::Result<Option<i64>> {
+    let row: Option<Lease> = db
+        .first(
+            "INSERT INTO conversations (conv, chat_id, thread_id, consolidating_until, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (conv) DO UPDATE SET consolidating_until = excluded.consolidating_until
+               WHERE consolidating_until IS NULL OR consolidating_until < ?5
+             RETURNING consolidated_seq",
+            args![conv.to_string(), conv.chat_id, conv.thread_id, now + LEASE_MS, now],
+        )
+        .await?;
+    Ok(row.map(|r| r.consolidated_seq))
+}
+
+async fn release(db: &Db, conv: &str) {
+    let _ = db.run("UPDATE conversations SET consolidating_until = NULL WHERE conv = ?1", args![conv]).await;
+}
+
+fn message_sql(order: &str) -> String {
+    format!(
+        "SELECT m.seq, m.message_id, m.role, m.user_id, m.name, m.username, m.parts, m.reply_to, m.forwarded_from,
+           m.date, m.edited_at, m.turn_id, NULL AS turn_upto_seq
+         FROM messages m WHERE m.conv = ?1 AND m.seq > ?2 AND m.seq < ?3 ORDER BY m.seq {order} LIMIT ?4"
+    )
+}
+
+/// Calls Gemini for JSON matching `schema`; records the call.
+async fn structured_call(ctx: &Ctx, system: String, text: String, schema: Value, calls: &mut Vec<CallRecord>) -> Result<Value, ModelError> {
+    let gemini = GeminiClient::new(&ctx.cfg.gemini_api_base, ctx.secrets.gemini_api_key.clone(), ctx.meter.clone());
+    let request = GenerateContentRequest {
+        system_instruction: Some(Content { role: None, parts: vec![Part::text(system)] }),
+        contents: vec![Content::user(vec![Part::text(text)])],
+        tools: Vec::new(),
+        tool_config: None,
+        generation_config: Some(GenerationConfig {
+            response_mime_type: Some("application/json".into()),
+            response_schema: Some(schema),
+            max_output_tokens: Some(8192),
+            thinking_config: None,
+        }),
+    };
+    let model = ctx.cfg.gemini_model.clone();
+    let started = now_ms();
+    let result = async {
+        let body = serde_json::to_string(&request).map_err(|e| ModelError::InvalidResponse(e.to_string()))?;
+        let raw = gemini.post(&model, "generateContent", body).await?;
+        let response: GenerateContentResponse = serde_json::from_str(&raw).map_err(|e| ModelError::InvalidResponse(e.to_string()))?;
+        Ok::<_, ModelError>(response)
+    }
+    .await;
+    let duration_ms = now_ms() - started;
+    match result {
+        Ok(response) => {
+            calls.push(CallRecord {
+                model: response.model_version.clone().unwrap_or(model),
+                usage: response.usage_metadata.clone().unwrap_or_default(),
+                duration_ms,
+                finish_reason: response.finish_reason().map(String::from),
+                status: 200,
+                error: None,
+            });
+            match response.outcome() {
+                Outcome::Content(c) => {
+                    let text = c.visible_text();
+                    serde_json::from_str(text.trim()).map_err(|e| ModelError::InvalidResponse(format!("not the JSON asked for: {e}")))
+                }
+                Outcome::Empty { reason } => Err(ModelError::InvalidResponse(format!("no answer: {reason}"))),
+            }
+        }
+        Err(e) => {
+            let status = match &e {
+                ModelError::Http { status, .. } => *status,
+                _ => 0,
+            };
+            calls.push(CallRecord { model, usage: Default::default(), duration_ms, finish_reason: None, status, error: Some(e.to_string()) });
+            Err(e)
+        }
+    }
+}
+
+fn outcome_of(e: &ModelError) -> JobOutcome {
+    if e.is_transient() {
+        JobOutcome::Retry { error: e.to_string(), after_ms: e.retry_after_ms() }
+    } else {
+        JobOutcome::Failed { error: e.to_string() }
+    }
+}
+
+fn today() -> String {
+    chrono::DateTime::from_timestamp_millis(now_ms()).unwrap_or_default().format("%Y-%m-%d").to_string()
+}
+
+/// Runs one consolidation job for `conv`.
+pub async fn run(ctx: &Ctx, conv_s: &str) -> JobOutcome {
+    let Some(conv) = ConvKey::parse(conv_s) else { return JobOutcome::Failed { error: format!("bad conversation {conv_s}") } };
+    let db = ctx.db();
+    let now = now_ms();
+    let watermark = match claim(&db, &conv, now).await {
+        Ok(Some(w)) => w,
+        Ok(None) => return JobOutcome::Done, // another job holds it
+        Err(e) => return JobOutcome::Retry { error: e.to_string(), after_ms: None },
+    };
+    let outcome = consolidate(ctx, &db, &conv, watermark).await;
+    if !matches!(outcome, JobOutcome::Done) {
+        release(&db, conv_s).await;
+    }
+    outcome
+}
+
+async fn consolidate(ctx: &Ctx, db: &Db, conv: &ConvKey, watermark: i64) -> JobOutcome {
+    let conv_s = conv.to_string();
+    let retry = |e: worker::Error| JobOutcome::Retry { error: e.to_string(), after_ms: None };
+    let rows: Vec<MessageRow> = match db.all(&message_sql("ASC"), args![conv_s.clone(), watermark, i64::MAX, BATCH]).await {
+        Ok(r) => r,
+        Err(e) => return retry(e),
+    };
+    let Some(last_seq) = rows.last().map(|r| r.seq) else {
+        release(db, &conv_s).await;
+        return JobOutcome::Done;
+    };
+    let more = rows.len() as i64 == BATCH;
+    let messages: Vec<HistoryMessage> = rows.into_iter().map(MessageRow::into_history).collect();
+    let people: Vec<i64> = {
+        let mut p: Vec<i64> = messages.iter().filter(|m| m.role == history::Role::User).filter_map(|m| m.user_id).collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    };
+    let existing: Vec<Memory> = match db
+        .all(
+            &format!(
+                "SELECT {MEMORY_COLUMNS} FROM memories WHERE superseded_by IS NULL
+                 AND (kind != 'commitment' OR status = 'open') AND kind != 'episode'
+                 AND (chat_id = ?1 OR about_user_id IN (SELECT value FROM json_each(?2)))
+                 ORDER BY updated_at DESC LIMIT 120"
+            ),
+            args![conv.chat_id, serde_json::to_string(&people).unwrap_or_default()],
+        )
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return retry(e),
+    };
+
+    let mut calls = Vec::new();
+    let mut stmts = Vec::new();
+    let now = now_ms();
+    let has_speech = messages.iter().any(|m| m.role == history::Role::User);
+    if has_speech {
+        let extraction: Extraction = match structured_call(
+            ctx,
+            mem::consolidation_instruction(&existing, &today()),
+            history::compact_lines(&messages),
+            mem::extraction_schema(),
+            &mut calls,
+        )
+        .await
+        {
+            Ok(v) => serde_json::from_value(v).unwrap_or_default(),
+            Err(e) => {
+                record_calls(db, &conv_s, conv.chat_id, &calls).await;
+                return outcome_of(&e);
+            }
+        };
+        let plan = mem::merge(&existing, &extraction, &today());
+        match merge_statements(db, conv, &plan, now) {
+            Ok(s) => stmts.extend(s),
+            Err(e) => return retry(e),
+        }
+    }
+
+    // Summary: fold in the older messages that no longer fit the history budget.
+    match summary_statement(ctx, db, conv, &mut calls).await {
+        Ok(Some(s)) => stmts.push(s),
+        Ok(None) => {}
+        Err(e) => {
+            record_calls(db, &conv_s, conv.chat_id, &calls).await;
+            return outcome_of(&e);
+        }
+    }
+
+    let watermark_stmt = db.stmt(
+        "UPDATE conversations SET consolidated_seq = MAX(consolidated_seq, ?2), consolidating_until = NULL, updated_at = ?3 WHERE conv = ?1",
+        args![conv_s.clone(), last_seq, now],
+    );
+    let mut batch = match watermark_stmt {
+        Ok(w) => vec![w],
+        Err(e) => return retry(e),
+    };
+    batch.extend(stmts);
+    for c in &calls {
+        if let Ok(s) = store::model_call_stmt(db, None, Some(&conv_s), Some(conv.chat_id), "consolidate", c, now) {
+            batch.push(s);
+        }
+    }
+    if let Err(e) = db.batch(batch).await {
+        return retry(e);
+    }
+    if !ctx.cfg.embeddings_model.is_empty() {
+        if let Err(e) = embed_new(ctx, db, &conv_s).await {
+            worker::console_warn!("embeddings for {conv_s} failed (search still works): {e}");
+        }
+    }
+    if more {
+        let job = Job::Consolidate { conv: conv_s.clone(), attempt: 1 };
+        ctx.meter.add(1);
+        if let Ok(q) = ctx.env.queue(JOBS) {
+            let _ = q.send(MessageBuilder::new(job).delay_seconds(1).build()).await;
+        }
+    }
     JobOutcome::Done
+}
+
+async fn record_calls(db: &Db, conv: &str, chat_id: i64, calls: &[CallRecord]) {
+    let stmts: Vec<_> = calls
+        .iter()
+        .filter_map(|c| store::model_call_stmt(db, None, Some(conv), Some(chat_id), "consolidate", c, now_ms()).ok())
+        .collect();
+    let _ = db.batch(stmts).await;
+}
+
+const INSERT_MEMORY: &str = "INSERT INTO memories (kind, chat_id, conv, about_user_id, entity, attribute, value, topics, status, due,
+       confidence, source_ids, happened_on, created_at, updated_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14)";
+
+fn merge_statements(db: &Db, conv: &ConvKey, plan: &mem::MergePlan, now: i64) -> worker::Result<Vec<worker::D1PreparedStatement>> {
+    let mut stmts = Vec::new();
+    for n in &plan.inserts {
+        stmts.push(db.stmt(
+            INSERT_MEMORY,
+            args![
+                n.kind.as_str(),
+                conv.chat_id,
+                conv.to_string(),
+                n.about_user_id,
+                n.entity.clone(),
+                n.attribute.clone(),
+                n.value.clone(),
+                n.topics.clone(),
+                n.status.clone(),
+                n.due.clone(),
+                n.confidence,
+                serde_json::to_string(&n.source_message_ids).unwrap_or_default(),
+                n.happened_on.clone(),
+                now
+            ],
+        )?);
+        if let Some(old) = n.supersedes {
+            // Right after its insert, last_insert_rowid() is the new fact.
+            stmts.push(db.stmt(
+                "UPDATE memories SET superseded_by = last_insert_rowid(), updated_at = ?2 WHERE id = ?1",
+                args![old, now],
+            )?);
+        }
+    }
+    for (id, confidence) in &plan.refreshes {
+        stmts.push(db.stmt("UPDATE memories SET confidence = ?2, updated_at = ?3 WHERE id = ?1", args![*id, *confidence, now])?);
+    }
+    for (id, status) in &plan.status_changes {
+        stmts.push(db.stmt("UPDATE memories SET status = ?2, updated_at = ?3 WHERE id = ?1", args![*id, status.clone(), now])?);
+    }
+    Ok(stmts)
+}
+
+#[derive(Deserialize)]
+struct SummaryRow {
+    summary: Option<String>,
+    until_seq: Option<i64>,
+}
+
+/// A summary statement when older messages beyond the budget are not yet summarised.
+async fn summary_statement(ctx: &Ctx, db: &Db, conv: &ConvKey, calls: &mut Vec<CallRecord>) -> Result<Option<worker::D1PreparedStatement>, ModelError> {
+    let storage = |e: worker::Error| ModelError::Network(format!("storage: {e}"));
+    let conv_s = conv.to_string();
+    let current: Option<SummaryRow> = db
+        .first("SELECT summary, until_seq FROM summaries WHERE conv = ?1", args![conv_s.clone()])
+        .await
+        .map_err(storage)?;
+    let until = current.as_ref().and_then(|c| c.until_seq).unwrap_or(0);
+    // The newest messages the prompt keeps: where the budget cuts today.
+    let recent: Vec<MessageRow> = db
+        .all(&message_sql("DESC"), args![conv_s.clone(), until, i64::MAX, store::HISTORY_ROWS])
+        .await
+        .map_err(storage)?;
+    let mut recent: Vec<HistoryMessage> = recent.into_iter().map(MessageRow::into_history).collect();
+    recent.reverse();
+    let structured = ctx.cfg.history_format == agent_core::config::HistoryFormat::Structured;
+    let first_kept = history::fit_budget(&recent, ctx.cfg.history_token_budget, structured);
+    // If the loaded window starts right after `until`, everything before the cut is older.
+    let cut_seq = if first_kept > 0 {
+        recent[first_kept].seq
+    } else if recent.len() as i64 == store::HISTORY_ROWS {
+        recent[0].seq
+    } else {
+        return Ok(None);
+    };
+    let older: Vec<MessageRow> = db
+        .all(&message_sql("ASC"), args![conv_s.clone(), until, cut_seq, SUMMARY_BATCH])
+        .await
+        .map_err(storage)?;
+    if (older.len() as i64) < (ctx.cfg.consolidate_min_messages as i64).min(SUMMARY_BATCH) {
+        return Ok(None);
+    }
+    let older: Vec<HistoryMessage> = older.into_iter().map(MessageRow::into_history).collect();
+    let new_until = older.last().map_or(until, |m| m.seq);
+    let value = structured_call(
+        ctx,
+        mem::summary_instruction(current.as_ref().and_then(|c| c.summary.as_deref())),
+        history::compact_lines(&older),
+        mem::summary_schema(),
+        calls,
+    )
+    .await?;
+    let summary = value.get("summary").and_then(Value::as_str).unwrap_or_default().trim().to_string();
+    if summary.is_empty() {
+        return Err(ModelError::InvalidResponse("empty summary".into()));
+    }
+    let stmt = db
+        .stmt(
+            "INSERT INTO summaries (conv, summary, until_seq, messages, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (conv) DO UPDATE SET summary = excluded.summary, until_seq = excluded.until_seq,
+               messages = summaries.messages + excluded.messages, updated_at = excluded.updated_at",
+            args![conv_s, summary, new_until, older.len(), now_ms()],
+        )
+        .map_err(storage)?;
+    Ok(Some(stmt))
+}
+
+/// Embeds texts with the configured embeddings model (`batchEmbedContents`).
+pub async fn embed(ctx: &Ctx, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+    let model = ctx.cfg.embeddings_model.trim_start_matches("models/").to_string();
+    let body = json!({"requests": texts.iter().map(|t| json!({
+        "model": format!("models/{model}"),
+        "content": {"parts": [{"text": t}]},
+    })).collect::<Vec<_>>()});
+    let gemini = GeminiClient::new(&ctx.cfg.gemini_api_base, ctx.secrets.gemini_api_key.clone(), ctx.meter.clone());
+    let raw = gemini.post(&model, "batchEmbedContents", body.to_string()).await.map_err(|e| e.to_string())?;
+    #[derive(Deserialize)]
+    struct Values {
+        values: Vec<f32>,
+    }
+    #[derive(Deserialize)]
+    struct Batch {
+        embeddings: Vec<Values>,
+    }
+    let batch: Batch = serde_json::from_str(&raw).map_err(|e| e.to_string())?;
+    Ok(batch.embeddings.into_iter().map(|v| v.values).collect())
+}
+
+async fn embed_new(ctx: &Ctx, db: &Db, conv: &str) -> Result<(), String> {
+    #[derive(Deserialize)]
+    struct Row {
+        id: i64,
+        text: String,
+    }
+    let rows: Vec<Row> = db
+        .all(
+            "SELECT id, trim(coalesce(entity, '') || ' ' || coalesce(attribute, '') || ' ' || value) AS text
+             FROM memories WHERE conv = ?1 AND embedding IS NULL LIMIT 50",
+            args![conv],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let vectors = embed(ctx, &rows.iter().map(|r| r.text.clone()).collect::<Vec<_>>()).await?;
+    let stmts = rows
+        .iter()
+        .zip(vectors)
+        .filter_map(|(r, v)| {
+            db.stmt("UPDATE memories SET embedding = ?2 WHERE id = ?1", args![r.id, serde_json::to_string(&v).unwrap_or_default()]).ok()
+        })
+        .collect();
+    db.batch(stmts).await.map_err(|e| e.to_string())?;
+    Ok(())
 }

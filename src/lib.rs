@@ -81,6 +81,8 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) 
 #[event(scheduled)]
 async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     let ctx = Ctx::new(env);
-    worker::console_log!("cron {} fired", event.cron());
-    let _ = ctx;
+    match consolidate::enqueue_due(&ctx).await {
+        Ok(n) => worker::console_log!("cron {}: queued {n} consolidation jobs", event.cron()),
+        Err(e) => worker::console_error!("cron {}: could not queue consolidation: {e}", event.cron()),
+    }
 }

@@ -277,7 +277,8 @@ pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str)
     let stmts = vec![
         db.stmt(SELECT_CONVERSATION, args![conv])?,
         db.stmt(SELECT_CHAT, args![chat_id])?,
-        db.stmt(SELECT_RECENT_MESSAGES, args![conv, HISTORY_ROWS])?,
+        // One row more than a turn uses: if it comes back, it is the newest message cut off.
+        db.stmt(SELECT_RECENT_MESSAGES, args![conv, HISTORY_ROWS + 1])?,
         db.stmt(SELECT_ANSWERED, args![conv, turn_id])?,
     ];
     let r = db.batch(stmts).await?;

@@ -69,6 +69,17 @@ function validate(body, issued) {
   return null;
 }
 
+/** A deterministic bag-of-words embedding: similar words, similar vectors. */
+export function embedText(text) {
+  const v = new Array(64).fill(0);
+  for (const w of text.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((x) => x.length > 2)) {
+    let h = 0;
+    for (const ch of w) h = (h * 31 + ch.codePointAt(0)) >>> 0;
+    v[h % 64] += 1;
+  }
+  return v;
+}
+
 /** All text of a request, in order (system instruction last). */
 export function requestText(body) {
   const parts = (body.contents ?? []).flatMap((c) => c.parts ?? []);
@@ -154,7 +165,18 @@ export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
     return success(body, model, parts, answer.finishReason);
   }
 
+  /** Default answers in JSON mode (consolidation): nothing to remember, or a summary. */
+  function jsonDefault(body, model) {
+    const props = body.generationConfig?.responseSchema?.properties ?? {};
+    const lines = requestText(body).split("\n").filter(Boolean);
+    const value = props.summary && !props.facts
+      ? { summary: `Summary of ${lines.length} messages, from "${lines[0]?.slice(0, 40)}" to "${lines.at(-1)?.slice(0, 40)}".` }
+      : { facts: [], episodes: [], commitments: [], commitment_updates: [], aliases: [] };
+    return success(body, model, [{ text: JSON.stringify(value) }]);
+  }
+
   function echo(body, model) {
+    if (body.generationConfig?.responseMimeType === "application/json") return jsonDefault(body, model);
     const contents = body.contents ?? [];
     const lastUser = [...contents].reverse().find((c) => c.role === "user");
     const texts = (lastUser?.parts ?? []).map((p) => p.text).filter((t) => t && !t.startsWith("[meta]"));
@@ -170,6 +192,13 @@ export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
       res.writeHead(a.status, { "content-type": "application/json" });
       res.end(JSON.stringify(a.body));
     };
+    const embed = /^\/v1beta\/models\/([^:]+):batchEmbedContents$/.exec(url.pathname);
+    if (embed) {
+      const body = JSON.parse(raw);
+      requests.push({ path: url.pathname, embed: true, at: Date.now(), headers: req.headers });
+      if (req.headers["x-goog-api-key"] !== key) return send(error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key."));
+      return send({ status: 200, body: { embeddings: body.requests.map((r) => ({ values: embedText(r.content.parts.map((p) => p.text).join(" ")) })) } });
+    }
     const m = /^\/v1beta\/models\/([^:]+):generateContent$/.exec(url.pathname);
     const entry = { path: url.pathname, query: url.search, headers: req.headers, at: Date.now() };
     requests.push(entry);

@@ -298,9 +298,22 @@ pub fn render_structured(msgs: &[HistoryMessage], turns: &BTreeMap<String, BotTu
     normalize_contents(contents)
 }
 
-/// Renders the compact history: one user turn.
+/// Renders the compact history: one user turn, ending with the marker of the message to answer.
 pub fn render_compact(msgs: &[HistoryMessage], target: Option<i64>) -> Vec<Content> {
-    let mut lines = Vec::with_capacity(msgs.len() + 1);
+    let mut text = compact_lines(msgs);
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    text.push_str(&match target {
+        Some(t) => format!("→ Answer #{t}"),
+        None => "→ Answer the latest messages".to_string(),
+    });
+    vec![Content::user(vec![Part::text(text)])]
+}
+
+/// The compact lines of messages, one per message (also what consolidation reads).
+pub fn compact_lines(msgs: &[HistoryMessage]) -> String {
+    let mut lines = Vec::with_capacity(msgs.len());
     let mut named: BTreeMap<&str, Option<i64>> = BTreeMap::new();
     for m in msgs {
         let id = m.message_id.map_or_else(|| "#-".to_string(), |id| format!("#{id}"));
@@ -335,11 +348,7 @@ pub fn render_compact(msgs: &[HistoryMessage], target: Option<i64>) -> Vec<Conte
         };
         lines.push(line);
     }
-    lines.push(match target {
-        Some(t) => format!("→ Answer #{t}"),
-        None => "→ Answer the latest messages".to_string(),
-    });
-    vec![Content::user(vec![Part::text(lines.join("\n"))])]
+    lines.join("\n")
 }
 
 /// Estimated cost of one message in either format (bot turns counted once, by their text).

@@ -1,0 +1,158 @@
+// Long-term memory end to end: cron → consolidation job → structured Gemini output merged →
+// recalled in later prompts; /memory shows it, /forget erases it everywhere; repeated
+// consolidation changes nothing; a 2,000-message session gets summaries and its prompts stay
+// within budget.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { startStack, privateText, uniqueId, sleep } from "../support/stack.js";
+
+let s;
+before(async () => {
+  s = await startStack({ vars: { EMBEDDINGS_MODEL: "gemini-embedding-001" } });
+});
+after(async () => {
+  await s?.close();
+});
+
+const systemText = (req) => req.body.systemInstruction.parts.map((p) => p.text).join("");
+const cmd = (uid, text) => privateText(uid, text, { entities: [{ type: "bot_command", offset: 0, length: text.split(" ")[0].length }] });
+const consolidations = () => s.gemini.requests.filter((r) => r.body?.generationConfig?.responseMimeType === "application/json").length;
+
+async function consolidate() {
+  const before = await s.sql("SELECT COUNT(*) AS n FROM conversations WHERE consolidating_until IS NOT NULL");
+  void before;
+  await s.scheduled();
+  // Wait until no conversation is being consolidated and no job is pending.
+  for (let i = 0; i < 100; i++) {
+    await sleep(300);
+    const busy = await s.sql("SELECT COUNT(*) AS n FROM conversations WHERE consolidating_until IS NOT NULL");
+    const due = await s.sql(
+      "SELECT COUNT(*) AS n FROM messages m LEFT JOIN conversations c ON c.conv = m.conv WHERE m.seq > COALESCE(c.consolidated_seq, 0) AND m.role != 'bot'",
+    );
+    if (busy[0].n === 0 && due[0].n === 0) return;
+  }
+  throw new Error("consolidation did not finish");
+}
+
+test("what a user says is consolidated, recalled later, listed by /memory and erased by /forget all", async () => {
+  const uid = uniqueId();
+  const u = privateText(uid, "My sister's name is Maria and I work as a nurse at the city hospital.", { name: "Ana" });
+  await s.webhook(u);
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "the reply");
+  let consolidationRequest;
+  s.gemini.script(uid, [(body) => {
+    consolidationRequest = body;
+    return { text: JSON.stringify({
+      facts: [
+        { about_user_id: uid, entity: "Ana", attribute: "sister's name", value: "Maria", confidence: 0.9, source_message_ids: [u.message.message_id] },
+        { about_user_id: uid, entity: "Ana", attribute: "job", value: "nurse at the city hospital", confidence: 0.9, source_message_ids: [u.message.message_id] },
+      ],
+      episodes: [{ summary: "Ana told the assistant about her family and work.", topics: ["family", "work"], date: "2026-11-22" }],
+      commitments: [],
+      commitment_updates: [],
+      aliases: [],
+    }) };
+  }]);
+  await consolidate();
+  assert.ok(consolidationRequest, "the consolidation call was made");
+  assert.equal(consolidationRequest.generationConfig.responseMimeType, "application/json");
+  assert.ok(consolidationRequest.generationConfig.responseSchema.properties.facts);
+  assert.match(consolidationRequest.contents[0].parts[0].text, /My sister's name is Maria/);
+  const facts = await s.sql("SELECT kind, attribute, value, embedding FROM memories WHERE about_user_id = ? ORDER BY id", uid);
+  assert.deepEqual(facts.map((f) => [f.kind, f.attribute, f.value]), [
+    ["fact", "sister's name", "Maria"],
+    ["fact", "job", "nurse at the city hospital"],
+  ]);
+  assert.ok(facts.every((f) => JSON.parse(f.embedding).length === 64), "embeddings stored");
+
+  // Recall: a later turn's system instruction contains the facts.
+  await s.webhook(privateText(uid, "Can you help me plan a visit to my sister?", { name: "Ana" }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 10_000, "the second reply");
+  const sys = systemText(s.gemini.calls(uid).at(-1));
+  assert.match(sys, /sister's name = Maria/);
+  assert.match(sys, /job = nurse at the city hospital/);
+
+  // /memory lists them.
+  await s.webhook(cmd(uid, "/memory"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 3, 10_000, "the /memory reply");
+  assert.match(s.tg.sent(uid)[2], /sister's name = Maria/);
+  assert.match(s.tg.sent(uid)[2], /job = nurse/);
+
+  // /forget all removes them from every table; the next prompt does not contain them.
+  await s.webhook(cmd(uid, "/forget all"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 4, 10_000, "the /forget reply");
+  assert.match(s.tg.sent(uid)[3], /I forgot \d+ things/);
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memories WHERE about_user_id = ? OR chat_id = ?", uid, uid))[0].n, 0);
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memory_fts WHERE memory_fts MATCH 'Maria'"))[0].n, 0);
+  await s.webhook(privateText(uid, "What do you know about my family?", { name: "Ana" }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 5, 10_000, "the last reply");
+  assert.doesNotMatch(systemText(s.gemini.calls(uid).at(-1)), /Maria|nurse/);
+});
+
+test("consolidating again with nothing new changes nothing and calls no model", async () => {
+  const uid = uniqueId();
+  await s.webhook(privateText(uid, "I live in Lisbon."));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "the reply");
+  s.gemini.script(uid, [{ text: JSON.stringify({ facts: [{ about_user_id: uid, entity: "me", attribute: "city", value: "Lisbon", source_message_ids: [] }], episodes: [], commitments: [], commitment_updates: [], aliases: [] }) }]);
+  await consolidate();
+  const snapshot = await s.sql("SELECT id, value, confidence, updated_at FROM memories WHERE about_user_id = ? ORDER BY id", uid);
+  assert.equal(snapshot.length, 1);
+  const calls = consolidations();
+  const [{ consolidated_seq }] = await s.sql("SELECT consolidated_seq FROM conversations WHERE conv = ?", String(uid));
+  await consolidate();
+  await consolidate();
+  assert.equal(consolidations(), calls, "no model call the second and third time");
+  assert.deepEqual(await s.sql("SELECT id, value, confidence, updated_at FROM memories WHERE about_user_id = ? ORDER BY id", uid), snapshot);
+  assert.equal((await s.sql("SELECT consolidated_seq FROM conversations WHERE conv = ?", String(uid)))[0].consolidated_seq, consolidated_seq);
+});
+
+test("search_memory finds what was consolidated", async () => {
+  const uid = uniqueId();
+  await s.webhook(privateText(uid, "My dog is called Biscuit."));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "the reply");
+  s.gemini.script(uid, [{ text: JSON.stringify({ facts: [{ about_user_id: uid, entity: "me", attribute: "dog's name", value: "Biscuit" }], episodes: [], commitments: [], commitment_updates: [], aliases: [] }) }]);
+  await consolidate();
+  let found;
+  s.gemini.script(uid, [
+    { calls: [{ name: "search_memory", args: { query: "dog name" } }] },
+    (body) => {
+      found = body.contents.at(-1).parts[0].functionResponse.response.results;
+      return { text: "Your dog is Biscuit." };
+    },
+  ]);
+  await s.webhook(privateText(uid, "what's my pet called again?"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 10_000, "the answer");
+  assert.ok(found.some((r) => /Biscuit/.test(r)), JSON.stringify(found));
+});
+
+test("a 2,000-message session gets summaries and its prompts stay within the history budget", async () => {
+  const uid = uniqueId();
+  const conv = String(uid);
+  const now = Math.floor(Date.now() / 1000);
+  const stmts = [];
+  for (let i = 0; i < 2000; i++) {
+    const text = `message ${i}: we talked about topic ${i % 37} and the weather was ${["sunny", "rainy", "cloudy"][i % 3]} that day`;
+    stmts.push(s.env.DB.prepare(
+      `INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, is_bot, parts, text, date)
+       VALUES (?, ?, ?, 'user', ?, 'Long Talker', 0, ?, ?, ?)`,
+    ).bind(conv, uid, 500000 + i, uid, JSON.stringify([{ type: "text", text }]), text, now - (2000 - i) * 20));
+  }
+  for (let i = 0; i < stmts.length; i += 200) await s.env.DB.batch(stmts.slice(i, i + 200));
+  await consolidate();
+  const [summary] = await s.sql("SELECT summary, until_seq, messages FROM summaries WHERE conv = ?", conv);
+  assert.ok(summary, "a summary was written");
+  console.log(`# 2000 messages: summary covers ${summary.messages} messages`);
+  assert.ok(summary.messages >= 1000, `summary covers ${summary.messages}`);
+
+  await s.webhook(privateText(uid, "so, where were we?", { name: "Long Talker" }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the reply");
+  const req = s.gemini.calls(uid).at(-1);
+  const historyChars = req.body.contents.flatMap((c) => c.parts).map((p) => p.text ?? "").join("").length;
+  const sys = systemText(req);
+  console.log(`# turn after 2000 messages: history ${historyChars} chars (~${Math.round(historyChars / 4)} tokens), system instruction ${sys.length} chars`);
+  assert.ok(historyChars / 4 <= 12_000 * 1.1, `history ≈ ${historyChars / 4} tokens`);
+  assert.match(sys, /## Summary of the earlier conversation\nSummary of \d+ messages/);
+  assert.doesNotMatch(sys, /not shown \(over the history budget\)/, "the summary covers everything cut");
+  const [turn] = await s.sql("SELECT history_cut_seq FROM turns WHERE chat_id = ?", uid);
+  assert.ok(turn.history_cut_seq > 0, "the cut is recorded");
+});
