@@ -1,9 +1,16 @@
 //! The admin API under `/api/v1/` (bearer `ADMIN_TOKEN`, compared in constant time). Without
-//! the token: 401 and nothing else.
+//! the token: 401 and nothing else. Documented in `docs/openapi.yaml`.
+//!
+//! status, sessions (paged), a session's messages (paged), session reset, costs, memories,
+//! pairings, users' access, a chat's model, notify (send as the bot), chat (synchronous: text
+//! in, the bot's reply out), and the chat object's state for debugging.
 
-use crate::chat;
-use crate::env::Ctx;
-use worker::{Method, Request, Response, Result};
+use crate::env::{now_ms, Ctx, CHATS};
+use crate::{access, args, chat, deliver, usage};
+use agent_core::conversation::ConvKey;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use worker::{Method, Request, Response, Result, Url};
 
 fn authorized(req: &Request, ctx: &Ctx) -> bool {
     let header = req.headers().get("authorization").ok().flatten().unwrap_or_default();
@@ -11,18 +18,363 @@ fn authorized(req: &Request, ctx: &Ctx) -> bool {
     ctx.secrets.admin_token.matches(token)
 }
 
-pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
+fn bad_request(msg: &str) -> Result<Response> {
+    Ok(Response::from_json(&json!({"error": msg}))?.with_status(400))
+}
+
+fn not_found() -> Result<Response> {
+    Ok(Response::from_json(&json!({"error": "not found"}))?.with_status(404))
+}
+
+fn query(url: &Url, name: &str) -> Option<String> {
+    url.query_pairs().find(|(k, _)| k == name).map(|(_, v)| v.to_string())
+}
+
+fn limit(url: &Url, default: i64) -> i64 {
+    query(url, "limit").and_then(|l| l.parse().ok()).unwrap_or(default).clamp(1, 500)
+}
+
+pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
     if !authorized(&req, ctx) {
         return Response::error("unauthorized", 401);
     }
-    let path = req.path();
-    let segments: Vec<&str> = path.trim_start_matches("/api/v1/").split('/').filter(|s| !s.is_empty()).collect();
+    let url = req.url()?;
+    let path = url.path().trim_start_matches("/api/v1/").to_string();
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let body: Value = if req.method() == Method::Post || req.method() == Method::Put {
+        req.json().await.unwrap_or(Value::Null)
+    } else {
+        Value::Null
+    };
     match (req.method(), segments.as_slice()) {
+        (Method::Get, ["status"]) => status(ctx).await,
+        (Method::Get, ["sessions"]) => sessions(ctx, &url).await,
+        (Method::Get, ["sessions", conv, "messages"]) => session_messages(ctx, conv, &url).await,
+        (Method::Post, ["sessions", conv, "reset"]) => reset(ctx, conv).await,
+        (Method::Get, ["costs"]) => costs(ctx, &url).await,
+        (Method::Get, ["memories"]) => memories(ctx, &url).await,
+        (Method::Delete, ["memories"]) => forget_user(ctx, &url).await,
+        (Method::Delete, ["memories", id]) => forget_one(ctx, id).await,
+        (Method::Post, ["notes"]) => add_note(ctx, &body).await,
+        (Method::Get, ["pairings"]) => pairings(ctx).await,
+        (Method::Post, ["pairings", code, "approve"]) => match access::approve(ctx, code, "admin-api").await? {
+            Some(a) => Response::from_json(&json!({"approved": true, "user_id": a.user_id})),
+            None => not_found(),
+        },
+        (Method::Put, ["users", id, "access"]) => {
+            let Ok(user_id) = id.parse::<i64>() else { return bad_request("user id must be a number") };
+            let value = body.get("access").and_then(Value::as_str);
+            if !matches!(value, None | Some("allowed") | Some("blocked")) {
+                return bad_request("access must be \"allowed\", \"blocked\" or null");
+            }
+            access::set_access(ctx, user_id, value, "admin api").await?;
+            Response::from_json(&json!({"user_id": user_id, "access": value}))
+        }
+        (Method::Put, ["chats", id, "model"]) => {
+            let Ok(chat_id) = id.parse::<i64>() else { return bad_request("chat id must be a number") };
+            let model = body.get("model").and_then(Value::as_str).map(str::trim).filter(|m| !m.is_empty());
+            let n = ctx.db().run("UPDATE chats SET model = ?2 WHERE chat_id = ?1", args![chat_id, model]).await?;
+            if n == 0 {
+                return not_found();
+            }
+            Response::from_json(&json!({"chat_id": chat_id, "model": model}))
+        }
+        (Method::Post, ["notify"]) => notify(ctx, &body).await,
+        (Method::Post, ["chat"]) => chat_sync(ctx, &body).await,
         (Method::Get, ["chats", conv, "state"]) => {
-            let stub = ctx.env.durable_object(crate::env::CHATS)?.id_from_name(conv)?.get_stub()?;
-            let _ = chat::APOLOGY;
+            let stub = ctx.env.durable_object(CHATS)?.id_from_name(conv)?.get_stub()?;
             stub.fetch_with_str(&format!("https://chat/state?conv={conv}")).await
         }
-        _ => Response::error("not found", 404),
+        _ => not_found(),
     }
+}
+
+#[derive(Deserialize, Serialize)]
+struct Counts {
+    chats: i64,
+    messages: i64,
+    turns: i64,
+    memories: i64,
+    notes: i64,
+    dead_letters: i64,
+    pending_pairings: i64,
+}
+
+#[derive(Deserialize, Serialize)]
+struct FailureRow {
+    kind: String,
+    job_key: Option<String>,
+    conv: Option<String>,
+    detail: String,
+    created_at: i64,
+}
+
+async fn status(ctx: &Ctx) -> Result<Response> {
+    let db = ctx.db();
+    let results = db
+        .batch(vec![
+            db.stmt(
+                "SELECT (SELECT COUNT(*) FROM chats) AS chats, (SELECT COUNT(*) FROM messages) AS messages,
+                   (SELECT COUNT(*) FROM turns) AS turns, (SELECT COUNT(*) FROM memories) AS memories,
+                   (SELECT COUNT(*) FROM notes) AS notes,
+                   (SELECT COUNT(*) FROM failures WHERE kind = 'dead_letter') AS dead_letters,
+                   (SELECT COUNT(*) FROM pairings WHERE approved_at IS NULL AND expires_at > ?1) AS pending_pairings",
+                args![now_ms()],
+            )?,
+            db.stmt("SELECT kind, job_key, conv, detail, created_at FROM failures ORDER BY id DESC LIMIT 20", args![])?,
+        ])
+        .await?;
+    let counts: Option<Counts> = crate::db::rows(&results[0])?.into_iter().next();
+    let failures: Vec<FailureRow> = crate::db::rows(&results[1])?;
+    Response::from_json(&json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "model": ctx.cfg.gemini_model,
+        "history_format": ctx.cfg.history_format.as_str(),
+        "dm_policy": ctx.cfg.dm_policy.as_str(),
+        "counts": counts,
+        "recent_failures": failures,
+    }))
+}
+
+#[derive(Deserialize, Serialize)]
+struct SessionRow {
+    conv: String,
+    chat_id: i64,
+    title: Option<String>,
+    kind: Option<String>,
+    messages: i64,
+    last_message_at: Option<i64>,
+    session_start_seq: Option<i64>,
+}
+
+async fn sessions(ctx: &Ctx, url: &Url) -> Result<Response> {
+    let limit = limit(url, 50);
+    // Cursor: the last conv of the previous page (pages go by conversation key).
+    let after = query(url, "cursor").unwrap_or_default();
+    let rows: Vec<SessionRow> = ctx
+        .db()
+        .all(
+            "SELECT m.conv AS conv, m.chat_id AS chat_id, c.title AS title, c.kind AS kind, COUNT(*) AS messages,
+               MAX(m.date) AS last_message_at, v.session_start_seq AS session_start_seq
+             FROM messages m LEFT JOIN chats c ON c.chat_id = m.chat_id LEFT JOIN conversations v ON v.conv = m.conv
+             WHERE m.conv > ?1 GROUP BY m.conv ORDER BY m.conv LIMIT ?2",
+            args![after, limit],
+        )
+        .await?;
+    let next = (rows.len() as i64 == limit).then(|| rows.last().map(|r| r.conv.clone())).flatten();
+    Response::from_json(&json!({"sessions": rows, "next_cursor": next}))
+}
+
+#[derive(Deserialize, Serialize)]
+struct MessageLine {
+    seq: i64,
+    message_id: Option<i64>,
+    role: String,
+    user_id: Option<i64>,
+    name: String,
+    text: String,
+    date: i64,
+    turn_id: Option<String>,
+}
+
+async fn session_messages(ctx: &Ctx, conv: &str, url: &Url) -> Result<Response> {
+    let limit = limit(url, 100);
+    let before = query(url, "before").and_then(|b| b.parse::<i64>().ok()).unwrap_or(i64::MAX);
+    let mut rows: Vec<MessageLine> = ctx
+        .db()
+        .all(
+            "SELECT seq, message_id, role, user_id, name, text, date, turn_id FROM messages
+             WHERE conv = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3",
+            args![conv, before, limit],
+        )
+        .await?;
+    let next = (rows.len() as i64 == limit).then(|| rows.last().map(|r| r.seq)).flatten();
+    rows.reverse();
+    Response::from_json(&json!({"conv": conv, "messages": rows, "next_before": next}))
+}
+
+async fn reset(ctx: &Ctx, conv: &str) -> Result<Response> {
+    let Some(key) = ConvKey::parse(conv) else { return bad_request("bad conversation key") };
+    // The new session starts after the newest message on record.
+    ctx.db()
+        .run(
+            "INSERT INTO conversations (conv, chat_id, thread_id, session_start_seq, session_started_at, updated_at)
+             VALUES (?1, ?2, ?3, COALESCE((SELECT MAX(seq) + 1 FROM messages WHERE conv = ?1), 0), ?4, ?4)
+             ON CONFLICT (conv) DO UPDATE SET session_start_seq = excluded.session_start_seq,
+               session_started_at = excluded.session_started_at, history_cut_seq = NULL, updated_at = excluded.updated_at",
+            args![conv, key.chat_id, key.thread_id, now_ms()],
+        )
+        .await?;
+    Response::from_json(&json!({"conv": conv, "reset": true}))
+}
+
+async fn costs(ctx: &Ctx, url: &Url) -> Result<Response> {
+    let period = query(url, "period").unwrap_or_else(|| "all".into());
+    let now = now_ms();
+    let since = match period.as_str() {
+        "today" => now - now.rem_euclid(86_400_000),
+        "week" => now - 7 * 86_400_000,
+        "all" => 0,
+        _ => return bad_request("period must be today, week or all"),
+    };
+    let rows = usage::totals(ctx, since).await?;
+    let mut total = 0.0;
+    let items: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let cost = usage::cost(ctx, &r.usage);
+            total += cost.unwrap_or(0.0);
+            json!({
+                "chat_id": r.chat_id,
+                "day": r.day,
+                "model": r.usage.model,
+                "calls": r.usage.calls,
+                "prompt_tokens": r.usage.prompt_tokens,
+                "output_tokens": r.usage.candidates_tokens,
+                "thinking_tokens": r.usage.thoughts_tokens,
+                "cached_tokens": r.usage.cached_tokens,
+                "cost_usd": cost,
+            })
+        })
+        .collect();
+    Response::from_json(&json!({"period": period, "since": since, "rows": items, "total_cost_usd": total}))
+}
+
+#[derive(Deserialize, Serialize)]
+struct MemoryLine {
+    id: String,
+    kind: String,
+    chat_id: Option<i64>,
+    about_user_id: Option<i64>,
+    text: String,
+    updated_at: i64,
+}
+
+async fn memories(ctx: &Ctx, url: &Url) -> Result<Response> {
+    let user = query(url, "user_id").and_then(|u| u.parse::<i64>().ok());
+    let chat = query(url, "chat_id").and_then(|u| u.parse::<i64>().ok());
+    let rows: Vec<MemoryLine> = ctx
+        .db()
+        .all(
+            "SELECT 'n' || id AS id, 'note:' || source AS kind, chat_id, about_user_id, content AS text, created_at AS updated_at
+               FROM notes WHERE (?1 IS NULL OR about_user_id = ?1) AND (?2 IS NULL OR chat_id = ?2)
+             UNION ALL
+             SELECT 'm' || id AS id, kind, chat_id, about_user_id,
+               trim(coalesce(attribute || ': ', '') || value) AS text, updated_at
+               FROM memories WHERE superseded_by IS NULL AND (?1 IS NULL OR about_user_id = ?1) AND (?2 IS NULL OR chat_id = ?2)
+             ORDER BY updated_at DESC LIMIT 500",
+            args![user, chat],
+        )
+        .await?;
+    Response::from_json(&json!({"memories": rows}))
+}
+
+async fn forget_user(ctx: &Ctx, url: &Url) -> Result<Response> {
+    let Some(user) = query(url, "user_id").and_then(|u| u.parse::<i64>().ok()) else {
+        return bad_request("user_id is required");
+    };
+    let db = ctx.db();
+    let results = db
+        .batch(vec![
+            db.stmt("DELETE FROM notes WHERE about_user_id = ?1 RETURNING id", args![user])?,
+            db.stmt("DELETE FROM memories WHERE about_user_id = ?1 RETURNING id", args![user])?,
+        ])
+        .await?;
+    // Counted from RETURNING: D1's change counts include the search index's trigger writes.
+    let mut n = 0;
+    for r in &results {
+        n += crate::db::rows::<Value>(r)?.len();
+    }
+    Response::from_json(&json!({"user_id": user, "deleted": n}))
+}
+
+async fn forget_one(ctx: &Ctx, id: &str) -> Result<Response> {
+    let (table, n) = match (id.chars().next(), id.get(1..).and_then(|n| n.parse::<i64>().ok())) {
+        (Some('n'), Some(n)) => ("notes", n),
+        (Some('m'), Some(n)) => ("memories", n),
+        _ => return bad_request("memory ids look like n12 (notes) or m7 (memories)"),
+    };
+    let deleted: Vec<Value> = ctx.db().all(&format!("DELETE FROM {table} WHERE id = ?1 RETURNING id"), args![n]).await?;
+    if deleted.is_empty() {
+        return not_found();
+    }
+    Response::from_json(&json!({"deleted": id}))
+}
+
+async fn add_note(ctx: &Ctx, body: &Value) -> Result<Response> {
+    let Some(content) = body.get("content").and_then(Value::as_str).map(str::trim).filter(|c| !c.is_empty()) else {
+        return bad_request("content is required");
+    };
+    let chat_id = body.get("chat_id").and_then(Value::as_i64);
+    let about = body.get("about_user_id").and_then(Value::as_i64);
+    let id: Option<Value> = ctx
+        .db()
+        .first(
+            "INSERT INTO notes (chat_id, about_user_id, content, source, created_at) VALUES (?1, ?2, ?3, 'operator', ?4) RETURNING id",
+            args![chat_id, about, content, now_ms()],
+        )
+        .await?;
+    Response::from_json(&json!({"note": id}))
+}
+
+#[derive(Deserialize, Serialize)]
+struct PairingRow {
+    code: String,
+    user_id: i64,
+    name: Option<String>,
+    created_at: i64,
+    expires_at: i64,
+}
+
+async fn pairings(ctx: &Ctx) -> Result<Response> {
+    let rows: Vec<PairingRow> = ctx
+        .db()
+        .all(
+            "SELECT code, user_id, name, created_at, expires_at FROM pairings
+             WHERE approved_at IS NULL AND expires_at > ?1 ORDER BY created_at DESC LIMIT 100",
+            args![now_ms()],
+        )
+        .await?;
+    Response::from_json(&json!({"pairings": rows}))
+}
+
+async fn notify(ctx: &Ctx, body: &Value) -> Result<Response> {
+    let (Some(chat_id), Some(text)) = (body.get("chat_id").and_then(Value::as_i64), body.get("text").and_then(Value::as_str)) else {
+        return bad_request("chat_id and text are required");
+    };
+    if text.trim().is_empty() {
+        return bad_request("text is empty");
+    }
+    let conv = ConvKey { chat_id, thread_id: body.get("thread_id").and_then(Value::as_i64) };
+    // A caller-chosen key makes retries of the same notification idempotent.
+    let key = match body.get("idempotency_key").and_then(Value::as_str) {
+        Some(k) => format!("notify:{k}"),
+        None => format!("notify:{}:{}", now_ms(), hex(&crate::env::random_bytes::<6>())),
+    };
+    match deliver::send_text(ctx, &conv, &key, text, None, None).await {
+        Ok(ids) => Response::from_json(&json!({"sent": true, "message_ids": ids})),
+        Err(e) => Ok(Response::from_json(&json!({"sent": false, "error": e.message()}))?.with_status(502)),
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// `POST /api/v1/chat`: text in, the bot's reply out, synchronously. The conversation is an
+/// API conversation (`chat_id` chosen by the caller; pick ids that are not Telegram chats):
+/// nothing is sent to Telegram, the reply is returned and stored as the bot's message.
+async fn chat_sync(ctx: &Ctx, body: &Value) -> Result<Response> {
+    let (Some(chat_id), Some(text)) = (body.get("chat_id").and_then(Value::as_i64), body.get("text").and_then(Value::as_str)) else {
+        return bad_request("chat_id and text are required");
+    };
+    if text.trim().is_empty() {
+        return bad_request("text is empty");
+    }
+    let name = body.get("name").and_then(Value::as_str).unwrap_or("api").to_string();
+    let resp = chat::call_object(ctx, &chat_id.to_string(), "/chat", &json!({"text": text, "name": name})).await?;
+    let status = resp.status_code();
+    let mut resp = resp;
+    let value: Value = resp.json().await.unwrap_or(Value::Null);
+    Ok(Response::from_json(&value)?.with_status(status))
 }

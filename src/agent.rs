@@ -116,7 +116,7 @@ fn reaction_of(messages: &[history::HistoryMessage]) -> Option<Reaction> {
 }
 
 /// Runs one turn of `conv` (or finds its stored result).
-pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun) -> Result<TurnOutput, TurnError> {
+pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -> Result<TurnOutput, TurnError> {
     let db = ctx.db();
     let conv_s = conv.to_string();
     let now = now_ms();
@@ -276,7 +276,8 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun) -> Result<TurnOutput
     };
     let gemini = GeminiClient::new(&ctx.cfg.gemini_api_base, ctx.secrets.gemini_api_key.clone(), ctx.meter.clone());
     let tools = EdgeTools { ctx, conv: *conv };
-    let outcome = with_typing(ctx, conv, turn::run_turn(&request, &gemini, &tools, &WorkerClock)).await;
+    let work = turn::run_turn(&request, &gemini, &tools, &WorkerClock);
+    let outcome = if show_typing { with_typing(ctx, conv, work).await } else { work.await };
 
     let done_at = now_ms();
     let calls = match &outcome {

@@ -108,6 +108,13 @@ impl DurableObject for ChatObject {
                 let outcome = self.job(&ctx, job).await;
                 Response::from_json(&outcome)
             }
+            (Method::Post, "/chat") => {
+                let body: serde_json::Value = req.json().await?;
+                let text = body.get("text").and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
+                let name = body.get("name").and_then(serde_json::Value::as_str).unwrap_or("api").to_string();
+                let (status, value) = self.api_chat(&ctx, &text, &name).await;
+                Ok(Response::from_json(&value)?.with_status(status))
+            }
             (Method::Post, "/dead") => {
                 let job: Job = req.json().await?;
                 self.dead(&ctx, job).await;
@@ -322,7 +329,7 @@ impl ChatObject {
         let conv_s = conv.to_string();
         self.in_flight.set(true);
         self.arm(ctx).await; // the watchdog, in case this instance dies mid-turn
-        let result = agent::run(ctx, &conv, &turn).await;
+        let result = agent::run(ctx, &conv, &turn, true).await;
         self.in_flight.set(false);
         let outcome = self.after_turn(ctx, &conv, &turn.turn_id, result).await;
         if let JobOutcome::Retry { error, after_ms } = outcome {
@@ -500,7 +507,7 @@ impl ChatObject {
                 };
                 self.arm(ctx).await;
                 self.in_flight.set(true);
-                let result = agent::run(ctx, &conv, &turn).await;
+                let result = agent::run(ctx, &conv, &turn, true).await;
                 self.in_flight.set(false);
                 self.after_turn(ctx, &conv, &turn_id, result).await
             }
@@ -523,6 +530,53 @@ impl ChatObject {
             }
             Job::Consolidate { .. } => JobOutcome::Done,
         }
+    }
+
+    /// A synchronous API turn: the text is stored as a message, one turn runs, its messages come
+    /// back instead of going to Telegram (and are stored as the bot's).
+    async fn api_chat(&self, ctx: &Ctx, text: &str, name: &str) -> (u16, serde_json::Value) {
+        use serde_json::json;
+        let Some((conv, _)) = self.conv() else { return (400, json!({"error": "no conversation"})) };
+        if self.with(|st| st.turn.is_some() || st.plan.is_some()).await {
+            return (409, json!({"error": "this conversation is busy; try again"}));
+        }
+        let now = now_ms();
+        let parts = vec![agent_core::conversation::Part::text(text)];
+        if let Err(e) = store::record_api_message(&ctx.db(), &conv, name, &parts, now).await {
+            return (503, json!({"error": e.to_string()}));
+        }
+        let conv_s = conv.to_string();
+        let turn = self
+            .update(|st| {
+                st.pending = None;
+                st.begin_turn(now, &conv_s)
+            })
+            .await;
+        self.in_flight.set(true);
+        let result = agent::run(ctx, &conv, &turn, false).await;
+        self.in_flight.set(false);
+        self.update(|st| st.end_turn(&turn.turn_id)).await;
+        let answer = match result {
+            Ok(agent::TurnOutput::Planned { steps }) => {
+                let texts: Vec<String> = steps
+                    .iter()
+                    .filter_map(|s| match s {
+                        Step::Send { text, .. } => Some(text.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                if let Err(e) = store::record_api_replies(&ctx.db(), &conv, &turn.turn_id, &texts, &ctx.cfg.bot_name, now_ms()).await {
+                    worker::console_error!("api chat {conv}: replies not stored: {e}");
+                }
+                let _ = store::set_turn_status(&ctx.db(), &turn.turn_id, "done", None, now_ms()).await;
+                (200, json!({"reply": texts.join("\n\n"), "messages": texts, "turn_id": turn.turn_id}))
+            }
+            Ok(agent::TurnOutput::NothingToDo) => (200, json!({"reply": null, "messages": [], "turn_id": turn.turn_id})),
+            Err(agent::TurnError::Transient { error, .. }) => (503, json!({"error": error})),
+            Err(agent::TurnError::Permanent { error }) => (502, json!({"error": error})),
+        };
+        self.arm(ctx).await;
+        answer
     }
 
     async fn dead(&self, ctx: &Ctx, job: Job) {

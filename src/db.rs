@@ -117,7 +117,8 @@ impl Db {
         Ok(self.all(sql, args).await?.into_iter().next())
     }
 
-    /// Runs a write; returns the number of rows changed.
+    /// Runs a write; returns D1's change count (which includes writes made by triggers:
+    /// use RETURNING to count rows of tables that have them).
     pub async fn run(&self, sql: &str, args: Vec<Arg>) -> Result<usize> {
         self.meter.add(1);
         let r = self.stmt(sql, args)?.run().await?;

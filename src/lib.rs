@@ -60,6 +60,8 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
             "name": "edge-agent",
             "version": env!("CARGO_PKG_VERSION"),
         })),
+        // The command menu, for `npm run webhook:set` (public: it is what Telegram shows anyway).
+        (Method::Get, "/telegram/commands") => Response::from_json(&agent_core::commands::menu()),
         _ if path.starts_with("/api/v1/") => admin::handle(req, &ctx).await,
         _ => Response::error("not found", 404),
     };

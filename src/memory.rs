@@ -225,14 +225,21 @@ pub async fn forget_for_user(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>, wh
         let results = db
             .batch(vec![
                 db.stmt(
-                    "DELETE FROM notes WHERE source = 'agent' AND (about_user_id = ?1 OR (?3 AND chat_id = ?2))",
+                    "DELETE FROM notes WHERE source = 'agent' AND (about_user_id = ?1 OR (?3 AND chat_id = ?2)) RETURNING id",
                     args![user_id, conv.chat_id, private],
                 )?,
-                db.stmt("DELETE FROM memories WHERE about_user_id = ?1 OR (?3 AND chat_id = ?2)", args![user_id, conv.chat_id, private])?,
+                db.stmt(
+                    "DELETE FROM memories WHERE about_user_id = ?1 OR (?3 AND chat_id = ?2) RETURNING id",
+                    args![user_id, conv.chat_id, private],
+                )?,
                 db.stmt("DELETE FROM summaries WHERE ?2 AND conv = ?1", args![conv.to_string(), private])?,
             ])
             .await?;
-        let n: usize = results.iter().take(2).filter_map(|r| r.meta().ok().flatten()).filter_map(|m| m.changes).sum();
+        // Counted from RETURNING: D1's change counts include the search index's trigger writes.
+        let mut n = 0;
+        for r in results.iter().take(2) {
+            n += crate::db::rows::<serde_json::Value>(r)?.len();
+        }
         return Ok(format!("Done: I forgot {n} things about you."));
     }
     let (table, id) = match (what.chars().next(), what[1.min(what.len())..].parse::<i64>()) {
@@ -240,7 +247,7 @@ pub async fn forget_for_user(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>, wh
         (Some('m'), Ok(id)) => ("memories", id),
         _ => return Ok("Tell me which one: /forget <id> (see /memory) or /forget all.".to_string()),
     };
-    let sql = format!("DELETE FROM {table} WHERE id = ?1 AND (about_user_id = ?2 OR (chat_id = ?3 AND about_user_id IS NULL))");
-    let n = db.run(&sql, args![id, user_id, conv.chat_id]).await?;
+    let sql = format!("DELETE FROM {table} WHERE id = ?1 AND (about_user_id = ?2 OR (chat_id = ?3 AND about_user_id IS NULL)) RETURNING id");
+    let n = db.all::<serde_json::Value>(&sql, args![id, user_id, conv.chat_id]).await?.len();
     Ok(if n > 0 { format!("Forgotten: {what}.") } else { format!("I have no memory {what} about you.") })
 }

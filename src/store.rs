@@ -530,3 +530,36 @@ pub async fn record_failure(db: &Db, kind: &str, job_key: Option<&str>, conv: Op
         .await?;
     Ok(changed > 0)
 }
+
+// ---------------------------------------------------------------------------------------------
+// API conversations (POST /api/v1/chat): no Telegram, messages without Telegram ids.
+
+pub async fn record_api_message(db: &Db, conv: &ConvKey, name: &str, parts: &[Part], now: i64) -> Result<()> {
+    let text = parts.iter().map(Part::render_compact).collect::<Vec<_>>().join(" ");
+    db.batch(vec![
+        db.stmt(UPSERT_CHAT, args![conv.chat_id, "private", "API", None::<String>, false, now])?,
+        db.stmt(
+            "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, is_bot, parts, text, date)
+             VALUES (?1, ?2, NULL, 'user', ?2, ?3, 0, ?4, ?5, ?6)",
+            args![conv.to_string(), conv.chat_id, name, serde_json::to_string(parts).unwrap_or_default(), text, now / 1000],
+        )?,
+    ])
+    .await?;
+    Ok(())
+}
+
+pub async fn record_api_replies(db: &Db, conv: &ConvKey, turn_id: &str, texts: &[String], bot_name: &str, now: i64) -> Result<()> {
+    let stmts = texts
+        .iter()
+        .map(|t| {
+            let parts = vec![Part::text(t.clone())];
+            db.stmt(
+                "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, is_bot, parts, text, date, turn_id)
+                 VALUES (?1, ?2, NULL, 'bot', NULL, ?3, 1, ?4, ?5, ?6, ?7)",
+                args![conv.to_string(), conv.chat_id, bot_name, serde_json::to_string(&parts).unwrap_or_default(), t.clone(), now / 1000, turn_id],
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    db.batch(stmts).await?;
+    Ok(())
+}

@@ -57,3 +57,25 @@ pub async fn chat_usage_text(ctx: &Ctx, chat_id: i64) -> worker::Result<String> 
     out.push_str(&format!("\nEstimated cost: ${total:.4}"));
     Ok(out)
 }
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct TotalRow {
+    pub chat_id: Option<i64>,
+    pub day: String,
+    #[serde(flatten)]
+    pub usage: UsageRow,
+}
+
+/// Totals per chat, per day (UTC) and per model since `since_ms`.
+pub async fn totals(ctx: &Ctx, since_ms: i64) -> worker::Result<Vec<TotalRow>> {
+    ctx.db()
+        .all(
+            "SELECT chat_id, strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') AS day, model, COUNT(*) AS calls,
+               SUM(prompt_tokens) AS prompt_tokens, SUM(candidates_tokens) AS candidates_tokens,
+               SUM(thoughts_tokens) AS thoughts_tokens, SUM(cached_tokens) AS cached_tokens
+             FROM model_calls WHERE created_at >= ?1
+             GROUP BY chat_id, day, model ORDER BY day DESC, chat_id, model LIMIT 1000",
+            args![since_ms],
+        )
+        .await
+}
