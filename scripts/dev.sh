@@ -1,15 +1,33 @@
 #!/usr/bin/env bash
 # Runs the bot locally: builds the worker, applies the D1 migrations to the local database,
-# and starts `wrangler dev`. Creates .dev.vars with local-only secrets on first run.
+# starts the playground (a local Telegram stand-in with a web chat, and the offline stand-in
+# model when there is no GEMINI_API_KEY) and `wrangler dev`.
+#
+#   npm run dev                   # playground at http://127.0.0.1:8788, worker at :8787
+#   npm run dev -- --telegram     # a real bot instead: getUpdates bridged to the local worker
+#
+# Creates .dev.vars with local-only secrets on first run; put real TELEGRAM_BOT_TOKEN and
+# GEMINI_API_KEY there to talk to the real services.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 
+PORT="${PORT:-8787}"
+PLAYGROUND_PORT="${PLAYGROUND_PORT:-8788}"
+mode=playground
+passthrough=()
+for arg in "$@"; do
+  case "$arg" in
+    --telegram) mode=telegram ;;
+    *) passthrough+=("$arg") ;;
+  esac
+done
+
 if [ ! -f .dev.vars ]; then
   rand() { node -e 'process.stdout.write(require("crypto").randomBytes(18).toString("base64url"))'; }
   cat > .dev.vars <<VARS
-# Local secrets for wrangler dev (never commit this file). Put real values here to talk to
-# Telegram and Gemini from your machine.
+# Local secrets for npm run dev (never commit this file). Put a real bot token and a Gemini
+# key here to talk to the real services; leave GEMINI_API_KEY empty for the offline model.
 TELEGRAM_BOT_TOKEN=123456789:local-development-token
 TELEGRAM_WEBHOOK_SECRET=$(rand)
 GEMINI_API_KEY=
@@ -17,6 +35,29 @@ ADMIN_TOKEN=$(rand)
 VARS
   echo "dev: wrote .dev.vars with local secrets" >&2
 fi
+gemini_key="$(sed -n 's/^GEMINI_API_KEY=//p' .dev.vars | tr -d '[:space:]')"
 
 CI=true wrangler d1 migrations apply DB --local >&2
-exec wrangler dev --port "${PORT:-8787}" "$@"
+
+vars=()
+if [ "$mode" = playground ]; then
+  vars+=(--var "TELEGRAM_API_BASE:http://127.0.0.1:$PLAYGROUND_PORT")
+fi
+if [ -z "$gemini_key" ]; then
+  vars+=(--var "GEMINI_API_BASE:http://127.0.0.1:$PLAYGROUND_PORT")
+fi
+
+children=()
+cleanup() { for pid in "${children[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT INT TERM
+
+if [ "$mode" = playground ] || [ -z "$gemini_key" ]; then
+  PLAYGROUND_PORT="$PLAYGROUND_PORT" WORKER_URL="http://127.0.0.1:$PORT" node tools/playground.js &
+  children+=($!)
+fi
+if [ "$mode" = telegram ]; then
+  WORKER_URL="http://127.0.0.1:$PORT" node tools/bridge.js &
+  children+=($!)
+fi
+
+wrangler dev --ip 127.0.0.1 --port "$PORT" "${vars[@]}" "${passthrough[@]}"

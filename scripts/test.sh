@@ -12,6 +12,7 @@ cargo test -p agent-core --quiet
 
 echo "== worker: build" >&2
 bash scripts/bundle.sh
+bash scripts/setup-browser.sh
 
 echo "== end to end" >&2
 files=("$@")

@@ -293,7 +293,14 @@ impl ChatObject {
         let in_flight = self.in_flight.get();
         if let Some(turn) = self.update(|st| st.recover_turn(now, in_flight)).await {
             worker::console_warn!("turn {}: taking over from an instance that died mid-turn", turn.turn_id);
-            self.run_turn(ctx, turn).await;
+            if turn.attempt > ctx.cfg.max_turn_attempts {
+                // It keeps dying (a crash on this input?): stop, and tell the user.
+                if let Some((conv, _)) = self.conv() {
+                    self.give_up(ctx, &conv, &turn.turn_id, "the turn kept failing").await;
+                }
+            } else {
+                self.run_turn(ctx, turn).await;
+            }
             self.arm(ctx).await;
             return;
         }
@@ -460,6 +467,11 @@ impl ChatObject {
                     continue;
                 }
                 _ => {
+                    if self.update(|st| st.start_step(&turn_id, index)).await > ctx.cfg.max_send_attempts {
+                        worker::console_error!("turn {turn_id} step {index} keeps failing; dropping the plan");
+                        self.give_up(ctx, &conv, &turn_id, "a step kept failing").await;
+                        return None;
+                    }
                     // In groups the first message of a reply threads to the message it answers.
                     let default_reply = (kind.is_group() && first_send && matches!(step, Step::Send { .. } | Step::Sticker { .. }))
                         .then_some(target)

@@ -5,7 +5,7 @@
 import { createTestHarness } from "wrangler";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
-import { startFakeTelegram } from "./fake-telegram.js";
+import { startFakeTelegram } from "../../tools/telegram-emulator.js";
 import { startFakeGemini } from "./fake-gemini.js";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -22,24 +22,15 @@ export function sleep(ms) {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** Starts fakes and the worker. `vars` override wrangler.toml's [vars]. */
-export async function startStack({ vars = {}, latencyMs = 0 } = {}) {
-  const tg = await startFakeTelegram({ token: TOKEN });
-  const gemini = await startFakeGemini({ key: GEMINI_KEY, latencyMs });
+/** Starts the worker (the prebuilt bundle) with test secrets; `vars` override [vars]. */
+export async function startWorker(vars) {
   const server = createTestHarness({
     root: ROOT,
     workers: [
       {
         configPath: "./wrangler.toml",
         prebuiltWorkerDir: "./.tmp/bundle",
-        vars: {
-          TELEGRAM_API_BASE: tg.base,
-          GEMINI_API_BASE: gemini.base,
-          DEBOUNCE_MS: "300",
-          DEBOUNCE_MAX_MS: "3000",
-          BOT_USERNAME: "",
-          ...vars,
-        },
+        vars: { DEBOUNCE_MS: "300", DEBOUNCE_MAX_MS: "3000", BOT_USERNAME: "", ...vars },
         secrets: {
           TELEGRAM_BOT_TOKEN: TOKEN,
           TELEGRAM_WEBHOOK_SECRET: WEBHOOK_SECRET,
@@ -49,9 +40,17 @@ export async function startStack({ vars = {}, latencyMs = 0 } = {}) {
       },
     ],
   });
-  await server.listen();
+  const { url } = await server.listen();
   const worker = server.getWorker();
   await worker.applyD1Migrations("DB");
+  return { server, worker, url };
+}
+
+/** Starts fakes and the worker. `vars` override wrangler.toml's [vars]. */
+export async function startStack({ vars = {}, latencyMs = 0 } = {}) {
+  const tg = await startFakeTelegram({ token: TOKEN });
+  const gemini = await startFakeGemini({ key: GEMINI_KEY, latencyMs });
+  const { server, worker, url } = await startWorker({ TELEGRAM_API_BASE: tg.base, GEMINI_API_BASE: gemini.base, ...vars });
   const env = await worker.getEnv();
 
   const stack = {
@@ -60,6 +59,7 @@ export async function startStack({ vars = {}, latencyMs = 0 } = {}) {
     server,
     worker,
     env,
+    url,
     /** POSTs an update to the webhook (with the right secret unless told otherwise). */
     async webhook(update, { secret = WEBHOOK_SECRET, raw } = {}) {
       const headers = { "content-type": "application/json" };

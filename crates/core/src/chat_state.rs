@@ -73,6 +73,9 @@ pub struct PlanRun {
     /// A step failed and a retry job is queued.
     pub waiting_job: bool,
     pub target_message_id: Option<i64>,
+    /// Times the current step has been started (a crash mid-step shows as a restart).
+    #[serde(default)]
+    pub step_starts: u32,
 }
 
 impl PlanRun {
@@ -262,6 +265,7 @@ impl ChatState {
                 not_before_ms: now,
                 waiting_job: false,
                 target_message_id: target,
+                step_starts: 0,
             });
         }
         Finish::Execute
@@ -287,9 +291,22 @@ impl ChatState {
             plan.next += 1;
             plan.not_before_ms = not_before;
             plan.waiting_job = false;
+            plan.step_starts = 0;
             if plan.next >= plan.steps.len() {
                 self.plan = None;
             }
+        }
+    }
+
+    /// Records that the current step is being started; returns how many times it has been.
+    /// A step that keeps being restarted (its instance keeps dying) must be given up.
+    pub fn start_step(&mut self, turn_id: &str, step: usize) -> u32 {
+        match self.plan.as_mut().filter(|p| p.turn_id == turn_id && p.next == step) {
+            Some(plan) => {
+                plan.step_starts += 1;
+                plan.step_starts
+            }
+            None => 0,
         }
     }
 
@@ -457,6 +474,8 @@ mod tests {
         s.step_waiting(&t.turn_id, 0);
         assert!(s.step_job_wanted(&t.turn_id, 0));
         assert_eq!(s.due(5000, &T), Due::Nothing);
+        assert_eq!(s.start_step(&t.turn_id, 0), 1);
+        assert_eq!(s.start_step(&t.turn_id, 0), 2, "a restart of the same step counts");
         assert!(!s.resume_step(&t.turn_id, 1), "not the waiting step");
         assert!(s.resume_step(&t.turn_id, 0));
         assert!(!s.resume_step(&t.turn_id, 0), "resumed once");

@@ -165,7 +165,9 @@ pub fn sanitize_reply(text: &str) -> String {
             t = rest[digits..].trim_start();
         }
     }
-    if t.len() >= 4 && t[..4].eq_ignore_ascii_case("bot:") {
+    // `get` rather than indexing: model output may start with any character (a panic here
+    // once crashed the worker on a reply starting with an emoji).
+    if t.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("bot:")) {
         t = t[4..].trim_start();
     }
     t.to_string()
@@ -416,6 +418,9 @@ mod tests {
         assert_eq!(sanitize_reply("#12 bot: Hi there"), "Hi there");
         assert_eq!(sanitize_reply("bot: yes"), "yes");
         assert_eq!(sanitize_reply("#hashtag bot: stays"), "#hashtag bot: stays");
+        assert_eq!(sanitize_reply("(🤖 offline) hi"), "(🤖 offline) hi");
+        assert_eq!(sanitize_reply("🤖"), "🤖");
+        assert_eq!(sanitize_reply("#1🤖 bot: x"), "#1🤖 bot: x");
     }
 
     #[test]

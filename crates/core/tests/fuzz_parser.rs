@@ -96,3 +96,21 @@ proptest! {
         check(&bytes);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+    /// Model output is untrusted too: whatever the model writes, turning it into plan steps
+    /// and messages never panics.
+    #[test]
+    fn model_text_never_panics(text in "\\PC{0,40}", prefix in prop::sample::select(vec!["", "bot:", "#12 bot: ", "[meta] x\n", "#", "🤖"])) {
+        let text = format!("{prefix}{text}");
+        let _ = agent_core::history::sanitize_reply(&text);
+        let call = agent_core::gemini::FunctionCall { id: None, name: "send_message".into(), args: serde_json::json!({"text": text}) };
+        let _ = agent_core::tools::parse_call(&call, &[]);
+        let _ = agent_core::format::render_reply(&text, 4096);
+        let _ = agent_core::gating::contains_word(&text, "edge");
+        let _ = agent_core::memory::fts_query(&text, 8);
+        let _ = agent_core::fetch::html_to_text(&text, 100);
+    }
+}

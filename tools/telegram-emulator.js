@@ -1,9 +1,12 @@
-// A fake Telegram Bot API on 127.0.0.1 that enforces the real rules the bot depends on:
-// the token in the path (401 otherwise), the JSON envelope {ok, result | error_code,
-// description, parameters}, Telegram's HTML parser (allowed tags, LIFO nesting, entities),
-// the 4096-character limit counted after parsing, the reaction emoji list, 429 with
-// retry_after, 403 for blocked chats. It records every request for assertions, and takes a
-// fault script per chat and method.
+// A Telegram Bot API emulator that enforces the real rules the bot depends on: the token in
+// the path (401 otherwise), the JSON envelope {ok, result | error_code, description,
+// parameters}, Telegram's HTML parser (allowed tags, LIFO nesting, entities), the
+// 4096-character limit counted after parsing, the reaction emoji list, 429 with retry_after,
+// 403 for blocked chats. It records every request, takes a fault script per chat and method,
+// and reports what the bot did as events.
+//
+// Used as the fake Telegram of the end-to-end tests (startFakeTelegram) and inside the local
+// playground (createTelegramEmulator, mounted in the playground's server).
 import http from "node:http";
 
 export const REACTION_EMOJI = new Set([
@@ -82,15 +85,23 @@ function fail(res, code, description, parameters) {
   res.end(JSON.stringify(body));
 }
 
-export async function startFakeTelegram({ token, bot = { id: Number(token.split(":")[0]), first_name: "Edge", username: "edge_test_bot" } } = {}) {
+/** The emulator without a server: `handle(req, res)` serves /bot<token>/<method>. */
+export function createTelegramEmulator({ token, bot = { id: Number(token.split(":")[0]), first_name: "Edge", username: "edge_test_bot" } } = {}) {
   const requests = [];
   const faults = []; // {method, chatId?, skip, times, status, description?, retry_after?}
   const blocked = new Set();
   const stickerSets = new Map();
   let nextMessageId = 10_000;
   let webhook = { url: "", allowed_updates: [] };
+  const pendingUpdates = []; // for getUpdates
   let commands = [];
   const waiters = [];
+  const listeners = [];
+
+  /** Reports a bot action (message, reaction, sticker, typing) to listeners. */
+  function emit(event) {
+    for (const l of listeners) l(event);
+  }
 
   function notify() {
     for (const w of [...waiters]) {
@@ -98,7 +109,7 @@ export async function startFakeTelegram({ token, bot = { id: Number(token.split(
     }
   }
 
-  const server = http.createServer(async (req, res) => {
+  async function handleRequest(req, res) {
     let raw = "";
     for await (const chunk of req) raw += chunk;
     const m = /^\/bot([^/]+)\/([A-Za-z]+)$/.exec(new URL(req.url, "http://x").pathname);
@@ -118,7 +129,7 @@ export async function startFakeTelegram({ token, bot = { id: Number(token.split(
     } finally {
       notify();
     }
-  });
+  }
 
   function handle(method, body, res, entry) {
     const chatId = body.chat_id;
@@ -156,6 +167,7 @@ export async function startFakeTelegram({ token, bot = { id: Number(token.split(
         entry.text = text;
         const message = { message_id: nextMessageId++, from: { ...bot, is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), text };
         if (body.message_thread_id) message.message_thread_id = body.message_thread_id;
+        emit({ type: "message", chat_id: chatId, message_id: message.message_id, text, html: body.parse_mode ? body.text : null, reply_to: body.reply_parameters?.message_id ?? null, thread: body.message_thread_id ?? null });
         return ok(res, message);
       }
       case "setMessageReaction": {
@@ -164,10 +176,12 @@ export async function startFakeTelegram({ token, bot = { id: Number(token.split(
           if (r.type !== "emoji") return fail(res, 400, "Bad Request: can't parse ReactionType: invalid reaction type specified");
           if (!REACTION_EMOJI.has(r.emoji)) return fail(res, 400, "Bad Request: REACTION_INVALID");
         }
+        emit({ type: "reaction", chat_id: chatId, message_id: body.message_id, emoji: reaction.map((r) => r.emoji).join("") });
         return ok(res, true);
       }
       case "sendChatAction":
         if (!body.action) return fail(res, 400, "Bad Request: wrong parameter action in request");
+        emit({ type: "typing", chat_id: chatId, thread: body.message_thread_id ?? null });
         return ok(res, true);
       case "getStickerSet": {
         const set = stickerSets.get(body.name);
@@ -176,7 +190,12 @@ export async function startFakeTelegram({ token, bot = { id: Number(token.split(
       }
       case "sendSticker":
         if (!body.sticker) return fail(res, 400, "Bad Request: there is no sticker in the request");
-        return ok(res, { message_id: nextMessageId++, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), sticker: { file_id: body.sticker } });
+        {
+          const sticker = [...stickerSets.values()].flatMap((s) => s.stickers).find((s) => s.file_id === body.sticker);
+          const message_id = nextMessageId++;
+          emit({ type: "sticker", chat_id: chatId, message_id, emoji: sticker?.emoji ?? "🖼", thread: body.message_thread_id ?? null });
+          return ok(res, { message_id, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), sticker: { file_id: body.sticker } });
+        }
       case "setWebhook":
         if (body.secret_token && !/^[A-Za-z0-9_-]{1,256}$/.test(body.secret_token)) {
           return fail(res, 400, "Bad Request: secret token contains unallowed characters");
@@ -191,17 +210,27 @@ export async function startFakeTelegram({ token, bot = { id: Number(token.split(
       case "setMyCommands":
         commands = body.commands ?? [];
         return ok(res, true);
-      case "getUpdates":
-        return ok(res, []);
+      case "getUpdates": {
+        if (webhook.url) {
+          return fail(res, 409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first");
+        }
+        const offset = body.offset ?? 0;
+        while (pendingUpdates.length && pendingUpdates[0].update_id < offset) pendingUpdates.shift();
+        const batch = pendingUpdates.slice(0, body.limit ?? 100);
+        if (batch.length || !body.timeout) return ok(res, batch);
+        // Long polling, shortened: answer empty after a moment.
+        return setTimeout(() => ok(res, pendingUpdates.filter((u) => u.update_id >= offset).slice(0, 100)), 200);
+      }
       default:
         return fail(res, 404, "Not Found: method not found");
     }
   }
 
-  await new Promise((r) => server.listen(0, "127.0.0.1", r));
-  const base = `http://127.0.0.1:${server.address().port}`;
   return {
-    base,
+    handle: handleRequest,
+    on(listener) {
+      listeners.push(listener);
+    },
     bot,
     requests,
     get webhook() {
@@ -217,6 +246,10 @@ export async function startFakeTelegram({ token, bot = { id: Number(token.split(
     /** Successful sendMessage texts to a chat, as Telegram would show them. */
     sent(chatId) {
       return requests.filter((r) => r.method === "sendMessage" && r.body.chat_id === chatId && r.text !== undefined).map((r) => r.text);
+    },
+    /** Queues an update for getUpdates (the bridge's source). */
+    queueUpdate(update) {
+      pendingUpdates.push(update);
     },
     /** Fails the next `times` calls of `method` (to `chatId`), after letting `skip` pass. */
     fault(f) {
@@ -240,6 +273,15 @@ export async function startFakeTelegram({ token, bot = { id: Number(token.split(
         waiters.push(w);
       });
     },
-    close: () => new Promise((r) => server.close(r)),
   };
+}
+
+/** The emulator on its own server on 127.0.0.1 (the tests' fake Telegram). */
+export async function startFakeTelegram(options) {
+  const emulator = createTelegramEmulator(options);
+  const server = http.createServer((req, res) => emulator.handle(req, res));
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  emulator.base = `http://127.0.0.1:${server.address().port}`;
+  emulator.close = () => new Promise((r) => server.close(r));
+  return emulator;
 }

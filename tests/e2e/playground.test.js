@@ -1,0 +1,60 @@
+// The local playground in a real browser (Debian's Chromium driven by playwright-core): type
+// in the web chat, see the bot's reply and reaction. The worker runs as under `npm run dev`,
+// pointed at the playground's Telegram stand-in and its offline model.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { chromium } from "playwright-core";
+import { startPlayground } from "../../tools/playground.js";
+import { startWorker, TOKEN, WEBHOOK_SECRET, ROOT } from "../support/stack.js";
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+let playground;
+let worker;
+let browser;
+
+before(async () => {
+  playground = await startPlayground({ port: 0, token: TOKEN, secret: WEBHOOK_SECRET, workerUrl: "http://127.0.0.1:9", offlineModel: true });
+  worker = await startWorker({ TELEGRAM_API_BASE: playground.base, GEMINI_API_BASE: playground.base });
+  playground.setWorkerUrl(worker.url.href);
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  await worker?.server.close();
+  await playground?.close();
+});
+
+test("the web chat: a private message gets the offline model's reply and a reaction; a group mention is answered", async () => {
+  const page = await browser.newPage();
+  await page.goto(playground.base);
+  assert.match(await page.textContent("#mode"), /Offline stand-in model/);
+
+  await page.fill("#input-dm", "Hello from the browser");
+  await page.press("#input-dm", "Enter");
+  const reply = page.locator("#log-dm .msg.bot", { hasText: "You said: “Hello from the browser”" });
+  await reply.waitFor({ timeout: 15_000 });
+  assert.match(await reply.textContent(), /offline stand-in model/);
+  const mine = page.locator("#log-dm .msg.me", { hasText: "Hello from the browser" });
+  await mine.locator(".reaction", { hasText: "👍" }).waitFor({ timeout: 10_000 });
+  const bubbles = await page.locator("#log-dm .msg").allTextContents();
+  assert.ok(bubbles.findIndex((t) => t.includes("Hello from the browser")) < bubbles.findIndex((t) => t.includes("You said")));
+
+  await page.selectOption("#as-group", "bob");
+  await page.fill("#input-group", "just chatting, nobody asked the bot");
+  await page.press("#input-group", "Enter");
+  await page.fill("#input-group", "@edge_playground_bot what's up?");
+  await page.press("#input-group", "Enter");
+  const groupReply = page.locator("#log-group .msg.bot", { hasText: "what's up?" });
+  await groupReply.waitFor({ timeout: 15_000 });
+  assert.match(await groupReply.textContent(), /↩ #\d+/, "threaded to the question");
+  assert.equal(await page.locator("#log-group .msg.bot").count(), 1, "chatter is not answered");
+
+  fs.mkdirSync(path.join(ROOT, ".tmp"), { recursive: true });
+  await page.screenshot({ path: path.join(ROOT, ".tmp/playground.png"), fullPage: true });
+});

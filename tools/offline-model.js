@@ -1,0 +1,94 @@
+// The offline stand-in model of the local playground: a deterministic Gemini-compatible
+// generateContent endpoint, so the whole pipeline (turns, actions, memory consolidation) runs
+// with no API key. It is not an AI: it echoes, reacts 👍 to the message it answers, and
+// remembers what follows the word "remember". Every answer says it is the stand-in.
+
+const LABEL = "🤖 offline stand-in model";
+
+function lastUserText(body) {
+  const contents = body.contents ?? [];
+  const user = [...contents].reverse().find((c) => c.role === "user" && (c.parts ?? []).some((p) => p.text));
+  const texts = (user?.parts ?? []).map((p) => p.text).filter((t) => t && !t.startsWith("[meta]"));
+  let last = texts.at(-1) ?? "";
+  // Compact history: the line before the answer marker, without its prefix.
+  const lines = last.split("\n").filter((l) => l && !l.startsWith("→"));
+  last = lines.at(-1) ?? last;
+  return last.replace(/^#\d+ [^:]*: /, "").trim();
+}
+
+function targetMessage(body) {
+  const system = (body.systemInstruction?.parts ?? []).map((p) => p.text).join("\n");
+  const m = /Answer message #(\d+)/.exec(system);
+  return m ? Number(m[1]) : null;
+}
+
+function usage(body, out) {
+  const prompt = Math.ceil(JSON.stringify(body).length / 4);
+  const candidates = Math.ceil(out.length / 4) + 1;
+  return { promptTokenCount: prompt, candidatesTokenCount: candidates, totalTokenCount: prompt + candidates };
+}
+
+function answer(body, model, parts) {
+  return {
+    candidates: [{ content: { role: "model", parts }, finishReason: "STOP", index: 0 }],
+    usageMetadata: usage(body, JSON.stringify(parts)),
+    modelVersion: `${model} (offline stand-in)`,
+  };
+}
+
+/** Consolidation (JSON mode): picks up "my name is X" and "I work as a Y" — nothing clever. */
+function structured(body, model) {
+  const props = body.generationConfig?.responseSchema?.properties ?? {};
+  const text = (body.contents ?? []).flatMap((c) => c.parts ?? []).map((p) => p.text ?? "").join("\n");
+  if (props.summary && !props.facts) {
+    const lines = text.split("\n").filter(Boolean);
+    return answer(body, model, [{ text: JSON.stringify({ summary: `(${LABEL}) ${lines.length} earlier messages, starting with: ${lines[0]?.slice(0, 80) ?? ""}` }) }]);
+  }
+  const facts = [];
+  for (const line of text.split("\n")) {
+    const who = /^#\d+ ([^#:]+)(?:#(\d+))?/.exec(line);
+    const userId = who?.[2] ? Number(who[2]) : null;
+    const name = /my name is (\p{L}+)/iu.exec(line);
+    if (name) facts.push({ about_user_id: userId, entity: who?.[1]?.trim() ?? "someone", attribute: "name", value: name[1], confidence: 0.9 });
+    const job = /i (?:work as|am) an? ([\p{L} ]{3,40})/iu.exec(line);
+    if (job) facts.push({ about_user_id: userId, entity: who?.[1]?.trim() ?? "someone", attribute: "job", value: job[1].trim(), confidence: 0.7 });
+  }
+  return answer(body, model, [{ text: JSON.stringify({ facts, episodes: [], commitments: [], commitment_updates: [], aliases: [] }) }]);
+}
+
+/** Answers one generateContent request body. */
+export function offlineAnswer(body, model) {
+  if (body.generationConfig?.responseMimeType === "application/json") return structured(body, model);
+  const last = body.contents?.at(-1);
+  if (last?.parts?.some((p) => p.functionResponse)) {
+    // After tool results (or when function calling is off): a plain answer.
+    return answer(body, model, [{ text: `(${LABEL}) Done.` }]);
+  }
+  const text = lastUserText(body);
+  const parts = [{ text: `(${LABEL}) You said: “${text.slice(0, 300)}”` }];
+  const target = targetMessage(body);
+  const toolsOn = !body.toolConfig && (body.tools ?? []).length > 0;
+  if (toolsOn && target) parts.push({ functionCall: { name: "react", args: { message_id: target, emoji: "👍" } } });
+  const remember = /\bremember\b[:,]?\s*(.+)/i.exec(text);
+  if (toolsOn && remember) parts.push({ functionCall: { name: "remember", args: { content: remember[1].slice(0, 200) } } });
+  return answer(body, model, parts);
+}
+
+/** Serves POST /v1beta/models/<model>:generateContent; returns false for other paths. */
+export async function handleOfflineModel(req, res) {
+  const m = /^\/v1beta\/models\/([^:/]+):generateContent$/.exec(new URL(req.url, "http://x").pathname);
+  if (!m || req.method !== "POST") return false;
+  let raw = "";
+  for await (const chunk of req) raw += chunk;
+  let body;
+  try {
+    body = JSON.parse(raw);
+  } catch {
+    res.writeHead(400, { "content-type": "application/json" });
+    res.end(JSON.stringify({ error: { code: 400, message: "Invalid JSON payload received.", status: "INVALID_ARGUMENT" } }));
+    return true;
+  }
+  res.writeHead(200, { "content-type": "application/json" });
+  res.end(JSON.stringify(offlineAnswer(body, m[1])));
+  return true;
+}

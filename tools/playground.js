@@ -1,0 +1,167 @@
+#!/usr/bin/env node
+// The local playground (`npm run dev`): a stand-in for the Telegram Bot API that serves a
+// small web chat on localhost — a private chat and a group with two simulated people. What
+// you type becomes real webhook updates to the worker under `wrangler dev`; what the bot does
+// (messages, reactions, stickers, typing) appears in the page. Without GEMINI_API_KEY it also
+// serves the offline stand-in model, so everything runs with no tokens at all.
+//
+//   node tools/playground.js            # reads .dev.vars; PLAYGROUND_PORT (8788), WORKER_URL
+import http from "node:http";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { createTelegramEmulator } from "./telegram-emulator.js";
+import { handleOfflineModel } from "./offline-model.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+export const PEOPLE = {
+  you: { id: 1001, first_name: "You", username: "you" },
+  alice: { id: 1002, first_name: "Alice", username: "alice" },
+  bob: { id: 1003, first_name: "Bob", username: "bob" },
+};
+export const CHATS = {
+  dm: { id: PEOPLE.you.id, type: "private", first_name: "You" },
+  group: { id: -1001234000001, type: "supergroup", title: "Playground group" },
+};
+
+/** Message entities Telegram would attach: a leading bot command, @mentions. */
+export function entitiesOf(text) {
+  const entities = [];
+  const cmd = /^\/[A-Za-z0-9_]+(@[A-Za-z0-9_]+)?/.exec(text);
+  if (cmd) entities.push({ type: "bot_command", offset: 0, length: cmd[0].length });
+  for (const m of text.matchAll(/@[A-Za-z0-9_]{3,}/g)) {
+    if (cmd && m.index < cmd[0].length) continue;
+    entities.push({ type: "mention", offset: m.index, length: m[0].length });
+  }
+  return entities;
+}
+
+export async function startPlayground({ port = 8788, host = "127.0.0.1", token, secret, workerUrl, offlineModel = true, botName = "Edge" }) {
+  const bot = { id: Number(token.split(":")[0]), first_name: botName, username: "edge_playground_bot" };
+  const telegram = createTelegramEmulator({ token, bot });
+  const log = []; // everything shown in the page, in order
+  const clients = new Set();
+  let nextMessageId = 1;
+  let nextUpdateId = Date.now() % 1_000_000_000;
+  const chatName = (id) => (id === CHATS.group.id ? "group" : id === CHATS.dm.id ? "dm" : String(id));
+
+  function publish(event) {
+    log.push(event);
+    if (log.length > 2000) log.shift();
+    for (const c of clients) c.write(`data: ${JSON.stringify(event)}\n\n`);
+  }
+
+  telegram.on((e) => publish({ ...e, chat: chatName(e.chat_id), from: "bot" }));
+
+  async function deliver(update) {
+    const res = await fetch(`${workerUrl}/telegram/webhook`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "X-Telegram-Bot-Api-Secret-Token": secret },
+      body: JSON.stringify(update),
+    });
+    if (!res.ok) throw new Error(`the worker answered ${res.status}`);
+  }
+
+  async function send({ chat, as, text, reply_to }) {
+    const c = CHATS[chat];
+    const from = PEOPLE[chat === "dm" ? "you" : as] ?? PEOPLE.alice;
+    if (!c || typeof text !== "string" || !text.trim()) throw new Error("chat and text are required");
+    const message = { message_id: nextMessageId++, from: { ...from, is_bot: false }, chat: c, date: Math.floor(Date.now() / 1000), text };
+    const entities = entitiesOf(text);
+    if (entities.length) message.entities = entities;
+    if (reply_to) {
+      const original = log.find((e) => e.type === "message" && e.chat === chat && e.message_id === reply_to);
+      if (original) {
+        const author = original.from === "bot" ? { ...bot, is_bot: true } : { ...(PEOPLE[original.as] ?? PEOPLE.alice), is_bot: false };
+        message.reply_to_message = { message_id: reply_to, from: author, chat: c, date: message.date, text: original.text };
+      }
+    }
+    publish({ type: "message", chat, from: from.first_name, as: chat === "dm" ? "you" : as, message_id: message.message_id, text, reply_to: reply_to ?? null });
+    await deliver({ update_id: nextUpdateId++, message });
+    return message.message_id;
+  }
+
+  async function react({ chat, as, message_id, emoji }) {
+    const c = CHATS[chat];
+    const user = PEOPLE[chat === "dm" ? "you" : as] ?? PEOPLE.alice;
+    publish({ type: "reaction", chat, from: user.first_name, message_id, emoji });
+    await deliver({
+      update_id: nextUpdateId++,
+      message_reaction: { chat: c, message_id, user: { ...user, is_bot: false }, date: Math.floor(Date.now() / 1000), old_reaction: [], new_reaction: [{ type: "emoji", emoji }] },
+    });
+  }
+
+  const page = fs.readFileSync(path.join(here, "playground.html"), "utf8");
+
+  const server = http.createServer(async (req, res) => {
+    const url = new URL(req.url, "http://x");
+    try {
+      if (url.pathname.startsWith("/bot")) return await telegram.handle(req, res);
+      if (offlineModel && (await handleOfflineModel(req, res))) return;
+      if (req.method === "GET" && url.pathname === "/") {
+        res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
+        return res.end(page.replace("__CONFIG__", JSON.stringify({ offlineModel, bot: bot.username, botName, people: PEOPLE })));
+      }
+      if (req.method === "GET" && url.pathname === "/api/events") {
+        res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
+        for (const e of log) res.write(`data: ${JSON.stringify(e)}\n\n`);
+        clients.add(res);
+        req.on("close", () => clients.delete(res));
+        return;
+      }
+      if (req.method === "POST" && (url.pathname === "/api/send" || url.pathname === "/api/react")) {
+        let raw = "";
+        for await (const chunk of req) raw += chunk;
+        const body = JSON.parse(raw || "{}");
+        const id = url.pathname === "/api/send" ? await send(body) : await react(body);
+        res.writeHead(200, { "content-type": "application/json" });
+        return res.end(JSON.stringify({ ok: true, message_id: id ?? null }));
+      }
+      res.writeHead(404);
+      res.end("not found");
+    } catch (e) {
+      publish({ type: "error", text: e.message });
+      res.writeHead(502, { "content-type": "application/json" });
+      res.end(JSON.stringify({ ok: false, error: e.message }));
+    }
+  });
+  await new Promise((r) => server.listen(port, host, r));
+  const base = `http://${host}:${server.address().port}`;
+  return {
+    base,
+    telegram,
+    log,
+    send,
+    setWorkerUrl(url) {
+      workerUrl = url.replace(/\/$/, "");
+    },
+    close: () => {
+      for (const c of clients) c.end();
+      return new Promise((r) => server.close(r));
+    },
+  };
+}
+
+function readDevVars(file) {
+  if (!fs.existsSync(file)) return {};
+  const vars = {};
+  for (const line of fs.readFileSync(file, "utf8").split("\n")) {
+    const m = /^\s*([A-Z_][A-Z0-9_]*)\s*=\s*(.*?)\s*$/.exec(line);
+    if (m) vars[m[1]] = m[2];
+  }
+  return vars;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+  const vars = readDevVars(path.join(here, "..", ".dev.vars"));
+  const playground = await startPlayground({
+    port: Number(process.env.PLAYGROUND_PORT ?? 8788),
+    token: vars.TELEGRAM_BOT_TOKEN ?? "123456789:local-development-token",
+    secret: vars.TELEGRAM_WEBHOOK_SECRET ?? "",
+    workerUrl: process.env.WORKER_URL ?? "http://127.0.0.1:8787",
+    offlineModel: !vars.GEMINI_API_KEY,
+    botName: process.env.BOT_NAME ?? "Edge",
+  });
+  console.log(`playground: open ${playground.base} (${vars.GEMINI_API_KEY ? "real Gemini" : "offline stand-in model"})`);
+}
