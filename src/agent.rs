@@ -302,7 +302,9 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
                 finish_reason: result.finish_reason.clone(),
                 empty_reason: result.empty_reason.clone(),
                 error: None,
-                subrequests: ctx.meter.count(),
+                subrequests: ctx.meter.count() + 1,
+                d1_round_trips: ctx.meter.d1_round_trips() + 1,
+                d1_statements: ctx.meter.d1_statements() + 1 + call_stmts.len() as u32,
                 now: done_at,
             };
             store::finish_turn(&db, &end, call_stmts).await?;
@@ -319,7 +321,9 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
                 finish_reason: None,
                 empty_reason: None,
                 error: Some(failure.error.to_string()),
-                subrequests: ctx.meter.count(),
+                subrequests: ctx.meter.count() + 1,
+                d1_round_trips: ctx.meter.d1_round_trips() + 1,
+                d1_statements: ctx.meter.d1_statements() + 1 + call_stmts.len() as u32,
                 now: done_at,
             };
             store::finish_turn(&db, &end, call_stmts).await?;

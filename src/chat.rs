@@ -259,12 +259,10 @@ impl ChatObject {
                 return;
             }
         }
-        let signal = Signal {
-            update_id: inbox.update_id,
-            target_message_id: Some(message_id),
-            trigger: inbox.trigger,
-            at_ms: inbox.at_ms.min(now_ms()),
-        };
+        // The debounce runs on this object's clock: when it learned of the message. (Telegram
+        // sends a chat's updates one at a time, each after the previous one was acknowledged,
+        // so under load the gap it sees between messages is at least the acknowledgement time.)
+        let signal = Signal { update_id: inbox.update_id, target_message_id: Some(message_id), trigger: inbox.trigger, at_ms: now_ms() };
         match self.update(|st| st.signal(&signal)).await {
             SignalOutcome::Duplicate => {}
             SignalOutcome::Accepted { cancelled } => {

@@ -104,12 +104,12 @@ impl Db {
         if statements.is_empty() {
             return Ok(Vec::new());
         }
-        self.meter.add(1);
+        self.meter.d1(statements.len() as u32);
         self.db.batch(statements).await
     }
 
     pub async fn all<T: DeserializeOwned>(&self, sql: &str, args: Vec<Arg>) -> Result<Vec<T>> {
-        self.meter.add(1);
+        self.meter.d1(1);
         self.stmt(sql, args)?.all().await?.results()
     }
 
@@ -120,7 +120,7 @@ impl Db {
     /// Runs a write; returns D1's change count (which includes writes made by triggers:
     /// use RETURNING to count rows of tables that have them).
     pub async fn run(&self, sql: &str, args: Vec<Arg>) -> Result<usize> {
-        self.meter.add(1);
+        self.meter.d1(1);
         let r = self.stmt(sql, args)?.run().await?;
         Ok(r.meta()?.and_then(|m| m.changes).unwrap_or(0))
     }

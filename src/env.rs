@@ -69,16 +69,36 @@ pub fn config_from_env(env: &Env) -> Config {
 }
 
 /// Counts subrequests (D1 round trips, fetches, queue sends, Durable Object calls) of one
-/// invocation, to keep each inside the platform's limits and to report them.
+/// invocation, to keep each inside the platform's limits and to report them; and, among them,
+/// D1 round trips and statements.
 #[derive(Clone, Default)]
-pub struct Meter(Rc<Cell<u32>>);
+pub struct Meter(Rc<MeterCounts>);
+
+#[derive(Default)]
+pub struct MeterCounts {
+    subrequests: Cell<u32>,
+    d1_round_trips: Cell<u32>,
+    d1_statements: Cell<u32>,
+}
 
 impl Meter {
     pub fn add(&self, n: u32) {
-        self.0.set(self.0.get() + n);
+        self.0.subrequests.set(self.0.subrequests.get() + n);
+    }
+    /// One D1 round trip carrying `statements` statements.
+    pub fn d1(&self, statements: u32) {
+        self.add(1);
+        self.0.d1_round_trips.set(self.0.d1_round_trips.get() + 1);
+        self.0.d1_statements.set(self.0.d1_statements.get() + statements);
     }
     pub fn count(&self) -> u32 {
-        self.0.get()
+        self.0.subrequests.get()
+    }
+    pub fn d1_round_trips(&self) -> u32 {
+        self.0.d1_round_trips.get()
+    }
+    pub fn d1_statements(&self) -> u32 {
+        self.0.d1_statements.get()
     }
 }
 

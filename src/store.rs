@@ -15,14 +15,21 @@ use worker::Result;
 
 const INSERT_UPDATE: &str = "INSERT INTO updates (update_id, kind, chat_id, outcome, received_at)
      VALUES (?1, ?2, ?3, 'stored', ?4) ON CONFLICT (update_id) DO NOTHING RETURNING update_id";
+/// Chats and users are rewritten only when something changed (or hourly for last_seen_at), so
+/// the common update writes one row less each.
 const UPSERT_CHAT: &str = "INSERT INTO chats (chat_id, kind, title, username, is_forum, first_seen_at, last_seen_at)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
      ON CONFLICT (chat_id) DO UPDATE SET kind = excluded.kind, title = excluded.title,
        username = excluded.username, is_forum = excluded.is_forum, last_seen_at = excluded.last_seen_at,
-       blocked_at = NULL, blocked_reason = NULL";
+       blocked_at = NULL, blocked_reason = NULL
+     WHERE chats.kind IS NOT excluded.kind OR chats.title IS NOT excluded.title
+       OR chats.username IS NOT excluded.username OR chats.is_forum IS NOT excluded.is_forum
+       OR chats.blocked_at IS NOT NULL OR chats.last_seen_at < excluded.last_seen_at - 3600000";
 const UPSERT_USER: &str = "INSERT INTO users (user_id, name, username, is_bot, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
      ON CONFLICT (user_id) DO UPDATE SET name = excluded.name, username = excluded.username,
-       is_bot = excluded.is_bot, updated_at = excluded.updated_at";
+       is_bot = excluded.is_bot, updated_at = excluded.updated_at
+     WHERE users.name IS NOT excluded.name OR users.username IS NOT excluded.username
+       OR users.is_bot IS NOT excluded.is_bot";
 const INSERT_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
        parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
@@ -428,7 +435,8 @@ pub fn model_call_stmt(
 }
 
 const FINISH_TURN: &str = "UPDATE turns SET status = ?2, contents = ?3, plan = ?4, step_calls = ?5, finish_reason = ?6,
-       empty_reason = ?7, error = ?8, subrequests = ?9, updated_at = ?10 WHERE turn_id = ?1";
+       empty_reason = ?7, error = ?8, subrequests = ?9, updated_at = ?10, d1_round_trips = ?11, d1_statements = ?12
+     WHERE turn_id = ?1";
 
 pub struct TurnEnd<'a> {
     pub turn_id: &'a str,
@@ -440,6 +448,9 @@ pub struct TurnEnd<'a> {
     pub empty_reason: Option<String>,
     pub error: Option<String>,
     pub subrequests: u32,
+    /// D1 round trips and statements of the turn, this final batch included.
+    pub d1_round_trips: u32,
+    pub d1_statements: u32,
     pub now: i64,
 }
 
@@ -457,7 +468,9 @@ pub async fn finish_turn(db: &Db, end: &TurnEnd<'_>, calls: Vec<worker::D1Prepar
             end.empty_reason.clone(),
             end.error.clone(),
             end.subrequests,
-            end.now
+            end.now,
+            end.d1_round_trips,
+            end.d1_statements
         ],
     )?];
     stmts.extend(calls);

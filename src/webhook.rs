@@ -23,8 +23,11 @@ pub const SECRET_HEADER: &str = "X-Telegram-Bot-Api-Secret-Token";
 
 fn ok(ctx: &Ctx) -> Result<Response> {
     let mut resp = Response::from_json(&serde_json::json!({"ok": true}))?;
-    // How many subrequests this update cost (for benchmarks; harmless to Telegram).
-    resp.headers_mut().set("x-subrequests", &ctx.meter.count().to_string())?;
+    // What this update cost (for benchmarks; harmless to Telegram).
+    let h = resp.headers_mut();
+    h.set("x-subrequests", &ctx.meter.count().to_string())?;
+    h.set("x-d1-round-trips", &ctx.meter.d1_round_trips().to_string())?;
+    h.set("x-d1-statements", &ctx.meter.d1_statements().to_string())?;
     Ok(resp)
 }
 

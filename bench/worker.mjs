@@ -1,0 +1,159 @@
+// Worker benchmarks under local workerd with the fake Telegram and a fake Gemini answering
+// after a fixed 300 ms, so the bot's own cost stands out. Prints JSON (read by report.mjs).
+import fs from "node:fs";
+import path from "node:path";
+import zlib from "node:zlib";
+import { performance } from "node:perf_hooks";
+import http from "node:http";
+import { startStack, privateText, sleep, ROOT } from "../tests/support/stack.js";
+
+const percentile = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+/** Waits until no model call has started for `quietMs` (the previous phase is done). */
+async function quiesce(quietMs = 3000) {
+  let last = -1;
+  let since = Date.now();
+  for (;;) {
+    await sleep(250);
+    const n = s.gemini.requests.length + s.tg.requests.length;
+    if (n !== last) {
+      last = n;
+      since = Date.now();
+    } else if (Date.now() - since >= quietMs) {
+      return;
+    }
+  }
+}
+
+// Startup: workerd process and the wasm, then the first request (instantiation) vs later ones.
+const t0 = performance.now();
+let s = await startStack({ latencyMs: 300, vars: { DEBOUNCE_MS: "1500", DEBOUNCE_MAX_MS: "8000" } });
+const started = performance.now() - t0;
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+function post(pathname, body, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(new URL(pathname, s.url), { method: "POST", agent, headers: { "content-type": "application/json", ...headers } }, (res) => {
+      res.resume();
+      res.on("end", () => resolve(res));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+function get(pathname) {
+  return new Promise((resolve, reject) => {
+    http.get(new URL(pathname, s.url), { agent }, (res) => {
+      res.resume();
+      res.on("end", () => resolve(res));
+    }).on("error", reject);
+  });
+}
+let t = performance.now();
+await get("/health");
+const firstRequestMs = performance.now() - t;
+const warm = [];
+for (let i = 0; i < 50; i++) {
+  t = performance.now();
+  await get("/health");
+  warm.push(performance.now() - t);
+}
+
+// The cost of one update on its own (concurrency 1): group chatter (D1 only) and private
+// messages (D1 and the chat object).
+async function sequentialLatency(make) {
+  const xs = [];
+  for (let i = 0; i < 200; i++) {
+    const t1 = performance.now();
+    await post("/telegram/webhook", JSON.stringify(make(i)), { "X-Telegram-Bot-Api-Secret-Token": "test-webhook-secret" });
+    xs.push(performance.now() - t1);
+  }
+  return { p50_ms: percentile(xs, 50), p99_ms: percentile(xs, 99) };
+}
+const { groupText } = await import("../tests/support/stack.js");
+const sequential = {
+  group_chatter: await sequentialLatency((i) => groupText(-1009000000001, 7000 + (i % 5), `chatter ${i}`)),
+  private_message: await sequentialLatency((i) => privateText(83_000_000 + i, `hello ${i}`)),
+};
+await quiesce(); // let those turns finish
+
+// Webhook acknowledgement: 2,000 updates across 200 chats at concurrency 50.
+const chats = Array.from({ length: 200 }, (_, i) => 81_000_000 + i * 13);
+const updates = Array.from({ length: 2000 }, (_, i) => privateText(chats[i % 200], `ack test ${i}`));
+const latencies = [];
+const costs = [];
+let next = 0;
+const ackStart = performance.now();
+await Promise.all(Array.from({ length: 50 }, async () => {
+  while (next < updates.length) {
+    const u = updates[next++];
+    const body = JSON.stringify(u);
+    const t1 = performance.now();
+    const res = await post("/telegram/webhook", body, { "X-Telegram-Bot-Api-Secret-Token": "test-webhook-secret" });
+    latencies.push(performance.now() - t1);
+    costs.push({ sub: Number(res.headers["x-subrequests"]), rt: Number(res.headers["x-d1-round-trips"]), st: Number(res.headers["x-d1-statements"]), status: res.statusCode });
+  }
+}));
+const ackSeconds = (performance.now() - ackStart) / 1000;
+await s.tg.waitFor(() => chats.every((c) => s.tg.sent(c).length >= 1), 120_000, "replies to the ack test");
+await quiesce();
+
+// Model calls per burst: 200 chats, each sending 5 messages 100 ms apart (on a fixed schedule,
+// as people type, not waiting for acknowledgements).
+async function bursts(stack, base) {
+  const burstChats = Array.from({ length: 200 }, (_, i) => base + i * 17);
+  const t0 = performance.now();
+  await Promise.all(burstChats.flatMap((c) => Array.from({ length: 5 }, async (_, k) => {
+    await sleep(k * 100);
+    await stack.webhook(privateText(c, `burst ${k}`));
+  })));
+  const ingestMs = performance.now() - t0;
+  await stack.tg.waitFor(() => burstChats.every((c) => stack.tg.sent(c).length >= 1), 120_000, "burst replies");
+  await quiesce();
+  const perChat = burstChats.map((c) => stack.gemini.calls(c).length);
+  return { chats: burstChats.length, messages_per_chat: 5, ingest_ms: ingestMs, model_calls: perChat.reduce((a, b) => a + b, 0), chats_with_more_than_one_call: perChat.filter((n) => n > 1).length };
+}
+const burstsDefault = await bursts(s, 82_000_000);
+
+const turns = await s.sql("SELECT subrequests, d1_round_trips, d1_statements FROM turns WHERE status = 'done' AND subrequests IS NOT NULL");
+const outbox = await s.sql("SELECT COUNT(*) AS n FROM outbox WHERE status = 'sent'");
+
+const wasmFile = fs.readdirSync(path.join(ROOT, ".tmp/bundle")).find((f) => f.endsWith(".wasm"));
+const wasm = fs.readFileSync(path.join(ROOT, ".tmp/bundle", wasmFile));
+const js = fs.readFileSync(path.join(ROOT, ".tmp/bundle/index.js"));
+await s.close();
+agent.destroy();
+
+// The same bursts with a longer debounce: how much of the splitting above is the local
+// runtime's saturation (a 1,000-update wave takes seconds to ingest here).
+s = await startStack({ latencyMs: 300, vars: { DEBOUNCE_MS: "4000", DEBOUNCE_MAX_MS: "20000" } });
+const burstsLong = await bursts(s, 84_000_000);
+await s.close();
+
+console.log(JSON.stringify({
+  startup: { stack_ms: started, first_request_ms: firstRequestMs, warm_request_p50_ms: percentile(warm, 50) },
+  webhook: {
+    updates: latencies.length,
+    non_200: costs.filter((c) => c.status !== 200).length,
+    p50_ms: percentile(latencies, 50),
+    p99_ms: percentile(latencies, 99),
+    max_ms: Math.max(...latencies),
+    throughput_per_s: latencies.length / ackSeconds,
+    subrequests: { mean: mean(costs.map((c) => c.sub)), max: Math.max(...costs.map((c) => c.sub)) },
+    d1_round_trips: { mean: mean(costs.map((c) => c.rt)), max: Math.max(...costs.map((c) => c.rt)) },
+    d1_statements: { mean: mean(costs.map((c) => c.st)), max: Math.max(...costs.map((c) => c.st)) },
+  },
+  bursts: { debounce_1500_ms: burstsDefault, debounce_4000_ms: burstsLong },
+  ingest_sequential: sequential,
+  turn: {
+    turns: turns.length,
+    subrequests: { mean: mean(turns.map((r) => r.subrequests)), max: Math.max(...turns.map((r) => r.subrequests)) },
+    d1_round_trips: { mean: mean(turns.map((r) => r.d1_round_trips)), max: Math.max(...turns.map((r) => r.d1_round_trips)) },
+    d1_statements: { mean: mean(turns.map((r) => r.d1_statements)), max: Math.max(...turns.map((r) => r.d1_statements)) },
+    delivered_messages: outbox[0].n,
+  },
+  size: { wasm_bytes: wasm.length, wasm_gzip_bytes: zlib.gzipSync(wasm, { level: 9 }).length, js_bytes: js.length },
+}));

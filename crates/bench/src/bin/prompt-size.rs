@@ -1,0 +1,35 @@
+//! Prompt size of the recorded 500-message group conversation in both history formats,
+//! whole and cut to the default budget, as JSON (read by bench/report.mjs).
+
+use agent_bench::group_500;
+use agent_core::history;
+use serde_json::json;
+
+fn main() {
+    let (mut msgs, turns) = group_500();
+    history::chronological(&mut msgs);
+    let measure = |m: &[history::HistoryMessage]| {
+        let s = history::render_structured(m, &turns);
+        let c = history::render_compact(m, m.last().and_then(|x| x.message_id));
+        let (st, ct) = (history::estimate_contents_tokens(&s), history::estimate_contents_tokens(&c));
+        json!({
+            "messages": m.len(),
+            "structured": {"chars": history::contents_json_chars(&s), "tokens": st},
+            "compact": {"chars": history::contents_json_chars(&c), "tokens": ct},
+            "ratio_tokens": ct as f64 / st as f64,
+        })
+    };
+    let whole = measure(&msgs);
+    let s_first = history::fit_budget(&msgs, 12_000, true);
+    let c_first = history::fit_budget(&msgs, 12_000, false);
+    println!(
+        "{}",
+        json!({
+            "whole": whole,
+            "budget_12000": {
+                "structured_messages_kept": msgs.len() - s_first,
+                "compact_messages_kept": msgs.len() - c_first,
+            }
+        })
+    );
+}
