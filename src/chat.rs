@@ -454,6 +454,10 @@ impl ChatObject {
                 })
                 .await;
             let (turn_id, index, step, target, first_send, len) = current?;
+            if ctx.meter.count() + 3 > deliver::SUBREQUEST_BUDGET {
+                // Enough for this invocation: the alarm (due now) carries on.
+                return None;
+            }
             if step_calls.as_ref().is_none_or(|(t, _)| *t != turn_id) {
                 step_calls = Some((turn_id.clone(), agent::step_calls(ctx, &turn_id).await));
             }
@@ -484,6 +488,10 @@ impl ChatObject {
                     if index + 1 >= len {
                         let _ = store::set_turn_status(&ctx.db(), &turn_id, "done", None, now_ms()).await;
                     }
+                }
+                Err(deliver::StepError::Yield) => {
+                    worker::console_log!("turn {turn_id} step {index}: continuing in the next invocation");
+                    return None;
                 }
                 Err(deliver::StepError::Retry { error, after_ms }) => {
                     worker::console_warn!("turn {turn_id} step {index}: {error}");

@@ -25,12 +25,20 @@ pub enum StepError {
     Retry { error: String, after_ms: Option<u64> },
     /// Will not pass. `blocked`: Telegram said the bot may not write to this chat.
     Fatal { error: String, blocked: bool },
+    /// Not failed: this invocation has used its subrequest budget; continue in the next one
+    /// (what was sent is in the outbox and is not sent again).
+    Yield,
 }
+
+/// Subrequests one invocation may spend before plan work moves to the next alarm (the free
+/// plan allows 50 per invocation; the rest is headroom for the turn and bookkeeping).
+pub const SUBREQUEST_BUDGET: u32 = 35;
 
 impl StepError {
     pub fn message(&self) -> &str {
         match self {
             StepError::Retry { error, .. } | StepError::Fatal { error, .. } => error,
+            StepError::Yield => "yielded to the next invocation",
         }
     }
 }
@@ -154,6 +162,10 @@ pub async fn send_text(
         if let Some(row) = done.iter().find(|r| r.key == key && r.status == "sent") {
             ids.extend(row.tg_message_id);
             continue;
+        }
+        // Each chunk costs three subrequests; a long reply continues in the next invocation.
+        if ctx.meter.count() + 3 > SUBREQUEST_BUDGET {
+            return Err(StepError::Yield);
         }
         let mut body = SendMessage {
             chat_id: conv.chat_id,

@@ -133,3 +133,16 @@ test("the typing indicator is refreshed about every 4 seconds while the model wo
   const reply = s.tg.calls("sendMessage", uid)[0];
   assert.ok(typing.every((t) => t.at < reply.at), "no typing after the reply");
 });
+
+test("a very long reply is sent across invocations, inside the subrequest limit, each chunk once", async () => {
+  const uid = uniqueId();
+  const paragraphs = Array.from({ length: 20 }, (_, i) => `Chunk ${String(i).padStart(2, "0")} ` + "lorem ipsum ".repeat(330));
+  s.gemini.script(uid, [{ text: paragraphs.join("\n\n") }]);
+  await s.webhook(privateText(uid, "tell me everything"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length >= 20, 30_000, "twenty chunks");
+  await sleep(1000);
+  const sent = s.tg.sent(uid);
+  assert.equal(sent.length, 20);
+  sent.forEach((t, i) => assert.ok(t.startsWith(`Chunk ${String(i).padStart(2, "0")}`), `chunk ${i} in order`));
+  assert.ok(s.logs().some((l) => /continuing in the next invocation/.test(l.message)), "the work was split");
+});
