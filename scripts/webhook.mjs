@@ -9,9 +9,9 @@
 // .dev.vars. `set` checks that the worker answers /health, that Telegram accepts the token,
 // then calls setWebhook (with the secret and allowed_updates including message_reaction) and
 // setMyCommands (the menu the worker publishes at /telegram/commands).
-import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { readVars } from "../tools/util.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const ALLOWED_UPDATES = ["message", "edited_message", "message_reaction", "my_chat_member"];
@@ -21,18 +21,8 @@ function fail(message) {
   process.exit(1);
 }
 
-function readDevVars() {
-  const file = path.join(root, ".dev.vars");
-  if (!fs.existsSync(file)) return {};
-  const vars = {};
-  for (const line of fs.readFileSync(file, "utf8").split("\n")) {
-    const m = /^\s*([A-Z_][A-Z0-9_]*)\s*=\s*(.*?)\s*$/.exec(line);
-    if (m) vars[m[1]] = m[2].replace(/^"(.*)"$/, "$1");
-  }
-  return vars;
-}
 
-const devVars = readDevVars();
+const devVars = readVars(path.join(root, ".dev.vars"));
 const setting = (name) => process.env[name] || devVars[name] || "";
 const token = setting("TELEGRAM_BOT_TOKEN");
 const secret = setting("TELEGRAM_WEBHOOK_SECRET");

@@ -5,23 +5,13 @@
 //
 // Telegram refuses getUpdates while a webhook is set; the bridge says so (delete it with
 // `npm run webhook:delete`, set it again after).
-import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { readVars } from "./util.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const ALLOWED_UPDATES = ["message", "edited_message", "message_reaction", "my_chat_member"];
 
-function readDevVars() {
-  const file = path.join(root, ".dev.vars");
-  const vars = {};
-  if (!fs.existsSync(file)) return vars;
-  for (const line of fs.readFileSync(file, "utf8").split("\n")) {
-    const m = /^\s*([A-Z_][A-Z0-9_]*)\s*=\s*(.*?)\s*$/.exec(line);
-    if (m) vars[m[1]] = m[2];
-  }
-  return vars;
-}
 
 export async function runBridge({ token, secret, workerUrl, apiBase = "https://api.telegram.org", signal, log = console.log }) {
   let offset = 0;
@@ -74,7 +64,7 @@ export async function runBridge({ token, secret, workerUrl, apiBase = "https://a
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
-  const vars = readDevVars();
+  const vars = readVars(path.join(root, ".dev.vars"));
   runBridge({
     token: vars.TELEGRAM_BOT_TOKEN ?? "",
     secret: vars.TELEGRAM_WEBHOOK_SECRET ?? "",

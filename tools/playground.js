@@ -10,6 +10,7 @@ import http from "node:http";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { readVars } from "./util.js";
 import { createTelegramEmulator } from "./telegram-emulator.js";
 import { handleOfflineModel } from "./offline-model.js";
 
@@ -143,18 +144,9 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
   };
 }
 
-function readDevVars(file) {
-  if (!fs.existsSync(file)) return {};
-  const vars = {};
-  for (const line of fs.readFileSync(file, "utf8").split("\n")) {
-    const m = /^\s*([A-Z_][A-Z0-9_]*)\s*=\s*(.*?)\s*$/.exec(line);
-    if (m) vars[m[1]] = m[2];
-  }
-  return vars;
-}
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
-  const vars = readDevVars(path.join(here, "..", ".dev.vars"));
+  const vars = readVars(path.join(here, "..", ".dev.vars"));
   const playground = await startPlayground({
     port: Number(process.env.PLAYGROUND_PORT ?? 8788),
     token: vars.TELEGRAM_BOT_TOKEN ?? "123456789:local-development-token",

@@ -8,6 +8,7 @@
 // Used as the fake Telegram of the end-to-end tests (startFakeTelegram) and inside the local
 // playground (createTelegramEmulator, mounted in the playground's server).
 import http from "node:http";
+import { waiters } from "./util.js";
 
 export const REACTION_EMOJI = new Set([
   "❤", "👍", "👎", "🔥", "🥰", "👏", "😁", "🤔", "🤯", "😱", "🤬", "😢", "🎉", "🤩", "🤮", "💩", "🙏", "👌", "🕊",
@@ -95,18 +96,12 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   let webhook = { url: "", allowed_updates: [] };
   const pendingUpdates = []; // for getUpdates
   let commands = [];
-  const waiters = [];
+  const { notify, waitFor } = waiters();
   const listeners = [];
 
   /** Reports a bot action (message, reaction, sticker, typing) to listeners. */
   function emit(event) {
     for (const l of listeners) l(event);
-  }
-
-  function notify() {
-    for (const w of [...waiters]) {
-      if (w.check()) waiters.splice(waiters.indexOf(w), 1);
-    }
   }
 
   async function handleRequest(req, res) {
@@ -262,17 +257,7 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
       stickerSets.set(name, { name, title: name, sticker_type: "regular", stickers });
     },
     /** Resolves when `check()` is true (re-checked on every request), or rejects at the timeout. */
-    waitFor(check, timeoutMs = 10_000, what = "condition") {
-      if (check()) return Promise.resolve();
-      return new Promise((resolve, reject) => {
-        const w = { check: () => (check() ? (clearTimeout(timer), resolve(), true) : false) };
-        const timer = setTimeout(() => {
-          waiters.splice(waiters.indexOf(w), 1);
-          reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
-        }, timeoutMs);
-        waiters.push(w);
-      });
-    },
+    waitFor,
   };
 }
 

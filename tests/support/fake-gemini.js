@@ -7,6 +7,7 @@
 // share one worker do not interfere.
 import http from "node:http";
 import crypto from "node:crypto";
+import { waiters } from "../../tools/util.js";
 
 const TOP_LEVEL = new Set(["contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings", "cachedContent"]);
 
@@ -103,11 +104,7 @@ export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
   const scripts = new Map(); // route → array of answers (consumed in order)
   const issued = new Map(); // functionCall id → thoughtSignature
   let defaultLatency = latencyMs;
-  const waiters = [];
-
-  function notify() {
-    for (const w of [...waiters]) if (w.check()) waiters.splice(waiters.indexOf(w), 1);
-  }
+  const { notify, waitFor } = waiters();
 
   function usage(body, outText) {
     const prompt = Math.ceil(JSON.stringify(body).length / 4);
@@ -256,17 +253,7 @@ export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
     set latency(ms) {
       defaultLatency = ms;
     },
-    waitFor(check, timeoutMs = 10_000, what = "condition") {
-      if (check()) return Promise.resolve();
-      return new Promise((resolve, reject) => {
-        const w = { check: () => (check() ? (clearTimeout(timer), resolve(), true) : false) };
-        const timer = setTimeout(() => {
-          waiters.splice(waiters.indexOf(w), 1);
-          reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`));
-        }, timeoutMs);
-        waiters.push(w);
-      });
-    },
+    waitFor,
     close: () => new Promise((r) => server.close(r)),
   };
 }
