@@ -84,11 +84,21 @@ pub struct ChatObject {
     meta: RefCell<Option<Meta>>,
     in_flight: Cell<bool>,
     advancing: Cell<bool>,
+    /// Update ids being handled right now (a redelivery storm arrives concurrently).
+    handling: RefCell<std::collections::HashSet<i64>>,
 }
 
 impl DurableObject for ChatObject {
     fn new(state: State, env: Env) -> Self {
-        ChatObject { state, env, chat: RefCell::new(None), meta: RefCell::new(None), in_flight: Cell::new(false), advancing: Cell::new(false) }
+        ChatObject {
+            state,
+            env,
+            chat: RefCell::new(None),
+            meta: RefCell::new(None),
+            in_flight: Cell::new(false),
+            advancing: Cell::new(false),
+            handling: RefCell::new(Default::default()),
+        }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
@@ -215,6 +225,15 @@ impl ChatObject {
     // ---- inbox ------------------------------------------------------------------------------
 
     async fn inbox(&self, ctx: &Ctx, inbox: Inbox) {
+        // Concurrent copies of one update: only the first is handled.
+        if !self.handling.borrow_mut().insert(inbox.update_id) {
+            return;
+        }
+        self.handle_inbox(ctx, &inbox).await;
+        self.handling.borrow_mut().remove(&inbox.update_id);
+    }
+
+    async fn handle_inbox(&self, ctx: &Ctx, inbox: &Inbox) {
         let kind = inbox.message.as_ref().map(|m| m.chat.kind).or(inbox.reaction.as_ref().map(|r| r.chat.kind));
         let conv = match (&inbox.message, &inbox.reaction, self.conv()) {
             (Some(m), _, _) => m.conv,
@@ -236,17 +255,14 @@ impl ChatObject {
         }
         if !access::admit(ctx, &conv, kind, user_id, &name, inbox.access.as_deref(), message_id).await {
             // Remember the update so a redelivery does not refuse (and notify) twice.
-            self.update(|st| {
-                st.seen.push_back(inbox.update_id);
-            })
-            .await;
+            self.update(|st| st.mark_seen(inbox.update_id)).await;
             return;
         }
         if let Some(m) = &inbox.message {
             if let Some(cmd) = core_commands::parse(m, &inbox.bot_username) {
                 let is_new = matches!(cmd, core_commands::Command::New);
                 self.update(|st| {
-                    st.seen.push_back(inbox.update_id);
+                    st.mark_seen(inbox.update_id);
                     if is_new {
                         // A new session: forget the burst and the plan of the old one.
                         st.pending = None;

@@ -331,13 +331,20 @@ pub async fn load_bot_turns(db: &Db, messages: &[HistoryMessage]) -> Result<BTre
     Ok(out)
 }
 
+/// Notes for a turn: those written in this chat; operator notes for everyone (no chat) about
+/// the people present; in a private chat, notes about that person from anywhere. (Like
+/// memories, what is learned in one group never shows in another.)
 const SELECT_NOTES: &str = "SELECT id, about_user_id, content, source FROM notes
-     WHERE chat_id = ?1 OR about_user_id IN (SELECT value FROM json_each(?2))
+     WHERE chat_id = ?1
+        OR (source = 'operator' AND chat_id IS NULL
+            AND (about_user_id IS NULL OR about_user_id IN (SELECT value FROM json_each(?2))))
+        OR (?3 IS NOT NULL AND about_user_id = ?3)
      ORDER BY CASE source WHEN 'operator' THEN 0 ELSE 1 END, id DESC LIMIT 60";
 
 pub async fn load_notes(db: &Db, chat_id: i64, people: &[i64]) -> Result<Vec<NoteRow>> {
     let people = serde_json::to_string(people).unwrap_or_else(|_| "[]".into());
-    db.all(SELECT_NOTES, args![chat_id, people]).await
+    let private_user = (chat_id > 0).then_some(chat_id);
+    db.all(SELECT_NOTES, args![chat_id, people, private_user]).await
 }
 
 const UPSERT_TURN_START: &str = "INSERT INTO turns (turn_id, conv, chat_id, status, trigger, target_message_id, upto_seq,

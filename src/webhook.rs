@@ -63,10 +63,6 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
             worker::console_log!("ignoring update {} of kind {kind}", update.update_id);
             ok(ctx)
         }
-        Inbound::Message(m) | Inbound::Edited(m) if m.chat.kind == agent_core::conversation::ChatKind::Channel => {
-            let _ = m;
-            ok(ctx)
-        }
         Inbound::Edited(m) => {
             store::record_message(&db, update.update_id, "edited_message", &m, true, now).await?;
             ok(ctx)

@@ -156,3 +156,21 @@ test("a 2,000-message session gets summaries and its prompts stay within the his
   const [turn] = await s.sql("SELECT history_cut_seq FROM turns WHERE chat_id = ?", uid);
   assert.ok(turn.history_cut_seq > 0, "the cut is recorded");
 });
+
+test("what is learned in one group is not recalled in another; in the person's private chat it is", async () => {
+  const { groupText, mention } = await import("../support/stack.js");
+  const groupA = -1000000000000 - uniqueId();
+  const groupB = -1000000000000 - uniqueId();
+  const uid = uniqueId();
+  const t = "@edge_test_bot I'm allergic to peanuts";
+  s.gemini.script(uid, [{ calls: [{ name: "remember", args: { content: "allergic to peanuts", about_user_id: uid } }, { name: "send_message", args: { text: "Noted." } }] }]);
+  await s.webhook(groupText(groupA, uid, t, { entities: mention(t, "edge_test_bot") }));
+  await s.tg.waitFor(() => s.tg.sent(groupA).length === 1, 10_000, "group A reply");
+  const t2 = "@edge_test_bot what should I eat?";
+  await s.webhook(groupText(groupB, uid, t2, { entities: mention(t2, "edge_test_bot") }));
+  await s.tg.waitFor(() => s.tg.sent(groupB).length === 1, 10_000, "group B reply");
+  assert.doesNotMatch(systemText(s.gemini.calls(uid).at(-1)), /peanuts/);
+  await s.webhook(privateText(uid, "what should I eat?"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "private reply");
+  assert.match(systemText(s.gemini.calls(uid).at(-1)), /allergic to peanuts/);
+});

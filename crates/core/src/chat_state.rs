@@ -124,14 +124,22 @@ pub enum Finish {
 }
 
 impl ChatState {
-    /// Accepts a reply-asking signal.
-    pub fn signal(&mut self, s: &Signal) -> SignalOutcome {
-        if self.seen.contains(&s.update_id) {
-            return SignalOutcome::Duplicate;
+    /// Remembers an update id (bounded); false if it was already seen.
+    pub fn mark_seen(&mut self, update_id: i64) -> bool {
+        if self.seen.contains(&update_id) {
+            return false;
         }
-        self.seen.push_back(s.update_id);
+        self.seen.push_back(update_id);
         while self.seen.len() > SEEN_CAP {
             self.seen.pop_front();
+        }
+        true
+    }
+
+    /// Accepts a reply-asking signal.
+    pub fn signal(&mut self, s: &Signal) -> SignalOutcome {
+        if !self.mark_seen(s.update_id) {
+            return SignalOutcome::Duplicate;
         }
         self.generation += 1;
         self.pending = Some(match self.pending.take() {
