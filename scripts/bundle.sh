@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 rm -rf .tmp/bundle
+mkdir -p .tmp
 node_modules/.bin/wrangler deploy --dry-run --outdir .tmp/bundle >.tmp/bundle.log 2>&1 || {
   cat .tmp/bundle.log >&2
   exit 1
