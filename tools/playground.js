@@ -40,10 +40,11 @@ export function entitiesOf(text) {
 
 export async function startPlayground({ port = 8788, host = "127.0.0.1", token, secret, workerUrl, offlineModel = true, botName = "Edge" }) {
   const bot = { id: Number(token.split(":")[0]), first_name: botName, username: "edge_playground_bot" };
-  const telegram = createTelegramEmulator({ token, bot });
+  // One message id sequence for people and bot, starting where no earlier run can have been
+  // (the local D1 keeps messages across restarts; ids must not repeat).
+  const telegram = createTelegramEmulator({ token, bot, firstMessageId: Date.now() });
   const log = []; // everything shown in the page, in order
   const clients = new Set();
-  let nextMessageId = 1;
   let nextUpdateId = Date.now() % 1_000_000_000;
   const chatName = (id) => (id === CHATS.group.id ? "group" : id === CHATS.dm.id ? "dm" : String(id));
 
@@ -68,7 +69,7 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
     const c = CHATS[chat];
     const from = PEOPLE[chat === "dm" ? "you" : as] ?? PEOPLE.alice;
     if (!c || typeof text !== "string" || !text.trim()) throw new Error("chat and text are required");
-    const message = { message_id: nextMessageId++, from: { ...from, is_bot: false }, chat: c, date: Math.floor(Date.now() / 1000), text };
+    const message = { message_id: telegram.nextMessageId(), from: { ...from, is_bot: false }, chat: c, date: Math.floor(Date.now() / 1000), text };
     const entities = entitiesOf(text);
     if (entities.length) message.entities = entities;
     if (reply_to) {

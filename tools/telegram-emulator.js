@@ -87,12 +87,12 @@ function fail(res, code, description, parameters) {
 }
 
 /** The emulator without a server: `handle(req, res)` serves /bot<token>/<method>. */
-export function createTelegramEmulator({ token, bot = { id: Number(token.split(":")[0]), first_name: "Edge", username: "edge_test_bot" } } = {}) {
+export function createTelegramEmulator({ token, bot = { id: Number(token.split(":")[0]), first_name: "Edge", username: "edge_test_bot" }, firstMessageId = 10_000 } = {}) {
   const requests = [];
   const faults = []; // {method, chatId?, skip, times, status, description?, retry_after?}
   const blocked = new Set();
   const stickerSets = new Map();
-  let nextMessageId = 10_000;
+  let nextMessageId = firstMessageId;
   let webhook = { url: "", allowed_updates: [] };
   const pendingUpdates = []; // for getUpdates
   let commands = [];
@@ -223,6 +223,8 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
 
   return {
     handle: handleRequest,
+    /** The next message id of the (one, shared) sequence, as Telegram numbers a chat. */
+    nextMessageId: () => nextMessageId++,
     on(listener) {
       listeners.push(listener);
     },
