@@ -177,9 +177,16 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
         p.dedup();
         p
     };
-    let notes = store::load_notes(&db, conv.chat_id, &people).await?;
-    let turns = if structured { store::load_bot_turns(&db, &messages).await? } else { BTreeMap::new() };
-    let memories = crate::memory::recall(ctx, conv, &people, &messages).await.unwrap_or_default();
+    // Notes, the bot's stored turns and recall in one round trip.
+    let mut stmts = vec![store::notes_stmt(&db, conv.chat_id, &people)?, store::bot_turns_stmt(&db, &messages)?];
+    stmts.extend(crate::memory::recall_statements(&db, conv, &people, &messages)?);
+    let results = db.batch(stmts).await?;
+    let notes: Vec<store::NoteRow> = crate::db::rows(&results[0])?;
+    let turns = if structured { store::bot_turns(&results[1])? } else { BTreeMap::new() };
+    let memories = crate::memory::recall(ctx, conv, &messages, &results[2..]).await.unwrap_or_else(|e| {
+        worker::console_warn!("recall failed (the turn goes on without memories): {e}");
+        Default::default()
+    });
 
     let chat_row = context.chat.clone();
     let model = chat_row.as_ref().and_then(|c| c.model.clone()).unwrap_or_else(|| ctx.cfg.gemini_model.clone());
@@ -239,7 +246,8 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
         history::render_compact(&messages, turn.target_message_id)
     };
 
-    store::start_turn(
+    // Written with the result, in the turn's last round trip.
+    let start_stmts = store::start_turn_stmts(
         &db,
         &TurnStart {
             turn_id: &turn.turn_id,
@@ -255,8 +263,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
             session_started_at,
             now,
         },
-    )
-    .await?;
+    )?;
 
     let request = TurnRequest {
         model: model.clone(),
@@ -304,10 +311,10 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
                 error: None,
                 subrequests: ctx.meter.count() + 1,
                 d1_round_trips: ctx.meter.d1_round_trips() + 1,
-                d1_statements: ctx.meter.d1_statements() + 1 + call_stmts.len() as u32,
+                d1_statements: ctx.meter.d1_statements() + (start_stmts.len() + 1 + call_stmts.len()) as u32,
                 now: done_at,
             };
-            store::finish_turn(&db, &end, call_stmts).await?;
+            store::finish_turn(&db, start_stmts, &end, call_stmts).await?;
             Ok(TurnOutput::Planned { steps: result.steps })
         }
         Err(failure) => {
@@ -323,10 +330,10 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
                 error: Some(failure.error.to_string()),
                 subrequests: ctx.meter.count() + 1,
                 d1_round_trips: ctx.meter.d1_round_trips() + 1,
-                d1_statements: ctx.meter.d1_statements() + 1 + call_stmts.len() as u32,
+                d1_statements: ctx.meter.d1_statements() + (start_stmts.len() + 1 + call_stmts.len()) as u32,
                 now: done_at,
             };
-            store::finish_turn(&db, &end, call_stmts).await?;
+            store::finish_turn(&db, start_stmts, &end, call_stmts).await?;
             let error = failure.error.to_string();
             if transient {
                 Err(TurnError::Transient { after_ms: failure.error.retry_after_ms(), error })

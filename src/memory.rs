@@ -69,24 +69,30 @@ fn recent_text(messages: &[HistoryMessage]) -> String {
         .join(" ")
 }
 
-pub async fn recall(ctx: &Ctx, conv: &ConvKey, people: &[i64], messages: &[HistoryMessage]) -> worker::Result<Memories> {
-    let db = ctx.db();
+/// The statements of a recall (summary, people's memories, and memories matching the newest
+/// messages), to run in the turn's batch; `recall` reads their results.
+pub fn recall_statements(db: &crate::db::Db, conv: &ConvKey, people: &[i64], messages: &[HistoryMessage]) -> worker::Result<Vec<worker::D1PreparedStatement>> {
     let private_user = (conv.chat_id > 0).then_some(conv.chat_id);
     let people_json = serde_json::to_string(people).unwrap_or_else(|_| "[]".into());
-    let text = recent_text(messages);
-    let query = fts_query(&text, 12);
     let mut stmts = vec![
         db.stmt(SELECT_SUMMARY, args![conv.to_string()])?,
         db.stmt(&people_memories_sql(), args![conv.chat_id, people_json, private_user])?,
     ];
-    if let Some(q) = &query {
-        stmts.push(db.stmt(&relevant_memories_sql(), args![q.clone(), conv.chat_id, private_user])?);
+    if let Some(q) = fts_query(&recent_text(messages), 12) {
+        stmts.push(db.stmt(&relevant_memories_sql(), args![q, conv.chat_id, private_user])?);
     }
-    let results = db.batch(stmts).await?;
+    Ok(stmts)
+}
+
+/// What a turn recalls, from the results of `recall_statements` (plus embedding matches
+/// when EMBEDDINGS_MODEL is set).
+pub async fn recall(ctx: &Ctx, conv: &ConvKey, messages: &[HistoryMessage], results: &[worker::D1Result]) -> worker::Result<Memories> {
+    let private_user = (conv.chat_id > 0).then_some(conv.chat_id);
+    let text = recent_text(messages);
     let summary = crate::db::rows::<SummaryRow>(&results[0])?.into_iter().next();
     let mut found: Vec<Memory> = crate::db::rows(&results[1])?;
-    if query.is_some() {
-        for m in crate::db::rows::<Memory>(&results[2])? {
+    if let Some(relevant) = results.get(2) {
+        for m in crate::db::rows::<Memory>(relevant)? {
             if !found.iter().any(|f| f.id == m.id) {
                 found.push(m);
             }

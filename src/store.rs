@@ -308,14 +308,15 @@ struct TurnContentsRow {
     step_outcomes: Option<String>,
 }
 
-/// The stored turns of the bot messages in `messages`, with step outcomes merged in.
-pub async fn load_bot_turns(db: &Db, messages: &[HistoryMessage]) -> Result<BTreeMap<String, BotTurn>> {
+/// The statement loading the stored turns of the bot messages in `messages`.
+pub fn bot_turns_stmt(db: &Db, messages: &[HistoryMessage]) -> Result<worker::D1PreparedStatement> {
     let ids: Vec<&str> = messages.iter().filter_map(|m| m.turn_id.as_deref()).collect();
-    if ids.is_empty() {
-        return Ok(BTreeMap::new());
-    }
-    let ids = serde_json::to_string(&ids).unwrap_or_default();
-    let found: Vec<TurnContentsRow> = db.all(SELECT_TURNS, args![ids]).await?;
+    db.stmt(SELECT_TURNS, args![serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into())])
+}
+
+/// The stored turns, with step outcomes merged in.
+pub fn bot_turns(result: &worker::D1Result) -> Result<BTreeMap<String, BotTurn>> {
+    let found: Vec<TurnContentsRow> = rows(result)?;
     let mut out = BTreeMap::new();
     for row in found {
         let mut turn: BotTurn = row.contents.as_deref().and_then(|c| serde_json::from_str(c).ok()).unwrap_or_default();
@@ -341,10 +342,10 @@ const SELECT_NOTES: &str = "SELECT id, about_user_id, content, source FROM notes
         OR (?3 IS NOT NULL AND about_user_id = ?3)
      ORDER BY CASE source WHEN 'operator' THEN 0 ELSE 1 END, id DESC LIMIT 60";
 
-pub async fn load_notes(db: &Db, chat_id: i64, people: &[i64]) -> Result<Vec<NoteRow>> {
+pub fn notes_stmt(db: &Db, chat_id: i64, people: &[i64]) -> Result<worker::D1PreparedStatement> {
     let people = serde_json::to_string(people).unwrap_or_else(|_| "[]".into());
     let private_user = (chat_id > 0).then_some(chat_id);
-    db.all(SELECT_NOTES, args![chat_id, people, private_user]).await
+    db.stmt(SELECT_NOTES, args![chat_id, people, private_user])
 }
 
 const UPSERT_TURN_START: &str = "INSERT INTO turns (turn_id, conv, chat_id, status, trigger, target_message_id, upto_seq,
@@ -376,10 +377,11 @@ pub struct TurnStart<'a> {
     pub now: i64,
 }
 
-/// Records that a turn started (or restarted), and the conversation's session window.
-pub async fn start_turn(db: &Db, t: &TurnStart<'_>) -> Result<()> {
+/// The statements recording a turn (upserting its row) and the conversation's session
+/// window; they run in the turn's final batch, before `finish_turn`'s update.
+pub fn start_turn_stmts(db: &Db, t: &TurnStart<'_>) -> Result<Vec<worker::D1PreparedStatement>> {
     let conv = t.conv.to_string();
-    db.batch(vec![
+    Ok(vec![
         db.stmt(
             UPSERT_TURN_START,
             args![
@@ -401,8 +403,6 @@ pub async fn start_turn(db: &Db, t: &TurnStart<'_>) -> Result<()> {
             args![conv, t.conv.chat_id, t.conv.thread_id, t.session_start_seq, t.session_started_at, t.history_cut_seq, t.now],
         )?,
     ])
-    .await?;
-    Ok(())
 }
 
 const INSERT_MODEL_CALL: &str = "INSERT INTO model_calls (turn_id, conv, chat_id, purpose, model, status, prompt_tokens,
@@ -461,9 +461,16 @@ pub struct TurnEnd<'a> {
     pub now: i64,
 }
 
-/// Stores a turn's result and its model calls, in one round trip.
-pub async fn finish_turn(db: &Db, end: &TurnEnd<'_>, calls: Vec<worker::D1PreparedStatement>) -> Result<()> {
-    let mut stmts = vec![db.stmt(
+/// Stores a turn (its start statements first), its result and its model calls, in one round
+/// trip.
+pub async fn finish_turn(
+    db: &Db,
+    start: Vec<worker::D1PreparedStatement>,
+    end: &TurnEnd<'_>,
+    calls: Vec<worker::D1PreparedStatement>,
+) -> Result<()> {
+    let mut stmts = start;
+    stmts.push(db.stmt(
         FINISH_TURN,
         args![
             end.turn_id,
@@ -479,7 +486,7 @@ pub async fn finish_turn(db: &Db, end: &TurnEnd<'_>, calls: Vec<worker::D1Prepar
             end.d1_round_trips,
             end.d1_statements
         ],
-    )?];
+    )?);
     stmts.extend(calls);
     db.batch(stmts).await?;
     Ok(())
