@@ -80,6 +80,23 @@ const sequential = {
 };
 await quiesce(); // let those turns finish
 
+// Acknowledgement under concurrency without turns: 2,000 group-chatter updates (D1 only).
+async function ackRun(updates, concurrency) {
+  const latencies = [];
+  let i = 0;
+  const start = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (i < updates.length) {
+      const body = JSON.stringify(updates[i++]);
+      const t1 = performance.now();
+      await post("/telegram/webhook", body, { "X-Telegram-Bot-Api-Secret-Token": "test-webhook-secret" });
+      latencies.push(performance.now() - t1);
+    }
+  }));
+  return { p50_ms: percentile(latencies, 50), p99_ms: percentile(latencies, 99), throughput_per_s: latencies.length / ((performance.now() - start) / 1000) };
+}
+const chatter = await ackRun(Array.from({ length: 2000 }, (_, i) => groupText(-1009000000002 - (i % 200), 7100 + (i % 7), `chatter ${i}`)), 50);
+
 // Webhook acknowledgement: 2,000 updates across 200 chats at concurrency 50.
 const chats = Array.from({ length: 200 }, (_, i) => 81_000_000 + i * 13);
 const updates = Array.from({ length: 2000 }, (_, i) => privateText(chats[i % 200], `ack test ${i}`));
@@ -148,6 +165,7 @@ console.log(JSON.stringify({
   },
   bursts: { debounce_1500_ms: burstsDefault, debounce_4000_ms: burstsLong },
   ingest_sequential: sequential,
+  chatter_concurrent: chatter,
   turn: {
     turns: turns.length,
     subrequests: { mean: mean(turns.map((r) => r.subrequests)), max: Math.max(...turns.map((r) => r.subrequests)) },
