@@ -62,7 +62,7 @@ message, so a failed hand-off is redelivered rather than lost.
 |---|---|---|
 | model calls for 200 chats × 5 messages 100 ms apart (DEBOUNCE_MS 1500) | ${w.bursts.debounce_1500_ms.model_calls} (${w.bursts.debounce_1500_ms.chats_with_more_than_one_call} chats with more than one) | 200 ${mark(w.bursts.debounce_1500_ms.model_calls === 200)} |
 | the same with DEBOUNCE_MS 4000 | ${w.bursts.debounce_4000_ms.model_calls} | 200 |
-| subrequests per turn (context, notes, start, typing, Gemini, result) | mean ${fmt(w.turn.subrequests.mean, 1)}, max ${w.turn.subrequests.max} | < 50 |
+| subrequests per turn (context, notes and memories, typing, Gemini, result) | mean ${fmt(w.turn.subrequests.mean, 1)}, max ${w.turn.subrequests.max} | < 50 |
 | D1 round trips per turn | mean ${fmt(w.turn.d1_round_trips.mean, 1)}, max ${w.turn.d1_round_trips.max} (${w.turn.d1_statements.max} statements) | |
 | per message sent | 1 Telegram call + 2 D1 round trips (outbox before, sent + stored after) | |
 
