@@ -30,7 +30,6 @@ use worker::{durable_object, wasm_bindgen, DurableObject, Env, Method, Request, 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Inbox {
     pub update_id: i64,
-    pub at_ms: i64,
     pub trigger: Trigger,
     pub message: Option<InboundMessage>,
     pub reaction: Option<InboundReaction>,

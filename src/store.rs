@@ -250,7 +250,6 @@ pub struct TurnContext {
     pub chat: Option<ChatRow>,
     /// Newest last.
     pub messages: Vec<HistoryMessage>,
-    pub notes: Vec<NoteRow>,
     /// The last message seq an earlier turn already answered.
     pub answered_seq: i64,
 }
@@ -269,17 +268,12 @@ const SELECT_RECENT_MESSAGES: &str = "SELECT m.seq, m.message_id, m.role, m.user
 /// The newest message an earlier turn (not this one, which may be a retry) answered.
 const SELECT_ANSWERED: &str = "SELECT MAX(upto_seq) AS upto_seq FROM turns
      WHERE conv = ?1 AND turn_id != ?2 AND status IN ('planned', 'done')";
-const SELECT_SESSION_START: &str = "SELECT session_start_seq FROM conversations WHERE conv = ?1";
 const SELECT_TURNS: &str = "SELECT turn_id, contents, step_outcomes FROM turns
      WHERE turn_id IN (SELECT value FROM json_each(?1))";
 
-#[derive(Deserialize)]
-struct SessionStartRow {
-    session_start_seq: i64,
-}
-
 /// Loads the conversation, chat, recent messages of the current session and the last answered
-/// seq, in one round trip. Notes are loaded separately (they depend on who is in the chat).
+/// seq, in one round trip. (Notes, stored turns and memories depend on who and what is in the
+/// history; the turn reads them in its second round trip.)
 pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str) -> Result<TurnContext> {
     let stmts = vec![
         db.stmt(SELECT_CONVERSATION, args![conv])?,
@@ -294,11 +288,7 @@ pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str)
     let mut messages: Vec<HistoryMessage> = rows::<MessageRow>(&r[2])?.into_iter().map(MessageRow::into_history).collect();
     messages.reverse();
     let answered_seq = rows::<LastTurnRow>(&r[3])?.into_iter().next().and_then(|r| r.upto_seq).unwrap_or(0);
-    Ok(TurnContext { conversation, chat, messages, notes: Vec::new(), answered_seq })
-}
-
-pub async fn session_start_seq(db: &Db, conv: &str) -> Result<i64> {
-    Ok(db.first::<SessionStartRow>(SELECT_SESSION_START, args![conv]).await?.map_or(0, |r| r.session_start_seq))
+    Ok(TurnContext { conversation, chat, messages, answered_seq })
 }
 
 #[derive(Deserialize)]

@@ -74,7 +74,6 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
                 let conv = m.conv.to_string();
                 let inbox = Inbox {
                     update_id: update.update_id,
-                    at_ms: now,
                     trigger,
                     message: Some(m),
                     reaction: None,
@@ -93,7 +92,6 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
                 let conv = rec.conv.clone().unwrap_or_else(|| r.chat.id.to_string());
                 let inbox = Inbox {
                     update_id: update.update_id,
-                    at_ms: now,
                     trigger: Trigger::Reaction,
                     message: None,
                     reaction: Some(r),

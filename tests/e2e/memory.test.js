@@ -5,6 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, privateText, uniqueId, sleep } from "../support/stack.js";
+import { embedText } from "../support/fake-gemini.js";
 
 let s;
 before(async () => {
@@ -19,8 +20,6 @@ const cmd = (uid, text) => privateText(uid, text, { entities: [{ type: "bot_comm
 const consolidations = () => s.gemini.requests.filter((r) => r.body?.generationConfig?.responseMimeType === "application/json").length;
 
 async function consolidate() {
-  const before = await s.sql("SELECT COUNT(*) AS n FROM conversations WHERE consolidating_until IS NOT NULL");
-  void before;
   await s.scheduled();
   // Wait until no conversation is being consolidated and no job is pending.
   for (let i = 0; i < 100; i++) {
@@ -63,7 +62,7 @@ test("what a user says is consolidated, recalled later, listed by /memory and er
     ["fact", "sister's name", "Maria"],
     ["fact", "job", "nurse at the city hospital"],
   ]);
-  assert.ok(facts.every((f) => JSON.parse(f.embedding).length === 64), "embeddings stored");
+  assert.ok(facts.every((f) => JSON.parse(f.embedding).length === 512), "embeddings stored");
 
   // Recall: a later turn's system instruction contains the facts.
   await s.webhook(privateText(uid, "Can you help me plan a visit to my sister?", { name: "Ana" }));
@@ -173,4 +172,20 @@ test("what is learned in one group is not recalled in another; in the person's p
   await s.webhook(privateText(uid, "what should I eat?"));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "private reply");
   assert.match(systemText(s.gemini.calls(uid).at(-1)), /allergic to peanuts/);
+});
+
+test("with embeddings configured, a memory full-text search misses is recalled by similarity", async () => {
+  const uid = uniqueId();
+  // An episode learned in this chat: "allergic"/"peanuts", where the message will say
+  // "allergy"/"peanut" (FTS sees different words; episodes are not among people's memories).
+  const text = "Allergic to peanuts";
+  await s.env.DB.prepare(
+    "INSERT INTO memories (kind, chat_id, conv, value, embedding, created_at, updated_at) VALUES ('episode', ?, ?, ?, ?, 0, 0)",
+  ).bind(uid, String(uid), text, JSON.stringify(embedText(text))).run();
+  const embedCalls = s.gemini.requests.filter((r) => r.embed).length;
+  await s.webhook(privateText(uid, "my peanut allergy"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "the reply");
+  assert.equal(s.gemini.requests.filter((r) => r.embed).length, embedCalls + 1, "the new messages were embedded");
+  assert.match(systemText(s.gemini.calls(uid).at(-1)), /Allergic to peanuts/);
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memory_fts WHERE memory_fts MATCH '\"peanut\" OR \"allergy\"' AND chat_id = ?", uid))[0].n, 0, "FTS alone finds nothing");
 });

@@ -70,13 +70,17 @@ function validate(body, issued) {
   return null;
 }
 
-/** A deterministic bag-of-words embedding: similar words, similar vectors. */
+/** A deterministic embedding of character trigrams: related words ("peanut", "peanuts")
+ *  get close vectors even where full-text search sees different words. */
 export function embedText(text) {
-  const v = new Array(64).fill(0);
+  const v = new Array(512).fill(0);
   for (const w of text.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((x) => x.length > 2)) {
-    let h = 0;
-    for (const ch of w) h = (h * 31 + ch.codePointAt(0)) >>> 0;
-    v[h % 64] += 1;
+    const padded = ` ${w} `;
+    for (let i = 0; i + 3 <= padded.length; i++) {
+      let h = 0;
+      for (const ch of padded.slice(i, i + 3)) h = (h * 31 + ch.codePointAt(0)) >>> 0;
+      v[h % 512] += 1;
+    }
   }
   return v;
 }

@@ -336,11 +336,6 @@ impl ChatState {
         }
     }
 
-    /// Whether a retry job for `step` of `turn_id` is still wanted.
-    pub fn step_job_wanted(&self, turn_id: &str, step: usize) -> bool {
-        self.plan.as_ref().is_some_and(|p| p.turn_id == turn_id && p.next == step && p.waiting_job)
-    }
-
     /// Drops the plan of `turn_id` (a step failed for good). Returns whether it was current.
     pub fn drop_plan(&mut self, turn_id: &str) -> bool {
         if self.plan.as_ref().is_some_and(|p| p.turn_id == turn_id) {
@@ -480,7 +475,7 @@ mod tests {
         let t = s.begin_turn(1000, "c");
         s.finish_turn(&t.turn_id, vec![send("a"), send("b")], 1000);
         s.step_waiting(&t.turn_id, 0);
-        assert!(s.step_job_wanted(&t.turn_id, 0));
+        assert!(s.plan.as_ref().unwrap().waiting_job);
         assert_eq!(s.due(5000, &T), Due::Nothing);
         assert_eq!(s.start_step(&t.turn_id, 0), 1);
         assert_eq!(s.start_step(&t.turn_id, 0), 2, "a restart of the same step counts");
@@ -488,7 +483,7 @@ mod tests {
         assert!(s.resume_step(&t.turn_id, 0));
         assert!(!s.resume_step(&t.turn_id, 0), "resumed once");
         s.step_done(&t.turn_id, 0, 5000);
-        assert!(!s.step_job_wanted(&t.turn_id, 0));
+        assert!(!s.resume_step(&t.turn_id, 0), "a done step's job is not wanted");
         s.step_done(&t.turn_id, 1, 5000);
         assert!(s.plan.is_none());
     }

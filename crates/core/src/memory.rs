@@ -434,15 +434,6 @@ pub fn render(m: &Memory) -> String {
     }
 }
 
-/// The FTS5 text of a memory (what search matches on).
-pub fn search_text(m: &NewMemory) -> String {
-    [m.entity.as_deref(), m.attribute.as_deref(), Some(m.value.as_str()), m.topics.as_deref()]
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 const STOPWORDS: [&str; 48] = [
     "the", "a", "an", "and", "or", "but", "is", "are", "was", "were", "be", "to", "of", "in", "on", "at", "for",
     "with", "it", "this", "that", "i", "you", "me", "my", "your", "we", "our", "he", "she", "they", "them", "do",
