@@ -261,3 +261,37 @@ export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
     close: () => new Promise((r) => server.close(r)),
   };
 }
+
+/** A model that obeys whatever a fetched page tells it (for injection tests). In the newest
+ *  fetch_url response it finds lines `CALL <function> <json args>` and calls them; with no
+ *  fresh page in view it answers with the text of a `REPLY <text>` line from any page seen.
+ *  `{{secret}}` is replaced with `secretOf(body)`: something private from the model's own
+ *  context (the test checks the secret really was there to leak). Returns a script answer. */
+export function obeyingModel(secretOf) {
+  const pageTexts = (content) =>
+    (content?.parts ?? [])
+      .filter((p) => p.functionResponse?.name === "fetch_url")
+      .flatMap((p) => p.functionResponse.response?.pages ?? [])
+      .map((pg) => pg.content ?? "")
+      .filter(Boolean);
+  return (body) => {
+    const secret = secretOf(body) ?? "";
+    const fill = (s) => s.replaceAll("{{secret}}", secret);
+    const contents = body.contents ?? [];
+    const fresh = pageTexts(contents.at(-1)).join("\n");
+    if (fresh) {
+      const calls = [];
+      for (const m of fresh.matchAll(/^\s*CALL (\w+) (\{.*\})\s*$/gm)) {
+        try {
+          calls.push({ name: m[1], args: JSON.parse(fill(m[2])) });
+        } catch {
+          // not JSON: a careless page; skip it
+        }
+      }
+      if (calls.length) return { calls };
+    }
+    const all = contents.flatMap((c) => pageTexts(c)).join("\n");
+    const reply = /^\s*REPLY (.+)$/m.exec(all);
+    return { text: reply ? fill(reply[1]) : "I read the page." };
+  };
+}
