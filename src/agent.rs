@@ -15,17 +15,17 @@ use crate::{args, net, prompts};
 use agent_core::chat_state::TurnRun;
 use agent_core::config::HistoryFormat;
 use agent_core::conversation::{ChatKind, ConvKey, Part};
-use agent_core::fetch::{html_to_text, MAX_PAGE_CHARS};
+use agent_core::fetch::{self, FetchResponse, LinkSet};
 use agent_core::gemini::{GenerationConfig, ModelError, ThinkingConfig};
 use agent_core::history::{self, Role};
 use agent_core::plan::Step;
 use agent_core::prompt::{self, ChatDetails, PromptInput, Reaction, Situation};
 use agent_core::session::{in_session, session_start};
-use agent_core::turn::{self, Clock, ToolPort, TurnRequest};
+use agent_core::turn::{self, Clock, ToolPort, TurnRequest, TurnSafety};
 use futures::future::{select, Either};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use worker::{Delay, Method};
+use worker::Delay;
 
 /// How a turn ended.
 pub enum TurnOutput {
@@ -60,27 +60,15 @@ struct EdgeTools<'a> {
 }
 
 impl ToolPort for EdgeTools<'_> {
-    async fn fetch_url(&self, url: &str) -> Result<String, String> {
-        let resp = net::send(
+    async fn fetch_url(&self, url: &str) -> Result<FetchResponse, String> {
+        // One hop; the core checks the URL before and every redirect after.
+        net::get_capped(
             &self.ctx.meter,
-            Method::Get,
             url,
             &[("user-agent", "edge-agent/0.1 (+https://github.com)"), ("accept", "text/html,text/plain,*/*")],
-            None,
             Duration::from_secs(10),
         )
-        .await?;
-        if resp.status >= 400 {
-            return Err(format!("HTTP {}", resp.status));
-        }
-        let ctype = resp.headers.get("content-type").ok().flatten().unwrap_or_default().to_ascii_lowercase();
-        if ctype.contains("html") || resp.body.trim_start().starts_with('<') {
-            Ok(html_to_text(&resp.body, MAX_PAGE_CHARS))
-        } else if ctype.is_empty() || ctype.starts_with("text/") || ctype.contains("json") || ctype.contains("xml") {
-            Ok(resp.body.chars().take(MAX_PAGE_CHARS).collect())
-        } else {
-            Err(format!("unsupported content type {ctype}"))
-        }
+        .await
     }
 
     async fn search_memory(&self, query: &str) -> Vec<String> {
@@ -280,6 +268,12 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
         }),
         sticker_sets: ctx.cfg.sticker_sets.clone(),
         fetch_allow_private: ctx.cfg.fetch_allow_private,
+        safety: TurnSafety {
+            people_links: LinkSet::from_people(&messages),
+            forwarded_in_view: fetch::forwarded_in_view(&messages),
+            max_fetches: ctx.cfg.max_fetches_per_turn,
+            fence_seed: fence_seed(),
+        },
     };
     let gemini = GeminiClient::new(&ctx.cfg.gemini_api_base, ctx.secrets.gemini_api_key.clone(), ctx.meter.clone());
     let tools = EdgeTools { ctx, conv: *conv };
@@ -345,6 +339,16 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
             }
         }
     }
+}
+
+/// Fresh randomness for the turn's fence boundaries (a page must not be able to guess them).
+fn fence_seed() -> u128 {
+    let mut bytes = [0u8; 16];
+    if let Err(e) = getrandom::fill(&mut bytes) {
+        worker::console_warn!("no randomness for the fence ({e}); using the clock");
+        return (now_ms() as u128) ^ (js_sys::Math::random().to_bits() as u128) << 64;
+    }
+    u128::from_le_bytes(bytes)
 }
 
 /// Shows "typing…" while `work` runs, refreshed every 4 seconds (Telegram shows it for 5).

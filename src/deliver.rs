@@ -9,13 +9,17 @@
 //! - 429, 5xx and network errors come back as [`StepError::Retry`] (the caller queues a job);
 //!   403 marks the chat blocked and stops; other 400s fail the step.
 //! - The bot's sent messages are stored as bot messages of the turn, so history shows them.
+//! - Link previews are off for a turn's send step the core marked `no_link_preview` (it links
+//!   something no person posted) and for any other text with a link in it.
 
 use crate::args;
 use crate::env::{now_ms, Ctx};
 use agent_core::conversation::{ConvKey, Part};
 use agent_core::format::{render_reply, split::TELEGRAM_LIMIT};
 use agent_core::plan::{Step, StepOutcome};
-use agent_core::telegram::api::{self, ReactionTypeEmoji, ReplyParameters, SendMessage, SendSticker, StickerSet, TelegramError};
+use agent_core::telegram::api::{
+    self, LinkPreviewOptions, ReactionTypeEmoji, ReplyParameters, SendMessage, SendSticker, StickerSet, TelegramError,
+};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -144,7 +148,9 @@ async fn record_pending(ctx: &Ctx, key: &str, step_key: &str, conv: &ConvKey, me
 }
 
 /// Sends Markdown text as one or more messages under `step_key`; returns the message ids.
-/// Chunks already sent under this key are not sent again.
+/// Chunks already sent under this key are not sent again. Text the bot composes outside a
+/// turn (commands, notices) knows of no link a person posted, so any link in it goes out
+/// without a preview.
 pub async fn send_text(
     ctx: &Ctx,
     conv: &ConvKey,
@@ -152,6 +158,21 @@ pub async fn send_text(
     markdown: &str,
     reply_to: Option<i64>,
     turn_id: Option<&str>,
+) -> Result<Vec<i64>, StepError> {
+    let no_preview = agent_core::fetch::needs_preview_off(markdown, &Default::default());
+    send_text_with(ctx, conv, step_key, markdown, reply_to, turn_id, no_preview).await
+}
+
+/// [`send_text`] with the link-preview decision made by the caller (a turn's send step
+/// carries the core's decision).
+async fn send_text_with(
+    ctx: &Ctx,
+    conv: &ConvKey,
+    step_key: &str,
+    markdown: &str,
+    reply_to: Option<i64>,
+    turn_id: Option<&str>,
+    no_link_preview: bool,
 ) -> Result<Vec<i64>, StepError> {
     let chunks = render_reply(markdown, TELEGRAM_LIMIT);
     let done = already_sent(ctx, step_key).await.map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
@@ -173,7 +194,7 @@ pub async fn send_text(
             text: chunk.html.clone(),
             parse_mode: Some("HTML".into()),
             reply_parameters: reply_to.filter(|_| i == 0).map(|m| ReplyParameters { message_id: m, allow_sending_without_reply: true }),
-            link_preview_options: None,
+            link_preview_options: no_link_preview.then_some(LinkPreviewOptions { is_disabled: true }),
         };
         let body_json = serde_json::to_string(&body).unwrap_or_default();
         record_pending(ctx, &key, step_key, conv, "sendMessage", &body_json)
@@ -323,8 +344,9 @@ pub async fn run_step(
 ) -> Result<StepOutcome, StepError> {
     let step_key = format!("{turn_id}/{index}");
     match step {
-        Step::Send { text, reply_to } => {
-            let ids = send_text(ctx, conv, &step_key, text, reply_to.or(default_reply_to), Some(turn_id)).await?;
+        Step::Send { text, reply_to, no_link_preview } => {
+            let reply_to = reply_to.or(default_reply_to);
+            let ids = send_text_with(ctx, conv, &step_key, text, reply_to, Some(turn_id), *no_link_preview).await?;
             Ok(StepOutcome::Sent { message_ids: ids })
         }
         Step::React { message_id, emoji } => react(ctx, conv, &step_key, *message_id, emoji, Some(turn_id)).await,

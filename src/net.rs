@@ -1,12 +1,18 @@
 //! Outbound HTTP: one function for every call the worker makes (Telegram, Gemini, fetch_url),
 //! with a timeout and the subrequest count.
 //!
-//! Invariant: errors never contain the URL (the Telegram URL carries the bot token).
+//! Invariants:
+//! - Errors never contain the URL (the Telegram URL carries the bot token).
+//! - [`get_capped`] (fetch_url) never follows a redirect (the core checks every hop), reads a
+//!   body only when `fetch::should_read_body` allows it from the status and content type, and
+//!   never more than `fetch::MAX_BODY_BYTES` of it: the rest is not read, the request aborted.
 
 use crate::env::Meter;
+use agent_core::fetch::{should_read_body, FetchResponse, MAX_BODY_BYTES};
 use futures::future::{select, Either};
+use futures::StreamExt;
 use std::time::Duration;
-use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
+use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, ResponseBody};
 
 pub struct HttpResponse {
     pub status: u16,
@@ -52,6 +58,67 @@ pub async fn send(
             Err(format!("timed out after {} s", timeout.as_secs()))
         }
     }
+}
+
+/// One GET for fetch_url (see the module invariants). `Err` is a network failure or timeout.
+pub async fn get_capped(meter: &Meter, url: &str, headers: &[(&str, &str)], timeout: Duration) -> Result<FetchResponse, String> {
+    meter.add(1);
+    let h = Headers::new();
+    for (k, v) in headers {
+        h.set(k, v).map_err(|_| "invalid header".to_string())?;
+    }
+    let mut init = RequestInit::new();
+    init.with_method(Method::Get).with_headers(h).with_redirect(RequestRedirect::Manual);
+    let request = Request::new_with_init(url, &init).map_err(|_| "invalid request".to_string())?;
+    let controller = AbortController::default();
+    let signal = controller.signal();
+    let fetch = Fetch::Request(request);
+    let call = async {
+        let mut resp = fetch.send_with_signal(&signal).await.map_err(|e| e.to_string())?;
+        let status = resp.status_code();
+        let header = |name: &str| resp.headers().get(name).ok().flatten();
+        let mut out = FetchResponse {
+            status,
+            location: header("location"),
+            content_type: header("content-type").unwrap_or_default(),
+            body: None,
+            truncated: false,
+        };
+        if !should_read_body(status, &out.content_type) {
+            return Ok::<_, String>(out);
+        }
+        let mut bytes: Vec<u8> = Vec::new();
+        if matches!(resp.body(), ResponseBody::Stream(_)) {
+            let mut stream = resp.stream().map_err(|e| e.to_string())?;
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| e.to_string())?;
+                let room = MAX_BODY_BYTES.saturating_sub(bytes.len());
+                if chunk.len() > room {
+                    bytes.extend(chunk.iter().take(room));
+                    out.truncated = true;
+                    break;
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+        } else {
+            bytes = resp.bytes().await.map_err(|e| e.to_string())?;
+            if bytes.len() > MAX_BODY_BYTES {
+                bytes.truncate(MAX_BODY_BYTES);
+                out.truncated = true;
+            }
+        }
+        out.body = Some(String::from_utf8_lossy(&bytes).into_owned());
+        Ok(out)
+    };
+    let timer = Delay::from(timeout);
+    futures::pin_mut!(call);
+    let result = match select(call, timer).await {
+        Either::Left((result, _)) => result.map_err(|e| format!("request failed: {}", redact(&e))),
+        Either::Right(_) => Err(format!("timed out after {} s", timeout.as_secs())),
+    };
+    // Whatever was not read is never transferred: a body we refused, or the rest past the cap.
+    controller.abort();
+    result
 }
 
 pub async fn post_json(

@@ -17,29 +17,34 @@ let pages; // the loopback site people link to
 let attacker; // where a leak would land
 const hits = new Map(); // page path → requests
 const attackerHits = [];
-const streamed = new Map(); // path → {bytes, closedEarly}
 const SECRET = "PLUM-4821";
-const HUGE = 64 * 1024 * 1024;
+let streaming = true; // the endless bodies run until the file's tests are done
+
+function faithfulOutbound() {
+  const nodeFetch = globalThis.fetch;
+  globalThis.fetch = (input, init) => {
+    const url = typeof input === "string" ? input : input?.url;
+    const ours = [pages, attacker].some((srv) => srv && String(url).startsWith(`http://127.0.0.1:${srv.address().port}/`));
+    if (!ours || !init) return nodeFetch(input, init);
+    return nodeFetch(url, { method: init.method, headers: init.headers, body: init.body, redirect: "manual", duplex: "half" });
+  };
+}
 
 const base = () => `http://127.0.0.1:${pages.address().port}`;
 const attackerBase = () => `http://127.0.0.1:${attacker.address().port}`;
 
-function streamBody(req, res, path, type) {
+/** A body that never ends (until the tests are done): 64 KiB every millisecond. */
+function endlessBody(res, type) {
   res.writeHead(200, { "content-type": type });
-  const state = { bytes: 0, closedEarly: false };
-  streamed.set(path, state);
   const chunk = Buffer.alloc(64 * 1024, "a");
-  res.on("close", () => {
-    if (state.bytes < HUGE) state.closedEarly = true;
-  });
-  const pump = () => {
-    while (state.bytes < HUGE && !res.destroyed) {
-      state.bytes += chunk.length;
-      if (!res.write(chunk)) return res.once("drain", pump);
+  const timer = setInterval(() => {
+    if (!streaming || res.destroyed) {
+      clearInterval(timer);
+      if (!res.destroyed) res.end();
+      return;
     }
-    if (!res.destroyed) res.end();
-  };
-  pump();
+    res.write(chunk);
+  }, 1);
 }
 
 before(async () => {
@@ -78,7 +83,7 @@ before(async () => {
       return res.end();
     }
     if (path === "/to-userinfo") {
-      res.writeHead(301, { location: `http://127.0.0.1\\@example.com/` });
+      res.writeHead(301, { location: `http://169.254.169.254\\@example.com/latest/meta-data/` });
       return res.end();
     }
     const loop = /^\/loop\/(\d+)$/.exec(path);
@@ -86,17 +91,19 @@ before(async () => {
       res.writeHead(307, { location: `/loop/${Number(loop[1]) + 1}` });
       return res.end();
     }
-    if (path === "/huge") return streamBody(req, res, path, "text/plain; charset=utf-8");
-    if (path === "/binary") return streamBody(req, res, path, "application/octet-stream");
+    if (path === "/endless") return endlessBody(res, "text/plain; charset=utf-8");
+    if (path === "/binary") return endlessBody(res, "application/octet-stream");
     if (/^\/p\/\d+$/.test(path)) return html(`<p>Page ${path}</p>`);
     res.writeHead(404);
     res.end();
   });
   await new Promise((r) => pages.listen(0, "127.0.0.1", r));
+  faithfulOutbound();
   s = await startStack({ vars: { FETCH_ALLOW_PRIVATE: "true", MAX_FETCHES_PER_TURN: "5" } });
 });
 
 after(async () => {
+  streaming = false;
   await s?.close();
   await new Promise((r) => pages.close(r));
   await new Promise((r) => attacker.close(r));
@@ -223,13 +230,15 @@ test("a redirect to a userinfo trick is refused", async () => {
   await s.webhook(privateText(uid, `read ${url}`));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the answer");
   const page = responsesOf(answer)[0].response.pages[0];
-  assert.ok(page.error, JSON.stringify(page));
+  assert.match(page.error ?? "", /^redirect refused: private/, JSON.stringify(page));
   assert.equal(page.content, undefined);
 });
 
 test("a body that never ends is cut while reading; a binary one is refused before reading", async () => {
+  // Reading either body to its end would take forever: only a cap applied while reading (and a
+  // type check before reading) gives an answer before the fetch's 10 s timeout.
   const uid = uniqueId();
-  const urls = [`${base()}/huge`, `${base()}/binary`];
+  const urls = [`${base()}/endless`, `${base()}/binary`];
   let answer;
   s.gemini.script(uid, [
     { calls: [{ name: "fetch_url", args: { urls } }] },
@@ -240,18 +249,12 @@ test("a body that never ends is cut while reading; a binary one is refused befor
   ]);
   const started = Date.now();
   await s.webhook(privateText(uid, `read ${urls.join(" ")}`));
-  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 20_000, "the answer");
-  const [huge, binary] = responsesOf(answer)[0].response.pages;
-  assert.ok(huge.content, JSON.stringify(huge).slice(0, 300));
-  assert.match(huge.content, /\[… cut\]/);
-  assert.match(binary.error, /content type/i);
-  await sleep(500);
-  for (const path of ["/huge", "/binary"]) {
-    const st = streamed.get(path);
-    assert.ok(st.closedEarly, `${path}: the worker stopped reading (${st.bytes} bytes written)`);
-    assert.ok(st.bytes < 16 * 1024 * 1024, `${path}: ${st.bytes} bytes written`);
-  }
-  assert.ok(Date.now() - started < 15_000);
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 30_000, "the answer");
+  const [endless, binary] = responsesOf(answer)[0].response.pages;
+  assert.ok(endless.content, JSON.stringify(endless).slice(0, 300));
+  assert.match(endless.content, /\[… cut\]/);
+  assert.match(binary.error, /unsupported content type application\/octet-stream/);
+  assert.ok(Date.now() - started < 9_000, `took ${Date.now() - started} ms`);
 });
 
 test("at most MAX_FETCHES_PER_TURN fetches per turn", async () => {

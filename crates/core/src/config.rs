@@ -93,8 +93,11 @@ pub struct Config {
     pub persona: String,
     pub role_prompts: Vec<String>,
     pub sticker_sets: Vec<String>,
-    /// Let fetch_url reach private and loopback addresses (local development only).
+    /// Let fetch_url reach loopback addresses (tests, local development only); other private
+    /// addresses stay refused.
     pub fetch_allow_private: bool,
+    /// Pages fetch_url may fetch in one turn.
+    pub max_fetches_per_turn: usize,
     /// Estimated-token budget for the history part of the prompt.
     pub history_token_budget: usize,
     /// Estimated-token budget for memories in the system instruction.
@@ -118,7 +121,7 @@ pub struct Config {
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 31] = [
+pub const VAR_NAMES: [&str; 32] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -150,6 +153,7 @@ pub const VAR_NAMES: [&str; 31] = [
     "EMBEDDINGS_MODEL",
     "SESSION_IDLE_MINUTES",
     "RETRY_BASE_MS",
+    "MAX_FETCHES_PER_TURN",
 ];
 
 impl Default for Config {
@@ -186,6 +190,8 @@ impl Config {
         let max_output_tokens = num("MAX_OUTPUT_TOKENS", 4096) as u32;
         let pairing_ttl = num("PAIRING_CODE_TTL_MINUTES", 60) as i64 * 60;
         let consolidate_min_messages = num("CONSOLIDATE_MIN_MESSAGES", 40) as usize;
+        let max_fetches_per_turn =
+            num("MAX_FETCHES_PER_TURN", crate::fetch::DEFAULT_MAX_FETCHES_PER_TURN as u64).min(20) as usize;
 
         let flag = |name: &str, default: bool| match get(name).map(|v| v.to_ascii_lowercase()) {
             None => default,
@@ -267,6 +273,7 @@ impl Config {
             role_prompts: list("ROLE_PROMPTS"),
             sticker_sets: list("STICKER_SETS"),
             fetch_allow_private: flag("FETCH_ALLOW_PRIVATE", false),
+            max_fetches_per_turn,
             history_token_budget,
             memory_token_budget,
             max_turn_attempts,
@@ -320,6 +327,8 @@ mod tests {
         assert_eq!(c.debounce_ms, 1500);
         assert_eq!(c.session_idle_secs, 24 * 3600);
         assert_eq!(c.dm_policy, DmPolicy::Open);
+        assert_eq!(c.max_fetches_per_turn, 5);
+        assert!(!c.fetch_allow_private);
         assert!(c.warnings.is_empty());
     }
 
