@@ -99,7 +99,7 @@ test("fetch_url: one round against a page, its text fenced as untrusted, then th
   const response = second.contents.at(-1).parts[0].functionResponse;
   assert.equal(response.name, "fetch_url");
   const content = response.response.pages[0].content;
-  assert.match(content, /UNTRUSTED WEB CONTENT/);
+  assert.match(content, /^<<<WEB-[0-9a-f]{32} BEGIN untrusted web page/);
   assert.match(content, /The north path is closed until May\./);
   assert.doesNotMatch(content, /evil\(\)/, "scripts are dropped");
   assert.equal(s.tg.sent(uid)[0], "The north path is closed until May.");
