@@ -769,8 +769,22 @@ mod tests {
 
     #[test]
     fn the_flag_lets_loopback_through_and_nothing_else() {
-        for url in ["http://127.0.0.1:9000/page", "http://localhost:1234/", "http://[::1]:8080/", "http://127.1:5/", "http://2130706433:80/"] {
-            assert!(check_url(url, true).is_ok(), "{url}");
+        // Every spelling of 127.0.0.1 is parsed into it: refused as internal, passed by the flag.
+        for url in [
+            "http://127.0.0.1:9000/page",
+            "http://localhost:1234/",
+            "http://[::1]:8080/",
+            "http://127.1:5/",
+            "http://2130706433:80/",
+            "http://0x7f000001/",
+            "http://0x7f.1/",
+            "http://0177.0.0.1/",
+            "http://%31%32%37.0.0.1/",
+            "http://127.0.0.1\\@example.com/",
+            "http://%6c%6f%63%61%6c%68%6f%73%74/",
+        ] {
+            let u = check_url(url, true).unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert!(matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]")), "{url} → {u}");
             assert_eq!(check_url(url, false), Err(Refusal::Internal), "{url}");
         }
         for url in [
