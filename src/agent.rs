@@ -59,8 +59,19 @@ struct EdgeTools<'a> {
     conv: ConvKey,
 }
 
+impl EdgeTools<'_> {
+    /// Refuses a tool call once the turn has spent its share of the invocation's subrequests.
+    fn within_budget(&self) -> Result<(), String> {
+        if self.ctx.meter.count() + 2 > TURN_TOOL_BUDGET {
+            return Err("no more tool calls in this turn; answer with what you have".into());
+        }
+        Ok(())
+    }
+}
+
 impl ToolPort for EdgeTools<'_> {
     async fn fetch_url(&self, url: &str) -> Result<String, String> {
+        self.within_budget()?;
         let resp = net::send(
             &self.ctx.meter,
             Method::Get,
@@ -84,16 +95,21 @@ impl ToolPort for EdgeTools<'_> {
     }
 
     async fn search_memory(&self, query: &str) -> Vec<String> {
+        if self.within_budget().is_err() {
+            return Vec::new();
+        }
         crate::memory::search(self.ctx, self.conv.chat_id, query, 8).await.unwrap_or_default()
     }
 
     async fn remember(&self, content: &str, about_user_id: Option<i64>) -> Result<i64, String> {
+        self.within_budget()?;
         store::insert_note(&self.ctx.db(), self.conv.chat_id, about_user_id, content, "agent", now_ms())
             .await
             .map_err(|e| e.to_string())
     }
 
     async fn set_plan(&self, content: &str) -> Result<(), String> {
+        self.within_budget()?;
         store::set_plan(&self.ctx.db(), &self.conv, content, now_ms()).await.map_err(|e| e.to_string())
     }
 }
@@ -347,12 +363,19 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
     }
 }
 
-/// Shows "typing…" while `work` runs, refreshed every 4 seconds (Telegram shows it for 5).
+/// Subrequests a turn may spend on tools and typing; the model calls, the turn's D1 round
+/// trips and the first plan steps fit in the rest of the invocation's budget.
+pub const TURN_TOOL_BUDGET: u32 = 24;
+
+/// Shows "typing…" while `work` runs, refreshed every 4 seconds (Telegram shows it for 5),
+/// while the turn's budget allows (a slow model call must not spend the invocation on typing).
 async fn with_typing<F: std::future::Future>(ctx: &Ctx, conv: &ConvKey, work: F) -> F::Output {
     let tg = ctx.telegram();
     let typing = async {
         loop {
-            tg.typing(conv.chat_id, conv.thread_id).await;
+            if ctx.meter.count() < TURN_TOOL_BUDGET {
+                tg.typing(conv.chat_id, conv.thread_id).await;
+            }
             Delay::from(Duration::from_secs(4)).await;
         }
     };
