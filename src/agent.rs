@@ -140,7 +140,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
     // A retried turn whose result is stored resumes without calling the model again.
     if turn.attempt > 1 {
         if let Some(stored) = store::stored_plan(&db, &turn.turn_id).await? {
-            if matches!(stored.status.as_str(), "planned" | "done") {
+            if agent_core::status::TurnStatus::parse(&stored.status).is_some_and(|s| s.has_result()) {
                 let steps: Vec<Step> = stored.plan.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
                 return Ok(TurnOutput::Planned { steps });
             }
@@ -296,6 +296,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
         }),
         sticker_sets: ctx.cfg.sticker_sets.clone(),
         fetch_allow_private: ctx.cfg.fetch_allow_private,
+        silence_allowed: matches!(turn.trigger, agent_core::gating::Trigger::Reaction | agent_core::gating::Trigger::Name),
     };
     let gemini = GeminiClient::new(&ctx.cfg.gemini_api_base, ctx.secrets.gemini_api_key.clone(), ctx.meter.clone());
     let tools = EdgeTools { ctx, conv: *conv };
@@ -313,17 +314,19 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
         .collect::<worker::Result<Vec<_>>>()?;
     match outcome {
         Ok(result) => {
-            if let Some(reason) = &result.empty_reason {
+            if result.silent && !result.steps.iter().any(Step::is_visible) {
+                worker::console_log!("turn {}: no reply, on purpose", turn.turn_id);
+            } else if let Some(reason) = &result.empty_reason {
                 worker::console_warn!("turn {}: no usable answer ({reason}); sending a graceful reply", turn.turn_id);
             }
             let end = TurnEnd {
                 turn_id: &turn.turn_id,
-                status: "planned",
+                status: agent_core::status::TurnStatus::Planned,
                 contents: serde_json::to_string(&result.turn).ok(),
                 plan: serde_json::to_string(&result.steps).ok(),
                 step_calls: serde_json::to_string(&result.step_calls).ok(),
                 finish_reason: result.finish_reason.clone(),
-                empty_reason: result.empty_reason.clone(),
+                empty_reason: if result.silent { Some(result.empty_reason.clone().map_or("no reply, on purpose".into(), |r| format!("no reply, on purpose ({r})"))) } else { result.empty_reason.clone() },
                 error: None,
                 subrequests: ctx.meter.count() + 1,
                 d1_round_trips: ctx.meter.d1_round_trips() + 1,
@@ -337,7 +340,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
             let transient = failure.error.is_transient();
             let end = TurnEnd {
                 turn_id: &turn.turn_id,
-                status: if transient { "retrying" } else { "failed" },
+                status: if transient { agent_core::status::TurnStatus::Retrying } else { agent_core::status::TurnStatus::Failed },
                 contents: None,
                 plan: None,
                 step_calls: None,

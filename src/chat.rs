@@ -29,6 +29,7 @@ use agent_core::conversation::{ChatKind, ConvKey, InboundMessage, InboundReactio
 use agent_core::gating::Trigger;
 use agent_core::jobs::{backoff_ms, max_attempts, next_move, Job, JobOutcome, NextMove};
 use agent_core::plan::{Step, StepOutcome};
+use agent_core::status::TurnStatus;
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -337,7 +338,7 @@ impl ChatObject {
         for index in from..calls.len() {
             agent::record_step_outcome(ctx, turn_id, &calls, index, &StepOutcome::Cancelled).await;
         }
-        let _ = store::set_turn_status(&ctx.db(), turn_id, "done", Some(format!("cancelled from step {from}")), now_ms()).await;
+        let _ = store::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some(format!("cancelled from step {from}")), now_ms()).await;
     }
 
     // ---- alarm ------------------------------------------------------------------------------
@@ -440,8 +441,13 @@ impl ChatObject {
     ) -> JobOutcome {
         match result {
             Ok(agent::TurnOutput::Planned { steps }) => {
+                let nothing_to_send = steps.is_empty();
                 let finish = self.update(|st| st.finish_turn(turn_id, steps, now_ms())).await;
                 match finish {
+                    Finish::Execute if nothing_to_send => {
+                        // Silence on purpose (recorded in the turn's empty_reason): done.
+                        let _ = store::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, None, now_ms()).await;
+                    }
                     Finish::Execute => {
                         // The turn is done; a step's own retry goes on the queue as a step job.
                         if let Some(retry) = self.advance(ctx).await {
@@ -450,7 +456,7 @@ impl ChatObject {
                     }
                     Finish::Stale => {
                         worker::console_log!("turn {turn_id}: new messages arrived during the model call; replanning");
-                        let _ = store::set_turn_status(&ctx.db(), turn_id, "stale", None, now_ms()).await;
+                        let _ = store::set_turn_status(&ctx.db(), turn_id, TurnStatus::Stale, None, now_ms()).await;
                     }
                     Finish::Superseded => {}
                 }
@@ -459,7 +465,7 @@ impl ChatObject {
             }
             Ok(agent::TurnOutput::NothingToDo) => {
                 self.update(|st| st.end_turn(turn_id)).await;
-                let _ = store::set_turn_status(&ctx.db(), turn_id, "done", Some("nothing new".into()), now_ms()).await;
+                let _ = store::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some("nothing new".into()), now_ms()).await;
                 self.arm(ctx).await;
                 JobOutcome::Done
             }
@@ -484,7 +490,7 @@ impl ChatObject {
     async fn give_up(&self, ctx: &Ctx, _conv: &ConvKey, turn_id: &str, error: &str) {
         let now = now_ms();
         self.update(|st| st.give_up(turn_id, now)).await;
-        if let Err(e) = store::set_turn_status(&ctx.db(), turn_id, "dead", Some(error.to_string()), now_ms()).await {
+        if let Err(e) = store::set_turn_status(&ctx.db(), turn_id, TurnStatus::Dead, Some(error.to_string()), now_ms()).await {
             worker::console_error!("turn {turn_id}: could not record that it was given up: {e}");
         }
         self.send_apologies(ctx).await;
@@ -624,7 +630,7 @@ impl ChatObject {
                     }
                     self.update(|st| st.step_done(&turn_id, index, now_ms())).await;
                     if index + 1 >= len {
-                        let _ = store::set_turn_status(&ctx.db(), &turn_id, "done", None, now_ms()).await;
+                        let _ = store::set_turn_status(&ctx.db(), &turn_id, TurnStatus::Done, None, now_ms()).await;
                     }
                 }
                 Err(deliver::StepError::Yield) => {
@@ -643,7 +649,7 @@ impl ChatObject {
                     if blocked || matches!(step, Step::Send { .. }) {
                         // Without this message the rest of the plan makes no sense.
                         self.update(|st| st.drop_plan(&turn_id)).await;
-                        let _ = store::set_turn_status(&ctx.db(), &turn_id, "failed", Some(error), now_ms()).await;
+                        let _ = store::set_turn_status(&ctx.db(), &turn_id, TurnStatus::Failed, Some(error), now_ms()).await;
                         return None;
                     }
                     // A refused reaction or sticker is skipped.
@@ -726,7 +732,7 @@ impl ChatObject {
                 if let Err(e) = store::record_api_replies(&ctx.db(), &conv, &turn.turn_id, &texts, &ctx.cfg.bot_name, now_ms()).await {
                     worker::console_error!("api chat {conv}: replies not stored: {e}");
                 }
-                let _ = store::set_turn_status(&ctx.db(), &turn.turn_id, "done", None, now_ms()).await;
+                let _ = store::set_turn_status(&ctx.db(), &turn.turn_id, TurnStatus::Done, None, now_ms()).await;
                 (200, json!({"reply": texts.join("\n\n"), "messages": texts, "turn_id": turn.turn_id}))
             }
             Ok(agent::TurnOutput::NothingToDo) => (200, json!({"reply": null, "messages": [], "turn_id": turn.turn_id})),

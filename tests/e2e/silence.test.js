@@ -3,7 +3,7 @@
 // not go out at the moment the bot gave up. Each test failed on the version before the fix.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, uniqueId, sleep, ADMIN_TOKEN } from "../support/stack.js";
+import { startStack, privateText, reaction, uniqueId, sleep, ADMIN_TOKEN } from "../support/stack.js";
 
 let s;
 before(async () => {
@@ -66,6 +66,32 @@ test("the apology is not lost when Telegram fails at the moment the bot gives up
   assert.equal(s.tg.calls("sendMessage", uid).length, 3, "two failures, then the apology");
   const state = await chatState(uid);
   assert.deepEqual(state.apologies, [], "nothing owed any more");
+});
+
+test("a reaction that needs no answer: silence on purpose is recorded, never an apology", async () => {
+  const uid = uniqueId();
+  s.gemini.script(uid, [{ text: "Here is a joke." }]);
+  await s.webhook(privateText(uid, "tell me a joke"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "the joke");
+  await sleep(300);
+  const [{ message_id: joke }] = await s.sql("SELECT message_id FROM messages WHERE chat_id = ? AND role = 'bot' ORDER BY seq DESC LIMIT 1", uid);
+  // The model answers the reaction with nothing at all, then (second reaction) with no_reply.
+  s.gemini.script(uid, [{ finishReason: "STOP" }, { calls: [{ name: "no_reply" }] }]);
+  await s.webhook(reaction(uid, uid, joke, "👍"));
+  await s.gemini.waitFor(() => s.gemini.calls(uid).length === 2, 10_000, "the reaction's turn");
+  await sleep(1200);
+  await s.webhook(reaction(uid, uid, joke, "🔥"));
+  await s.gemini.waitFor(() => s.gemini.calls(uid).length === 3, 10_000, "the second reaction's turn");
+  await sleep(1500);
+  assert.deepEqual(s.tg.sent(uid), ["Here is a joke."], "nothing sent for either reaction");
+  const turns = await s.sql("SELECT status, empty_reason FROM turns WHERE chat_id = ? ORDER BY created_at", uid);
+  assert.equal(turns.length, 3);
+  for (const t of turns.slice(1)) {
+    assert.equal(t.status, "done");
+    assert.match(t.empty_reason, /no reply, on purpose/);
+  }
+  const declared = s.gemini.calls(uid)[1].body.tools[0].functionDeclarations.map((d) => d.name);
+  assert.ok(declared.includes("no_reply"));
 });
 
 test("a retry job that is lost (runtime restarted while it waited): the chat answers by itself", async () => {
