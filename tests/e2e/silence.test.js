@@ -94,6 +94,21 @@ test("a reaction that needs no answer: silence on purpose is recorded, never an 
   assert.ok(declared.includes("no_reply"));
 });
 
+test("a model that calls tools without end: the turn stays within its subrequest budget and still answers", async () => {
+  const uid = uniqueId();
+  const searches = (n) => ({ calls: Array.from({ length: n }, (_, i) => ({ name: "search_memory", args: { query: `thing ${i}` } })) });
+  s.gemini.script(uid, [searches(12), searches(12), searches(12), searches(12), { text: "Found nothing, sorry." }]);
+  await s.webhook(privateText(uid, "what do you remember?"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 20_000, "the answer");
+  assert.equal(s.tg.sent(uid)[0], "Found nothing, sorry.");
+  const [turn] = await s.sql("SELECT subrequests FROM turns WHERE chat_id = ?", uid);
+  log(`a turn with 48 requested memory searches used ${turn.subrequests} subrequests`);
+  // 48 searches unbounded would be 3 D1 + 5 model calls + 48 = 56+, over the platform's 50.
+  assert.ok(turn.subrequests <= 35, `subrequests: ${turn.subrequests}`);
+  const last = s.gemini.calls(uid).at(-2).body.contents.at(-1).parts.map((p) => JSON.stringify(p.functionResponse?.response ?? {}));
+  assert.ok(last.some((r) => r === "{\"results\":[]}"), "searches past the budget find nothing");
+});
+
 test("a retry job that is lost (runtime restarted while it waited): the chat answers by itself", async () => {
   // A stack of its own: the retry waits seconds, long enough to lose it in a restart.
   const t = await startStack({ vars: { RETRY_BASE_MS: "5000", MAX_TURN_ATTEMPTS: "4", JOB_GRACE_MS: "1000" } });
