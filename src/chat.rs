@@ -674,12 +674,15 @@ impl ChatObject {
                 self.in_flight.set(false);
                 self.after_turn(ctx, &conv, &turn_id, result).await
             }
-            Job::Step { turn_id, step, .. } => {
+            Job::Step { turn_id, step, attempt, .. } => {
                 if !self.update(|st| st.resume_step(&turn_id, step)).await {
                     return JobOutcome::Done;
                 }
                 let outcome = match self.advance(ctx).await {
                     Some(retry) if retry.turn_id == turn_id && retry.step == step => {
+                        // The consumer backs off by this job's attempt: so does the deadline.
+                        let deadline = Self::job_deadline(ctx, attempt, retry.after_ms);
+                        self.update(|st| st.step_waiting(&turn_id, step, deadline)).await;
                         JobOutcome::Retry { error: retry.error, after_ms: retry.after_ms }
                     }
                     Some(other) => {
