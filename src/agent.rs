@@ -59,8 +59,19 @@ struct EdgeTools<'a> {
     conv: ConvKey,
 }
 
+impl EdgeTools<'_> {
+    /// Refuses a tool call once the turn has spent its share of the invocation's subrequests.
+    fn within_budget(&self) -> Result<(), String> {
+        if self.ctx.meter.count() + 2 > TURN_TOOL_BUDGET {
+            return Err("no more tool calls in this turn; answer with what you have".into());
+        }
+        Ok(())
+    }
+}
+
 impl ToolPort for EdgeTools<'_> {
     async fn fetch_url(&self, url: &str) -> Result<FetchResponse, String> {
+        self.within_budget()?;
         // One hop; the core checks the URL before and every redirect after.
         net::get_capped(
             &self.ctx.meter,
@@ -72,16 +83,21 @@ impl ToolPort for EdgeTools<'_> {
     }
 
     async fn search_memory(&self, query: &str) -> Vec<String> {
+        if self.within_budget().is_err() {
+            return Vec::new();
+        }
         crate::memory::search(self.ctx, self.conv.chat_id, query, 8).await.unwrap_or_default()
     }
 
     async fn remember(&self, content: &str, about_user_id: Option<i64>) -> Result<i64, String> {
+        self.within_budget()?;
         store::insert_note(&self.ctx.db(), self.conv.chat_id, about_user_id, content, "agent", now_ms())
             .await
             .map_err(|e| e.to_string())
     }
 
     async fn set_plan(&self, content: &str) -> Result<(), String> {
+        self.within_budget()?;
         store::set_plan(&self.ctx.db(), &self.conv, content, now_ms()).await.map_err(|e| e.to_string())
     }
 }
@@ -112,7 +128,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
     // A retried turn whose result is stored resumes without calling the model again.
     if turn.attempt > 1 {
         if let Some(stored) = store::stored_plan(&db, &turn.turn_id).await? {
-            if matches!(stored.status.as_str(), "planned" | "done") {
+            if agent_core::status::TurnStatus::parse(&stored.status).is_some_and(|s| s.has_result()) {
                 let steps: Vec<Step> = stored.plan.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
                 return Ok(TurnOutput::Planned { steps });
             }
@@ -274,6 +290,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
             max_fetches: ctx.cfg.max_fetches_per_turn,
             fence_seed: fence_seed(),
         },
+        silence_allowed: matches!(turn.trigger, agent_core::gating::Trigger::Reaction | agent_core::gating::Trigger::Name),
     };
     let gemini = GeminiClient::new(&ctx.cfg.gemini_api_base, ctx.secrets.gemini_api_key.clone(), ctx.meter.clone());
     let tools = EdgeTools { ctx, conv: *conv };
@@ -291,17 +308,19 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
         .collect::<worker::Result<Vec<_>>>()?;
     match outcome {
         Ok(result) => {
-            if let Some(reason) = &result.empty_reason {
+            if result.silent && !result.steps.iter().any(Step::is_visible) {
+                worker::console_log!("turn {}: no reply, on purpose", turn.turn_id);
+            } else if let Some(reason) = &result.empty_reason {
                 worker::console_warn!("turn {}: no usable answer ({reason}); sending a graceful reply", turn.turn_id);
             }
             let end = TurnEnd {
                 turn_id: &turn.turn_id,
-                status: "planned",
+                status: agent_core::status::TurnStatus::Planned,
                 contents: serde_json::to_string(&result.turn).ok(),
                 plan: serde_json::to_string(&result.steps).ok(),
                 step_calls: serde_json::to_string(&result.step_calls).ok(),
                 finish_reason: result.finish_reason.clone(),
-                empty_reason: result.empty_reason.clone(),
+                empty_reason: if result.silent { Some(result.empty_reason.clone().map_or("no reply, on purpose".into(), |r| format!("no reply, on purpose ({r})"))) } else { result.empty_reason.clone() },
                 error: None,
                 subrequests: ctx.meter.count() + 1,
                 d1_round_trips: ctx.meter.d1_round_trips() + 1,
@@ -315,7 +334,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
             let transient = failure.error.is_transient();
             let end = TurnEnd {
                 turn_id: &turn.turn_id,
-                status: if transient { "retrying" } else { "failed" },
+                status: if transient { agent_core::status::TurnStatus::Retrying } else { agent_core::status::TurnStatus::Failed },
                 contents: None,
                 plan: None,
                 step_calls: None,
@@ -351,12 +370,19 @@ fn fence_seed() -> u128 {
     u128::from_le_bytes(bytes)
 }
 
-/// Shows "typing…" while `work` runs, refreshed every 4 seconds (Telegram shows it for 5).
+/// Subrequests a turn may spend on tools and typing; the model calls, the turn's D1 round
+/// trips and the first plan steps fit in the rest of the invocation's budget.
+pub const TURN_TOOL_BUDGET: u32 = 24;
+
+/// Shows "typing…" while `work` runs, refreshed every 4 seconds (Telegram shows it for 5),
+/// while the turn's budget allows (a slow model call must not spend the invocation on typing).
 async fn with_typing<F: std::future::Future>(ctx: &Ctx, conv: &ConvKey, work: F) -> F::Output {
     let tg = ctx.telegram();
     let typing = async {
         loop {
-            tg.typing(conv.chat_id, conv.thread_id).await;
+            if ctx.meter.count() < TURN_TOOL_BUDGET {
+                tg.typing(conv.chat_id, conv.thread_id).await;
+            }
             Delay::from(Duration::from_secs(4)).await;
         }
     };

@@ -13,17 +13,26 @@
 //! - `in_flight` is memory only: a stored turn that this instance is not running belonged to
 //!   a dead instance and is recovered.
 //! - The alarm handler never fails (alarms are retried on error): it logs and re-arms.
+//! - Every waiting state has a deadline (`core::chat_state`): a lost retry job never silences
+//!   the chat; the alarm is never armed in the past in a loop.
+//! - A stored state that does not decode is logged, kept aside under `state.unreadable`, and
+//!   replaced by a fresh state (turn ids are random, so no outbox key can repeat).
+//! - Plan steps run under a guard: deliver asks the state machine, right before every
+//!   Telegram call, whether the step is still current; a cancelled step is never sent.
+//! - The user's apology is owed in the state and sent by the alarm until it goes out.
 
 use crate::env::{now_ms, random_unit, Ctx, CHATS};
 use crate::{access, agent, commands, deliver, queue, store};
-use agent_core::chat_state::{ChatState, Due, Finish, Signal, SignalOutcome, Timing};
+use agent_core::chat_state::{self, ChatState, Due, Finish, Signal, SignalOutcome, Timing};
 use agent_core::commands as core_commands;
 use agent_core::conversation::{ChatKind, ConvKey, InboundMessage, InboundReaction};
 use agent_core::gating::Trigger;
-use agent_core::jobs::{max_attempts, next_move, Job, JobOutcome, NextMove};
+use agent_core::jobs::{backoff_ms, max_attempts, next_move, Job, JobOutcome, NextMove};
 use agent_core::plan::{Step, StepOutcome};
+use agent_core::status::TurnStatus;
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use worker::{durable_object, wasm_bindgen, DurableObject, Env, Method, Request, RequestInit, Response, Result, State};
 
 /// What the webhook hands to a chat object.
@@ -79,7 +88,7 @@ struct StepRetry {
 pub struct ChatObject {
     state: State,
     env: Env,
-    chat: RefCell<Option<ChatState>>,
+    chat: Rc<RefCell<Option<ChatState>>>,
     meta: RefCell<Option<Meta>>,
     in_flight: Cell<bool>,
     advancing: Cell<bool>,
@@ -92,7 +101,7 @@ impl DurableObject for ChatObject {
         ChatObject {
             state,
             env,
-            chat: RefCell::new(None),
+            chat: Rc::new(RefCell::new(None)),
             meta: RefCell::new(None),
             in_flight: Cell::new(false),
             advancing: Cell::new(false),
@@ -151,10 +160,29 @@ impl ChatObject {
         if self.chat.borrow().is_some() {
             return;
         }
-        let stored: Option<ChatState> = self.state.storage().get("state").await.ok().flatten();
-        let meta: Option<Meta> = self.state.storage().get("meta").await.ok().flatten();
+        let storage = self.state.storage();
+        let raw: Option<serde_json::Value> = match storage.get("state").await {
+            Ok(v) => v,
+            Err(e) => {
+                // Unreadable as JSON at all: the same explicit recovery as a bad shape.
+                worker::console_error!("chat state could not be read: {e}");
+                Some(serde_json::Value::String("unreadable".into()))
+            }
+        };
+        let meta: Option<Meta> = storage.get("meta").await.ok().flatten();
         if self.chat.borrow().is_none() {
-            *self.chat.borrow_mut() = Some(stored.unwrap_or_default());
+            let loaded = chat_state::load(raw.clone());
+            if let Some(error) = &loaded.error {
+                // Not a silent reset: logged, the old value kept for the operator, and the
+                // object goes on with a fresh state (turn ids cannot collide with the old ones).
+                worker::console_error!("chat object: {error}; starting from a fresh state");
+                if let Some(raw) = &raw {
+                    let _ = storage.put("state.unreadable", raw).await;
+                }
+            }
+            if self.chat.borrow().is_none() {
+                *self.chat.borrow_mut() = Some(loaded.state);
+            }
         }
         if self.meta.borrow().is_none() {
             *self.meta.borrow_mut() = meta;
@@ -200,18 +228,32 @@ impl ChatObject {
     }
 
     fn timing(ctx: &Ctx) -> Timing {
-        Timing { debounce_ms: ctx.cfg.debounce_ms as i64, debounce_max_ms: ctx.cfg.debounce_max_ms as i64 }
+        Timing {
+            debounce_ms: ctx.cfg.debounce_ms as i64,
+            debounce_max_ms: ctx.cfg.debounce_max_ms as i64,
+            watchdog_ms: ctx.cfg.turn_watchdog_ms as i64,
+            job_grace_ms: ctx.cfg.job_grace_ms as i64,
+        }
+    }
+
+    /// When a retry job for attempt `attempt` that was asked to wait `after_ms` counts as lost:
+    /// the longest backoff it could get, plus the grace.
+    fn job_deadline(ctx: &Ctx, attempt: u32, after_ms: Option<u64>) -> i64 {
+        let longest = backoff_ms(attempt, ctx.cfg.retry_base_ms, 300_000, 1.0).max(after_ms.unwrap_or(0)).min(43_200_000);
+        now_ms() + longest as i64 + 1000 + ctx.cfg.job_grace_ms as i64
     }
 
     /// Sets the one alarm to the next time the state needs attention.
     async fn arm(&self, ctx: &Ctx) {
         let in_flight = self.in_flight.get();
-        let wake = self.with(|st| st.next_wake(&Self::timing(ctx), in_flight)).await;
+        let now = now_ms();
+        let wake = self.with(|st| st.next_wake(&Self::timing(ctx), in_flight, now)).await;
         let storage = self.state.storage();
         let result = match wake {
             // An i64 would be an offset; the state machine works in absolute times.
             Some(at) => {
-                let when = chrono::DateTime::from_timestamp_millis(at.max(now_ms() + 1)).unwrap_or_default();
+                // Due now (work the alarm will do) is the only time in the past next_wake gives.
+                let when = chrono::DateTime::from_timestamp_millis(at.max(now + 1)).unwrap_or_default();
                 storage.set_alarm(when).await
             }
             None => storage.delete_alarm().await,
@@ -296,7 +338,7 @@ impl ChatObject {
         for index in from..calls.len() {
             agent::record_step_outcome(ctx, turn_id, &calls, index, &StepOutcome::Cancelled).await;
         }
-        let _ = store::set_turn_status(&ctx.db(), turn_id, "done", Some(format!("cancelled from step {from}")), now_ms()).await;
+        let _ = store::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some(format!("cancelled from step {from}")), now_ms()).await;
     }
 
     // ---- alarm ------------------------------------------------------------------------------
@@ -304,8 +346,18 @@ impl ChatObject {
     async fn on_alarm(&self, ctx: &Ctx) {
         let now = now_ms();
         let in_flight = self.in_flight.get();
+        if self
+            .update(|st| {
+                st.alarms += 1;
+                st.take_over_lost_step(now)
+            })
+            .await
+        {
+            worker::console_warn!("a step's retry job is overdue (lost?); retrying the step here");
+        }
+        self.send_apologies(ctx).await;
         if let Some(turn) = self.update(|st| st.recover_turn(now, in_flight)).await {
-            worker::console_warn!("turn {}: taking over from an instance that died mid-turn", turn.turn_id);
+            worker::console_warn!("turn {}: taking over (its instance died or its retry job is overdue)", turn.turn_id);
             if turn.attempt > ctx.cfg.max_turn_attempts {
                 // It keeps dying (a crash on this input?): stop, and tell the user.
                 if let Some((conv, _)) = self.conv() {
@@ -338,7 +390,8 @@ impl ChatObject {
             return;
         };
         let conv_s = conv.to_string();
-        let turn = self.update(|st| st.begin_turn(now_ms(), &conv_s)).await;
+        let nonce = u64::from_le_bytes(crate::env::random_bytes::<8>());
+        let turn = self.update(|st| st.begin_turn(now_ms(), &conv_s, nonce)).await;
         self.run_turn(ctx, turn).await;
     }
 
@@ -353,17 +406,24 @@ impl ChatObject {
         self.in_flight.set(false);
         let outcome = self.after_turn(ctx, &conv, &turn.turn_id, result).await;
         if let JobOutcome::Retry { error, after_ms } = outcome {
-            let job = Job::Turn { conv: conv_s, turn_id: turn.turn_id.clone(), attempt: turn.attempt };
+            let job = Job::Turn { conv: conv_s.clone(), turn_id: turn.turn_id.clone(), attempt: turn.attempt };
             let max = max_attempts(&job, ctx.cfg.max_turn_attempts, ctx.cfg.max_send_attempts);
             match next_move(&job, &JobOutcome::Retry { error: error.clone(), after_ms }, max, ctx.cfg.retry_base_ms, random_unit()) {
                 NextMove::Requeue { job, delay_secs } => {
                     worker::console_warn!("turn {}: {error}; retrying in {delay_secs}s", turn.turn_id);
-                    if queue::enqueue(ctx, &job, delay_secs).await.is_err() {
-                        self.give_up(ctx, &conv, &turn.turn_id, "could not queue a retry").await;
+                    if let Err(e) = queue::enqueue(ctx, &job, delay_secs).await {
+                        // No job will come: the object takes the retry over at the deadline.
+                        worker::console_error!("turn {}: could not queue its retry ({e}); retrying from the alarm", turn.turn_id);
                     }
                 }
                 NextMove::DeadLetter { job, error } => {
-                    let _ = queue::dead_letter(ctx, &job, &error).await;
+                    // The user is told now; the dead letter is the operator's record.
+                    self.give_up(ctx, &conv, &turn.turn_id, &error).await;
+                    if let Err(e) = queue::dead_letter(ctx, &job, &error).await {
+                        worker::console_error!("turn {}: dead letter not queued ({e}); recording it here", turn.turn_id);
+                        let body = serde_json::to_string(&job).unwrap_or_default();
+                        let _ = store::record_failure(&ctx.db(), "dead_letter", Some(&job.key()), Some(&conv_s), &error, Some(&body), now_ms()).await;
+                    }
                 }
                 NextMove::Ack => {}
             }
@@ -381,8 +441,13 @@ impl ChatObject {
     ) -> JobOutcome {
         match result {
             Ok(agent::TurnOutput::Planned { steps }) => {
+                let nothing_to_send = steps.is_empty();
                 let finish = self.update(|st| st.finish_turn(turn_id, steps, now_ms())).await;
                 match finish {
+                    Finish::Execute if nothing_to_send => {
+                        // Silence on purpose (recorded in the turn's empty_reason): done.
+                        let _ = store::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, None, now_ms()).await;
+                    }
                     Finish::Execute => {
                         // The turn is done; a step's own retry goes on the queue as a step job.
                         if let Some(retry) = self.advance(ctx).await {
@@ -391,7 +456,7 @@ impl ChatObject {
                     }
                     Finish::Stale => {
                         worker::console_log!("turn {turn_id}: new messages arrived during the model call; replanning");
-                        let _ = store::set_turn_status(&ctx.db(), turn_id, "stale", None, now_ms()).await;
+                        let _ = store::set_turn_status(&ctx.db(), turn_id, TurnStatus::Stale, None, now_ms()).await;
                     }
                     Finish::Superseded => {}
                 }
@@ -400,12 +465,14 @@ impl ChatObject {
             }
             Ok(agent::TurnOutput::NothingToDo) => {
                 self.update(|st| st.end_turn(turn_id)).await;
-                let _ = store::set_turn_status(&ctx.db(), turn_id, "done", Some("nothing new".into()), now_ms()).await;
+                let _ = store::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some("nothing new".into()), now_ms()).await;
                 self.arm(ctx).await;
                 JobOutcome::Done
             }
             Err(agent::TurnError::Transient { error, after_ms }) => {
-                self.update(|st| st.turn_waiting(turn_id)).await;
+                let attempt = self.with(|st| st.turn.as_ref().map_or(1, |t| t.attempt)).await;
+                let deadline = Self::job_deadline(ctx, attempt, after_ms);
+                self.update(|st| st.turn_waiting(turn_id, deadline)).await;
                 self.arm(ctx).await;
                 JobOutcome::Retry { error, after_ms }
             }
@@ -419,27 +486,66 @@ impl ChatObject {
     }
 
     /// Ends a turn or plan that cannot be completed, and tells the user (once).
-    async fn give_up(&self, ctx: &Ctx, conv: &ConvKey, turn_id: &str, error: &str) {
-        self.update(|st| {
-            st.end_turn(turn_id);
-            st.drop_plan(turn_id);
-        })
-        .await;
-        let _ = store::set_turn_status(&ctx.db(), turn_id, "dead", Some(error.to_string()), now_ms()).await;
-        let key = format!("{turn_id}/apology");
-        if let Err(e) = deliver::send_text(ctx, conv, &key, APOLOGY, None, Some(turn_id)).await {
-            worker::console_error!("turn {turn_id}: the apology could not be sent: {}", e.message());
+    /// The apology is owed in the state first, so it is sent even if this invocation cannot.
+    async fn give_up(&self, ctx: &Ctx, _conv: &ConvKey, turn_id: &str, error: &str) {
+        let now = now_ms();
+        self.update(|st| st.give_up(turn_id, now)).await;
+        if let Err(e) = store::set_turn_status(&ctx.db(), turn_id, TurnStatus::Dead, Some(error.to_string()), now_ms()).await {
+            worker::console_error!("turn {turn_id}: could not record that it was given up: {e}");
         }
+        self.send_apologies(ctx).await;
         self.arm(ctx).await;
     }
 
+    /// Sends the apologies that are due. One that cannot go now (budget, Telegram busy) stays
+    /// owed and the alarm tries again; one the chat can never receive (blocked) is dropped.
+    async fn send_apologies(&self, ctx: &Ctx) {
+        let Some((conv, _)) = self.conv() else { return };
+        loop {
+            let now = now_ms();
+            let Some(turn_id) = self.update(|st| st.apology_due(now)).await else { return };
+            let key = format!("{turn_id}/apology");
+            match deliver::send_text(ctx, &conv, &key, APOLOGY, None, Some(&turn_id)).await {
+                Ok(_) => self.update(|st| st.apology_done(&turn_id)).await,
+                Err(e @ deliver::StepError::Fatal { .. }) => {
+                    worker::console_error!("turn {turn_id}: the apology cannot be sent: {}", e.message());
+                    self.update(|st| st.apology_done(&turn_id)).await;
+                }
+                Err(e) => {
+                    let attempts = self.with(|st| st.apologies.iter().find(|a| a.turn_id == turn_id).map_or(1, |a| a.attempts)).await;
+                    let delay = match &e {
+                        deliver::StepError::Retry { after_ms, .. } => {
+                            backoff_ms(attempts, ctx.cfg.retry_base_ms, 300_000, crate::env::random_unit()).max(after_ms.unwrap_or(0)) as i64
+                        }
+                        _ => 0, // out of budget here: the next invocation has a fresh one
+                    };
+                    worker::console_warn!("turn {turn_id}: the apology waits ({})", e.message());
+                    if !self.update(|st| st.apology_later(&turn_id, now, delay)).await {
+                        worker::console_error!("turn {turn_id}: the apology was given up after {attempts} attempts");
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Queues the retry of a failed step. If the queue cannot take it, the step's deadline
+    /// brings it back through the alarm.
     async fn queue_step_retry(&self, ctx: &Ctx, retry: StepRetry) {
         let Some((conv, _)) = self.conv() else { return };
         let job = Job::Step { conv: conv.to_string(), turn_id: retry.turn_id.clone(), step: retry.step, attempt: 1 };
         let max = max_attempts(&job, ctx.cfg.max_turn_attempts, ctx.cfg.max_send_attempts);
         let outcome = JobOutcome::Retry { error: retry.error, after_ms: retry.after_ms };
-        if !queue::apply(ctx, next_move(&job, &outcome, max, ctx.cfg.retry_base_ms, random_unit())).await {
-            self.give_up(ctx, &conv, &retry.turn_id, "could not queue a retry").await;
+        match next_move(&job, &outcome, max, ctx.cfg.retry_base_ms, random_unit()) {
+            NextMove::DeadLetter { job, error } => {
+                self.give_up(ctx, &conv, &retry.turn_id, &error).await;
+                let _ = queue::apply(ctx, NextMove::DeadLetter { job, error }).await;
+            }
+            next => {
+                if !queue::apply(ctx, next).await {
+                    worker::console_error!("turn {}: step retry not queued; the alarm retries it at its deadline", retry.turn_id);
+                }
+            }
         }
     }
 
@@ -484,7 +590,11 @@ impl ChatObject {
                     continue;
                 }
                 _ => {
-                    if self.update(|st| st.start_step(&turn_id, index)).await > ctx.cfg.max_send_attempts {
+                    // The step_calls read above was an await: the plan may be gone meanwhile.
+                    let Some(starts) = self.update(|st| st.start_step(&turn_id, index)).await else {
+                        return None;
+                    };
+                    if starts > ctx.cfg.max_send_attempts {
                         worker::console_error!("turn {turn_id} step {index} keeps failing; dropping the plan");
                         self.give_up(ctx, &conv, &turn_id, "a step kept failing").await;
                         return None;
@@ -493,15 +603,34 @@ impl ChatObject {
                     let default_reply = (kind.is_group() && first_send && matches!(step, Step::Send { .. } | Step::Sticker { .. }))
                         .then_some(target)
                         .flatten();
-                    deliver::run_step(ctx, &conv, &turn_id, index, &step, default_reply).await
+                    // Deliver asks this guard right before every Telegram call.
+                    let chat = self.chat.clone();
+                    let guard_turn = turn_id.clone();
+                    let guarded = Ctx {
+                        step_guard: Some(Rc::new(move || {
+                            chat.borrow().as_ref().is_some_and(|st| st.is_current_step(&guard_turn, index))
+                        })),
+                        ..ctx.clone()
+                    };
+                    deliver::run_step(&guarded, &conv, &turn_id, index, &step, default_reply).await
                 }
             };
             match result {
+                Err(deliver::StepError::Cancelled) => {
+                    worker::console_log!("turn {turn_id} step {index}: cancelled before it was sent");
+                    return None;
+                }
                 Ok(outcome) => {
+                    // It was carried out (the guard held at the call); record that truthfully
+                    // even if a new message cancelled the plan while Telegram answered.
+                    let current = self.with(|st| st.is_current_step(&turn_id, index)).await;
                     agent::record_step_outcome(ctx, &turn_id, &calls, index, &outcome).await;
+                    if !current {
+                        return None;
+                    }
                     self.update(|st| st.step_done(&turn_id, index, now_ms())).await;
                     if index + 1 >= len {
-                        let _ = store::set_turn_status(&ctx.db(), &turn_id, "done", None, now_ms()).await;
+                        let _ = store::set_turn_status(&ctx.db(), &turn_id, TurnStatus::Done, None, now_ms()).await;
                     }
                 }
                 Err(deliver::StepError::Yield) => {
@@ -510,7 +639,8 @@ impl ChatObject {
                 }
                 Err(deliver::StepError::Retry { error, after_ms }) => {
                     worker::console_warn!("turn {turn_id} step {index}: {error}");
-                    self.update(|st| st.step_waiting(&turn_id, index)).await;
+                    let deadline = Self::job_deadline(ctx, 1, after_ms);
+                    self.update(|st| st.step_waiting(&turn_id, index, deadline)).await;
                     return Some(StepRetry { turn_id, step: index, error, after_ms });
                 }
                 Err(deliver::StepError::Fatal { error, blocked }) => {
@@ -519,7 +649,7 @@ impl ChatObject {
                     if blocked || matches!(step, Step::Send { .. }) {
                         // Without this message the rest of the plan makes no sense.
                         self.update(|st| st.drop_plan(&turn_id)).await;
-                        let _ = store::set_turn_status(&ctx.db(), &turn_id, "failed", Some(error), now_ms()).await;
+                        let _ = store::set_turn_status(&ctx.db(), &turn_id, TurnStatus::Failed, Some(error), now_ms()).await;
                         return None;
                     }
                     // A refused reaction or sticker is skipped.
@@ -544,12 +674,15 @@ impl ChatObject {
                 self.in_flight.set(false);
                 self.after_turn(ctx, &conv, &turn_id, result).await
             }
-            Job::Step { turn_id, step, .. } => {
+            Job::Step { turn_id, step, attempt, .. } => {
                 if !self.update(|st| st.resume_step(&turn_id, step)).await {
                     return JobOutcome::Done;
                 }
                 let outcome = match self.advance(ctx).await {
                     Some(retry) if retry.turn_id == turn_id && retry.step == step => {
+                        // The consumer backs off by this job's attempt: so does the deadline.
+                        let deadline = Self::job_deadline(ctx, attempt, retry.after_ms);
+                        self.update(|st| st.step_waiting(&turn_id, step, deadline)).await;
                         JobOutcome::Retry { error: retry.error, after_ms: retry.after_ms }
                     }
                     Some(other) => {
@@ -579,10 +712,11 @@ impl ChatObject {
             return (503, json!({"error": e.to_string()}));
         }
         let conv_s = conv.to_string();
+        let nonce = u64::from_le_bytes(crate::env::random_bytes::<8>());
         let turn = self
             .update(|st| {
                 st.pending = None;
-                st.begin_turn(now, &conv_s)
+                st.begin_turn(now, &conv_s, nonce)
             })
             .await;
         self.in_flight.set(true);
@@ -601,7 +735,7 @@ impl ChatObject {
                 if let Err(e) = store::record_api_replies(&ctx.db(), &conv, &turn.turn_id, &texts, &ctx.cfg.bot_name, now_ms()).await {
                     worker::console_error!("api chat {conv}: replies not stored: {e}");
                 }
-                let _ = store::set_turn_status(&ctx.db(), &turn.turn_id, "done", None, now_ms()).await;
+                let _ = store::set_turn_status(&ctx.db(), &turn.turn_id, TurnStatus::Done, None, now_ms()).await;
                 (200, json!({"reply": texts.join("\n\n"), "messages": texts, "turn_id": turn.turn_id}))
             }
             Ok(agent::TurnOutput::NothingToDo) => (200, json!({"reply": null, "messages": [], "turn_id": turn.turn_id})),

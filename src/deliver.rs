@@ -32,6 +32,8 @@ pub enum StepError {
     /// Not failed: this invocation has used its subrequest budget; continue in the next one
     /// (what was sent is in the outbox and is not sent again).
     Yield,
+    /// Not sent: the step was cancelled (a new message replaced the plan) before the call.
+    Cancelled,
 }
 
 /// Subrequests one invocation may spend before plan work moves to the next alarm (the free
@@ -43,6 +45,7 @@ impl StepError {
         match self {
             StepError::Retry { error, .. } | StepError::Fatal { error, .. } => error,
             StepError::Yield => "yielded to the next invocation",
+            StepError::Cancelled => "cancelled before it was sent",
         }
     }
 }
@@ -200,6 +203,10 @@ async fn send_text_with(
         record_pending(ctx, &key, step_key, conv, "sendMessage", &body_json)
             .await
             .map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
+        // The outbox write was an await: the step may have been cancelled meanwhile.
+        if !ctx.step_wanted() {
+            return Err(StepError::Cancelled);
+        }
         let mut plain = false;
         let mut result = tg.send_message(&body).await;
         // At most one fallback of each kind, so the same error never loops.
@@ -215,6 +222,9 @@ async fn send_text_with(
                     body.reply_parameters = None;
                 }
                 _ => break,
+            }
+            if !ctx.step_wanted() {
+                return Err(StepError::Cancelled);
             }
             result = tg.send_message(&body).await;
         }
@@ -258,6 +268,9 @@ async fn react(ctx: &Ctx, conv: &ConvKey, step_key: &str, message_id: i64, emoji
     record_pending(ctx, &key, step_key, conv, "setMessageReaction", &serde_json::to_string(&body).unwrap_or_default())
         .await
         .map_err(retry)?;
+    if !ctx.step_wanted() {
+        return Err(StepError::Cancelled);
+    }
     match ctx.telegram().call("setMessageReaction", &body).await {
         Ok(_) => {
             let parts = vec![Part::Event { kind: "reaction".into(), detail: format!("{emoji} to #{message_id}") }];
@@ -310,6 +323,9 @@ async fn sticker(
     record_pending(ctx, &key, step_key, conv, "sendSticker", &serde_json::to_string(&body).unwrap_or_default())
         .await
         .map_err(retry)?;
+    if !ctx.step_wanted() {
+        return Err(StepError::Cancelled);
+    }
     match tg.message_call("sendSticker", &body).await {
         Ok(id) => {
             let parts = vec![Part::Media {

@@ -109,6 +109,10 @@ pub struct Ctx {
     pub cfg: Rc<Config>,
     pub secrets: Rc<Secrets>,
     pub meter: Meter,
+    /// While a plan step runs: whether it is still wanted. Delivery asks right before every
+    /// Telegram call (no await between the answer and the call), so a step that a new message
+    /// cancelled is never sent.
+    pub step_guard: Option<Rc<dyn Fn() -> bool>>,
 }
 
 impl Ctx {
@@ -117,8 +121,19 @@ impl Ctx {
             cfg: Rc::new(config_from_env(&env)),
             secrets: Rc::new(Secrets::from_env(&env)),
             meter: Meter::default(),
+            step_guard: None,
             env,
         }
+    }
+
+    /// False once the plan step this context runs was cancelled (see `step_guard`).
+    pub fn step_wanted(&self) -> bool {
+        self.step_guard.as_ref().is_none_or(|g| g())
+    }
+
+    /// The same context with a fresh subrequest meter: each queue message is its own budget.
+    pub fn with_fresh_meter(&self) -> Ctx {
+        Ctx { meter: Meter::default(), ..self.clone() }
     }
 
     pub fn db(&self) -> crate::db::Db {

@@ -2,14 +2,21 @@
 //! consolidation here), then are acked, requeued with backoff, or dead-lettered; dead letters
 //! are recorded for the operator and the user gets one apology.
 //!
-//! Invariant: every message is acked or retried individually and the handler always returns
-//! Ok (an Err would take down the instance and redeliver the whole batch).
+//! Invariants:
+//! - Every message is acked or retried individually and the handler always returns Ok (an Err
+//!   would take down the instance and redeliver the whole batch).
+//! - A batch is one invocation with one subrequest budget: a job that would not fit goes back
+//!   on the queue as it is, for a fresh invocation.
+//! - A dead letter is acked only after its chat object took it (200) and it was recorded.
 
 use crate::chat;
 use crate::env::{now_ms, random_unit, Ctx, DEAD_LETTERS, DEAD_LETTER_QUEUE, JOBS};
 use crate::store;
 use agent_core::jobs::{max_attempts, next_move, Job, JobOutcome, NextMove};
 use worker::{MessageBatch, MessageBuilder, MessageExt, Result};
+
+/// Subrequests kept free for one job (its own work plus requeueing the next).
+const JOB_RESERVE: u32 = 12;
 
 /// Puts a job on the jobs queue after `delay_secs`.
 pub async fn enqueue(ctx: &Ctx, job: &Job, delay_secs: u32) -> Result<()> {
@@ -67,21 +74,28 @@ async fn run_job(ctx: &Ctx, job: &Job) -> JobOutcome {
     }
 }
 
-/// Records a dead letter and tells the chat (once: the failures table is unique per job key).
+/// Tells the chat object about a dead letter (it gives up the turn and owes the user one
+/// apology, idempotently), then records it for the operator (once: the failures table is
+/// unique per job key). Returns false when either could not be done: the message is retried,
+/// never acked unhandled.
 async fn handle_dead(ctx: &Ctx, dead: &DeadLetter) -> bool {
+    if matches!(dead.job, Job::Turn { .. } | Job::Step { .. }) {
+        match chat::call_object(ctx, dead.job.conv(), "/dead", &dead.job).await {
+            Ok(resp) if resp.status_code() == 200 => {}
+            Ok(resp) => {
+                worker::console_error!("chat {} answered {} to its dead letter", dead.job.conv(), resp.status_code());
+                return false;
+            }
+            Err(e) => {
+                worker::console_error!("could not tell {} about its dead letter: {e}", dead.job.conv());
+                return false;
+            }
+        }
+    }
     let body = serde_json::to_string(&dead.job).unwrap_or_default();
-    let first = match store::record_failure(&ctx.db(), "dead_letter", Some(&dead.job.key()), Some(dead.job.conv()), &dead.error, Some(&body), now_ms()).await {
-        Ok(first) => first,
-        Err(e) => {
-            worker::console_error!("could not record dead letter {}: {e}", dead.job.key());
-            return false;
-        }
-    };
-    if first && matches!(dead.job, Job::Turn { .. } | Job::Step { .. }) {
-        if let Err(e) = chat::call_object(ctx, dead.job.conv(), "/dead", &dead.job).await {
-            worker::console_error!("could not tell {} about its dead letter: {e}", dead.job.conv());
-            return false;
-        }
+    if let Err(e) = store::record_failure(&ctx.db(), "dead_letter", Some(&dead.job.key()), Some(dead.job.conv()), &dead.error, Some(&body), now_ms()).await {
+        worker::console_error!("could not record dead letter {}: {e}", dead.job.key());
+        return false;
     }
     true
 }
@@ -110,6 +124,15 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, ctx: &Ctx) -> Resul
                 continue;
             }
         };
+        // The whole batch is one invocation: when its budget is nearly spent, the job goes back
+        // on the queue unchanged (same attempt) for a fresh invocation.
+        if ctx.meter.count() + JOB_RESERVE > crate::deliver::SUBREQUEST_BUDGET {
+            match enqueue(ctx, &job, 1).await {
+                Ok(()) => message.ack(),
+                Err(_) => message.retry(),
+            }
+            continue;
+        }
         let outcome = run_job(ctx, &job).await;
         let max = max_attempts(&job, ctx.cfg.max_turn_attempts, ctx.cfg.max_send_attempts);
         if apply(ctx, next_move(&job, &outcome, max, ctx.cfg.retry_base_ms, random_unit())).await {

@@ -5,6 +5,7 @@ use crate::args;
 use crate::db::{rows, Arg, Db};
 use agent_core::conversation::{ConvKey, InboundMessage, InboundReaction, Part};
 use agent_core::history::{BotTurn, HistoryMessage, Role};
+use agent_core::status::TurnStatus;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -437,7 +438,7 @@ const FINISH_TURN: &str = "UPDATE turns SET status = ?2, contents = ?3, plan = ?
 
 pub struct TurnEnd<'a> {
     pub turn_id: &'a str,
-    pub status: &'a str,
+    pub status: TurnStatus,
     pub contents: Option<String>,
     pub plan: Option<String>,
     pub step_calls: Option<String>,
@@ -464,7 +465,7 @@ pub async fn finish_turn(
         FINISH_TURN,
         args![
             end.turn_id,
-            end.status,
+            end.status.as_str(),
             end.contents.clone(),
             end.plan.clone(),
             end.step_calls.clone(),
@@ -484,8 +485,8 @@ pub async fn finish_turn(
 
 const SET_TURN_STATUS: &str = "UPDATE turns SET status = ?2, error = COALESCE(?3, error), updated_at = ?4 WHERE turn_id = ?1";
 
-pub async fn set_turn_status(db: &Db, turn_id: &str, status: &str, error: Option<String>, now: i64) -> Result<()> {
-    db.run(SET_TURN_STATUS, args![turn_id, status, error, now]).await?;
+pub async fn set_turn_status(db: &Db, turn_id: &str, status: TurnStatus, error: Option<String>, now: i64) -> Result<()> {
+    db.run(SET_TURN_STATUS, args![turn_id, status.as_str(), error, now]).await?;
     Ok(())
 }
 

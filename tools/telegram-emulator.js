@@ -90,6 +90,7 @@ function fail(res, code, description, parameters) {
 export function createTelegramEmulator({ token, bot = { id: Number(token.split(":")[0]), first_name: "Edge", username: "edge_test_bot" }, firstMessageId = 10_000 } = {}) {
   const requests = [];
   const faults = []; // {method, chatId?, skip, times, status, description?, retry_after?}
+  const delays = []; // {method, chatId?, times, ms}: answer late
   const blocked = new Set();
   const stickerSets = new Map();
   let nextMessageId = firstMessageId;
@@ -119,6 +120,13 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     }
     const entry = { method, body, at: Date.now() };
     requests.push(entry);
+    // A slow answer (the request is recorded on arrival, answered after the delay).
+    const slow = delays.find((d) => d.method === method && (d.chatId === undefined || d.chatId === body.chat_id) && d.times > 0);
+    if (slow) {
+      slow.times -= 1;
+      notify();
+      await new Promise((r) => setTimeout(r, slow.ms));
+    }
     try {
       handle(method, body, res, entry);
     } finally {
@@ -247,6 +255,10 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     /** Queues an update for getUpdates (the bridge's source). */
     queueUpdate(update) {
       pendingUpdates.push(update);
+    },
+    /** Answers the next `times` calls of `method` (to `chatId`) after `ms` milliseconds. */
+    delay(d) {
+      delays.push({ times: 1, ...d });
     },
     /** Fails the next `times` calls of `method` (to `chatId`), after letting `skip` pass. */
     fault(f) {

@@ -14,6 +14,18 @@
 //!   by update id, and [`ChatState::due`] derives what to do from the state alone.
 //! - A turn whose instance died (not in flight in memory, not waiting for a retry) is
 //!   recovered: its messages become pending again.
+//! - Every waiting state has a deadline: a turn or step waiting for its retry job that does
+//!   not come by [`ChatState::turn_waiting`]'s / [`ChatState::step_waiting`]'s deadline (the
+//!   job was lost) is taken over by the object itself.
+//! - [`ChatState::next_wake`] never returns a time at or before `now` unless the alarm then has
+//!   something to do, so the alarm can never fire in a loop (a live turn past its watchdog is
+//!   checked again one watchdog period later).
+//! - Turn ids never repeat, even if the stored state is lost: they carry the start time and a
+//!   random nonce the caller passes in (the counter is only a statistic).
+//! - An apology owed to the user is state, not a side effect: it stays owed (with a backoff)
+//!   until it is sent, so a send that yields or fails is tried again by the alarm.
+//! - A plan step is carried out only while it is the current step of the current plan; the
+//!   edge asks [`ChatState::is_current_step`] after every await of a step.
 
 use crate::gating::Trigger;
 use crate::plan::Step;
@@ -22,8 +34,14 @@ use std::collections::VecDeque;
 
 /// Replans in a row before a stale plan is carried out anyway.
 pub const MAX_REPLANS: u32 = 2;
-/// How long a turn may run before the watchdog alarm checks on it.
+/// How long a turn may run before the watchdog alarm checks on it (the default of
+/// [`Timing::watchdog_ms`]).
 pub const TURN_WATCHDOG_MS: i64 = 120_000;
+/// How long past its expected delay a retry job may be late before it counts as lost (the
+/// default of [`Timing::job_grace_ms`]).
+pub const JOB_GRACE_MS: i64 = 300_000;
+/// Attempts at sending an owed apology before it is given up (the chat is blocked or gone).
+pub const MAX_APOLOGY_ATTEMPTS: u32 = 8;
 /// Update ids remembered for deduplication.
 const SEEN_CAP: usize = 512;
 
@@ -31,6 +49,16 @@ const SEEN_CAP: usize = 512;
 pub struct Timing {
     pub debounce_ms: i64,
     pub debounce_max_ms: i64,
+    /// A running turn is checked on this long after it started.
+    pub watchdog_ms: i64,
+    /// A retry job later than its expected time by this much is presumed lost.
+    pub job_grace_ms: i64,
+}
+
+impl Timing {
+    pub fn new(debounce_ms: i64, debounce_max_ms: i64) -> Self {
+        Timing { debounce_ms, debounce_max_ms, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS }
+    }
 }
 
 /// A reply-asking message (or reaction) handed to the chat object.
@@ -61,6 +89,9 @@ pub struct TurnRun {
     pub attempt: u32,
     /// Failed, and a retry job is queued.
     pub waiting_retry: bool,
+    /// When a waiting turn's job counts as lost (the object then takes the turn over).
+    #[serde(default)]
+    pub wait_deadline_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,6 +107,9 @@ pub struct PlanRun {
     /// Times the current step has been started (a crash mid-step shows as a restart).
     #[serde(default)]
     pub step_starts: u32,
+    /// When the step's retry job counts as lost (the object then retries the step itself).
+    #[serde(default)]
+    pub job_deadline_ms: Option<i64>,
 }
 
 impl PlanRun {
@@ -91,10 +125,24 @@ pub struct ChatState {
     pub pending: Option<Pending>,
     pub turn: Option<TurnRun>,
     pub plan: Option<PlanRun>,
-    /// Turns started, for turn ids.
+    /// Turns started (a statistic; turn ids do not depend on it).
     pub turns_started: u64,
     pub replans_in_row: u32,
     pub seen: VecDeque<i64>,
+    /// Apologies owed to the user, oldest first.
+    #[serde(default)]
+    pub apologies: Vec<Apology>,
+    /// Alarms handled (a statistic, so tests and operators can see an alarm storm).
+    #[serde(default)]
+    pub alarms: u64,
+}
+
+/// An apology the user is owed for a turn that could not be answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Apology {
+    pub turn_id: String,
+    pub attempts: u32,
+    pub not_before_ms: i64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -113,6 +161,33 @@ pub enum Due {
     Nothing,
 }
 
+/// The stored state as loaded: what the object runs on, and what went wrong reading it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub state: ChatState,
+    /// The stored state could not be read; the object starts afresh (and logs this).
+    pub error: Option<String>,
+}
+
+/// Reads the stored state. Nothing stored is a new chat; a value that does not decode is an
+/// explicit error the caller logs and recovers from (a fresh state; turn ids cannot collide
+/// with the lost state's because they are not derived from a counter).
+pub fn load(stored: Option<serde_json::Value>) -> Loaded {
+    match stored {
+        None | Some(serde_json::Value::Null) => Loaded { state: ChatState::default(), error: None },
+        Some(v) => match serde_json::from_value::<ChatState>(v) {
+            Ok(state) => Loaded { state, error: None },
+            Err(e) => Loaded { state: ChatState::default(), error: Some(format!("stored chat state unreadable: {e}")) },
+        },
+    }
+}
+
+/// A turn id that no other turn of any conversation has: the conversation, the start time and
+/// a random nonce. Stable across the retries of one turn (it is stored in the turn).
+pub fn turn_id(conv: &str, now: i64, nonce: u64) -> String {
+    format!("{conv}/{now}-{:08x}", nonce & 0xffff_ffff)
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Finish {
     /// Carry out the plan.
@@ -121,6 +196,12 @@ pub enum Finish {
     Stale,
     /// The turn is no longer the current one (superseded); ignore the result.
     Superseded,
+}
+
+/// A job expected by `deadline` is lost at `now`. A wait stored without a deadline (by an
+/// older version) is treated as lost at once, so no chat waits forever.
+fn job_lost(deadline: Option<i64>, now: i64) -> bool {
+    deadline.is_none_or(|d| now >= d)
 }
 
 impl ChatState {
@@ -172,7 +253,8 @@ impl ChatState {
             return Due::Nothing;
         }
         if let Some(plan) = &self.plan {
-            return if !plan.waiting_job && now >= plan.not_before_ms { Due::AdvancePlan } else { Due::Nothing };
+            let ready = if plan.waiting_job { job_lost(plan.job_deadline_ms, now) } else { now >= plan.not_before_ms };
+            return if ready { Due::AdvancePlan } else { Due::Nothing };
         }
         match self.debounce_deadline(t) {
             Some(deadline) if now >= deadline => Due::StartTurn,
@@ -182,14 +264,15 @@ impl ChatState {
 
     /// A turn recorded as running that this instance is not running: the instance that ran it
     /// died mid-turn (eviction, reset, deploy).
-    pub fn orphaned(&self, in_flight: bool) -> bool {
-        self.turn.as_ref().is_some_and(|t| !t.waiting_retry && !in_flight)
+    /// A waiting turn whose retry job is past its deadline is orphaned too (the job was lost).
+    pub fn orphaned(&self, in_flight: bool, now: i64) -> bool {
+        self.turn.as_ref().is_some_and(|t| !in_flight && (!t.waiting_retry || job_lost(t.wait_deadline_ms, now)))
     }
 
     /// Takes over an orphaned turn: the same turn id (so a stored result is resumed, not asked
     /// for again), the next attempt, and everything pending since. Returns the turn to run.
     pub fn recover_turn(&mut self, now: i64, in_flight: bool) -> Option<TurnRun> {
-        if !self.orphaned(in_flight) {
+        if !self.orphaned(in_flight, now) {
             return None;
         }
         let generation = self.generation;
@@ -198,6 +281,8 @@ impl ChatState {
         turn.attempt += 1;
         turn.started_ms = now;
         turn.generation = generation;
+        turn.waiting_retry = false;
+        turn.wait_deadline_ms = None;
         if let Some(p) = pending {
             turn.target_message_id = p.target_message_id.or(turn.target_message_id);
         }
@@ -205,33 +290,47 @@ impl ChatState {
     }
 
     /// The next time the alarm should fire, if any. `in_flight`: this instance runs the turn.
-    pub fn next_wake(&self, t: &Timing, in_flight: bool) -> Option<i64> {
-        if let Some(turn) = &self.turn {
-            if self.orphaned(in_flight) {
-                return Some(0); // recover at once
+    /// A time at or before `now` is returned only when the alarm then has work (recovery, a
+    /// due step, a due turn, an owed apology), so the alarm never loops.
+    pub fn next_wake(&self, t: &Timing, in_flight: bool, now: i64) -> Option<i64> {
+        let apology = self.apologies.iter().map(|a| a.not_before_ms).min();
+        let main = if let Some(turn) = &self.turn {
+            if self.orphaned(in_flight, now) {
+                Some(now) // recover at once
+            } else if turn.waiting_retry {
+                // Woken by its retry job; if the job is lost, by the deadline.
+                Some(turn.wait_deadline_ms.unwrap_or(now + t.job_grace_ms))
+            } else {
+                // Running here: the watchdog, which only checks. Past it (a slow model call),
+                // the next check is one period later, never in the past.
+                let watchdog = turn.started_ms.saturating_add(t.watchdog_ms);
+                Some(if watchdog > now { watchdog } else { now.saturating_add(t.watchdog_ms) })
             }
-            // A waiting turn is woken by its retry job; a running one by the watchdog.
-            return (!turn.waiting_retry).then_some(turn.started_ms + TURN_WATCHDOG_MS);
+        } else if let Some(plan) = &self.plan {
+            Some(if plan.waiting_job { plan.job_deadline_ms.unwrap_or(now + t.job_grace_ms) } else { plan.not_before_ms })
+        } else {
+            self.debounce_deadline(t)
+        };
+        match (main, apology) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
-        if let Some(plan) = &self.plan {
-            return (!plan.waiting_job).then_some(plan.not_before_ms);
-        }
-        self.debounce_deadline(t)
     }
 
-    /// Starts a turn for the pending burst. The turn id is derived from the conversation and
-    /// a counter, so it is stable across retries of this turn.
-    pub fn begin_turn(&mut self, now: i64, conv: &str) -> TurnRun {
+    /// Starts a turn for the pending burst. `nonce` is random: the turn id never repeats (see
+    /// [`turn_id`]) and is stable across retries of this turn.
+    pub fn begin_turn(&mut self, now: i64, conv: &str, nonce: u64) -> TurnRun {
         let pending = self.pending.take();
         self.turns_started += 1;
         let turn = TurnRun {
-            turn_id: format!("{conv}/{}", self.turns_started),
+            turn_id: turn_id(conv, now, nonce),
             started_ms: now,
             generation: self.generation,
             target_message_id: pending.as_ref().and_then(|p| p.target_message_id),
             trigger: pending.map(|p| p.trigger).unwrap_or(Trigger::Private),
             attempt: 1,
             waiting_retry: false,
+            wait_deadline_ms: None,
         };
         self.turn = Some(turn.clone());
         turn
@@ -243,6 +342,7 @@ impl ChatState {
         let pending = self.pending.take();
         let turn = self.turn.as_mut().filter(|t| t.turn_id == turn_id && t.waiting_retry)?;
         turn.waiting_retry = false;
+        turn.wait_deadline_ms = None;
         turn.attempt = attempt;
         turn.started_ms = now;
         turn.generation = generation;
@@ -274,15 +374,18 @@ impl ChatState {
                 waiting_job: false,
                 target_message_id: target,
                 step_starts: 0,
+                job_deadline_ms: None,
             });
         }
         Finish::Execute
     }
 
-    /// The model call failed and a retry job was queued.
-    pub fn turn_waiting(&mut self, turn_id: &str) {
+    /// The model call failed and a retry job was queued; if it has not come by `deadline_ms`
+    /// it counts as lost and the object takes the turn over.
+    pub fn turn_waiting(&mut self, turn_id: &str, deadline_ms: i64) {
         if let Some(t) = self.turn.as_mut().filter(|t| t.turn_id == turn_id) {
             t.waiting_retry = true;
+            t.wait_deadline_ms = Some(deadline_ms);
         }
     }
 
@@ -299,6 +402,7 @@ impl ChatState {
             plan.next += 1;
             plan.not_before_ms = not_before;
             plan.waiting_job = false;
+            plan.job_deadline_ms = None;
             plan.step_starts = 0;
             if plan.next >= plan.steps.len() {
                 self.plan = None;
@@ -306,23 +410,77 @@ impl ChatState {
         }
     }
 
-    /// Records that the current step is being started; returns how many times it has been.
-    /// A step that keeps being restarted (its instance keeps dying) must be given up.
-    pub fn start_step(&mut self, turn_id: &str, step: usize) -> u32 {
-        match self.plan.as_mut().filter(|p| p.turn_id == turn_id && p.next == step) {
-            Some(plan) => {
-                plan.step_starts += 1;
-                plan.step_starts
-            }
-            None => 0,
+    /// Records that the current step is being started; returns how many times it has been,
+    /// or `None` when it is no longer the current step (cancelled or done meanwhile: do not
+    /// carry it out). A step that keeps being restarted (its instance keeps dying) must be
+    /// given up.
+    pub fn start_step(&mut self, turn_id: &str, step: usize) -> Option<u32> {
+        let plan = self.plan.as_mut().filter(|p| p.turn_id == turn_id && p.next == step && !p.waiting_job)?;
+        plan.step_starts += 1;
+        Some(plan.step_starts)
+    }
+
+    /// Whether `step` of `turn_id` is still the step to carry out. The edge asks this after
+    /// every await of a step, and sends nothing once it is false.
+    pub fn is_current_step(&self, turn_id: &str, step: usize) -> bool {
+        self.plan.as_ref().is_some_and(|p| p.turn_id == turn_id && p.next == step && !p.waiting_job)
+    }
+
+    /// The current step failed transiently and a retry job was queued; if it has not come by
+    /// `deadline_ms` it counts as lost and the object retries the step itself.
+    pub fn step_waiting(&mut self, turn_id: &str, step: usize, deadline_ms: i64) {
+        if let Some(plan) = self.plan.as_mut().filter(|p| p.turn_id == turn_id && p.next == step) {
+            plan.waiting_job = true;
+            plan.job_deadline_ms = Some(deadline_ms);
         }
     }
 
-    /// The current step failed transiently and a retry job was queued.
-    pub fn step_waiting(&mut self, turn_id: &str, step: usize) {
-        if let Some(plan) = self.plan.as_mut().filter(|p| p.turn_id == turn_id && p.next == step) {
-            plan.waiting_job = true;
+    /// A step whose retry job is past its deadline: the object takes it over. Returns whether
+    /// it did.
+    pub fn take_over_lost_step(&mut self, now: i64) -> bool {
+        match self.plan.as_mut().filter(|p| p.waiting_job && job_lost(p.job_deadline_ms, now)) {
+            Some(plan) => {
+                plan.waiting_job = false;
+                plan.job_deadline_ms = None;
+                plan.not_before_ms = now;
+                true
+            }
+            None => false,
         }
+    }
+
+    /// The turn cannot be answered: end it, drop its plan, and owe the user one apology (once
+    /// per turn, however often this is called).
+    pub fn give_up(&mut self, turn_id: &str, now: i64) {
+        self.end_turn(turn_id);
+        self.drop_plan(turn_id);
+        if !self.apologies.iter().any(|a| a.turn_id == turn_id) {
+            self.apologies.push(Apology { turn_id: turn_id.to_string(), attempts: 0, not_before_ms: now });
+        }
+    }
+
+    /// The owed apology to send at `now`, if any (counts the attempt).
+    pub fn apology_due(&mut self, now: i64) -> Option<String> {
+        let a = self.apologies.iter_mut().find(|a| a.not_before_ms <= now)?;
+        a.attempts += 1;
+        Some(a.turn_id.clone())
+    }
+
+    /// The apology for `turn_id` was sent (or can never be: the chat blocked the bot).
+    pub fn apology_done(&mut self, turn_id: &str) {
+        self.apologies.retain(|a| a.turn_id != turn_id);
+    }
+
+    /// Sending the apology failed or had to wait: try again after `delay_ms`, up to
+    /// [`MAX_APOLOGY_ATTEMPTS`] attempts. Returns false when it is given up.
+    pub fn apology_later(&mut self, turn_id: &str, now: i64, delay_ms: i64) -> bool {
+        let Some(a) = self.apologies.iter_mut().find(|a| a.turn_id == turn_id) else { return false };
+        if a.attempts >= MAX_APOLOGY_ATTEMPTS {
+            self.apology_done(turn_id);
+            return false;
+        }
+        a.not_before_ms = now.saturating_add(delay_ms.max(0));
+        true
     }
 
     /// A retry job for `step` of `turn_id` arrived: resume the plan if it still waits for it.
@@ -330,6 +488,7 @@ impl ChatState {
         match self.plan.as_mut().filter(|p| p.turn_id == turn_id && p.next == step && p.waiting_job) {
             Some(plan) => {
                 plan.waiting_job = false;
+                plan.job_deadline_ms = None;
                 true
             }
             None => false,
@@ -351,7 +510,7 @@ impl ChatState {
 mod tests {
     use super::*;
 
-    const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000 };
+    const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS };
 
     fn sig(update_id: i64, at_ms: i64) -> Signal {
         Signal { update_id, target_message_id: Some(update_id * 10), trigger: Trigger::Private, at_ms }
@@ -367,12 +526,12 @@ mod tests {
         s.signal(&sig(1, 0));
         s.signal(&sig(2, 100));
         s.signal(&sig(3, 200));
-        assert_eq!(s.next_wake(&T, false), Some(1200));
+        assert_eq!(s.next_wake(&T, false, 0), Some(1200));
         assert_eq!(s.due(1100, &T), Due::Nothing);
         assert_eq!(s.due(1200, &T), Due::StartTurn);
-        let turn = s.begin_turn(1200, "c");
+        let turn = s.begin_turn(1200, "c", 7);
         assert_eq!(turn.target_message_id, Some(30), "the latest message is the target");
-        assert_eq!(turn.turn_id, "c/1");
+        assert_eq!(turn.turn_id, "c/1200-00000007");
         assert_eq!(s.due(1300, &T), Due::Nothing, "never two turns at once");
     }
 
@@ -382,7 +541,7 @@ mod tests {
         for i in 0..20 {
             s.signal(&sig(i, i * 900));
         }
-        assert_eq!(s.next_wake(&T, false), Some(5000));
+        assert_eq!(s.next_wake(&T, false, 0), Some(5000));
     }
 
     #[test]
@@ -398,7 +557,7 @@ mod tests {
     fn a_new_message_cancels_the_rest_of_the_plan() {
         let mut s = ChatState::default();
         s.signal(&sig(1, 0));
-        let turn = s.begin_turn(1000, "c");
+        let turn = s.begin_turn(1000, "c", 7);
         let steps = vec![send("one"), Step::Wait { seconds: 2 }, send("two")];
         assert_eq!(s.finish_turn(&turn.turn_id, steps, 1500), Finish::Execute);
         assert_eq!(s.due(1500, &T), Due::AdvancePlan);
@@ -408,21 +567,21 @@ mod tests {
         let out = s.signal(&sig(2, 2500));
         assert_eq!(out, SignalOutcome::Accepted { cancelled: Some((turn.turn_id.clone(), 2)) });
         assert!(s.plan.is_none());
-        assert_eq!(s.next_wake(&T, false), Some(3500), "replans after the debounce");
+        assert_eq!(s.next_wake(&T, false, 0), Some(3500), "replans after the debounce");
     }
 
     #[test]
     fn a_message_during_the_model_call_makes_the_plan_stale() {
         let mut s = ChatState::default();
         s.signal(&sig(1, 0));
-        let t1 = s.begin_turn(1000, "c");
+        let t1 = s.begin_turn(1000, "c", 7);
         s.signal(&sig(2, 1200));
         assert_eq!(s.finish_turn(&t1.turn_id, vec![send("old")], 2000), Finish::Stale);
         assert!(s.plan.is_none());
         assert_eq!(s.due(2200, &T), Due::StartTurn);
         // After MAX_REPLANS stale results in a row, the plan is carried out anyway.
         for i in 0..MAX_REPLANS {
-            let t = s.begin_turn(3000, "c");
+            let t = s.begin_turn(3000, "c", 7);
             s.signal(&sig(10 + i as i64, 3100));
             let f = s.finish_turn(&t.turn_id, vec![send("x")], 3200);
             if i + 1 < MAX_REPLANS {
@@ -437,12 +596,12 @@ mod tests {
     fn a_dead_turn_is_recovered_and_a_live_one_is_not() {
         let mut s = ChatState::default();
         s.signal(&sig(1, 0));
-        let t = s.begin_turn(1000, "c");
+        let t = s.begin_turn(1000, "c", 7);
         assert!(s.recover_turn(2000, true).is_none());
-        assert_eq!(s.next_wake(&T, true), Some(1000 + TURN_WATCHDOG_MS));
+        assert_eq!(s.next_wake(&T, true, 0), Some(1000 + TURN_WATCHDOG_MS));
         // The instance died: a new message arrives at a fresh instance.
         s.signal(&sig(2, 1500));
-        assert_eq!(s.next_wake(&T, false), Some(0), "recovered at once, not at the watchdog");
+        assert_eq!(s.next_wake(&T, false, 1600), Some(1600), "recovered at once, not at the watchdog");
         let r = s.recover_turn(2000, false).unwrap();
         assert_eq!(r.turn_id, t.turn_id, "the same turn, so a stored result is resumed");
         assert_eq!(r.attempt, 2);
@@ -455,10 +614,10 @@ mod tests {
     fn retries_keep_the_turn_and_absorb_new_messages() {
         let mut s = ChatState::default();
         s.signal(&sig(1, 0));
-        let t = s.begin_turn(1000, "c");
-        s.turn_waiting(&t.turn_id);
+        let t = s.begin_turn(1000, "c", 7);
+        s.turn_waiting(&t.turn_id, 50_000);
         assert!(s.recover_turn(2000, false).is_none(), "a waiting turn is not dead");
-        assert_eq!(s.next_wake(&T, false), None);
+        assert_eq!(s.next_wake(&T, false, 2000), Some(50_000), "woken by the job, or by its deadline");
         s.signal(&sig(2, 3000));
         assert_eq!(s.due(10_000, &T), Due::Nothing, "no second turn while one waits");
         let resumed = s.resume_turn(&t.turn_id, 2, 20_000).unwrap();
@@ -472,19 +631,162 @@ mod tests {
     fn failed_steps_wait_for_their_job() {
         let mut s = ChatState::default();
         s.signal(&sig(1, 0));
-        let t = s.begin_turn(1000, "c");
+        let t = s.begin_turn(1000, "c", 7);
         s.finish_turn(&t.turn_id, vec![send("a"), send("b")], 1000);
-        s.step_waiting(&t.turn_id, 0);
+        s.step_waiting(&t.turn_id, 0, 60_000);
         assert!(s.plan.as_ref().unwrap().waiting_job);
         assert_eq!(s.due(5000, &T), Due::Nothing);
-        assert_eq!(s.start_step(&t.turn_id, 0), 1);
-        assert_eq!(s.start_step(&t.turn_id, 0), 2, "a restart of the same step counts");
+        assert_eq!(s.start_step(&t.turn_id, 0), None, "a waiting step is not started");
         assert!(!s.resume_step(&t.turn_id, 1), "not the waiting step");
         assert!(s.resume_step(&t.turn_id, 0));
+        assert_eq!(s.start_step(&t.turn_id, 0), Some(1));
+        assert_eq!(s.start_step(&t.turn_id, 0), Some(2), "a restart of the same step counts");
         assert!(!s.resume_step(&t.turn_id, 0), "resumed once");
         s.step_done(&t.turn_id, 0, 5000);
         assert!(!s.resume_step(&t.turn_id, 0), "a done step's job is not wanted");
         s.step_done(&t.turn_id, 1, 5000);
         assert!(s.plan.is_none());
+    }
+
+    #[test]
+    fn a_waiting_turn_whose_job_is_lost_is_taken_over_at_its_deadline() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let t = s.begin_turn(1000, "c", 1);
+        s.turn_waiting(&t.turn_id, 10_000);
+        assert!(!s.orphaned(false, 9_999), "before the deadline the job may still come");
+        assert_eq!(s.next_wake(&T, false, 2000), Some(10_000));
+        // New messages do not start a second turn, but the deadline still holds.
+        s.signal(&sig(2, 3000));
+        assert_eq!(s.due(9_000, &T), Due::Nothing);
+        let r = s.recover_turn(10_000, false).expect("the lost job's turn is taken over");
+        assert_eq!(r.turn_id, t.turn_id);
+        assert_eq!(r.attempt, 2);
+        assert_eq!(r.target_message_id, Some(20));
+        assert!(!s.turn.as_ref().unwrap().waiting_retry);
+        // The lost job turning up late finds nothing to resume.
+        assert!(s.resume_turn(&t.turn_id, 2, 11_000).is_none());
+    }
+
+    #[test]
+    fn a_wait_stored_without_a_deadline_is_not_a_wait_forever() {
+        // State written by the version before deadlines: waiting, no deadline.
+        let json = serde_json::json!({
+            "generation": 1, "pending": null, "turns_started": 1, "replans_in_row": 0, "seen": [1],
+            "turn": {"turn_id": "c/1", "started_ms": 0, "generation": 1, "target_message_id": 5,
+                     "trigger": "private", "attempt": 1, "waiting_retry": true},
+            "plan": null
+        });
+        let loaded = load(Some(json));
+        assert_eq!(loaded.error, None);
+        let mut s = loaded.state;
+        assert!(s.orphaned(false, 1));
+        assert!(s.recover_turn(1, false).is_some());
+    }
+
+    #[test]
+    fn a_lost_step_job_is_taken_over_at_its_deadline() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let t = s.begin_turn(1000, "c", 1);
+        s.finish_turn(&t.turn_id, vec![send("a")], 1000);
+        s.step_waiting(&t.turn_id, 0, 20_000);
+        assert_eq!(s.next_wake(&T, false, 5000), Some(20_000));
+        assert_eq!(s.due(19_999, &T), Due::Nothing);
+        assert!(!s.take_over_lost_step(19_999));
+        assert_eq!(s.due(20_000, &T), Due::AdvancePlan);
+        assert!(s.take_over_lost_step(20_000));
+        assert_eq!(s.start_step(&t.turn_id, 0), Some(1));
+        assert!(!s.resume_step(&t.turn_id, 0), "the late job finds the step taken over");
+    }
+
+    #[test]
+    fn a_live_turn_past_its_watchdog_never_arms_the_alarm_in_the_past() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        s.begin_turn(1000, "c", 1);
+        let wd = T.watchdog_ms;
+        assert_eq!(s.next_wake(&T, true, 1000), Some(1000 + wd));
+        // The model call is still running long after the watchdog: every wake is in the future
+        // and the alarm has nothing to do, so it must not be due again at once.
+        for now in [1000 + wd, 1000 + wd + 1, 1000 + 5 * wd + 17] {
+            let wake = s.next_wake(&T, true, now).unwrap();
+            assert!(wake > now, "wake {wake} at now {now}");
+            assert_eq!(wake, now + wd, "one watchdog period later");
+            assert_eq!(s.due(now, &T), Due::Nothing);
+            assert!(s.recover_turn(now, true).is_none());
+        }
+    }
+
+    #[test]
+    fn turn_ids_never_repeat_even_after_the_state_is_lost() {
+        let mut a = ChatState::default();
+        a.signal(&sig(1, 0));
+        let first = a.begin_turn(1000, "c", 0xdead_beef);
+        // The stored state is lost: a fresh state starts its counter again.
+        let mut b = ChatState::default();
+        b.signal(&sig(2, 0));
+        let second = b.begin_turn(1000, "c", 0x0bad_cafe);
+        assert_ne!(first.turn_id, second.turn_id, "same time, different nonce");
+        let third = b.begin_turn(1001, "c", 0xdead_beef);
+        assert_ne!(first.turn_id, third.turn_id, "same nonce, different time");
+        assert!(first.turn_id.starts_with("c/"));
+    }
+
+    #[test]
+    fn a_state_that_does_not_decode_is_an_error_not_a_silent_reset() {
+        let loaded = load(Some(serde_json::json!({"generation": "not a number"})));
+        assert!(loaded.error.as_deref().is_some_and(|e| e.contains("unreadable")));
+        assert_eq!(loaded.state, ChatState::default());
+        assert_eq!(load(None), Loaded { state: ChatState::default(), error: None });
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let back = load(Some(serde_json::to_value(&s).unwrap()));
+        assert_eq!(back, Loaded { state: s, error: None });
+    }
+
+    #[test]
+    fn a_cancelled_step_is_not_current_and_cannot_be_started_or_marked_done() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let t = s.begin_turn(1000, "c", 1);
+        s.finish_turn(&t.turn_id, vec![send("a"), send("b")], 1000);
+        assert_eq!(s.start_step(&t.turn_id, 0), Some(1));
+        assert!(s.is_current_step(&t.turn_id, 0));
+        // An await later, a new message has cancelled the plan.
+        s.signal(&sig(2, 1100));
+        assert!(!s.is_current_step(&t.turn_id, 0));
+        assert_eq!(s.start_step(&t.turn_id, 0), None);
+        s.step_done(&t.turn_id, 0, 1200);
+        assert!(s.plan.is_none(), "done over cancelled changes nothing");
+    }
+
+    #[test]
+    fn an_owed_apology_stays_owed_until_sent_and_is_owed_once() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let t = s.begin_turn(1000, "c", 1);
+        s.give_up(&t.turn_id, 2000);
+        s.give_up(&t.turn_id, 2500);
+        assert!(s.turn.is_none());
+        assert_eq!(s.apologies.len(), 1, "one apology per turn");
+        assert_eq!(s.next_wake(&T, false, 2000), Some(2000));
+        assert_eq!(s.apology_due(2000).as_deref(), Some(t.turn_id.as_str()));
+        // The send yielded (budget) or failed: it stays owed, later.
+        assert!(s.apology_later(&t.turn_id, 2000, 1000));
+        assert_eq!(s.apology_due(2500), None);
+        assert_eq!(s.next_wake(&T, false, 2500), Some(3000));
+        assert!(s.apology_due(3000).is_some());
+        s.apology_done(&t.turn_id);
+        assert_eq!(s.next_wake(&T, false, 3000), None);
+        // Never forever: after the attempt limit it is given up.
+        s.give_up("c/x", 0);
+        for _ in 0..MAX_APOLOGY_ATTEMPTS - 1 {
+            assert!(s.apology_due(i64::MAX / 2).is_some());
+            assert!(s.apology_later("c/x", 0, 10));
+        }
+        assert!(s.apology_due(i64::MAX / 2).is_some());
+        assert!(!s.apology_later("c/x", 0, 10));
+        assert!(s.apologies.is_empty());
     }
 }

@@ -108,6 +108,11 @@ pub struct Config {
     pub max_send_attempts: u32,
     /// First step of the retry backoff (doubles per attempt, with jitter, capped at 5 min).
     pub retry_base_ms: u64,
+    /// `TURN_WATCHDOG_MS`: how long a running turn goes before the chat object checks on it.
+    pub turn_watchdog_ms: u64,
+    /// `JOB_GRACE_MS`: how late a retry job may be before the chat object presumes it lost
+    /// and takes the work over itself.
+    pub job_grace_ms: u64,
     /// Gemini thinking level (`low`, `medium`, `high`), or empty for the model's default.
     pub thinking_level: String,
     pub max_output_tokens: u32,
@@ -121,7 +126,7 @@ pub struct Config {
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 32] = [
+pub const VAR_NAMES: [&str; 34] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -154,6 +159,8 @@ pub const VAR_NAMES: [&str; 32] = [
     "SESSION_IDLE_MINUTES",
     "RETRY_BASE_MS",
     "MAX_FETCHES_PER_TURN",
+    "TURN_WATCHDOG_MS",
+    "JOB_GRACE_MS",
 ];
 
 impl Default for Config {
@@ -187,6 +194,8 @@ impl Config {
         let max_turn_attempts = num("MAX_TURN_ATTEMPTS", 10).clamp(1, 50) as u32;
         let max_send_attempts = num("MAX_SEND_ATTEMPTS", 8).clamp(1, 50) as u32;
         let retry_base_ms = num("RETRY_BASE_MS", 2000).clamp(100, 60_000);
+        let turn_watchdog_ms = num("TURN_WATCHDOG_MS", 120_000).clamp(100, 3_600_000);
+        let job_grace_ms = num("JOB_GRACE_MS", 300_000).clamp(100, 86_400_000);
         let max_output_tokens = num("MAX_OUTPUT_TOKENS", 4096) as u32;
         let pairing_ttl = num("PAIRING_CODE_TTL_MINUTES", 60) as i64 * 60;
         let consolidate_min_messages = num("CONSOLIDATE_MIN_MESSAGES", 40) as usize;
@@ -279,6 +288,8 @@ impl Config {
             max_turn_attempts,
             max_send_attempts,
             retry_base_ms,
+            turn_watchdog_ms,
+            job_grace_ms,
             thinking_level: get("THINKING_LEVEL").unwrap_or_default().to_ascii_lowercase(),
             max_output_tokens,
             prices,

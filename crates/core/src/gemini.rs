@@ -99,6 +99,8 @@ impl Content {
 pub struct FunctionDeclaration {
     pub name: String,
     pub description: String,
+    /// Null for a function without parameters: Gemini refuses an OBJECT with no properties.
+    #[serde(skip_serializing_if = "Value::is_null")]
     pub parameters: Value,
 }
 

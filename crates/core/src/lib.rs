@@ -28,6 +28,7 @@ pub mod policy;
 pub mod prompt;
 pub mod secret;
 pub mod session;
+pub mod status;
 pub mod telegram;
 pub mod tools;
 pub mod turn;

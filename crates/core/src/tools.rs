@@ -47,6 +47,8 @@ pub enum ToolCall {
     SetPlan { content: String },
     FetchUrl { urls: Vec<String> },
     SearchMemory { query: String },
+    /// Stay silent on purpose (a reaction or a passing mention that needs no answer).
+    NoReply,
     Invalid { name: String, error: String },
 }
 
@@ -124,6 +126,7 @@ pub fn parse_call(call: &FunctionCall, sticker_sets: &[String]) -> ToolCall {
             Some(query) => ToolCall::SearchMemory { query },
             None => invalid("query is required"),
         },
+        "no_reply" => ToolCall::NoReply,
         other => ToolCall::Invalid { name: other.to_string(), error: "unknown function".into() },
     }
 }
@@ -186,6 +189,12 @@ pub fn declarations(sticker_sets: &[String]) -> Vec<Tool> {
             "Search what you remember about people and past conversations.",
             json!({"type": "OBJECT", "properties": {"query": {"type": "STRING"}}, "required": ["query"]}),
         ),
+        decl(
+            "no_reply",
+            "Stay silent on purpose: call this, and nothing else, when nothing needs an answer from you \
+             (for example a reaction or a passing mention of your name).",
+            Value::Null,
+        ),
     ];
     if !sticker_sets.is_empty() {
         fns.insert(
@@ -233,6 +242,8 @@ mod tests {
         assert!(matches!(call("send_sticker", json!({"set_name": "dogs", "emoji": "🐶"})), ToolCall::Invalid { .. }));
         assert!(matches!(call("fetch_url", json!({"urls": ["a", "b", "c", "d"]})), ToolCall::Invalid { .. }));
         assert!(matches!(call("launch_rockets", json!({})), ToolCall::Invalid { .. }));
+        assert_eq!(call("no_reply", json!({})), ToolCall::NoReply);
+        assert!(!ToolCall::NoReply.needs_result());
     }
 
     #[test]
@@ -242,7 +253,7 @@ mod tests {
         };
         assert!(!names(&[]).contains(&"send_sticker".to_string()));
         assert!(names(&["Cats".into()]).contains(&"send_sticker".to_string()));
-        assert_eq!(names(&[]).len(), 7);
+        assert_eq!(names(&[]).len(), 8);
     }
 
     #[test]

@@ -21,7 +21,10 @@
 //! - Thought parts are never stored or shown; every other part of the model's turns is kept
 //!   exactly as returned, thought signatures included.
 //! - An empty or refused answer (SAFETY, RECITATION, OTHER, no parts) becomes a short graceful
-//!   reply, never silence; the reason is returned for the record.
+//!   reply, never silence; the reason is returned for the record. The exception is a turn
+//!   where silence is allowed (a reaction or the bot's name in passing): there an empty answer
+//!   or a `no_reply` call is intended silence, recorded as [`TurnResult::silent`], never an
+//!   apology.
 
 use crate::fetch::{self, check_url, fence, FetchResponse, LinkSet, Page, Refusal};
 use crate::gemini::*;
@@ -72,6 +75,8 @@ pub struct TurnRequest {
     /// `FETCH_ALLOW_PRIVATE`: loopback may be fetched (tests, local development).
     pub fetch_allow_private: bool,
     pub safety: TurnSafety,
+    /// The model may stay silent (reaction and name triggers): an empty answer is intended.
+    pub silence_allowed: bool,
 }
 
 /// What the turn needs to keep untrusted text from steering it (see the module invariants).
@@ -130,6 +135,8 @@ pub struct TurnResult {
     /// Why the model gave nothing usable, when it did not.
     pub empty_reason: Option<String>,
     pub finish_reason: Option<String>,
+    /// The model chose to say nothing (`no_reply`, or an empty answer where that is allowed).
+    pub silent: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -238,6 +245,7 @@ pub async fn run_turn(
         calls: Vec::new(),
         empty_reason: None,
         finish_reason: None,
+        silent: false,
     };
     let mut call_index = 0usize;
     let mut fetched: BTreeSet<String> = BTreeSet::new();
@@ -292,8 +300,12 @@ pub async fn run_turn(
             Outcome::Empty { reason } => {
                 if !result.steps.iter().any(Step::is_visible) {
                     result.empty_reason = Some(reason);
-                    result.steps.push(Step::Send { text: GRACEFUL_REPLY.to_string(), reply_to: None, no_link_preview: false });
-                    result.step_calls.push(None);
+                    if req.silence_allowed || result.silent {
+                        result.silent = true;
+                    } else {
+                        result.steps.push(Step::Send { text: GRACEFUL_REPLY.to_string(), reply_to: None, no_link_preview: false });
+                        result.step_calls.push(None);
+                    }
                 }
                 break;
             }
@@ -380,6 +392,10 @@ pub async fn run_turn(
                 ToolCall::SearchMemory { query } => {
                     let found = tools.search_memory(&query).await;
                     json!({"results": found})
+                }
+                ToolCall::NoReply => {
+                    result.silent = true;
+                    json!({"ok": true, "status": "staying silent"})
                 }
                 ToolCall::Invalid { error, .. } => json!({"error": error}),
             };
@@ -498,6 +514,7 @@ mod tests {
             sticker_sets: vec![],
             fetch_allow_private: false,
             safety: TurnSafety { people_links: people(PEOPLE), fence_seed: 7, ..TurnSafety::default() },
+            silence_allowed: false,
         }
     }
 
@@ -740,6 +757,31 @@ mod tests {
         let r = run(&m, &FakeTools::default()).unwrap();
         assert_eq!(r.steps, vec![Step::Send { text: GRACEFUL_REPLY.into(), reply_to: None, no_link_preview: false }]);
         assert!(r.empty_reason.unwrap().contains("SAFETY"));
+    }
+
+    #[test]
+    fn an_empty_answer_where_silence_is_allowed_is_intended_silence() {
+        let empty = || Ok(json!({"candidates": [{"content": {"role": "model", "parts": []}, "finishReason": "STOP"}]}));
+        // Not allowed (a direct message): the user gets the graceful reply.
+        let r = run(&FakeModel::new(vec![empty()]), &FakeTools::default()).unwrap();
+        assert_eq!(r.steps, vec![Step::Send { text: GRACEFUL_REPLY.into(), reply_to: None, no_link_preview: false }]);
+        assert!(!r.silent);
+        // Allowed (a reaction): nothing is sent and the silence is recorded.
+        let req = TurnRequest { silence_allowed: true, ..request() };
+        let r = block_on(run_turn(&req, &FakeModel::new(vec![empty()]), &FakeTools::default(), &Tick(RefCell::new(0)))).unwrap();
+        assert!(r.steps.is_empty());
+        assert!(r.silent);
+        assert!(r.empty_reason.is_some(), "why, for the record");
+    }
+
+    #[test]
+    fn no_reply_is_silence_on_purpose_without_another_round() {
+        let m = FakeModel::new(vec![answer(json!([{"functionCall": {"name": "no_reply", "args": {}}}]))]);
+        let r = run(&m, &FakeTools::default()).unwrap();
+        assert!(r.steps.is_empty(), "no apology, no graceful reply");
+        assert!(r.silent);
+        assert_eq!(r.calls.len(), 1);
+        assert_eq!(r.turn.contents.len(), 1, "the call is kept for the history");
     }
 
     #[test]

@@ -158,6 +158,7 @@ fn generate_content_request_is_exact() {
         sticker_sets: vec!["TrailFriends".into()],
         fetch_allow_private: false,
         safety: Default::default(),
+        silence_allowed: false,
     };
     let request = serde_json::to_value(build_request(&req, &contents, false)).unwrap();
     // The shape Gemini expects: camelCase, systemInstruction apart from contents, no `system`
