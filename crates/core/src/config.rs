@@ -115,10 +115,13 @@ pub struct Config {
     pub consolidate_min_messages: usize,
     pub embeddings_model: String,
     pub warnings: Vec<String>,
+    /// Model budgets: `USER_TURNS_PER_HOUR` (60), `CHAT_TOKENS_PER_DAY` (2,000,000),
+    /// `GLOBAL_TOKENS_PER_DAY` (20,000,000); 0 means unlimited.
+    pub budgets: crate::limits::Budgets,
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 31] = [
+pub const VAR_NAMES: [&str; 34] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -150,6 +153,9 @@ pub const VAR_NAMES: [&str; 31] = [
     "EMBEDDINGS_MODEL",
     "SESSION_IDLE_MINUTES",
     "RETRY_BASE_MS",
+    "USER_TURNS_PER_HOUR",
+    "CHAT_TOKENS_PER_DAY",
+    "GLOBAL_TOKENS_PER_DAY",
 ];
 
 impl Default for Config {
@@ -186,6 +192,11 @@ impl Config {
         let max_output_tokens = num("MAX_OUTPUT_TOKENS", 4096) as u32;
         let pairing_ttl = num("PAIRING_CODE_TTL_MINUTES", 60) as i64 * 60;
         let consolidate_min_messages = num("CONSOLIDATE_MIN_MESSAGES", 40) as usize;
+        let budgets = crate::limits::Budgets {
+            user_turns_per_hour: num("USER_TURNS_PER_HOUR", 60),
+            chat_tokens_per_day: num("CHAT_TOKENS_PER_DAY", 2_000_000),
+            global_tokens_per_day: num("GLOBAL_TOKENS_PER_DAY", 20_000_000),
+        };
 
         let flag = |name: &str, default: bool| match get(name).map(|v| v.to_ascii_lowercase()) {
             None => default,
@@ -279,6 +290,7 @@ impl Config {
             consolidate_min_messages,
             embeddings_model: get("EMBEDDINGS_MODEL").unwrap_or_default(),
             warnings,
+            budgets,
         }
     }
 
