@@ -24,7 +24,8 @@ for arg in "$@"; do
 done
 
 if [ ! -f .dev.vars ]; then
-  rand() { node -e 'process.stdout.write(require("crypto").randomBytes(18).toString("base64url"))'; }
+  # 32 random bytes: 43 characters (the worker refuses shared secrets under 32).
+  rand() { node -e 'process.stdout.write(require("crypto").randomBytes(32).toString("base64url"))'; }
   cat > .dev.vars <<VARS
 # Local secrets for npm run dev (never commit this file). Put a real bot token and a Gemini
 # key here to talk to the real services; leave GEMINI_API_KEY empty for the offline model.
@@ -35,6 +36,13 @@ ADMIN_TOKEN=$(rand)
 VARS
   echo "dev: wrote .dev.vars with local secrets" >&2
 fi
+# An older .dev.vars may hold secrets the worker now refuses (under 32 characters).
+for name in TELEGRAM_WEBHOOK_SECRET ADMIN_TOKEN; do
+  value="$(sed -n "s/^$name=//p" .dev.vars | tr -d '[:space:]')"
+  if [ "${#value}" -lt 32 ]; then
+    echo "dev: $name in .dev.vars is shorter than 32 characters; the worker will refuse to serve. Delete the line (or the file) to have a new one generated." >&2
+  fi
+done
 gemini_key="$(sed -n 's/^GEMINI_API_KEY=//p' .dev.vars | tr -d '[:space:]')"
 
 CI=true wrangler d1 migrations apply DB --local >&2

@@ -23,7 +23,8 @@ function fail(message) {
 
 
 const devVars = readVars(path.join(root, ".dev.vars"));
-const setting = (name) => process.env[name] || devVars[name] || "";
+const deployVars = readVars(path.join(root, ".deploy.vars")); // written by scripts/deploy.sh
+const setting = (name) => process.env[name] || deployVars[name] || devVars[name] || "";
 const token = setting("TELEGRAM_BOT_TOKEN");
 const secret = setting("TELEGRAM_WEBHOOK_SECRET");
 const apiBase = (process.env.TELEGRAM_API_BASE || "https://api.telegram.org").replace(/\/$/, "");

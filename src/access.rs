@@ -1,14 +1,42 @@
 //! Access control at the edge: applies `agent_core::policy`, records every refusal, runs the
-//! pairing flow (code to the user, approval by an operator, a welcome after).
+//! pairing flow (code to the user, approval by an operator, a welcome after), applies the
+//! model budgets (`agent_core::limits`) and throttles repeated failed authentications.
 //!
-//! Invariant: nothing here calls the model; a refused message costs at most one short reply.
+//! Invariants: nothing here calls the model; a refused message costs at most one short reply.
+//! The authentication throttle lives in the isolate's memory (a thread-local
+//! `limits::AuthThrottle`): checking it costs nothing on the good path, and failures cost the
+//! owner no D1 writes or Durable Object calls (which an attacker could otherwise run up). The
+//! source is `CF-Connecting-IP`, which Cloudflare sets and clients cannot forge; without it
+//! (local development) all requests share one source.
 
 use crate::args;
 use crate::deliver;
 use crate::env::{now_ms, random_bytes, Ctx};
 use agent_core::conversation::{ChatKind, ConvKey};
+use agent_core::limits::{self, AuthThrottle, Budgets, Scope, Usage, Verdict};
 use agent_core::policy::{self, Access, Refusal, UserAccess};
 use serde::Deserialize;
+use std::cell::RefCell;
+
+thread_local! {
+    static AUTH_THROTTLE: RefCell<AuthThrottle> = RefCell::new(AuthThrottle::default());
+}
+
+fn auth_source(req: &worker::Request) -> String {
+    req.headers().get("CF-Connecting-IP").ok().flatten().unwrap_or_else(|| "local".to_string())
+}
+
+/// Whether the request's source failed to authenticate too often lately (answer 429).
+pub fn auth_throttled(req: &worker::Request) -> bool {
+    let source = auth_source(req);
+    AUTH_THROTTLE.with(|t| t.borrow().throttled(&source, now_ms()))
+}
+
+/// Counts a failed authentication (a wrong webhook secret or admin token) of the request's source.
+pub fn auth_failed(req: &worker::Request) {
+    let source = auth_source(req);
+    AUTH_THROTTLE.with(|t| t.borrow_mut().failed(&source, now_ms()));
+}
 
 /// A refusal notice is sent at most this often to the same user.
 const NOTICE_INTERVAL_MS: i64 = 10 * 60 * 1000;
@@ -129,15 +157,16 @@ pub async fn approve(ctx: &Ctx, code: &str, by: &str) -> worker::Result<Option<A
         )
         .await?;
     if let Some(a) = &approved {
-        set_access(ctx, a.user_id, Some("allowed"), &format!("pairing {code} approved by {by}")).await?;
+        set_access(ctx, a.user_id, Some(UserAccess::Allowed), &format!("pairing {code} approved by {by}")).await?;
         let conv = ConvKey::chat(a.chat_id);
         let _ = deliver::send_text(ctx, &conv, &format!("approved:{code}"), policy::PAIRING_APPROVED_MESSAGE, None, None).await;
     }
     Ok(approved)
 }
 
-/// Sets (or clears, with `None`) a user's access: `allowed` or `blocked`.
-pub async fn set_access(ctx: &Ctx, user_id: i64, access: Option<&str>, note: &str) -> worker::Result<()> {
+/// Sets (or clears, with `None`) a user's access.
+pub async fn set_access(ctx: &Ctx, user_id: i64, access: Option<UserAccess>, note: &str) -> worker::Result<()> {
+    let access = access.map(UserAccess::as_str);
     ctx.db()
         .run(
             "INSERT INTO users (user_id, name, access, access_note, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -147,4 +176,105 @@ pub async fn set_access(ctx: &Ctx, user_id: i64, access: Option<&str>, note: &st
         )
         .await?;
     Ok(())
+}
+
+#[derive(Deserialize, Default)]
+struct UsageCounts {
+    user_turns: Option<i64>,
+    chat_tokens: Option<i64>,
+    global_tokens: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct NoticeRow {
+    reason: String,
+    at: Option<i64>,
+}
+
+const SELECT_USAGE: &str = "SELECT
+       (SELECT COUNT(*) FROM budget_charges WHERE user_id = ?1 AND created_at > ?3) AS user_turns,
+       (SELECT SUM(total_tokens) FROM model_calls WHERE chat_id = ?2 AND created_at >= ?4) AS chat_tokens,
+       (SELECT SUM(total_tokens) FROM model_calls WHERE created_at >= ?4) AS global_tokens";
+const SELECT_NOTICES: &str = "SELECT reason, MAX(created_at) AS at FROM refusals
+     WHERE chat_id = ?1 AND created_at >= ?3
+       AND (reason IN ('budget_chat', 'budget_global') OR (reason = 'budget_user' AND user_id = ?2))
+     GROUP BY reason";
+
+/// Budget figures for a person in a chat (the person's hour, the chat's and the bot's day).
+pub async fn budget_usage(ctx: &Ctx, chat_id: i64, user_id: Option<i64>) -> worker::Result<Usage> {
+    let now = now_ms();
+    let c: Option<UsageCounts> = ctx
+        .db()
+        .first(SELECT_USAGE, args![user_id, chat_id, now - limits::HOUR_MS, limits::day_start(now)])
+        .await?;
+    let c = c.unwrap_or_default();
+    let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
+    Ok(Usage { user_turns_last_hour: n(c.user_turns), chat_tokens_today: n(c.chat_tokens), global_tokens_today: n(c.global_tokens) })
+}
+
+/// Applies the model budgets to an admitted, reply-asking message. True: go ahead (the person
+/// is charged one). False: over a budget; the refusal is recorded and the chat told once per
+/// window. If D1 cannot be read the message goes ahead (a budget is not worth silence).
+pub async fn within_budget(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>, message_id: i64) -> bool {
+    let budgets: Budgets = ctx.cfg.budgets;
+    let is_admin = user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
+    if is_admin {
+        return true;
+    }
+    let db = ctx.db();
+    let now = now_ms();
+    let since = (now - limits::HOUR_MS).min(limits::day_start(now));
+    let stmts = (|| {
+        Ok::<_, worker::Error>(vec![
+            db.stmt(SELECT_USAGE, args![user_id, conv.chat_id, now - limits::HOUR_MS, limits::day_start(now)])?,
+            db.stmt(SELECT_NOTICES, args![conv.chat_id, user_id, since])?,
+        ])
+    })();
+    let results = match stmts {
+        Ok(stmts) => db.batch(stmts).await,
+        Err(e) => Err(e),
+    };
+    let (usage, notices) = match results {
+        Ok(r) => {
+            let c = r.first().and_then(|r| crate::db::rows::<UsageCounts>(r).ok()).and_then(|v| v.into_iter().next()).unwrap_or_default();
+            let notices = r.get(1).and_then(|r| crate::db::rows::<NoticeRow>(r).ok()).unwrap_or_default();
+            let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
+            (Usage { user_turns_last_hour: n(c.user_turns), chat_tokens_today: n(c.chat_tokens), global_tokens_today: n(c.global_tokens) }, notices)
+        }
+        Err(e) => {
+            worker::console_error!("budget check failed, letting the message through: {e}");
+            return true;
+        }
+    };
+    let last_notice = |scope: Scope| notices.iter().find(|n| n.reason == scope.reason()).and_then(|n| n.at);
+    match limits::check(&budgets, &usage, false, last_notice, now) {
+        Verdict::Within => {
+            if let Some(uid) = user_id {
+                if let Err(e) = db
+                    .run("INSERT INTO budget_charges (chat_id, user_id, created_at) VALUES (?1, ?2, ?3)", args![conv.chat_id, uid, now])
+                    .await
+                {
+                    worker::console_error!("could not record a budget charge: {e}");
+                }
+            }
+            true
+        }
+        Verdict::Over { scope, notify } => {
+            worker::console_warn!("chat {}: over the {} budget; no turn", conv.chat_id, scope.reason());
+            if let Err(e) = db
+                .run(
+                    "INSERT INTO refusals (chat_id, user_id, reason, created_at) VALUES (?1, ?2, ?3, ?4)",
+                    args![conv.chat_id, user_id, scope.reason(), now],
+                )
+                .await
+            {
+                worker::console_error!("could not record a refusal: {e}");
+            }
+            if notify {
+                let key = format!("budget:{}:{message_id}", conv.chat_id);
+                let _ = deliver::send_text(ctx, conv, &key, scope.message(), None, None).await;
+            }
+            false
+        }
+    }
 }

@@ -1,5 +1,8 @@
 //! The admin API under `/api/v1/` (bearer `ADMIN_TOKEN`, compared in constant time). Without
-//! the token: 401 and nothing else. Documented in `docs/openapi.yaml`.
+//! the token: 401 and nothing else; repeated failures from one source: 429; an `ADMIN_TOKEN`
+//! shorter than 32 characters: 500 for everything (and a log line naming it). Documented in
+//! `docs/openapi.yaml`. API conversations (`POST /chat`) take ids only from their own range
+//! (`agent_core::policy::is_api_chat_id`), so they never rewrite a Telegram chat.
 //!
 //! status, sessions (paged), a session's messages (paged), session reset, costs, memories,
 //! pairings, users' access, a chat's model, notify (send as the bot), chat (synchronous: text
@@ -8,6 +11,7 @@
 use crate::env::{now_ms, Ctx, CHATS};
 use crate::{access, args, chat, deliver, usage};
 use agent_core::conversation::ConvKey;
+use agent_core::policy::{is_api_chat_id, UserAccess, API_CHAT_ID_MAX, API_CHAT_ID_MIN};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use worker::{Method, Request, Response, Result, Url};
@@ -35,7 +39,15 @@ fn limit(url: &Url, default: i64) -> i64 {
 }
 
 pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
+    if !agent_core::limits::secret_strong_enough(&ctx.secrets.admin_token) {
+        worker::console_error!("ADMIN_TOKEN is missing or shorter than 32 characters; refusing to serve the admin API");
+        return Response::error("server misconfigured: ADMIN_TOKEN is too short", 500);
+    }
+    if access::auth_throttled(&req) {
+        return Response::error("too many failed attempts", 429);
+    }
     if !authorized(&req, ctx) {
+        access::auth_failed(&req);
         return Response::error("unauthorized", 401);
     }
     let url = req.url()?;
@@ -64,10 +76,11 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
         (Method::Put, ["users", id, "access"]) => {
             let Ok(user_id) = id.parse::<i64>() else { return bad_request("user id must be a number") };
             let value = body.get("access").and_then(Value::as_str);
-            if !matches!(value, None | Some("allowed") | Some("blocked")) {
+            let level = value.map(UserAccess::parse);
+            if matches!(level, Some(None)) {
                 return bad_request("access must be \"allowed\", \"blocked\" or null");
             }
-            access::set_access(ctx, user_id, value, "admin api").await?;
+            access::set_access(ctx, user_id, level.flatten(), "admin api").await?;
             Response::from_json(&json!({"user_id": user_id, "access": value}))
         }
         (Method::Put, ["chats", id, "model"]) => {
@@ -218,6 +231,18 @@ async fn costs(ctx: &Ctx, url: &Url) -> Result<Response> {
         _ => return bad_request("period must be today, week or all"),
     };
     let rows = usage::totals(ctx, since).await?;
+    let chat = query(url, "chat_id").and_then(|c| c.parse::<i64>().ok());
+    let user = query(url, "user_id").and_then(|c| c.parse::<i64>().ok());
+    let used = access::budget_usage(ctx, chat.unwrap_or(0), user).await?;
+    let b = ctx.cfg.budgets;
+    let budgets = json!({
+        "user_turns_per_hour": b.user_turns_per_hour,
+        "chat_tokens_per_day": b.chat_tokens_per_day,
+        "global_tokens_per_day": b.global_tokens_per_day,
+        "global_tokens_today": used.global_tokens_today,
+        "chat_tokens_today": chat.map(|_| used.chat_tokens_today),
+        "user_turns_last_hour": user.map(|_| used.user_turns_last_hour),
+    });
     let mut total = 0.0;
     let items: Vec<Value> = rows
         .iter()
@@ -237,7 +262,7 @@ async fn costs(ctx: &Ctx, url: &Url) -> Result<Response> {
             })
         })
         .collect();
-    Response::from_json(&json!({"period": period, "since": since, "rows": items, "total_cost_usd": total}))
+    Response::from_json(&json!({"period": period, "since": since, "rows": items, "total_cost_usd": total, "budgets": budgets}))
 }
 
 #[derive(Deserialize, Serialize)]
@@ -362,12 +387,18 @@ fn hex(b: &[u8]) -> String {
 }
 
 /// `POST /api/v1/chat`: text in, the bot's reply out, synchronously. The conversation is an
-/// API conversation (`chat_id` chosen by the caller; pick ids that are not Telegram chats):
-/// nothing is sent to Telegram, the reply is returned and stored as the bot's message.
+/// API conversation: `chat_id` must lie in the API range (2^52 to 2^53 - 1), above every
+/// Telegram chat id, else 400; nothing is sent to Telegram, the reply is returned and stored
+/// as the bot's message.
 async fn chat_sync(ctx: &Ctx, body: &Value) -> Result<Response> {
     let (Some(chat_id), Some(text)) = (body.get("chat_id").and_then(Value::as_i64), body.get("text").and_then(Value::as_str)) else {
         return bad_request("chat_id and text are required");
     };
+    if !is_api_chat_id(chat_id) {
+        return bad_request(&format!(
+            "chat_id must be an API conversation id, from {API_CHAT_ID_MIN} to {API_CHAT_ID_MAX} (Telegram chat ids are refused)"
+        ));
+    }
     if text.trim().is_empty() {
         return bad_request("text is empty");
     }

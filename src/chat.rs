@@ -316,6 +316,11 @@ impl ChatObject {
                 return;
             }
         }
+        // Model budgets (per person, chat and bot): over one, no turn and one notice per window.
+        if !access::within_budget(ctx, &conv, user_id, message_id).await {
+            self.update(|st| st.mark_seen(inbox.update_id)).await;
+            return;
+        }
         // The debounce runs on this object's clock: when it learned of the message. (Telegram
         // sends a chat's updates one at a time, each after the previous one was acknowledged,
         // so under load the gap it sees between messages is at least the acknowledgement time.)

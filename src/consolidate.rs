@@ -46,7 +46,7 @@ pub async fn enqueue_due(ctx: &Ctx) -> worker::Result<usize> {
         .db()
         .all(
             "SELECT m.conv AS conv FROM messages m LEFT JOIN conversations c ON c.conv = m.conv
-             WHERE m.seq > COALESCE(c.consolidated_seq, 0) AND m.role != 'bot'
+             WHERE m.seq > COALESCE(c.consolidated_seq, 0) AND m.role != 'bot' AND m.excluded = 0
                AND (c.consolidating_until IS NULL OR c.consolidating_until < ?1)
              GROUP BY m.conv LIMIT 100",
             args![now_ms()],
@@ -87,7 +87,7 @@ fn message_sql(order: &str) -> String {
     format!(
         "SELECT m.seq, m.message_id, m.role, m.user_id, m.name, m.username, m.parts, m.reply_to, m.forwarded_from,
            m.date, m.edited_at, m.turn_id, NULL AS turn_upto_seq
-         FROM messages m WHERE m.conv = ?1 AND m.seq > ?2 AND m.seq < ?3 ORDER BY m.seq {order} LIMIT ?4"
+         FROM messages m WHERE m.conv = ?1 AND m.seq > ?2 AND m.seq < ?3 AND m.excluded = 0 ORDER BY m.seq {order} LIMIT ?4"
     )
 }
 

@@ -33,13 +33,9 @@ pub struct Secrets {
 
 impl Secrets {
     pub fn from_env(env: &Env) -> Self {
-        let get = |name: &str| {
-            env.secret(name)
-                .map(|s| s.to_string())
-                .or_else(|_| env.var(name).map(|v| v.to_string()))
-                .map(Secret::new)
-                .unwrap_or_default()
-        };
+        // Secrets only: never a plain [vars] fallback (vars are visible in wrangler.toml and
+        // the dashboard). A missing secret is empty and matches nothing.
+        let get = |name: &str| env.secret(name).map(|s| Secret::new(s.to_string())).unwrap_or_default();
         Secrets {
             bot_token: get("TELEGRAM_BOT_TOKEN"),
             webhook_secret: get("TELEGRAM_WEBHOOK_SECRET"),

@@ -31,21 +31,26 @@ const UPSERT_USER: &str = "INSERT INTO users (user_id, name, username, is_bot, u
        is_bot = excluded.is_bot, updated_at = excluded.updated_at
      WHERE users.name IS NOT excluded.name OR users.username IS NOT excluded.username
        OR users.is_bot IS NOT excluded.is_bot";
+/// `excluded` picks, by the sender's stored access level, one of the three answers of
+/// `agent_core::policy::admitted_by_level` (?17 none, ?18 allowed, ?19 blocked).
 const INSERT_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
-       parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+       parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id, excluded)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+       CASE (SELECT access FROM users WHERE user_id = ?5) WHEN 'allowed' THEN ?18 WHEN 'blocked' THEN ?19 ELSE ?17 END)
      ON CONFLICT (chat_id, message_id) DO NOTHING";
 const UPSERT_EDITED_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
-       parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+       parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id, excluded)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+       CASE (SELECT access FROM users WHERE user_id = ?5) WHEN 'allowed' THEN ?18 WHEN 'blocked' THEN ?19 ELSE ?17 END)
      ON CONFLICT (chat_id, message_id) DO UPDATE SET parts = excluded.parts, text = excluded.text,
        edited_at = excluded.edited_at";
 const SELECT_ACCESS: &str = "SELECT access FROM users WHERE user_id = ?1";
 /// A reaction is an event in the conversation of the message it is on.
 const INSERT_REACTION: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
-       parts, text, date, update_id)
+       parts, text, date, update_id, excluded)
      SELECT COALESCE((SELECT conv FROM messages WHERE chat_id = ?1 AND message_id = ?2), ?3), ?1, NULL, 'event',
-       ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10
+       ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10,
+       CASE (SELECT access FROM users WHERE user_id = ?4) WHEN 'allowed' THEN ?12 WHEN 'blocked' THEN ?13 ELSE ?11 END
      WHERE NOT EXISTS (SELECT 1 FROM messages WHERE update_id = ?10)";
 const REACTION_TARGET: &str = "SELECT m.conv AS conv,
        (SELECT b.message_id FROM messages b WHERE b.conv = m.conv AND b.role = 'bot' AND b.message_id IS NOT NULL
@@ -65,9 +70,13 @@ struct AccessRow {
     access: Option<String>,
 }
 
-fn message_args(m: &InboundMessage, update_id: i64) -> Vec<Arg> {
+/// Whether the sender is admitted, by stored access level: `(none, allowed, blocked)`, from
+/// `agent_core::policy::admitted_by_level`.
+pub type AdmittedByLevel = (bool, bool, bool);
+
+fn message_args(m: &InboundMessage, update_id: i64, admitted: AdmittedByLevel) -> Vec<Arg> {
     let role = if m.is_event { "event" } else { "user" };
-    args![
+    let mut a = args![
         m.conv.to_string(),
         m.chat.id,
         m.message_id,
@@ -84,11 +93,21 @@ fn message_args(m: &InboundMessage, update_id: i64) -> Vec<Arg> {
         m.date,
         m.edit_date,
         update_id,
-    ]
+    ];
+    a.extend(args![!admitted.0, !admitted.1, !admitted.2]);
+    a
 }
 
 /// Records a message (or an edit) with its chat and sender, in one round trip.
-pub async fn record_message(db: &Db, update_id: i64, kind: &str, m: &InboundMessage, edited: bool, now: i64) -> Result<Recorded> {
+pub async fn record_message(
+    db: &Db,
+    update_id: i64,
+    kind: &str,
+    m: &InboundMessage,
+    edited: bool,
+    admitted: AdmittedByLevel,
+    now: i64,
+) -> Result<Recorded> {
     let c = &m.chat;
     let mut stmts = vec![
         db.stmt(INSERT_UPDATE, args![update_id, kind, c.id, now])?,
@@ -98,7 +117,7 @@ pub async fn record_message(db: &Db, update_id: i64, kind: &str, m: &InboundMess
         stmts.push(db.stmt(UPSERT_USER, args![uid, m.speaker.name.clone(), m.speaker.username.clone(), m.speaker.is_bot, now])?);
     }
     let sql = if edited { UPSERT_EDITED_MESSAGE } else { INSERT_MESSAGE };
-    stmts.push(db.stmt(sql, message_args(m, update_id))?);
+    stmts.push(db.stmt(sql, message_args(m, update_id, admitted))?);
     if let Some(uid) = m.speaker.user_id {
         stmts.push(db.stmt(SELECT_ACCESS, args![uid])?);
     }
@@ -133,7 +152,7 @@ pub fn reaction_detail(r: &InboundReaction) -> String {
     format!("{emoji} to #{}", r.message_id)
 }
 
-pub async fn record_reaction(db: &Db, update_id: i64, r: &InboundReaction, now: i64) -> Result<RecordedReaction> {
+pub async fn record_reaction(db: &Db, update_id: i64, r: &InboundReaction, admitted: AdmittedByLevel, now: i64) -> Result<RecordedReaction> {
     let c = &r.chat;
     let parts = vec![Part::Event { kind: "reaction".into(), detail: reaction_detail(r) }];
     let text = parts[0].render_compact();
@@ -152,7 +171,10 @@ pub async fn record_reaction(db: &Db, update_id: i64, r: &InboundReaction, now: 
                 serde_json::to_string(&parts).unwrap_or_default(),
                 text,
                 r.date,
-                update_id
+                update_id,
+                !admitted.0,
+                !admitted.1,
+                !admitted.2
             ],
         )?,
         db.stmt(REACTION_TARGET, args![c.id, r.message_id])?,
@@ -265,6 +287,7 @@ const SELECT_RECENT_MESSAGES: &str = "SELECT m.seq, m.message_id, m.role, m.user
        m.reply_to, m.forwarded_from, m.date, m.edited_at, m.turn_id, t.upto_seq AS turn_upto_seq
      FROM messages m LEFT JOIN turns t ON t.turn_id = m.turn_id
      WHERE m.conv = ?1 AND m.seq >= COALESCE((SELECT session_start_seq FROM conversations WHERE conv = ?1), 0)
+       AND m.excluded = 0
      ORDER BY m.seq DESC LIMIT ?2";
 /// The newest message an earlier turn (not this one, which may be a retry) answered.
 const SELECT_ANSWERED: &str = "SELECT MAX(upto_seq) AS upto_seq FROM turns

@@ -1,4 +1,5 @@
-//! Model usage and cost: totals from `model_calls`, priced with the configured table.
+//! Model usage and cost: totals from `model_calls`, priced with the configured table, and
+//! where the chat and the person stand against the budgets (`agent_core::limits`).
 
 use crate::args;
 use crate::env::Ctx;
@@ -31,8 +32,16 @@ pub async fn chat_usage(ctx: &Ctx, chat_id: i64) -> worker::Result<Vec<UsageRow>
         .await
 }
 
-/// `/usage`: this chat's totals.
-pub async fn chat_usage_text(ctx: &Ctx, chat_id: i64) -> worker::Result<String> {
+/// `/usage`: this chat's totals and the budgets (with the asking person's figure).
+pub async fn chat_usage_text(ctx: &Ctx, chat_id: i64, user_id: Option<i64>) -> worker::Result<String> {
+    let mut out = chat_totals_text(ctx, chat_id).await?;
+    let used = crate::access::budget_usage(ctx, chat_id, user_id).await?;
+    out.push_str("\n\nBudgets:\n");
+    out.push_str(&agent_core::limits::describe(&ctx.cfg.budgets, &used));
+    Ok(out)
+}
+
+async fn chat_totals_text(ctx: &Ctx, chat_id: i64) -> worker::Result<String> {
     let rows = chat_usage(ctx, chat_id).await?;
     if rows.is_empty() {
         return Ok("No model calls in this chat yet.".to_string());

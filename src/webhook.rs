@@ -2,7 +2,12 @@
 //! update_id), hand reply-asking messages to the chat's Durable Object, answer 200 at once.
 //!
 //! Invariants:
-//! - A wrong or missing secret gets 401 and nothing is stored.
+//! - A wrong or missing secret gets 401 and nothing is stored; a source with repeated
+//!   failures gets 429 without its secret being looked at (`access::auth_*`).
+//! - A configured secret shorter than 32 characters serves nothing: 500 and a log line that
+//!   names the secret (never its value).
+//! - Every message is marked `excluded` when the access policy refuses its sender, in the
+//!   same insert (`policy::admitted_by_level`), so refused text never reaches a model.
 //! - Malformed bodies and kinds the bot does not handle get 200 and nothing is stored, so
 //!   Telegram never redelivers them.
 //! - At most one D1 round trip per update, plus one Durable Object call when the message asks
@@ -15,7 +20,9 @@ use crate::env::{now_ms, Ctx};
 use crate::store;
 use agent_core::conversation::Inbound;
 use agent_core::gating::{reply_trigger, BotIdentity, Trigger};
+use agent_core::limits::secret_strong_enough;
 use agent_core::normalize::normalize;
+use agent_core::policy::admitted_by_level;
 use agent_core::telegram::parse_update;
 use worker::{Request, Response, Result};
 
@@ -44,8 +51,16 @@ pub async fn bot_identity(ctx: &Ctx) -> BotIdentity {
 }
 
 pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
+    if !secret_strong_enough(&ctx.secrets.webhook_secret) {
+        worker::console_error!("TELEGRAM_WEBHOOK_SECRET is missing or shorter than 32 characters; refusing to serve the webhook");
+        return Response::error("server misconfigured: TELEGRAM_WEBHOOK_SECRET is too short", 500);
+    }
+    if crate::access::auth_throttled(&req) {
+        return Response::error("too many failed attempts", 429);
+    }
     let presented = req.headers().get(SECRET_HEADER)?.unwrap_or_default();
     if !ctx.secrets.webhook_secret.matches(&presented) {
+        crate::access::auth_failed(&req);
         return Response::error("unauthorized", 401);
     }
     let body = req.bytes().await.unwrap_or_default();
@@ -64,11 +79,13 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
             ok(ctx)
         }
         Inbound::Edited(m) => {
-            store::record_message(&db, update.update_id, "edited_message", &m, true, now).await?;
+            let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
+            store::record_message(&db, update.update_id, "edited_message", &m, true, admitted, now).await?;
             ok(ctx)
         }
         Inbound::Message(m) => {
-            let recorded = store::record_message(&db, update.update_id, "message", &m, false, now).await?;
+            let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
+            let recorded = store::record_message(&db, update.update_id, "message", &m, false, admitted, now).await?;
             let bot = bot_identity(ctx).await;
             if let Some(trigger) = reply_trigger(&m, &bot, ctx.cfg.name_trigger) {
                 let conv = m.conv.to_string();
@@ -85,7 +102,8 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
             ok(ctx)
         }
         Inbound::Reaction(r) => {
-            let rec = store::record_reaction(&db, update.update_id, &r, now).await?;
+            let admitted = admitted_by_level(&ctx.cfg, r.chat.kind, r.chat.id, r.speaker.user_id);
+            let rec = store::record_reaction(&db, update.update_id, &r, admitted, now).await?;
             // A reaction on the bot's most recent message asks for a reply.
             let on_latest = rec.last_bot_message_id == Some(r.message_id);
             if on_latest && !r.emoji.is_empty() && !r.speaker.is_bot {

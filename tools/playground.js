@@ -6,6 +6,12 @@
 // serves the offline stand-in model, so everything runs with no tokens at all.
 //
 //   node tools/playground.js            # reads .dev.vars; PLAYGROUND_PORT (8788), WORKER_URL
+//
+// The page and its /api/* routes answer only requests addressed to this server by a loopback
+// name (the Host header: no DNS rebinding), from its own page (Origin, when a browser sends
+// one: no cross-site form or fetch from another tab), and POSTs only as application/json
+// (which no cross-site form can send and no cross-site fetch can without a CORS preflight,
+// which is never granted). Everything else gets 403 or 415 and reaches no webhook.
 import http from "node:http";
 import fs from "node:fs";
 import path from "node:path";
@@ -25,6 +31,17 @@ export const CHATS = {
   dm: { id: PEOPLE.you.id, type: "private", first_name: "You" },
   group: { id: -1001234000001, type: "supergroup", title: "Playground group" },
 };
+
+/** Whether a request to the page or /api/* comes from the playground's own page: a loopback
+ *  Host with this server's port, and no foreign Origin. */
+export function sameSite(req, port) {
+  const hosts = [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`];
+  const host = String(req.headers.host ?? "").toLowerCase();
+  if (!hosts.includes(host)) return false;
+  const origin = req.headers.origin;
+  if (origin === undefined) return true; // not a browser's cross-site request (curl, tests)
+  return hosts.some((h) => origin.toLowerCase() === `http://${h}`);
+}
 
 /** Message entities Telegram would attach: a leading bot command, @mentions. */
 export function entitiesOf(text) {
@@ -101,6 +118,10 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
     try {
       if (url.pathname.startsWith("/bot")) return await telegram.handle(req, res);
       if (offlineModel && (await handleOfflineModel(req, res))) return;
+      if (!sameSite(req, server.address().port)) {
+        res.writeHead(403, { "content-type": "text/plain" });
+        return res.end("forbidden: the playground answers only its own page on localhost");
+      }
       if (req.method === "GET" && url.pathname === "/") {
         res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
         return res.end(page.replace("__CONFIG__", JSON.stringify({ offlineModel, bot: bot.username, botName, people: PEOPLE })));
@@ -113,6 +134,11 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
         return;
       }
       if (req.method === "POST" && (url.pathname === "/api/send" || url.pathname === "/api/react")) {
+        const type = String(req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
+        if (type !== "application/json") {
+          res.writeHead(415, { "content-type": "text/plain" });
+          return res.end("send application/json");
+        }
         let raw = "";
         for await (const chunk of req) raw += chunk;
         const body = JSON.parse(raw || "{}");

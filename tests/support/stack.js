@@ -11,9 +11,10 @@ import { startFakeGemini } from "./fake-gemini.js";
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const TOKEN = "123456789:TEST-token_for-the-fake";
 export const BOT_ID = 123456789;
-export const WEBHOOK_SECRET = "test-webhook-secret";
+// Shared secrets must be 32+ characters (the worker refuses to serve with shorter ones).
+export const WEBHOOK_SECRET = "test-webhook-secret-0123456789abcdefXYZ";
 export const GEMINI_KEY = "test-gemini-key";
-export const ADMIN_TOKEN = "test-admin-token";
+export const ADMIN_TOKEN = "test-admin-token-0123456789abcdefghXYZ";
 
 let nextUpdateId = 1_000_000 + Math.floor(Math.random() * 1_000_000);
 let nextMessageId = 1;
@@ -22,8 +23,9 @@ export function sleep(ms) {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** Starts the worker (the prebuilt bundle) with test secrets; `vars` override [vars]. */
-export async function startWorker(vars) {
+/** Starts the worker (the prebuilt bundle) with test secrets; `vars` override [vars],
+ *  `secrets` override the test secrets. */
+export async function startWorker(vars, secrets = {}) {
   const server = createTestHarness({
     root: ROOT,
     workers: [
@@ -36,6 +38,7 @@ export async function startWorker(vars) {
           TELEGRAM_WEBHOOK_SECRET: WEBHOOK_SECRET,
           GEMINI_API_KEY: GEMINI_KEY,
           ADMIN_TOKEN: ADMIN_TOKEN,
+          ...secrets,
         },
       },
     ],
@@ -47,10 +50,10 @@ export async function startWorker(vars) {
 }
 
 /** Starts fakes and the worker. `vars` override wrangler.toml's [vars]. */
-export async function startStack({ vars = {}, latencyMs = 0 } = {}) {
+export async function startStack({ vars = {}, latencyMs = 0, secrets = {} } = {}) {
   const tg = await startFakeTelegram({ token: TOKEN });
   const gemini = await startFakeGemini({ key: GEMINI_KEY, latencyMs });
-  const { server, worker, url } = await startWorker({ TELEGRAM_API_BASE: tg.base, GEMINI_API_BASE: gemini.base, ...vars });
+  const { server, worker, url } = await startWorker({ TELEGRAM_API_BASE: tg.base, GEMINI_API_BASE: gemini.base, ...vars }, secrets);
   const env = await worker.getEnv();
 
   const stack = {

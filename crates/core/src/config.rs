@@ -123,10 +123,13 @@ pub struct Config {
     pub consolidate_min_messages: usize,
     pub embeddings_model: String,
     pub warnings: Vec<String>,
+    /// Model budgets: `USER_TURNS_PER_HOUR` (60), `CHAT_TOKENS_PER_DAY` (2,000,000),
+    /// `GLOBAL_TOKENS_PER_DAY` (20,000,000); 0 means unlimited.
+    pub budgets: crate::limits::Budgets,
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 34] = [
+pub const VAR_NAMES: [&str; 37] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -161,6 +164,9 @@ pub const VAR_NAMES: [&str; 34] = [
     "MAX_FETCHES_PER_TURN",
     "TURN_WATCHDOG_MS",
     "JOB_GRACE_MS",
+    "USER_TURNS_PER_HOUR",
+    "CHAT_TOKENS_PER_DAY",
+    "GLOBAL_TOKENS_PER_DAY",
 ];
 
 impl Default for Config {
@@ -201,6 +207,11 @@ impl Config {
         let consolidate_min_messages = num("CONSOLIDATE_MIN_MESSAGES", 40) as usize;
         let max_fetches_per_turn =
             num("MAX_FETCHES_PER_TURN", crate::fetch::DEFAULT_MAX_FETCHES_PER_TURN as u64).min(20) as usize;
+        let budgets = crate::limits::Budgets {
+            user_turns_per_hour: num("USER_TURNS_PER_HOUR", 60),
+            chat_tokens_per_day: num("CHAT_TOKENS_PER_DAY", 2_000_000),
+            global_tokens_per_day: num("GLOBAL_TOKENS_PER_DAY", 20_000_000),
+        };
 
         let flag = |name: &str, default: bool| match get(name).map(|v| v.to_ascii_lowercase()) {
             None => default,
@@ -297,6 +308,7 @@ impl Config {
             consolidate_min_messages,
             embeddings_model: get("EMBEDDINGS_MODEL").unwrap_or_default(),
             warnings,
+            budgets,
         }
     }
 

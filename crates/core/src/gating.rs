@@ -4,6 +4,10 @@
 //! bot, a reply to one of the bot's messages, a command (`/cmd`, or `/cmd@thisbot`), or the
 //! bot's name as a word (configurable). Everything else is stored as context only. Messages
 //! from bots and service messages never ask for a reply (no bot-to-bot loops).
+//!
+//! A message that starts with a command asks for nothing, in any chat, unless the command is
+//! one of ours (`crate::commands::parse`) addressed to us: `/cmd@otherbot` and commands the
+//! bot does not have start no turn (they would cost a model call for nothing).
 
 use crate::conversation::{ChatKind, InboundMessage};
 use serde::{Deserialize, Serialize};
@@ -35,6 +39,9 @@ pub fn reply_trigger(m: &InboundMessage, bot: &BotIdentity, name_trigger: bool) 
     if m.is_event || m.speaker.is_bot || m.speaker.user_id == Some(bot.id) {
         return None;
     }
+    if starts_with_foreign_command(m, bot) {
+        return None;
+    }
     match m.chat.kind {
         ChatKind::Private => return Some(Trigger::Private),
         ChatKind::Channel => return None,
@@ -64,6 +71,15 @@ pub fn reply_trigger(m: &InboundMessage, bot: &BotIdentity, name_trigger: bool) 
         return Some(Trigger::Name);
     }
     None
+}
+
+/// Whether `m` starts with a command (a `bot_command` entity at its start) that is not one of
+/// this bot's commands addressed to it.
+fn starts_with_foreign_command(m: &InboundMessage, bot: &BotIdentity) -> bool {
+    let text = m.plain_text();
+    let text = text.trim_start();
+    let leading = m.entities().any(|e| e.kind == "bot_command" && !e.text.is_empty() && text.starts_with(e.text.as_str()));
+    leading && crate::commands::parse(m, &bot.username).is_none()
 }
 
 /// Case-insensitive whole-word search (Unicode letters and digits are word characters).
@@ -150,6 +166,27 @@ mod tests {
         let mut tm = msg(g, "Edge Bot", vec![Entity { kind: "text_mention".into(), text: "Edge Bot".into(), url: None, user_id: Some(42) }]);
         tm.parts.push(Part::text(""));
         assert_eq!(reply_trigger(&tm, &bot(), false), Some(Trigger::Mention));
+    }
+
+    #[test]
+    fn commands_for_other_bots_or_unknown_ones_never_ask() {
+        for kind in [ChatKind::Private, ChatKind::Supergroup] {
+            let other = msg(kind, "/status@other_bot", vec![entity("bot_command", "/status@other_bot")]);
+            assert_eq!(reply_trigger(&other, &bot(), true), None, "{kind:?}");
+            let unknown = msg(kind, "/frobnicate now", vec![entity("bot_command", "/frobnicate")]);
+            assert_eq!(reply_trigger(&unknown, &bot(), true), None, "{kind:?}");
+            // Even when the message also mentions this bot.
+            let both = msg(kind, "/help@other_bot @edge_bot", vec![entity("bot_command", "/help@other_bot"), entity("mention", "@edge_bot")]);
+            assert_eq!(reply_trigger(&both, &bot(), true), None, "{kind:?}");
+            // Ours still ask.
+            let ours = msg(kind, "/usage@edge_bot", vec![entity("bot_command", "/usage@edge_bot")]);
+            assert!(reply_trigger(&ours, &bot(), true).is_some(), "{kind:?}");
+        }
+        let ours = msg(ChatKind::Private, "/start", vec![entity("bot_command", "/start")]);
+        assert_eq!(reply_trigger(&ours, &bot(), true), Some(Trigger::Private));
+        // A command in the middle of a sentence is not a leading command.
+        let mid = msg(ChatKind::Private, "try /frobnicate", vec![entity("bot_command", "/frobnicate")]);
+        assert_eq!(reply_trigger(&mid, &bot(), true), Some(Trigger::Private));
     }
 
     #[test]

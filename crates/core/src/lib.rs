@@ -21,6 +21,7 @@ pub mod gating;
 pub mod gemini;
 pub mod history;
 pub mod jobs;
+pub mod limits;
 pub mod memory;
 pub mod normalize;
 pub mod plan;

@@ -2,14 +2,25 @@
 //! returned as a reason the edge records.
 //!
 //! Private chats follow `DM_POLICY`: `open`, `allowlist`, `pairing` (an unknown user gets a
-//! one-time code an operator approves) or `disabled`. Groups follow `GROUP_ALLOWLIST` (empty:
-//! all groups). A blocked user is refused everywhere. Operators (`ADMIN_USER_IDS`) are always
-//! allowed.
+//! one-time code an operator approves) or `disabled`. Groups follow `GROUP_ALLOWLIST`: a listed
+//! group is approved for all its members. With no group allowlist, groups are open only when
+//! private chats are (`DM_POLICY=open`); otherwise the speaker in a group is checked as in a
+//! private chat (on `DM_ALLOWLIST` or approved), so a refused stranger cannot get service by
+//! creating a group and adding the bot. A blocked user is refused everywhere. Operators
+//! (`ADMIN_USER_IDS`) are always allowed.
+//!
+//! Invariants: the access level stored in `users.access` is [`UserAccess`] (the SQL `CHECK`
+//! of migration 0006 lists exactly [`UserAccess::ALL`]); messages are marked `excluded` at
+//! record time from [`admitted_by_level`], which is [`decide`] evaluated for every level, so
+//! what the chat object refuses and what stays out of history never disagree.
+//! API conversations (`POST /api/v1/chat`) live in their own id range
+//! ([`API_CHAT_ID_MIN`]..=[`API_CHAT_ID_MAX`]), above every id Telegram can give a chat.
 
 use crate::config::{Config, DmPolicy};
 use crate::conversation::ChatKind;
 
-/// What D1 knows about a user's access.
+/// What D1 knows about a user's access (`users.access`; NULL there means the policy's
+/// default for strangers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UserAccess {
     Allowed,
@@ -17,6 +28,9 @@ pub enum UserAccess {
 }
 
 impl UserAccess {
+    /// Every level, as the SQL `CHECK (access IN (...))` lists them.
+    pub const ALL: [UserAccess; 2] = [UserAccess::Allowed, UserAccess::Blocked];
+
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "allowed" => Some(UserAccess::Allowed),
@@ -24,6 +38,22 @@ impl UserAccess {
             _ => None,
         }
     }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UserAccess::Allowed => "allowed",
+            UserAccess::Blocked => "blocked",
+        }
+    }
+}
+
+/// Telegram gives chats ids with at most 52 significant bits; API conversations take the ids
+/// from 2^52 up to the largest integer a JS number (and so D1) holds exactly.
+pub const API_CHAT_ID_MIN: i64 = 1 << 52;
+pub const API_CHAT_ID_MAX: i64 = (1 << 53) - 1;
+
+/// Whether `chat_id` is an API conversation's id (never a Telegram chat).
+pub fn is_api_chat_id(chat_id: i64) -> bool {
+    (API_CHAT_ID_MIN..=API_CHAT_ID_MAX).contains(&chat_id)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +66,8 @@ pub enum Refusal {
     AwaitingApproval,
     /// A message with no user behind it (a channel or anonymous admin) in a private policy.
     NoUser,
+    /// A group with no allowlist under a restricted `DM_POLICY`: the speaker is not approved.
+    SpeakerNotAllowed,
 }
 
 impl Refusal {
@@ -47,6 +79,7 @@ impl Refusal {
             Refusal::GroupNotAllowed => "group_not_allowed",
             Refusal::AwaitingApproval => "awaiting_approval",
             Refusal::NoUser => "no_user",
+            Refusal::SpeakerNotAllowed => "speaker_not_allowed",
         }
     }
 
@@ -77,18 +110,31 @@ pub fn decide(cfg: &Config, kind: ChatKind, chat_id: i64, user_id: Option<i64>, 
     if known == Some(UserAccess::Blocked) {
         return Access::Refuse(Refusal::Blocked);
     }
+    let listed = |user: i64| cfg.dm_allowlist.contains(&user) || known == Some(UserAccess::Allowed);
     match kind {
         ChatKind::Group | ChatKind::Supergroup => {
-            if !cfg.group_allowlist.is_empty() && !cfg.group_allowlist.contains(&chat_id) {
-                Access::Refuse(Refusal::GroupNotAllowed)
-            } else {
+            if !cfg.group_allowlist.is_empty() {
+                if cfg.group_allowlist.contains(&chat_id) {
+                    Access::Allow
+                } else {
+                    Access::Refuse(Refusal::GroupNotAllowed)
+                }
+            } else if cfg.dm_policy == DmPolicy::Open {
                 Access::Allow
+            } else {
+                // No operator approved this group: the speaker must be someone the bot would
+                // answer in private (pairing codes are given in private chats only).
+                match user_id {
+                    None => Access::Refuse(Refusal::NoUser),
+                    Some(user) if listed(user) => Access::Allow,
+                    Some(_) => Access::Refuse(Refusal::SpeakerNotAllowed),
+                }
             }
         }
         ChatKind::Channel => Access::Refuse(Refusal::GroupNotAllowed),
         ChatKind::Private => {
             let Some(user) = user_id else { return Access::Refuse(Refusal::NoUser) };
-            let listed = cfg.dm_allowlist.contains(&user) || known == Some(UserAccess::Allowed);
+            let listed = listed(user);
             match cfg.dm_policy {
                 DmPolicy::Open => Access::Allow,
                 DmPolicy::Disabled => Access::Refuse(Refusal::DmDisabled),
@@ -99,6 +145,16 @@ pub fn decide(cfg: &Config, kind: ChatKind, chat_id: i64, user_id: Option<i64>, 
             }
         }
     }
+}
+
+/// Whether a message would be admitted for each stored access level of its sender: `(none,
+/// allowed, blocked)`. The webhook binds these three answers into the message insert, which
+/// picks the one matching `users.access` in the same batch: the message is marked `excluded`
+/// (kept for the audit trail, out of history, consolidation and every model call) exactly
+/// when [`decide`] would refuse it.
+pub fn admitted_by_level(cfg: &Config, kind: ChatKind, chat_id: i64, user_id: Option<i64>) -> (bool, bool, bool) {
+    let ok = |known| decide(cfg, kind, chat_id, user_id, known) == Access::Allow;
+    (ok(None), ok(Some(UserAccess::Allowed)), ok(Some(UserAccess::Blocked)))
 }
 
 /// Alphabet of pairing codes: no 0/O, 1/I/L, so codes survive being read aloud.
@@ -164,6 +220,63 @@ mod tests {
     fn admins_always_pass() {
         let c = cfg(&[("DM_POLICY", "disabled"), ("ADMIN_USER_IDS", "9")]);
         assert_eq!(decide(&c, ChatKind::Private, 9, Some(9), Some(UserAccess::Blocked)), Access::Allow);
+    }
+
+    #[test]
+    fn restricted_private_chats_restrict_groups_without_an_allowlist() {
+        let g = ChatKind::Supergroup;
+        // Open: any group.
+        assert_eq!(decide(&cfg(&[]), g, -5, Some(7), None), Access::Allow);
+        for policy in ["pairing", "allowlist", "disabled"] {
+            let c = cfg(&[("DM_POLICY", policy), ("DM_ALLOWLIST", "1"), ("ADMIN_USER_IDS", "9")]);
+            // A stranger's own group gets nothing.
+            assert_eq!(decide(&c, g, -5, Some(7), None), Access::Refuse(Refusal::SpeakerNotAllowed), "{policy}");
+            assert_eq!(decide(&c, ChatKind::Group, -5, None, None), Access::Refuse(Refusal::NoUser), "{policy}");
+            // Listed, approved and operators are answered there.
+            assert_eq!(decide(&c, g, -5, Some(1), None), Access::Allow, "{policy}");
+            assert_eq!(decide(&c, g, -5, Some(7), Some(UserAccess::Allowed)), Access::Allow, "{policy}");
+            assert_eq!(decide(&c, g, -5, Some(9), None), Access::Allow, "{policy}");
+            assert_eq!(decide(&c, g, -5, Some(1), Some(UserAccess::Blocked)), Access::Refuse(Refusal::Blocked), "{policy}");
+        }
+        // An allowlisted group is approved for every member; others are refused.
+        let c = cfg(&[("DM_POLICY", "pairing"), ("GROUP_ALLOWLIST", "-5")]);
+        assert_eq!(decide(&c, g, -5, Some(7), None), Access::Allow);
+        assert_eq!(decide(&c, g, -6, Some(7), Some(UserAccess::Allowed)), Access::Refuse(Refusal::GroupNotAllowed));
+    }
+
+    #[test]
+    fn admitted_by_level_agrees_with_decide() {
+        let c = cfg(&[("DM_POLICY", "pairing"), ("DM_ALLOWLIST", "1"), ("ADMIN_USER_IDS", "9")]);
+        assert_eq!(admitted_by_level(&c, ChatKind::Private, 7, Some(7)), (false, true, false));
+        assert_eq!(admitted_by_level(&c, ChatKind::Private, 1, Some(1)), (true, true, false));
+        assert_eq!(admitted_by_level(&c, ChatKind::Private, 9, Some(9)), (true, true, true));
+        assert_eq!(admitted_by_level(&c, ChatKind::Supergroup, -5, Some(7)), (false, true, false));
+        assert_eq!(admitted_by_level(&cfg(&[]), ChatKind::Supergroup, -5, Some(7)), (true, true, false));
+        assert_eq!(admitted_by_level(&cfg(&[]), ChatKind::Channel, -5, None), (false, false, false));
+    }
+
+    #[test]
+    fn access_levels_match_the_schema() {
+        let sql = include_str!("../../../migrations/0006_access_and_budgets.sql");
+        let listed: Vec<String> = UserAccess::ALL.iter().map(|a| format!("'{}'", a.as_str())).collect();
+        assert!(sql.contains(&format!("CHECK (access IN ({}))", listed.join(", "))), "migration 0006 must list {listed:?}");
+        for a in UserAccess::ALL {
+            assert_eq!(UserAccess::parse(a.as_str()), Some(a));
+        }
+        assert_eq!(UserAccess::parse("admin"), None);
+    }
+
+    #[test]
+    fn api_chat_ids_are_never_telegram_ids() {
+        // Telegram's largest ids: users below 2^52, supergroups and channels -100xxxxxxxxxx.
+        for real in [1, 8_000_000_000, (1 << 52) - 1, -1_009_999_999_999, -1, 0] {
+            assert!(!is_api_chat_id(real), "{real}");
+        }
+        assert!(is_api_chat_id(API_CHAT_ID_MIN));
+        assert!(is_api_chat_id(API_CHAT_ID_MAX));
+        assert!(!is_api_chat_id(API_CHAT_ID_MAX + 1));
+        // Exactly representable as a JS number.
+        assert_eq!(API_CHAT_ID_MAX as f64 as i64, API_CHAT_ID_MAX);
     }
 
     #[test]
