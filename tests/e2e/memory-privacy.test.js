@@ -44,7 +44,9 @@ function privateCmd(uid, text) {
   return privateText(uid, text, { entities: [{ type: "bot_command", offset: 0, length: text.split(" ")[0].length }] });
 }
 
-test("every path that reads memories shows exactly what its scope allows", async () => {
+/** A fresh group G with members U and V, U's private chat P, another group H, a stranger W,
+ *  and the table of cases stored: every kind of memory and note, learned in each place. */
+async function world() {
   const U = uniqueId(); // the person
   const V = uniqueId(); // another member of the group
   const W = uniqueId(); // a stranger who never wrote in the group
@@ -75,6 +77,7 @@ test("every path that reads memories shows exactly what its scope allows", async
   ];
   const marker = (c) => `${c.key}mark${U}`;
   const ids = {};
+  const num = {};
   for (const c of cases) {
     const value = `zebra ${marker(c)}`;
     if (c.t === "m") {
@@ -84,12 +87,14 @@ test("every path that reads memories shows exactly what its scope allows", async
         c.kind, c.chat, String(c.chat), c.about, c.kind === "fact" ? `${c.key} thing` : null, value, c.kind === "commitment" ? "open" : null,
       );
       ids[c.key] = `m${row.id}`;
+      num[c.key] = row.id;
     } else {
       const [row] = await s.sql(
         "INSERT INTO notes (chat_id, about_user_id, content, source, created_at) VALUES (?, ?, ?, ?, 0) RETURNING id",
         c.chat, c.about, value, c.source,
       );
       ids[c.key] = `n${row.id}`;
+      num[c.key] = row.id;
     }
   }
   const check = (path, text) => {
@@ -99,10 +104,30 @@ test("every path that reads memories shows exactly what its scope allows", async
       assert.equal(found, expected, `${path}: ${c.key} (${c.t === "m" ? c.kind : c.source} learned in ${c.chat === P ? "the private chat" : c.chat === G ? "the group" : c.chat === H ? "another group" : "no chat"}) should ${expected ? "" : "not "}be seen\n${text}`);
     }
   };
-
   // V has spoken in the group; W never has.
   await s.webhook(groupText(G, V, "hello everyone", { name: "Vera" }));
+  return { U, V, W, G, H, P, ids, num, check };
+}
 
+/** U talks in the group and in private (so both have something to consolidate). */
+async function talk(w, scriptG = [], scriptP = []) {
+  s.gemini.script(w.U, scriptG);
+  const q = "@edge_test_bot what about the zebra?";
+  const g = s.tg.sent(w.G).length;
+  await s.webhook(groupText(w.G, w.U, q, { name: "Uma", entities: mention(q, "edge_test_bot") }));
+  await s.tg.waitFor(() => s.tg.sent(w.G).length === g + 1, 10_000, "the group reply");
+  s.gemini.script(w.U, scriptP);
+  const p = s.tg.sent(w.P).length;
+  await s.webhook(privateText(w.U, "what about the zebra?", { name: "Uma" }));
+  await s.tg.waitFor(() => s.tg.sent(w.P).length === p + 1, 10_000, "the private reply");
+}
+
+/** Is this consolidation request the group's? */
+const isGroupConsolidation = (body) => body.contents[0].parts[0].text.includes("hello everyone");
+
+test("every path that reads memories shows exactly what its scope allows", async () => {
+  const w = await world();
+  const { U, G, P } = w;
   // A turn in the group and one in the private chat, each searching its memory.
   const seen = {};
   const searching = (where) => [
@@ -115,13 +140,7 @@ test("every path that reads memories shows exactly what its scope allows", async
       return { text: "ok" };
     },
   ];
-  s.gemini.script(U, searching("G"));
-  const q = "@edge_test_bot what about the zebra?";
-  await s.webhook(groupText(G, U, q, { name: "Uma", entities: mention(q, "edge_test_bot") }));
-  await s.tg.waitFor(() => s.tg.sent(G).length === 1, 10_000, "the group reply");
-  s.gemini.script(U, searching("P"));
-  await s.webhook(privateText(U, "what about the zebra?", { name: "Uma" }));
-  await s.tg.waitFor(() => s.tg.sent(P).length === 1, 10_000, "the private reply");
+  await talk(w, searching("G"), searching("P"));
 
   // /memory in both.
   await s.webhook(groupCmd(G, U, "/memory"));
@@ -135,16 +154,26 @@ test("every path that reads memories shows exactly what its scope allows", async
   seen.adminU = JSON.stringify((await api("GET", `memories?user_id=${U}`)).json);
   seen.adminG = JSON.stringify((await api("GET", `memories?chat_id=${G}`)).json);
 
-  // Consolidation of both chats: capture what each was given, and have the group's try to
-  // change private-chat memories and to plant a fact about a stranger.
-  const pcId = Number(ids.pc.slice(1));
-  const gfId = Number(ids.gf.slice(1));
-  const pfId = Number(ids.pf.slice(1));
-  const gcId = Number(ids.gc.slice(1));
+  // What each chat's consolidation is given.
+  const capture = (body) => {
+    seen[isGroupConsolidation(body) ? "consG" : "consP"] = systemText(body);
+    return { text: JSON.stringify({ facts: [], episodes: [], commitments: [], commitment_updates: [], aliases: [] }) };
+  };
+  s.gemini.script(U, [capture, capture]);
+  await consolidate();
+  assert.ok(seen.consG && seen.consP, "both chats were consolidated");
+
+  for (const path of ["recallG", "recallP", "searchG", "searchP", "memoryG", "memoryP", "consG", "consP", "adminU", "adminG"]) {
+    w.check(path, seen[path]);
+  }
+});
+
+test("a group's consolidation changes only the group's memories and names no stranger", async () => {
+  const w = await world();
+  const { U, V, W, G, num } = w;
+  await talk(w);
   const extraction = (body) => {
-    const text = body.contents[0].parts[0].text;
-    if (text.includes("what about the zebra") && body.contents[0].parts[0].text.includes("hello everyone")) {
-      seen.consG = systemText(body);
+    if (isGroupConsolidation(body)) {
       return { text: JSON.stringify({
         facts: [
           { about_user_id: U, entity: "Uma", attribute: "pf thing", value: "overwritten from the group" },
@@ -154,34 +183,31 @@ test("every path that reads memories shows exactly what its scope allows", async
         ],
         episodes: [],
         commitments: [],
-        commitment_updates: [{ memory_id: pcId, status: "done" }],
+        // A private-chat commitment, by id.
+        commitment_updates: [{ memory_id: num.pc, status: "done" }],
         aliases: [{ alias: `wally${U}`, user_id: W, name: "Walt" }],
       }) };
     }
-    seen.consP = systemText(body);
-    return { text: JSON.stringify({ facts: [], episodes: [], commitments: [], commitment_updates: [{ memory_id: gcId, status: "done" }], aliases: [] }) };
+    // The private chat's merge names the group's commitment.
+    return { text: JSON.stringify({ facts: [], episodes: [], commitments: [], commitment_updates: [{ memory_id: num.gc, status: "done" }], aliases: [] }) };
   };
   s.gemini.script(U, [extraction, extraction]);
   await consolidate();
-  assert.ok(seen.consG && seen.consP, "both chats were consolidated");
-
-  for (const path of ["recallG", "recallP", "searchG", "searchP", "memoryG", "memoryP", "consG", "consP", "adminU", "adminG"]) {
-    check(path, seen[path]);
-  }
-
-  // The group's merge changed only the group's memories, and named no stranger.
-  const [pf] = await s.sql("SELECT value, superseded_by FROM memories WHERE id = ?", pfId);
+  const [pf] = await s.sql("SELECT value, superseded_by FROM memories WHERE id = ?", num.pf);
   assert.deepEqual(pf, { value: `zebra pfmark${U}`, superseded_by: null }, "the private fact is untouched");
-  const [pc] = await s.sql("SELECT status FROM memories WHERE id = ?", pcId);
+  const [pc] = await s.sql("SELECT status FROM memories WHERE id = ?", num.pc);
   assert.equal(pc.status, "open", "the private commitment stays open");
-  const [gf] = await s.sql("SELECT superseded_by FROM memories WHERE id = ?", gfId);
-  assert.ok(gf.superseded_by, "the group's own fact was superseded");
-  const [gc] = await s.sql("SELECT status FROM memories WHERE id = ?", gcId);
+  const [gc] = await s.sql("SELECT status FROM memories WHERE id = ?", num.gc);
   assert.equal(gc.status, "open", "the private chat's merge did not close the group's commitment");
+  const [gf] = await s.sql("SELECT superseded_by FROM memories WHERE id = ?", num.gf);
+  assert.ok(gf.superseded_by, "the group's own fact was superseded");
   assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memories WHERE value = ? AND chat_id = ?", `zebra vhobby${U}`, G))[0].n, 1, "a fact about a member is kept");
   assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memories WHERE about_user_id = ?", W))[0].n, 0, "nothing about the stranger");
+});
 
-  // `remember` about someone never seen in the group is refused; about a member it works.
+test("remember refuses a subject never seen in the chat, with a clear function error", async () => {
+  const w = await world();
+  const { U, V, W, G } = w;
   s.gemini.script(U, [
     { calls: [
       { name: "remember", args: { content: `planted note ${U}`, about_user_id: W } },
@@ -191,25 +217,34 @@ test("every path that reads memories shows exactly what its scope allows", async
   ]);
   const r = "@edge_test_bot remember things";
   await s.webhook(groupText(G, U, r, { name: "Uma", entities: mention(r, "edge_test_bot") }));
-  await s.tg.waitFor(() => s.tg.sent(G).length === 3, 10_000, "the remember reply");
+  await s.tg.waitFor(() => s.tg.sent(G).length === 1, 10_000, "the remember reply");
   const [turn] = await s.sql("SELECT contents FROM turns WHERE chat_id = ? ORDER BY created_at DESC LIMIT 1", G);
   assert.match(turn.contents, /not stored: user \d+ has not written in this chat/, "a clear function error");
   assert.equal((await s.sql("SELECT COUNT(*) AS n FROM notes WHERE about_user_id = ? AND source = 'agent'", W))[0].n, 0);
   assert.equal((await s.sql("SELECT COUNT(*) AS n FROM notes WHERE about_user_id = ? AND chat_id = ?", V, G))[0].n, 1);
+});
 
-  // /forget: an operator note is never erased; a private memory cannot be erased (or its
-  // existence confirmed) from the group; /forget all in the group leaves the private chat alone.
+test("/forget never erases operator notes or what this chat may not see", async () => {
+  const w = await world();
+  const { U, G, P, ids, num } = w;
   await s.webhook(privateCmd(U, `/forget ${ids.on}`));
-  await s.tg.waitFor(() => s.tg.sent(P).length === 3, 10_000, "/forget of an operator note");
-  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM notes WHERE id = ?", Number(ids.on.slice(1))))[0].n, 1, "the operator note stays");
+  await s.tg.waitFor(() => s.tg.sent(P).length === 1, 10_000, "/forget of an operator note");
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM notes WHERE id = ?", num.on))[0].n, 1, "the operator note stays");
   await s.webhook(groupCmd(G, U, `/forget ${ids.pf}`));
-  await s.tg.waitFor(() => s.tg.sent(G).length === 4, 10_000, "/forget of a private memory in the group");
-  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memories WHERE id = ?", pfId))[0].n, 1, "the private memory stays");
+  await s.tg.waitFor(() => s.tg.sent(G).length === 1, 10_000, "/forget of a private memory in the group");
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memories WHERE id = ?", num.pf))[0].n, 1, "the private memory stays");
+  assert.match(s.tg.sent(G)[0], /I have no memory/);
   await s.webhook(groupCmd(G, U, "/forget all"));
-  await s.tg.waitFor(() => s.tg.sent(G).length === 5, 10_000, "/forget all in the group");
-  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memories WHERE id = ?", pfId))[0].n, 1, "the private memory stays after /forget all in a group");
+  await s.tg.waitFor(() => s.tg.sent(G).length === 2, 10_000, "/forget all in the group");
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memories WHERE id = ?", num.pf))[0].n, 1, "the private memory stays after /forget all in a group");
   assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memories WHERE chat_id = ? AND about_user_id = ?", G, U))[0].n, 0, "the group's memories about U are gone");
-  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM notes WHERE id = ?", Number(ids.on.slice(1))))[0].n, 1, "the operator note stays after /forget all");
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM notes WHERE id = ?", num.on))[0].n, 1, "the operator note stays after /forget all");
+  // In the private chat, /forget all erases everything about U, wherever learned, but not operator notes.
+  await s.webhook(privateCmd(U, "/forget all"));
+  await s.tg.waitFor(() => s.tg.sent(P).length === 2, 10_000, "/forget all in private");
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memories WHERE about_user_id = ?", U))[0].n, 0);
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM notes WHERE about_user_id = ? AND source = 'agent'", U))[0].n, 0);
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM notes WHERE id = ?", num.on))[0].n, 1, "the operator note stays");
 });
 
 test("a consolidation that lost its lease commits nothing", async () => {
