@@ -97,12 +97,18 @@ async function world() {
       num[c.key] = row.id;
     }
   }
+  /** What `text` (the output of `path`) gets wrong, one line per case. */
   const check = (path, text) => {
+    const wrong = [];
     for (const c of cases) {
       const expected = c.see.split(" ").includes(path);
       const found = new RegExp(`\\b${marker(c)}\\b`).test(text);
-      assert.equal(found, expected, `${path}: ${c.key} (${c.t === "m" ? c.kind : c.source} learned in ${c.chat === P ? "the private chat" : c.chat === G ? "the group" : c.chat === H ? "another group" : "no chat"}) should ${expected ? "" : "not "}be seen\n${text}`);
+      if (found !== expected) {
+        const where = c.chat === P ? "the private chat" : c.chat === G ? "the group" : c.chat === H ? "another group" : "no chat";
+        wrong.push(`${path}: ${c.key} (${c.t === "m" ? c.kind : c.source} learned in ${where}) ${expected ? "missing" : "LEAKED"}`);
+      }
     }
+    return wrong;
   };
   // V has spoken in the group; W never has.
   await s.webhook(groupText(G, V, "hello everyone", { name: "Vera" }));
@@ -163,9 +169,9 @@ test("every path that reads memories shows exactly what its scope allows", async
   await consolidate();
   assert.ok(seen.consG && seen.consP, "both chats were consolidated");
 
-  for (const path of ["recallG", "recallP", "searchG", "searchP", "memoryG", "memoryP", "consG", "consP", "adminU", "adminG"]) {
-    w.check(path, seen[path]);
-  }
+  const wrong = ["recallG", "recallP", "searchG", "searchP", "memoryG", "memoryP", "consG", "consP", "adminU", "adminG"]
+    .flatMap((path) => w.check(path, seen[path]));
+  assert.deepEqual(wrong, [], wrong.join("\n"));
 });
 
 test("a group's consolidation changes only the group's memories and names no stranger", async () => {
