@@ -632,6 +632,18 @@ mod tests {
     }
 
     #[test]
+    fn ids_the_model_names_from_outside_the_existing_memories_change_nothing() {
+        // `existing` is what the chat's consolidation was given (its own memories only); an id
+        // from elsewhere (another chat's commitment) is ignored.
+        let x = Extraction { commitment_updates: vec![CommitmentUpdate { memory_id: 77, status: "done".into() }], ..Default::default() };
+        let mut c = fact(9, 7, "", "", 0.8);
+        c.kind = Kind::Commitment;
+        c.status = Some("open".into());
+        let plan = merge(&[c], &x, "2026-11-22");
+        assert!(plan.status_changes.is_empty() && plan.refreshes.is_empty() && plan.inserts.is_empty());
+    }
+
+    #[test]
     fn subjects_never_seen_in_the_conversation_are_dropped() {
         let x = Extraction {
             facts: vec![
