@@ -205,11 +205,10 @@ fn operator(b: &mut Builder, chat_id: Option<i64>, about_user_id: Option<i64>) -
 
 #[cfg(test)]
 mod tests {
-    //! The predicates are checked by evaluating them: a tiny interpreter would be a second
-    //! implementation, so instead each case is a row and the expected set of scopes that see
-    //! it, and the SQL is run against an in-memory SQLite by the edge's end-to-end test
-    //! (`tests/e2e/memory-privacy.test.js`) over the same table. Here: the shape (numbering,
-    //! binds, aliases) and the rule, evaluated on a Rust model of the same predicate.
+    //! The generated SQL is evaluated, with a minimal three-valued evaluator of the few forms the
+    //! builder emits, on every combination of kind/source × chat × subject, and compared with
+    //! the rule of the module doc written as plain Rust (`sees`). The end-to-end test
+    //! `tests/e2e/memory-privacy.test.js` runs the real SQL in D1 over a table of the same cases.
     use super::*;
 
     /// A row of `memories` or `notes`.
