@@ -9,9 +9,10 @@
 //! in, the bot's reply out), and the chat object's state for debugging.
 
 use crate::env::{now_ms, Ctx, CHATS};
-use crate::{access, args, chat, deliver, usage};
+use crate::{access, args, chat, deliver, memory, usage};
 use agent_core::conversation::ConvKey;
 use agent_core::policy::{is_api_chat_id, UserAccess, API_CHAT_ID_MAX, API_CHAT_ID_MIN};
+use agent_core::scope::Scope;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use worker::{Method, Request, Response, Result, Url};
@@ -275,20 +276,29 @@ struct MemoryLine {
     updated_at: i64,
 }
 
+/// Everything remembered, narrowed by `user_id` and/or `chat_id` (`Scope::Operator`).
 async fn memories(ctx: &Ctx, url: &Url) -> Result<Response> {
     let user = query(url, "user_id").and_then(|u| u.parse::<i64>().ok());
     let chat = query(url, "chat_id").and_then(|u| u.parse::<i64>().ok());
+    let scope = Scope::Operator { chat_id: chat, about_user_id: user };
+    let on_n = scope.notes("", 1);
+    let on_m = scope.memories("", 1 + on_n.binds.len());
+    let mut binds = memory::scope_args(&on_n);
+    binds.extend(memory::scope_args(&on_m));
     let rows: Vec<MemoryLine> = ctx
         .db()
         .all(
-            "SELECT 'n' || id AS id, 'note:' || source AS kind, chat_id, about_user_id, content AS text, created_at AS updated_at
-               FROM notes WHERE (?1 IS NULL OR about_user_id = ?1) AND (?2 IS NULL OR chat_id = ?2)
-             UNION ALL
-             SELECT 'm' || id AS id, kind, chat_id, about_user_id,
-               trim(coalesce(attribute || ': ', '') || value) AS text, updated_at
-               FROM memories WHERE superseded_by IS NULL AND (?1 IS NULL OR about_user_id = ?1) AND (?2 IS NULL OR chat_id = ?2)
-             ORDER BY updated_at DESC LIMIT 500",
-            args![user, chat],
+            &format!(
+                "SELECT 'n' || id AS id, 'note:' || source AS kind, chat_id, about_user_id, content AS text, created_at AS updated_at
+                   FROM notes WHERE {}
+                 UNION ALL
+                 SELECT 'm' || id AS id, kind, chat_id, about_user_id,
+                   trim(coalesce(attribute || ': ', '') || value) AS text, updated_at
+                   FROM memories WHERE superseded_by IS NULL AND {}
+                 ORDER BY updated_at DESC LIMIT 500",
+                on_n.sql, on_m.sql
+            ),
+            binds,
         )
         .await?;
     Response::from_json(&json!({"memories": rows}))
@@ -299,10 +309,12 @@ async fn forget_user(ctx: &Ctx, url: &Url) -> Result<Response> {
         return bad_request("user_id is required");
     };
     let db = ctx.db();
+    let scope = Scope::Operator { chat_id: None, about_user_id: Some(user) };
+    let (on_n, on_m) = (scope.notes("", 1), scope.memories("", 1));
     let results = db
         .batch(vec![
-            db.stmt("DELETE FROM notes WHERE about_user_id = ?1 RETURNING id", args![user])?,
-            db.stmt("DELETE FROM memories WHERE about_user_id = ?1 RETURNING id", args![user])?,
+            db.stmt(&format!("DELETE FROM notes WHERE {} RETURNING id", on_n.sql), memory::scope_args(&on_n))?,
+            db.stmt(&format!("DELETE FROM memories WHERE {} RETURNING id", on_m.sql), memory::scope_args(&on_m))?,
         ])
         .await?;
     // Counted from RETURNING: D1's change counts include the search index's trigger writes.

@@ -57,6 +57,8 @@ impl Clock for WorkerClock {
 struct EdgeTools<'a> {
     ctx: &'a Ctx,
     conv: ConvKey,
+    /// The people present (for the memory scope of `search_memory`).
+    people: Vec<i64>,
 }
 
 impl EdgeTools<'_> {
@@ -86,14 +88,20 @@ impl ToolPort for EdgeTools<'_> {
         if self.within_budget().is_err() {
             return Vec::new();
         }
-        crate::memory::search(self.ctx, self.conv.chat_id, query, 8).await.unwrap_or_default()
+        crate::memory::search(self.ctx, &self.conv, &self.people, query, 8).await.unwrap_or_default()
     }
 
+    /// A note about a person only if that person has written in this chat.
     async fn remember(&self, content: &str, about_user_id: Option<i64>) -> Result<i64, String> {
         self.within_budget()?;
-        store::insert_note(&self.ctx.db(), self.conv.chat_id, about_user_id, content, "agent", now_ms())
-            .await
-            .map_err(|e| e.to_string())
+        match store::insert_note(&self.ctx.db(), self.conv.chat_id, about_user_id, content, "agent", now_ms()).await {
+            Ok(Some(id)) => Ok(id),
+            Ok(None) => Err(format!(
+                "not stored: user {} has not written in this chat; a note can only be about someone in this conversation (or leave about_user_id out)",
+                about_user_id.unwrap_or_default()
+            )),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     async fn set_plan(&self, content: &str) -> Result<(), String> {
@@ -187,7 +195,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
     let results = db.batch(stmts).await?;
     let notes: Vec<store::NoteRow> = crate::db::rows(&results[0])?;
     let turns = if structured { store::bot_turns(&results[1])? } else { BTreeMap::new() };
-    let memories = crate::memory::recall(ctx, conv, &messages, &results[2..]).await.unwrap_or_else(|e| {
+    let memories = crate::memory::recall(ctx, conv, &people, &messages, results.get(2..).unwrap_or_default()).await.unwrap_or_else(|e| {
         worker::console_warn!("recall failed (the turn goes on without memories): {e}");
         Default::default()
     });
@@ -293,7 +301,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
         silence_allowed: matches!(turn.trigger, agent_core::gating::Trigger::Reaction | agent_core::gating::Trigger::Name),
     };
     let gemini = GeminiClient::new(&ctx.cfg.gemini_api_base, ctx.secrets.gemini_api_key.clone(), ctx.meter.clone());
-    let tools = EdgeTools { ctx, conv: *conv };
+    let tools = EdgeTools { ctx, conv: *conv, people: people.clone() };
     let work = turn::run_turn(&request, &gemini, &tools, &WorkerClock);
     let outcome = if show_typing { with_typing(ctx, conv, work).await } else { work.await };
 

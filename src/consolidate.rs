@@ -6,7 +6,15 @@
 //! Invariants:
 //! - The watermark and everything merged commit in one D1 batch (a transaction): a retried or
 //!   repeated job never processes a message twice.
-//! - A lease on the conversation keeps two jobs from consolidating it at once.
+//! - A lease on the conversation keeps two jobs from consolidating it at once, and the commit
+//!   checks it in the batch itself: every statement that changes memories, the summary or the
+//!   watermark runs only while `consolidating_until` still holds this job's value, so a job
+//!   that outlived its lease (another job took the conversation over) commits nothing.
+//! - A chat's consolidation reads and changes only what was learned in that chat
+//!   (`Scope::LearnedIn`): memories of other chats are neither shown to the model nor touched
+//!   by ids it returns, and every update is also guarded by `chat_id` in SQL.
+//! - Only people seen in the conversation (users with messages in the chat) may be the
+//!   subject of a memory learned there; other subjects are dropped.
 //! - Messages stay in D1; consolidation deletes nothing.
 //! - The summary covers messages up to `summaries.until_seq`; a turn whose history is cut
 //!   beyond what it covers says so in its prompt (never a silent drop).
@@ -15,13 +23,14 @@ use crate::args;
 use crate::db::Db;
 use crate::env::{now_ms, Ctx, JOBS};
 use crate::gemini::GeminiClient;
-use crate::memory::MEMORY_COLUMNS;
+use crate::memory::{scope_args, MEMORY_COLUMNS};
 use crate::store::{self, MessageRow};
 use agent_core::conversation::ConvKey;
 use agent_core::gemini::{Content, GenerateContentRequest, GenerateContentResponse, GenerationConfig, ModelError, Outcome, Part};
 use agent_core::history::{self, HistoryMessage};
 use agent_core::jobs::{Job, JobOutcome};
 use agent_core::memory::{self as mem, Extraction, Memory};
+use agent_core::scope::Scope;
 use agent_core::turn::CallRecord;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -66,6 +75,18 @@ struct Lease {
     consolidated_seq: i64,
 }
 
+/// The lease a job holds: the `consolidating_until` it wrote. Statements guarded by it do
+/// nothing once another job has taken the conversation.
+#[derive(Clone, Copy)]
+struct Held {
+    until: i64,
+}
+
+/// `EXISTS` the lease, with placeholders ?{a} (conv) and ?{b} (until).
+fn lease_guard(a: usize, b: usize) -> String {
+    format!("EXISTS (SELECT 1 FROM conversations WHERE conv = ?{a} AND consolidating_until = ?{b})")
+}
+
 async fn claim(db: &Db, conv: &ConvKey, now: i64) -> worker::Result<Option<i64>> {
     let row: Option<Lease> = db
         .first(
@@ -79,8 +100,11 @@ async fn claim(db: &Db, conv: &ConvKey, now: i64) -> worker::Result<Option<i64>>
     Ok(row.map(|r| r.consolidated_seq))
 }
 
-async fn release(db: &Db, conv: &str) {
-    let _ = db.run("UPDATE conversations SET consolidating_until = NULL WHERE conv = ?1", args![conv]).await;
+/// Gives the lease up, unless another job holds it by now.
+async fn release(db: &Db, conv: &str, lease: Held) {
+    let _ = db
+        .run("UPDATE conversations SET consolidating_until = NULL WHERE conv = ?1 AND consolidating_until = ?2", args![conv, lease.until])
+        .await;
 }
 
 fn message_sql(order: &str) -> String {
@@ -167,14 +191,37 @@ pub async fn run(ctx: &Ctx, conv_s: &str) -> JobOutcome {
         Ok(None) => return JobOutcome::Done, // another job holds it
         Err(e) => return JobOutcome::Retry { error: e.to_string(), after_ms: None },
     };
-    let outcome = consolidate(ctx, &db, &conv, watermark).await;
+    let lease = Held { until: now + LEASE_MS };
+    let outcome = consolidate(ctx, &db, &conv, watermark, lease).await;
     if !matches!(outcome, JobOutcome::Done) {
-        release(&db, conv_s).await;
+        release(&db, conv_s, lease).await;
     }
     outcome
 }
 
-async fn consolidate(ctx: &Ctx, db: &Db, conv: &ConvKey, watermark: i64) -> JobOutcome {
+/// The subjects of `x` that are seen in the chat: `people` (who wrote in this batch) and
+/// anyone else it names who has written in the chat before.
+async fn seen_subjects(db: &Db, chat_id: i64, people: &[i64], x: &Extraction) -> worker::Result<Vec<i64>> {
+    #[derive(Deserialize)]
+    struct Seen {
+        user_id: i64,
+    }
+    let mut seen = people.to_vec();
+    let others: Vec<i64> = x.subject_ids().into_iter().filter(|u| !people.contains(u)).collect();
+    if !others.is_empty() {
+        let rows: Vec<Seen> = db
+            .all(
+                "SELECT DISTINCT user_id FROM messages
+                 WHERE chat_id = ?1 AND role = 'user' AND excluded = 0 AND user_id IN (SELECT value FROM json_each(?2))",
+                args![chat_id, serde_json::to_string(&others).unwrap_or_else(|_| "[]".into())],
+            )
+            .await?;
+        seen.extend(rows.into_iter().map(|r| r.user_id));
+    }
+    Ok(seen)
+}
+
+async fn consolidate(ctx: &Ctx, db: &Db, conv: &ConvKey, watermark: i64, lease: Held) -> JobOutcome {
     let conv_s = conv.to_string();
     let retry = |e: worker::Error| JobOutcome::Retry { error: e.to_string(), after_ms: None };
     let rows: Vec<MessageRow> = match db.all(&message_sql("ASC"), args![conv_s.clone(), watermark, i64::MAX, BATCH]).await {
@@ -182,7 +229,7 @@ async fn consolidate(ctx: &Ctx, db: &Db, conv: &ConvKey, watermark: i64) -> JobO
         Err(e) => return retry(e),
     };
     let Some(last_seq) = rows.last().map(|r| r.seq) else {
-        release(db, &conv_s).await;
+        release(db, &conv_s, lease).await;
         return JobOutcome::Done;
     };
     let more = rows.len() as i64 == BATCH;
@@ -193,15 +240,18 @@ async fn consolidate(ctx: &Ctx, db: &Db, conv: &ConvKey, watermark: i64) -> JobO
         p.dedup();
         p
     };
+    // Only what was learned in this chat: a group's request never carries private memories.
+    let on = Scope::LearnedIn { chat_id: conv.chat_id }.memories("", 1);
     let existing: Vec<Memory> = match db
         .all(
             &format!(
                 "SELECT {MEMORY_COLUMNS} FROM memories WHERE superseded_by IS NULL
                  AND (kind != 'commitment' OR status = 'open') AND kind != 'episode'
-                 AND (chat_id = ?1 OR about_user_id IN (SELECT value FROM json_each(?2)))
-                 ORDER BY updated_at DESC LIMIT 120"
+                 AND {}
+                 ORDER BY updated_at DESC LIMIT 120",
+                on.sql
             ),
-            args![conv.chat_id, serde_json::to_string(&people).unwrap_or_default()],
+            scope_args(&on),
         )
         .await
     {
@@ -229,15 +279,26 @@ async fn consolidate(ctx: &Ctx, db: &Db, conv: &ConvKey, watermark: i64) -> JobO
                 return outcome_of(&e);
             }
         };
+        let seen = match seen_subjects(db, conv.chat_id, &people, &extraction).await {
+            Ok(s) => s,
+            Err(e) => {
+                record_calls(db, &conv_s, conv.chat_id, &calls).await;
+                return retry(e);
+            }
+        };
+        let (extraction, dropped) = extraction.only_seen_subjects(&seen);
+        if dropped > 0 {
+            worker::console_warn!("consolidation of {conv_s}: dropped {dropped} items about people never seen in the chat");
+        }
         let plan = mem::merge(&existing, &extraction, &today());
-        match merge_statements(db, conv, &plan, now) {
+        match merge_statements(db, conv, &plan, now, lease) {
             Ok(s) => stmts.extend(s),
             Err(e) => return retry(e),
         }
     }
 
     // Summary: fold in the older messages that no longer fit the history budget.
-    match summary_statement(ctx, db, conv, &mut calls).await {
+    match summary_statement(ctx, db, conv, &mut calls, lease).await {
         Ok(Some(s)) => stmts.push(s),
         Ok(None) => {}
         Err(e) => {
@@ -246,22 +307,32 @@ async fn consolidate(ctx: &Ctx, db: &Db, conv: &ConvKey, watermark: i64) -> JobO
         }
     }
 
+    // The watermark moves (and the lease is given up) last: every statement before it checks
+    // the lease, which this one then clears. Its RETURNING row says whether the lease held.
     let watermark_stmt = db.stmt(
-        "UPDATE conversations SET consolidated_seq = MAX(consolidated_seq, ?2), consolidating_until = NULL, updated_at = ?3 WHERE conv = ?1",
-        args![conv_s.clone(), last_seq, now],
+        "UPDATE conversations SET consolidated_seq = MAX(consolidated_seq, ?2), consolidating_until = NULL, updated_at = ?3
+         WHERE conv = ?1 AND consolidating_until = ?4 RETURNING conv",
+        args![conv_s.clone(), last_seq, now, lease.until],
     );
-    let mut batch = match watermark_stmt {
-        Ok(w) => vec![w],
+    let mut batch = stmts;
+    let watermark_at = batch.len();
+    match watermark_stmt {
+        Ok(w) => batch.push(w),
         Err(e) => return retry(e),
-    };
-    batch.extend(stmts);
+    }
+    // Model calls happened whatever becomes of the commit: recorded unguarded.
     for c in &calls {
         if let Ok(s) = store::model_call_stmt(db, None, Some(&conv_s), Some(conv.chat_id), "consolidate", c, now) {
             batch.push(s);
         }
     }
-    if let Err(e) = db.batch(batch).await {
-        return retry(e);
+    let held = match db.batch(batch).await {
+        Ok(results) => results.get(watermark_at).and_then(|r| crate::db::rows::<Value>(r).ok()).is_some_and(|r| !r.is_empty()),
+        Err(e) => return retry(e),
+    };
+    if !held {
+        worker::console_warn!("consolidation of {conv_s}: the lease moved to another job; nothing committed");
+        return JobOutcome::Done;
     }
     if !ctx.cfg.embeddings_model.is_empty() {
         if let Err(e) = embed_new(ctx, db, &conv_s).await {
@@ -288,13 +359,18 @@ async fn record_calls(db: &Db, conv: &str, chat_id: i64, calls: &[CallRecord]) {
 
 const INSERT_MEMORY: &str = "INSERT INTO memories (kind, chat_id, conv, about_user_id, entity, attribute, value, topics, status, due,
        confidence, source_ids, happened_on, created_at, updated_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14)";
+     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14";
 
-fn merge_statements(db: &Db, conv: &ConvKey, plan: &mem::MergePlan, now: i64) -> worker::Result<Vec<worker::D1PreparedStatement>> {
+/// The statements of a merge, each guarded by the lease (?c conv, ?u until) and, for updates,
+/// by the chat: an id from another chat changes nothing even if the model names it.
+fn merge_statements(db: &Db, conv: &ConvKey, plan: &mem::MergePlan, now: i64, lease: Held) -> worker::Result<Vec<worker::D1PreparedStatement>> {
+    let conv_s = conv.to_string();
     let mut stmts = Vec::new();
+    let insert = format!("{INSERT_MEMORY} WHERE {}", lease_guard(15, 16));
+    let in_chat = |first: usize| Scope::LearnedIn { chat_id: conv.chat_id }.memories("", first);
     for n in &plan.inserts {
         stmts.push(db.stmt(
-            INSERT_MEMORY,
+            &insert,
             args![
                 n.kind.as_str(),
                 conv.chat_id,
@@ -309,22 +385,38 @@ fn merge_statements(db: &Db, conv: &ConvKey, plan: &mem::MergePlan, now: i64) ->
                 n.confidence,
                 serde_json::to_string(&n.source_message_ids).unwrap_or_default(),
                 n.happened_on.clone(),
-                now
+                now,
+                conv_s.clone(),
+                lease.until
             ],
         )?);
         if let Some(old) = n.supersedes {
-            // Right after its insert, last_insert_rowid() is the new fact.
+            // Right after its insert, last_insert_rowid() is the new fact (both run or neither:
+            // the lease cannot change inside the batch).
+            let on = in_chat(5);
             stmts.push(db.stmt(
-                "UPDATE memories SET superseded_by = last_insert_rowid(), updated_at = ?2 WHERE id = ?1",
-                args![old, now],
+                &format!(
+                    "UPDATE memories SET superseded_by = last_insert_rowid(), updated_at = ?2 WHERE id = ?1 AND {} AND {}",
+                    lease_guard(3, 4),
+                    on.sql
+                ),
+                [args![old, now, conv_s.clone(), lease.until], scope_args(&on)].concat(),
             )?);
         }
     }
     for (id, confidence) in &plan.refreshes {
-        stmts.push(db.stmt("UPDATE memories SET confidence = ?2, updated_at = ?3 WHERE id = ?1", args![*id, *confidence, now])?);
+        let on = in_chat(6);
+        stmts.push(db.stmt(
+            &format!("UPDATE memories SET confidence = ?2, updated_at = ?3 WHERE id = ?1 AND {} AND {}", lease_guard(4, 5), on.sql),
+            [args![*id, *confidence, now, conv_s.clone(), lease.until], scope_args(&on)].concat(),
+        )?);
     }
     for (id, status) in &plan.status_changes {
-        stmts.push(db.stmt("UPDATE memories SET status = ?2, updated_at = ?3 WHERE id = ?1", args![*id, status.clone(), now])?);
+        let on = in_chat(6);
+        stmts.push(db.stmt(
+            &format!("UPDATE memories SET status = ?2, updated_at = ?3 WHERE id = ?1 AND {} AND {}", lease_guard(4, 5), on.sql),
+            [args![*id, status.clone(), now, conv_s.clone(), lease.until], scope_args(&on)].concat(),
+        )?);
     }
     Ok(stmts)
 }
@@ -336,7 +428,7 @@ struct SummaryRow {
 }
 
 /// A summary statement when older messages beyond the budget are not yet summarised.
-async fn summary_statement(ctx: &Ctx, db: &Db, conv: &ConvKey, calls: &mut Vec<CallRecord>) -> Result<Option<worker::D1PreparedStatement>, ModelError> {
+async fn summary_statement(ctx: &Ctx, db: &Db, conv: &ConvKey, calls: &mut Vec<CallRecord>, lease: Held) -> Result<Option<worker::D1PreparedStatement>, ModelError> {
     let storage = |e: worker::Error| ModelError::Network(format!("storage: {e}"));
     let conv_s = conv.to_string();
     let current: Option<SummaryRow> = db
@@ -384,10 +476,13 @@ async fn summary_statement(ctx: &Ctx, db: &Db, conv: &ConvKey, calls: &mut Vec<C
     }
     let stmt = db
         .stmt(
-            "INSERT INTO summaries (conv, summary, until_seq, messages, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT (conv) DO UPDATE SET summary = excluded.summary, until_seq = excluded.until_seq,
-               messages = summaries.messages + excluded.messages, updated_at = excluded.updated_at",
-            args![conv_s, summary, new_until, older.len(), now_ms()],
+            &format!(
+                "INSERT INTO summaries (conv, summary, until_seq, messages, updated_at) SELECT ?1, ?2, ?3, ?4, ?5 WHERE {}
+                 ON CONFLICT (conv) DO UPDATE SET summary = excluded.summary, until_seq = excluded.until_seq,
+                   messages = summaries.messages + excluded.messages, updated_at = excluded.updated_at",
+                lease_guard(1, 6)
+            ),
+            args![conv_s, summary, new_until, older.len(), now_ms(), lease.until],
         )
         .map_err(storage)?;
     Ok(Some(stmt))

@@ -1,16 +1,38 @@
 //! Long-term memory at the edge: what a turn recalls, what `search_memory` finds, and what
 //! people see and erase with `/memory` and `/forget`.
 //!
-//! Scope (privacy): a memory is recalled in the chat where it was learned; facts about a
-//! person are also recalled in that person's private chat. Nothing learned in one group shows
-//! up in another.
+//! Scope (privacy): every query here takes its `WHERE` fragment from
+//! `agent_core::scope::Scope` (the rule is written and tested there): a memory is recalled in
+//! the chat where it was learned; facts about a person are also recalled in that person's
+//! private chat. Nothing learned in one group shows up in another, and nothing learned in a
+//! private chat shows up in a group.
 
 use crate::args;
+use crate::db::Arg;
 use crate::env::Ctx;
 use agent_core::conversation::ConvKey;
 use agent_core::history::{HistoryMessage, Role};
 use agent_core::memory::{cosine, fts_query, render, Memory};
+use agent_core::scope::{Bind, Predicate, Scope};
 use serde::Deserialize;
+
+/// The bound values of a scope predicate.
+pub fn scope_args(p: &Predicate) -> Vec<Arg> {
+    p.binds
+        .iter()
+        .map(|b| match b {
+            Bind::Null => Arg::Null,
+            Bind::Int(i) => Arg::Int(*i),
+            Bind::Text(t) => Arg::Text(t.clone()),
+        })
+        .collect()
+}
+
+/// `args` followed by the scope predicate's values (placeholders ?{args.len()+1}...).
+fn with_scope(mut args: Vec<Arg>, p: &Predicate) -> Vec<Arg> {
+    args.extend(scope_args(p));
+    args
+}
 
 /// What a turn recalls beyond the notes: learned memories and the summary of older history.
 #[derive(Debug, Clone, Default)]
@@ -35,26 +57,38 @@ struct SummaryRow {
 const SELECT_SUMMARY: &str = "SELECT summary, until_seq FROM summaries WHERE conv = ?1";
 
 /// Memories about the people present (facts, aliases, open commitments), newest and surest
-/// first. ?1 chat, ?2 people (JSON), ?3 the private chat's user or NULL.
-fn people_memories_sql() -> String {
+/// first. ?1 people (JSON), then the scope's values.
+fn people_memories_sql(scope: &Predicate) -> String {
     format!(
         "SELECT {MEMORY_COLUMNS} FROM memories
          WHERE superseded_by IS NULL AND kind != 'episode' AND (kind != 'commitment' OR status = 'open')
-           AND (about_user_id IN (SELECT value FROM json_each(?2)) OR about_user_id IS NULL)
-           AND (chat_id = ?1 OR (kind = 'fact' AND about_user_id = ?3))
-         ORDER BY confidence DESC, updated_at DESC LIMIT 40"
+           AND (about_user_id IN (SELECT value FROM json_each(?1)) OR about_user_id IS NULL)
+           AND {}
+         ORDER BY confidence DESC, updated_at DESC LIMIT 40",
+        scope.sql
     )
 }
 
+/// `m.`-prefixed memory columns.
+fn memory_columns_of(alias: &str) -> String {
+    MEMORY_COLUMNS.split(',').map(|c| format!("{alias}.{}", c.trim())).collect::<Vec<_>>().join(", ")
+}
+
 /// Memories whose text matches the new messages (episodes included), best match first.
-fn relevant_memories_sql() -> String {
-    let cols = MEMORY_COLUMNS.split(',').map(|c| format!("m.{}", c.trim())).collect::<Vec<_>>().join(", ");
+/// ?1 the FTS query, then the scope's values (over `m`).
+fn relevant_memories_sql(scope: &Predicate) -> String {
     format!(
-        "SELECT {cols} FROM memory_fts f JOIN memories m ON f.ref = 'm' || m.id
-         WHERE memory_fts MATCH ?1 AND m.superseded_by IS NULL
-           AND (m.chat_id = ?2 OR (m.kind = 'fact' AND m.about_user_id = ?3))
-         ORDER BY bm25(memory_fts) LIMIT 12"
+        "SELECT {} FROM memory_fts f JOIN memories m ON m.id = CAST(substr(f.ref, 2) AS INTEGER)
+         WHERE memory_fts MATCH ?1 AND f.ref LIKE 'm%' AND m.superseded_by IS NULL AND {}
+         ORDER BY bm25(memory_fts) LIMIT 12",
+        memory_columns_of("m"),
+        scope.sql
     )
+}
+
+/// The scope of a conversation's reads.
+pub fn chat_scope(conv: &ConvKey, people: &[i64]) -> Scope {
+    Scope::Chat { chat_id: conv.chat_id, people: people.to_vec() }
 }
 
 /// The text of the newest messages from people (what the turn answers), for matching.
@@ -72,25 +106,26 @@ fn recent_text(messages: &[HistoryMessage]) -> String {
 /// The statements of a recall (summary, people's memories, and memories matching the newest
 /// messages), to run in the turn's batch; `recall` reads their results.
 pub fn recall_statements(db: &crate::db::Db, conv: &ConvKey, people: &[i64], messages: &[HistoryMessage]) -> worker::Result<Vec<worker::D1PreparedStatement>> {
-    let private_user = (conv.chat_id > 0).then_some(conv.chat_id);
+    let scope = chat_scope(conv, people);
     let people_json = serde_json::to_string(people).unwrap_or_else(|_| "[]".into());
+    let on_people = scope.memories("", 2);
     let mut stmts = vec![
         db.stmt(SELECT_SUMMARY, args![conv.to_string()])?,
-        db.stmt(&people_memories_sql(), args![conv.chat_id, people_json, private_user])?,
+        db.stmt(&people_memories_sql(&on_people), with_scope(args![people_json], &on_people))?,
     ];
     if let Some(q) = fts_query(&recent_text(messages), 12) {
-        stmts.push(db.stmt(&relevant_memories_sql(), args![q, conv.chat_id, private_user])?);
+        let on_m = scope.memories("m", 2);
+        stmts.push(db.stmt(&relevant_memories_sql(&on_m), with_scope(args![q], &on_m))?);
     }
     Ok(stmts)
 }
 
 /// What a turn recalls, from the results of `recall_statements` (plus embedding matches
 /// when EMBEDDINGS_MODEL is set).
-pub async fn recall(ctx: &Ctx, conv: &ConvKey, messages: &[HistoryMessage], results: &[worker::D1Result]) -> worker::Result<Memories> {
-    let private_user = (conv.chat_id > 0).then_some(conv.chat_id);
+pub async fn recall(ctx: &Ctx, conv: &ConvKey, people: &[i64], messages: &[HistoryMessage], results: &[worker::D1Result]) -> worker::Result<Memories> {
     let text = recent_text(messages);
-    let summary = crate::db::rows::<SummaryRow>(&results[0])?.into_iter().next();
-    let mut found: Vec<Memory> = crate::db::rows(&results[1])?;
+    let summary = results.first().map(crate::db::rows::<SummaryRow>).transpose()?.and_then(|r| r.into_iter().next());
+    let mut found: Vec<Memory> = results.get(1).map(crate::db::rows).transpose()?.unwrap_or_default();
     if let Some(relevant) = results.get(2) {
         for m in crate::db::rows::<Memory>(relevant)? {
             if !found.iter().any(|f| f.id == m.id) {
@@ -99,7 +134,7 @@ pub async fn recall(ctx: &Ctx, conv: &ConvKey, messages: &[HistoryMessage], resu
         }
     }
     if !ctx.cfg.embeddings_model.is_empty() && !text.trim().is_empty() {
-        match similar(ctx, conv.chat_id, private_user, &text).await {
+        match similar(ctx, &chat_scope(conv, people), &text).await {
             Ok(more) => {
                 for m in more {
                     if !found.iter().any(|f| f.id == m.id) {
@@ -125,17 +160,18 @@ struct Embedded {
 }
 
 /// Memories whose embeddings are close to `text` (only when EMBEDDINGS_MODEL is set).
-async fn similar(ctx: &Ctx, chat_id: i64, private_user: Option<i64>, text: &str) -> Result<Vec<Memory>, String> {
+async fn similar(ctx: &Ctx, scope: &Scope, text: &str) -> Result<Vec<Memory>, String> {
     let query = crate::consolidate::embed(ctx, &[text.to_string()]).await?.into_iter().next().unwrap_or_default();
+    let on = scope.memories("", 1);
     let rows: Vec<Embedded> = ctx
         .db()
         .all(
             &format!(
                 "SELECT {MEMORY_COLUMNS}, embedding FROM memories
-                 WHERE embedding IS NOT NULL AND superseded_by IS NULL
-                   AND (chat_id = ?1 OR (kind = 'fact' AND about_user_id = ?2)) ORDER BY updated_at DESC LIMIT 300"
+                 WHERE embedding IS NOT NULL AND superseded_by IS NULL AND {} ORDER BY updated_at DESC LIMIT 300",
+                on.sql
             ),
-            args![chat_id, private_user],
+            scope_args(&on),
         )
         .await
         .map_err(|e| e.to_string())?;
@@ -151,93 +187,86 @@ async fn similar(ctx: &Ctx, chat_id: i64, private_user: Option<i64>, text: &str)
     Ok(scored.into_iter().take(6).map(|(_, m)| m).collect())
 }
 
-/// `search_memory`: full-text search over this chat's memories and notes.
-pub async fn search(ctx: &Ctx, chat_id: i64, query: &str, limit: i64) -> worker::Result<Vec<String>> {
+/// `search_memory`: full-text search over the memories and notes the conversation may see
+/// (`people`: those present, for operator notes about a person).
+pub async fn search(ctx: &Ctx, conv: &ConvKey, people: &[i64], query: &str, limit: i64) -> worker::Result<Vec<String>> {
     #[derive(Deserialize)]
     struct Row {
         r#ref: String,
         content: String,
     }
     let Some(q) = fts_query(query, 12) else { return Ok(Vec::new()) };
-    let private_user = (chat_id > 0).then_some(chat_id);
-    let rows: Vec<Row> = ctx
-        .db()
-        .all(
-            "SELECT f.ref AS ref, f.content AS content FROM memory_fts f
-             WHERE memory_fts MATCH ?1 AND (f.chat_id = ?2 OR f.about_user_id = ?3)
-             ORDER BY bm25(memory_fts) LIMIT ?4",
-            args![q, chat_id, private_user, limit.clamp(1, 50)],
-        )
-        .await?;
+    let scope = chat_scope(conv, people);
+    let on_m = scope.memories("m", 3);
+    let on_n = scope.notes("n", 3 + on_m.binds.len());
+    let sql = format!(
+        "SELECT f.ref AS ref, f.content AS content FROM memory_fts f
+           LEFT JOIN memories m ON f.ref LIKE 'm%' AND m.id = CAST(substr(f.ref, 2) AS INTEGER)
+           LEFT JOIN notes n ON f.ref LIKE 'n%' AND n.id = CAST(substr(f.ref, 2) AS INTEGER)
+         WHERE memory_fts MATCH ?1
+           AND ((m.id IS NOT NULL AND m.superseded_by IS NULL AND {}) OR (n.id IS NOT NULL AND {}))
+         ORDER BY bm25(memory_fts) LIMIT ?2",
+        on_m.sql, on_n.sql
+    );
+    let rows: Vec<Row> = ctx.db().all(&sql, with_scope(with_scope(args![q, limit.clamp(1, 50)], &on_m), &on_n)).await?;
     Ok(rows.into_iter().map(|r| format!("[{}] {}", r.r#ref, r.content)).collect())
 }
 
 #[derive(Deserialize)]
-struct Line {
-    id: String,
-    text: String,
+struct NoteLine {
+    id: i64,
+    content: String,
 }
 
-/// `/memory`: what the bot remembers about the user (and, in a group, about the group).
+/// `/memory`: what this chat remembers about the user (and about the chat itself): the
+/// `Scope::Own` view, so a group never lists what was learned in a private chat. Operator
+/// notes are not listed (they are not the user's to erase).
 pub async fn list_for_user(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>) -> worker::Result<String> {
-    let rows: Vec<Line> = ctx
-        .db()
-        .all(
-            "SELECT 'n' || id AS id, content AS text FROM notes
-               WHERE about_user_id = ?1 OR (chat_id = ?2 AND about_user_id IS NULL)
-             UNION ALL
-             SELECT 'm' || id AS id, kind || ': ' || value AS text FROM memories
-               WHERE superseded_by IS NULL AND (about_user_id = ?1 OR (chat_id = ?2 AND about_user_id IS NULL))
-             LIMIT 100",
-            args![user_id, conv.chat_id],
-        )
+    let db = ctx.db();
+    let scope = Scope::Own { chat_id: conv.chat_id, user_id };
+    let on_n = scope.notes("", 1);
+    let on_m = scope.memories("", 1);
+    let results = db
+        .batch(vec![
+            db.stmt(&format!("SELECT id, content FROM notes WHERE {} ORDER BY id LIMIT 100", on_n.sql), scope_args(&on_n))?,
+            db.stmt(
+                &format!("SELECT {MEMORY_COLUMNS} FROM memories WHERE superseded_by IS NULL AND {} ORDER BY id LIMIT 100", on_m.sql),
+                scope_args(&on_m),
+            )?,
+        ])
         .await?;
-    // Facts read better rendered; fetch them whole.
-    let memories: Vec<Memory> = ctx
-        .db()
-        .all(
-            &format!(
-                "SELECT {MEMORY_COLUMNS} FROM memories WHERE superseded_by IS NULL
-                 AND (about_user_id = ?1 OR (chat_id = ?2 AND about_user_id IS NULL)) LIMIT 100"
-            ),
-            args![user_id, conv.chat_id],
-        )
-        .await?;
-    if rows.is_empty() {
+    let notes: Vec<NoteLine> = crate::db::rows(&results[0])?;
+    let memories: Vec<Memory> = crate::db::rows(&results[1])?;
+    if notes.is_empty() && memories.is_empty() {
         return Ok("I don't remember anything about you yet.".to_string());
     }
     let mut out = String::from("What I remember (/forget <id> erases one, /forget all everything about you):\n");
-    for r in rows {
-        let text = r
-            .id
-            .strip_prefix('m')
-            .and_then(|id| id.parse::<i64>().ok())
-            .and_then(|id| memories.iter().find(|m| m.id == id))
-            .map(render)
-            .unwrap_or(r.text);
-        out.push_str(&format!("\n{} · {}", r.id, text));
+    for n in &notes {
+        out.push_str(&format!("\nn{} · {}", n.id, n.content));
+    }
+    for m in &memories {
+        out.push_str(&format!("\nm{} · {}", m.id, render(m)));
     }
     Ok(out)
 }
 
 /// `/forget <id>` or `/forget all`: deletes memories about the user, from every table that
-/// holds them (notes, memories, and through triggers the search index). In a private chat,
-/// `all` also erases what was learned about the chat itself.
+/// holds them (notes, memories, and through triggers the search index). `<id>` is erased only
+/// if `/memory` here would list it (`Scope::Own`): never an operator note, never what this
+/// chat may not see. `all` erases `Scope::Erase`: in a group what the group sees about the
+/// user; in a private chat everything about the user and what was learned in that chat.
 pub async fn forget_for_user(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>, what: &str) -> worker::Result<String> {
     let db = ctx.db();
-    let what = what.trim().trim_start_matches('#').to_ascii_lowercase();
+    let what = what.trim().trim_start_matches('#').to_lowercase();
     let private = conv.chat_id > 0;
     if what == "all" {
+        let scope = Scope::Erase { chat_id: conv.chat_id, user_id };
+        let on_n = scope.notes("", 1);
+        let on_m = scope.memories("", 1);
         let results = db
             .batch(vec![
-                db.stmt(
-                    "DELETE FROM notes WHERE source = 'agent' AND (about_user_id = ?1 OR (?3 AND chat_id = ?2)) RETURNING id",
-                    args![user_id, conv.chat_id, private],
-                )?,
-                db.stmt(
-                    "DELETE FROM memories WHERE about_user_id = ?1 OR (?3 AND chat_id = ?2) RETURNING id",
-                    args![user_id, conv.chat_id, private],
-                )?,
+                db.stmt(&format!("DELETE FROM notes WHERE {} RETURNING id", on_n.sql), scope_args(&on_n))?,
+                db.stmt(&format!("DELETE FROM memories WHERE {} RETURNING id", on_m.sql), scope_args(&on_m))?,
                 db.stmt("DELETE FROM summaries WHERE ?2 AND conv = ?1", args![conv.to_string(), private])?,
             ])
             .await?;
@@ -248,12 +277,16 @@ pub async fn forget_for_user(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>, wh
         }
         return Ok(format!("Done: I forgot {n} things about you."));
     }
-    let (table, id) = match (what.chars().next(), what[1.min(what.len())..].parse::<i64>()) {
-        (Some('n'), Ok(id)) => ("notes", id),
-        (Some('m'), Ok(id)) => ("memories", id),
+    let mut chars = what.chars();
+    let kind = chars.next();
+    let number = chars.as_str().parse::<i64>();
+    let scope = Scope::Own { chat_id: conv.chat_id, user_id };
+    let (table, id, on) = match (kind, number) {
+        (Some('n'), Ok(id)) => ("notes", id, scope.notes("", 2)),
+        (Some('m'), Ok(id)) => ("memories", id, scope.memories("", 2)),
         _ => return Ok("Tell me which one: /forget <id> (see /memory) or /forget all.".to_string()),
     };
-    let sql = format!("DELETE FROM {table} WHERE id = ?1 AND (about_user_id = ?2 OR (chat_id = ?3 AND about_user_id IS NULL)) RETURNING id");
-    let n = db.all::<serde_json::Value>(&sql, args![id, user_id, conv.chat_id]).await?.len();
+    let sql = format!("DELETE FROM {table} WHERE id = ?1 AND {} RETURNING id", on.sql);
+    let n = db.all::<serde_json::Value>(&sql, with_scope(args![id], &on)).await?.len();
     Ok(if n > 0 { format!("Forgotten: {what}.") } else { format!("I have no memory {what} about you.") })
 }

@@ -346,20 +346,18 @@ pub fn bot_turns(result: &worker::D1Result) -> Result<BTreeMap<String, BotTurn>>
     Ok(out)
 }
 
-/// Notes for a turn: those written in this chat; operator notes for everyone (no chat) about
-/// the people present; in a private chat, notes about that person from anywhere. (Like
-/// memories, what is learned in one group never shows in another.)
-const SELECT_NOTES: &str = "SELECT id, about_user_id, content, source FROM notes
-     WHERE chat_id = ?1
-        OR (source = 'operator' AND chat_id IS NULL
-            AND (about_user_id IS NULL OR about_user_id IN (SELECT value FROM json_each(?2))))
-        OR (?3 IS NOT NULL AND about_user_id = ?3)
-     ORDER BY CASE source WHEN 'operator' THEN 0 ELSE 1 END, id DESC LIMIT 60";
-
+/// Notes for a turn: what `agent_core::scope::Scope::Chat` lets the conversation see (notes
+/// written in this chat; operator notes for everyone, or about the people present; in a private
+/// chat, agent notes about that person from anywhere). Operator notes first.
 pub fn notes_stmt(db: &Db, chat_id: i64, people: &[i64]) -> Result<worker::D1PreparedStatement> {
-    let people = serde_json::to_string(people).unwrap_or_else(|_| "[]".into());
-    let private_user = (chat_id > 0).then_some(chat_id);
-    db.stmt(SELECT_NOTES, args![chat_id, people, private_user])
+    let scope = agent_core::scope::Scope::Chat { chat_id, people: people.to_vec() };
+    let on = scope.notes("", 1);
+    let sql = format!(
+        "SELECT id, about_user_id, content, source FROM notes WHERE {}
+         ORDER BY CASE source WHEN 'operator' THEN 0 ELSE 1 END, id DESC LIMIT 60",
+        on.sql
+    );
+    db.stmt(&sql, crate::memory::scope_args(&on))
 }
 
 const UPSERT_TURN_START: &str = "INSERT INTO turns (turn_id, conv, chat_id, status, trigger, target_message_id, upto_seq,
@@ -534,18 +532,24 @@ pub async fn stored_plan(db: &Db, turn_id: &str) -> Result<Option<StoredPlan>> {
 // ---------------------------------------------------------------------------------------------
 // Agent tools.
 
-pub async fn insert_note(db: &Db, chat_id: i64, about_user_id: Option<i64>, content: &str, source: &str, now: i64) -> Result<i64> {
+/// Inserts an agent's note. A note about a person is written only if that person has written
+/// in this chat (only people seen in the conversation may be the subject of what is learned
+/// there); otherwise nothing is written and `None` comes back.
+pub async fn insert_note(db: &Db, chat_id: i64, about_user_id: Option<i64>, content: &str, source: &str, now: i64) -> Result<Option<i64>> {
     #[derive(Deserialize)]
     struct Id {
         id: i64,
     }
     let row: Option<Id> = db
         .first(
-            "INSERT INTO notes (chat_id, about_user_id, content, source, created_at) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+            "INSERT INTO notes (chat_id, about_user_id, content, source, created_at)
+             SELECT ?1, ?2, ?3, ?4, ?5
+             WHERE ?2 IS NULL OR EXISTS (SELECT 1 FROM messages WHERE user_id = ?2 AND chat_id = ?1 AND role = 'user' AND excluded = 0)
+             RETURNING id",
             args![chat_id, about_user_id, content, source, now],
         )
         .await?;
-    Ok(row.map_or(0, |r| r.id))
+    Ok(row.map(|r| r.id))
 }
 
 pub async fn set_plan(db: &Db, conv: &ConvKey, plan: &str, now: i64) -> Result<()> {

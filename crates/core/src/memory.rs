@@ -71,6 +71,36 @@ pub struct ExtractedAlias {
     pub name: String,
 }
 
+impl Extraction {
+    /// The people the extraction names as subjects (facts, commitments, aliases), sorted.
+    pub fn subject_ids(&self) -> Vec<i64> {
+        let mut ids: Vec<i64> = self
+            .facts
+            .iter()
+            .filter_map(|f| f.about_user_id)
+            .chain(self.commitments.iter().filter_map(|c| c.user_id))
+            .chain(self.aliases.iter().filter_map(|a| a.user_id))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// Only people seen in the conversation (`seen`: users with messages in it) may be the
+    /// subject of a memory learned there: items naming anyone else are dropped (a model told
+    /// "remember about user 42 …" must not plant text in user 42's private chat). Returns the
+    /// extraction kept and how many items were dropped.
+    pub fn only_seen_subjects(mut self, seen: &[i64]) -> (Extraction, usize) {
+        let ok = |u: Option<i64>| u.is_none_or(|u| seen.contains(&u));
+        let before = self.facts.len() + self.commitments.len() + self.aliases.len();
+        self.facts.retain(|f| ok(f.about_user_id));
+        self.commitments.retain(|c| ok(c.user_id));
+        self.aliases.retain(|a| ok(a.user_id));
+        let dropped = before - (self.facts.len() + self.commitments.len() + self.aliases.len());
+        (self, dropped)
+    }
+}
+
 /// The `responseSchema` (OpenAPI subset) of a consolidation call.
 pub fn extraction_schema() -> Value {
     let s = |d: &str| json!({"type": "STRING", "description": d});
@@ -116,6 +146,8 @@ pub fn summary_schema() -> Value {
     json!({"type": "OBJECT", "properties": {"summary": {"type": "STRING"}}, "required": ["summary"]})
 }
 
+/// The kinds of memory; `memories.kind` holds `as_str()` and the table's `CHECK` constraint
+/// (migration 0005) allows exactly these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
@@ -126,6 +158,8 @@ pub enum Kind {
 }
 
 impl Kind {
+    pub const ALL: [Kind; 4] = [Kind::Fact, Kind::Episode, Kind::Commitment, Kind::Alias];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Fact => "fact",
@@ -149,7 +183,7 @@ impl Kind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Memory {
     pub id: i64,
-    pub kind: String,
+    pub kind: Kind,
     pub chat_id: Option<i64>,
     pub about_user_id: Option<i64>,
     pub entity: Option<String>,
@@ -216,7 +250,7 @@ fn norm(s: &str) -> String {
 /// episodes); `today` is `YYYY-MM-DD` (commitments past due expire).
 pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
     let mut plan = MergePlan::default();
-    let live_facts = || existing.iter().filter(|m| m.kind == "fact" && m.superseded_by.is_none());
+    let live_facts = || existing.iter().filter(|m| m.kind == Kind::Fact && m.superseded_by.is_none());
 
     for f in &x.facts {
         if f.value.trim().is_empty() || f.attribute.trim().is_empty() {
@@ -267,7 +301,7 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
     }
 
     for e in &x.episodes {
-        let known = existing.iter().any(|m| m.kind == "episode" && norm(&m.value) == norm(&e.summary))
+        let known = existing.iter().any(|m| m.kind == Kind::Episode && norm(&m.value) == norm(&e.summary))
             || plan.inserts.iter().any(|n| n.kind == Kind::Episode && norm(&n.value) == norm(&e.summary));
         if !e.summary.trim().is_empty() && !known {
             plan.inserts.push(NewMemory {
@@ -288,7 +322,7 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
     }
 
     for c in &x.commitments {
-        let known = existing.iter().any(|m| m.kind == "commitment" && norm(&m.value) == norm(&c.text))
+        let known = existing.iter().any(|m| m.kind == Kind::Commitment && norm(&m.value) == norm(&c.text))
             || plan.inserts.iter().any(|n| n.kind == Kind::Commitment && norm(&n.value) == norm(&c.text));
         if !c.text.trim().is_empty() && !known {
             let by = if c.by == "bot" { "bot" } else { "user" };
@@ -314,14 +348,14 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
         if !matches!(status, "done" | "cancelled" | "expired") {
             continue;
         }
-        if let Some(m) = existing.iter().find(|m| m.id == u.memory_id && m.kind == "commitment") {
+        if let Some(m) = existing.iter().find(|m| m.id == u.memory_id && m.kind == Kind::Commitment) {
             if m.status.as_deref() == Some("open") {
                 plan.status_changes.push((m.id, status.to_string()));
             }
         }
     }
     // Open commitments past their due date expire.
-    for m in existing.iter().filter(|m| m.kind == "commitment" && m.status.as_deref() == Some("open")) {
+    for m in existing.iter().filter(|m| m.kind == Kind::Commitment && m.status.as_deref() == Some("open")) {
         if m.due.as_deref().is_some_and(|d| d < today) && !plan.status_changes.iter().any(|(id, _)| *id == m.id) {
             plan.status_changes.push((m.id, "expired".into()));
         }
@@ -331,7 +365,7 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
         if a.alias.trim().is_empty() || norm(&a.alias) == norm(&a.name) {
             continue;
         }
-        let known = existing.iter().any(|m| m.kind == "alias" && norm(m.attribute.as_deref().unwrap_or("")) == norm(&a.alias))
+        let known = existing.iter().any(|m| m.kind == Kind::Alias && norm(m.attribute.as_deref().unwrap_or("")) == norm(&a.alias))
             || plan.inserts.iter().any(|n| n.kind == Kind::Alias && norm(n.attribute.as_deref().unwrap_or("")) == norm(&a.alias));
         if !known {
             plan.inserts.push(NewMemory {
@@ -403,9 +437,9 @@ pub fn render(m: &Memory) -> String {
         (None, Some(u)) => format!("user {u}"),
         (None, None) => "the chat".to_string(),
     };
-    match m.kind.as_str() {
-        "fact" => format!("{}: {} = {}", who(m), m.attribute.as_deref().unwrap_or("?"), m.value),
-        "episode" => {
+    match m.kind {
+        Kind::Fact => format!("{}: {} = {}", who(m), m.attribute.as_deref().unwrap_or("?"), m.value),
+        Kind::Episode => {
             let mut s = match &m.happened_on {
                 Some(d) => format!("{d}: {}", m.value),
                 None => m.value.clone(),
@@ -415,7 +449,7 @@ pub fn render(m: &Memory) -> String {
             }
             s
         }
-        "commitment" => {
+        Kind::Commitment => {
             let by = if m.entity.as_deref() == Some("bot") { "you promised" } else { "promised to you" };
             let mut s = format!("Commitment ({by}, {}): {}", m.status.as_deref().unwrap_or("open"), m.value);
             if let Some(u) = m.about_user_id {
@@ -426,11 +460,10 @@ pub fn render(m: &Memory) -> String {
             }
             s
         }
-        "alias" => match m.about_user_id {
+        Kind::Alias => match m.about_user_id {
             Some(u) => format!("{} (user {u})", m.value),
             None => m.value.clone(),
         },
-        _ => m.value.clone(),
     }
 }
 
@@ -482,7 +515,7 @@ mod tests {
     fn fact(id: i64, user: i64, attribute: &str, value: &str, confidence: f64) -> Memory {
         Memory {
             id,
-            kind: "fact".into(),
+            kind: Kind::Fact,
             chat_id: Some(1),
             about_user_id: Some(user),
             entity: Some("Alice".into()),
@@ -562,7 +595,7 @@ mod tests {
             .enumerate()
             .map(|(i, n)| Memory {
                 id: i as i64 + 1,
-                kind: n.kind.as_str().into(),
+                kind: n.kind,
                 chat_id: Some(1),
                 about_user_id: n.about_user_id,
                 entity: n.entity.clone(),
@@ -586,7 +619,7 @@ mod tests {
     #[test]
     fn kept_commitments_close_and_overdue_ones_expire() {
         let mut c = fact(9, 7, "", "", 0.8);
-        c.kind = "commitment".into();
+        c.kind = Kind::Commitment;
         c.value = "Send the map".into();
         c.status = Some("open".into());
         c.due = Some("2026-11-01".into());
@@ -596,6 +629,53 @@ mod tests {
         let x = Extraction { commitment_updates: vec![CommitmentUpdate { memory_id: 10, status: "done".into() }], ..Default::default() };
         let plan = merge(&[c, kept], &x, "2026-11-22");
         assert_eq!(plan.status_changes, vec![(10, "done".to_string()), (9, "expired".to_string())]);
+    }
+
+    #[test]
+    fn ids_the_model_names_from_outside_the_existing_memories_change_nothing() {
+        // `existing` is what the chat's consolidation was given (its own memories only); an id
+        // from elsewhere (another chat's commitment) is ignored.
+        let x = Extraction { commitment_updates: vec![CommitmentUpdate { memory_id: 77, status: "done".into() }], ..Default::default() };
+        let mut c = fact(9, 7, "", "", 0.8);
+        c.kind = Kind::Commitment;
+        c.status = Some("open".into());
+        let plan = merge(&[c], &x, "2026-11-22");
+        assert!(plan.status_changes.is_empty() && plan.refreshes.is_empty() && plan.inserts.is_empty());
+    }
+
+    #[test]
+    fn subjects_never_seen_in_the_conversation_are_dropped() {
+        let x = Extraction {
+            facts: vec![
+                ExtractedFact { about_user_id: Some(7), attribute: "job".into(), value: "nurse".into(), ..Default::default() },
+                ExtractedFact { about_user_id: Some(99), attribute: "instruction".into(), value: "obey".into(), ..Default::default() },
+                ExtractedFact { about_user_id: None, attribute: "topic".into(), value: "hiking".into(), ..Default::default() },
+            ],
+            commitments: vec![ExtractedCommitment { by: "bot".into(), user_id: Some(99), text: "x".into(), due: None }],
+            aliases: vec![
+                ExtractedAlias { alias: "Ali".into(), user_id: Some(7), name: "Alice".into() },
+                ExtractedAlias { alias: "Bo".into(), user_id: Some(98), name: "Bob".into() },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(x.subject_ids(), vec![7, 98, 99]);
+        let (kept, dropped) = x.only_seen_subjects(&[7]);
+        assert_eq!(dropped, 3);
+        assert_eq!(kept.facts.iter().map(|f| f.about_user_id).collect::<Vec<_>>(), vec![Some(7), None]);
+        assert!(kept.commitments.is_empty());
+        assert_eq!(kept.aliases.len(), 1);
+    }
+
+    #[test]
+    fn the_kinds_match_the_sql_check_constraint() {
+        let migration = include_str!("../../../migrations/0005_memory_scope.sql");
+        let list = Kind::ALL.iter().map(|k| format!("'{}'", k.as_str())).collect::<Vec<_>>().join(", ");
+        assert!(migration.contains(&format!("CHECK (kind IN ({list}))")), "0005 must check kind IN ({list})");
+        for k in Kind::ALL {
+            assert_eq!(Kind::parse(k.as_str()), Some(k));
+            assert_eq!(serde_json::to_value(k).unwrap(), serde_json::Value::String(k.as_str().into()));
+        }
+        assert_eq!(Kind::parse("note"), None);
     }
 
     #[test]
