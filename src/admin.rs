@@ -9,7 +9,7 @@
 //! in, the bot's reply out), and the chat object's state for debugging.
 
 use crate::env::{now_ms, Ctx, CHATS};
-use crate::{access, args, chat, deliver, memory, usage};
+use crate::{access, args, chat, deliver, usage};
 use agent_core::conversation::ConvKey;
 use agent_core::policy::{is_api_chat_id, UserAccess, API_CHAT_ID_MAX, API_CHAT_ID_MIN};
 use agent_core::scope::Scope;
@@ -283,8 +283,8 @@ async fn memories(ctx: &Ctx, url: &Url) -> Result<Response> {
     let scope = Scope::Operator { chat_id: chat, about_user_id: user };
     let on_n = scope.notes("", 1);
     let on_m = scope.memories("", 1 + on_n.binds.len());
-    let mut binds = memory::scope_args(&on_n);
-    binds.extend(memory::scope_args(&on_m));
+    let mut binds = crate::db::scope_args(&on_n);
+    binds.extend(crate::db::scope_args(&on_m));
     let rows: Vec<MemoryLine> = ctx
         .db()
         .all(
@@ -313,8 +313,8 @@ async fn forget_user(ctx: &Ctx, url: &Url) -> Result<Response> {
     let (on_n, on_m) = (scope.notes("", 1), scope.memories("", 1));
     let results = db
         .batch(vec![
-            db.stmt(&format!("DELETE FROM notes WHERE {} RETURNING id", on_n.sql), memory::scope_args(&on_n))?,
-            db.stmt(&format!("DELETE FROM memories WHERE {} RETURNING id", on_m.sql), memory::scope_args(&on_m))?,
+            db.stmt(&format!("DELETE FROM notes WHERE {} RETURNING id", on_n.sql), crate::db::scope_args(&on_n))?,
+            db.stmt(&format!("DELETE FROM memories WHERE {} RETURNING id", on_m.sql), crate::db::scope_args(&on_m))?,
         ])
         .await?;
     // Counted from RETURNING: D1's change counts include the search index's trigger writes.

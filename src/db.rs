@@ -130,3 +130,15 @@ impl Db {
 pub fn rows<T: DeserializeOwned>(r: &D1Result) -> Result<Vec<T>> {
     r.results()
 }
+
+/// The bound values of a scope predicate.
+pub fn scope_args(p: &agent_core::scope::Predicate) -> Vec<Arg> {
+    p.binds
+        .iter()
+        .map(|b| match b {
+            agent_core::scope::Bind::Null => Arg::Null,
+            agent_core::scope::Bind::Int(i) => Arg::Int(*i),
+            agent_core::scope::Bind::Text(t) => Arg::Text(t.clone()),
+        })
+        .collect()
+}

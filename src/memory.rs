@@ -13,20 +13,9 @@ use crate::env::Ctx;
 use agent_core::conversation::ConvKey;
 use agent_core::history::{HistoryMessage, Role};
 use agent_core::memory::{cosine, fts_query, render, Memory};
-use agent_core::scope::{Bind, Predicate, Scope};
+use crate::db::scope_args;
+use agent_core::scope::{Predicate, Scope};
 use serde::Deserialize;
-
-/// The bound values of a scope predicate.
-pub fn scope_args(p: &Predicate) -> Vec<Arg> {
-    p.binds
-        .iter()
-        .map(|b| match b {
-            Bind::Null => Arg::Null,
-            Bind::Int(i) => Arg::Int(*i),
-            Bind::Text(t) => Arg::Text(t.clone()),
-        })
-        .collect()
-}
 
 /// `args` followed by the scope predicate's values (placeholders ?{args.len()+1}...).
 fn with_scope(mut args: Vec<Arg>, p: &Predicate) -> Vec<Arg> {

@@ -357,7 +357,7 @@ pub fn notes_stmt(db: &Db, chat_id: i64, people: &[i64]) -> Result<worker::D1Pre
          ORDER BY CASE source WHEN 'operator' THEN 0 ELSE 1 END, id DESC LIMIT 60",
         on.sql
     );
-    db.stmt(&sql, crate::memory::scope_args(&on))
+    db.stmt(&sql, crate::db::scope_args(&on))
 }
 
 const UPSERT_TURN_START: &str = "INSERT INTO turns (turn_id, conv, chat_id, status, trigger, target_message_id, upto_seq,
