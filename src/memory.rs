@@ -215,7 +215,7 @@ pub async fn list_for_user(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>) -> w
             .and_then(|id| memories.iter().find(|m| m.id == id))
             .map(render)
             .unwrap_or(r.text);
-        out.push_str(&format!("\n{} · {}", r.id, text));
+        out.push_str(&format!("\n{} · {}", r.id, agent_core::format::escape_markdown(&text)));
     }
     Ok(out)
 }
