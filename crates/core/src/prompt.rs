@@ -128,7 +128,7 @@ fn situation_text(s: &Situation) -> String {
         (Some(r), _) => lines.push(format!(
             "{} reacted {} to your message #{}. Respond if it calls for it (a short reply or a reaction), or do nothing.",
             quoted(&r.by),
-            quoted(&r.emoji),
+            r.emoji,
             r.message_id
         )),
         (None, Some(id)) => lines.push(format!("Answer message #{id}. Newer context may be in the history too.")),
