@@ -7,7 +7,7 @@ CREATE TABLE updates (
   update_id   INTEGER PRIMARY KEY,
   kind        TEXT NOT NULL,
   chat_id     INTEGER,
-  outcome     TEXT NOT NULL,            -- stored | ignored | invalid
+  outcome     TEXT NOT NULL,            -- always 'stored' (ignored and malformed updates are not recorded)
   received_at INTEGER NOT NULL
 );
 

@@ -217,7 +217,6 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
     let chat = ChatDetails {
         kind: chat_row.as_ref().map_or(ChatKind::Private, |c| chat_kind(&c.kind)),
         title: chat_row.as_ref().and_then(|c| c.title.clone()),
-        member_count: None,
         topic_id: conv.thread_id,
     };
     let curated: Vec<String> = notes

@@ -230,11 +230,12 @@ pub async fn list_for_user(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>) -> w
         return Ok("I don't remember anything about you yet.".to_string());
     }
     let mut out = String::from("What I remember (/forget <id> erases one, /forget all everything about you):\n");
+    // Stored text is outside text: escaped, so it shows exactly as written (no links, no mentions).
     for n in &notes {
-        out.push_str(&format!("\nn{} · {}", n.id, n.content));
+        out.push_str(&format!("\nn{} · {}", n.id, agent_core::format::escape_markdown(&n.content)));
     }
     for m in &memories {
-        out.push_str(&format!("\nm{} · {}", m.id, render(m)));
+        out.push_str(&format!("\nm{} · {}", m.id, agent_core::format::escape_markdown(&render(m))));
     }
     Ok(out)
 }

@@ -32,16 +32,18 @@ const UPSERT_USER: &str = "INSERT INTO users (user_id, name, username, is_bot, u
      WHERE users.name IS NOT excluded.name OR users.username IS NOT excluded.username
        OR users.is_bot IS NOT excluded.is_bot";
 /// `excluded` picks, by the sender's stored access level, one of the three answers of
-/// `agent_core::policy::admitted_by_level` (?17 none, ?18 allowed, ?19 blocked).
+/// `agent_core::policy::admitted_by_level` (?20 none, ?21 allowed, ?22 blocked).
 const INSERT_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
-       parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id, excluded)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-       CASE (SELECT access FROM users WHERE user_id = ?5) WHEN 'allowed' THEN ?18 WHEN 'blocked' THEN ?19 ELSE ?17 END)
+       parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id,
+       reply_to_user_id, reply_to_name, reply_excerpt, excluded)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+       CASE (SELECT access FROM users WHERE user_id = ?5) WHEN 'allowed' THEN ?21 WHEN 'blocked' THEN ?22 ELSE ?20 END)
      ON CONFLICT (chat_id, message_id) DO NOTHING";
 const UPSERT_EDITED_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
-       parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id, excluded)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-       CASE (SELECT access FROM users WHERE user_id = ?5) WHEN 'allowed' THEN ?18 WHEN 'blocked' THEN ?19 ELSE ?17 END)
+       parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id,
+       reply_to_user_id, reply_to_name, reply_excerpt, excluded)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+       CASE (SELECT access FROM users WHERE user_id = ?5) WHEN 'allowed' THEN ?21 WHEN 'blocked' THEN ?22 ELSE ?20 END)
      ON CONFLICT (chat_id, message_id) DO UPDATE SET parts = excluded.parts, text = excluded.text,
        edited_at = excluded.edited_at";
 const SELECT_ACCESS: &str = "SELECT access FROM users WHERE user_id = ?1";
@@ -93,6 +95,9 @@ fn message_args(m: &InboundMessage, update_id: i64, admitted: AdmittedByLevel) -
         m.date,
         m.edit_date,
         update_id,
+        m.reply_to.as_ref().and_then(|r| r.user_id),
+        m.reply_to.as_ref().and_then(|r| r.name.clone()),
+        m.reply_to.as_ref().map(|r| r.excerpt.clone()).filter(|e| !e.trim().is_empty()),
     ];
     a.extend(args![!admitted.0, !admitted.1, !admitted.2]);
     a
@@ -225,6 +230,12 @@ pub struct MessageRow {
     pub username: Option<String>,
     pub parts: String,
     pub reply_to: Option<i64>,
+    #[serde(default)]
+    pub reply_to_user_id: Option<i64>,
+    #[serde(default)]
+    pub reply_to_name: Option<String>,
+    #[serde(default)]
+    pub reply_excerpt: Option<String>,
     pub forwarded_from: Option<String>,
     pub date: i64,
     pub edited_at: Option<i64>,
@@ -243,6 +254,14 @@ impl MessageRow {
             name: self.name,
             username: self.username,
             reply_to: self.reply_to,
+            reply_info: self
+                .reply_to
+                .filter(|_| self.reply_to_user_id.is_some() || self.reply_to_name.is_some() || self.reply_excerpt.is_some())
+                .map(|_| agent_core::history::ReplyInfo {
+                    user_id: self.reply_to_user_id,
+                    name: self.reply_to_name,
+                    excerpt: self.reply_excerpt,
+                }),
             forwarded_from: self.forwarded_from,
             parts,
             date: self.date,
@@ -284,7 +303,8 @@ const SELECT_CONVERSATION: &str = "SELECT session_start_seq, session_started_at,
 const SELECT_CHAT: &str = "SELECT kind, title, model, blocked_at FROM chats WHERE chat_id = ?1";
 /// The newest messages of the current session (it starts at `conversations.session_start_seq`).
 const SELECT_RECENT_MESSAGES: &str = "SELECT m.seq, m.message_id, m.role, m.user_id, m.name, m.username, m.parts,
-       m.reply_to, m.forwarded_from, m.date, m.edited_at, m.turn_id, t.upto_seq AS turn_upto_seq
+       m.reply_to, m.reply_to_user_id, m.reply_to_name, m.reply_excerpt, m.forwarded_from, m.date, m.edited_at, m.turn_id,
+       t.upto_seq AS turn_upto_seq
      FROM messages m LEFT JOIN turns t ON t.turn_id = m.turn_id
      WHERE m.conv = ?1 AND m.seq >= COALESCE((SELECT session_start_seq FROM conversations WHERE conv = ?1), 0)
        AND m.excluded = 0

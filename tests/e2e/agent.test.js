@@ -78,7 +78,7 @@ test("remember and set_plan are stored at once and shown in the next turn", asyn
   await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 10_000, "the second reply");
   const sys = systemText(s.gemini.calls(uid)[1]);
   assert.match(sys, /Prefers hikes under 15 km/);
-  assert.match(sys, /## Your current plan for this chat\nSuggest a short route next time/);
+  assert.match(sys, /\nplan: "Suggest a short route next time/);
 });
 
 test("fetch_url: one round against a page, its text fenced as untrusted, then the answer", async () => {

@@ -150,7 +150,7 @@ test("a 2,000-message session gets summaries and its prompts stay within the his
   const sys = systemText(req);
   console.log(`# turn after 2000 messages: history ${historyChars} chars (~${Math.round(historyChars / 4)} tokens), system instruction ${sys.length} chars`);
   assert.ok(historyChars / 4 <= 12_000 * 1.1, `history ≈ ${historyChars / 4} tokens`);
-  assert.match(sys, /## Summary of the earlier conversation\nSummary of \d+ messages/);
+  assert.match(sys, /\nsummary: "Summary of \d+ messages/);
   assert.doesNotMatch(sys, /not shown \(over the history budget\)/, "the summary covers everything cut");
   const [turn] = await s.sql("SELECT history_cut_seq FROM turns WHERE chat_id = ?", uid);
   assert.ok(turn.history_cut_seq > 0, "the cut is recorded");

@@ -95,7 +95,7 @@ export function requestText(body) {
 function routeOf(body) {
   const text = requestText(body);
   let last = null;
-  for (const m of text.matchAll(/user_id=(\d+)|#\d+ [^\n#]*?#(\d+)(?: →| \(|:)/g)) last = m[1] ?? m[2];
+  for (const m of text.matchAll(/\buser_id=(\d+)|#\d+ [^\n#]*?#(\d+)(?: →| \(|:)/g)) last = m[1] ?? m[2];
   if (last === null) {
     // Compact lines name a person's id only the first time; fall back to any id seen.
     for (const m of text.matchAll(/#(\d+)/g)) last = m[1];

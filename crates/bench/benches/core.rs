@@ -34,7 +34,7 @@ fn prompt_500(c: &mut Criterion) {
     let (msgs, turns) = group_500();
     let library = PromptLibrary { instructions: "You are {{bot_name}}.".repeat(20), ..Default::default() };
     let values: BTreeMap<String, String> = [("bot_name".to_string(), "Edge".to_string())].into();
-    let chat = ChatDetails { kind: ChatKind::Supergroup, title: Some("Friends".into()), member_count: None, topic_id: None };
+    let chat = ChatDetails { kind: ChatKind::Supergroup, title: Some("Friends".into()), topic_id: None };
     let memories: Vec<String> = (0..40).map(|i| format!("memory {i}: someone likes something number {i}")).collect();
     let now = chrono::DateTime::from_timestamp(1_795_000_000, 0).unwrap();
     for (name, format) in [("build_prompt_500_messages_structured", HistoryFormat::Structured), ("build_prompt_500_messages_compact", HistoryFormat::Compact)] {

@@ -73,6 +73,7 @@ pub fn group_500() -> (Vec<HistoryMessage>, BTreeMap<String, BotTurn>) {
             name: m["name"].as_str().unwrap_or_default().into(),
             username: m["username"].as_str().map(String::from),
             reply_to: if bot { None } else { m["reply_to"].as_i64() },
+            reply_info: None,
             forwarded_from: None,
             parts,
             date: m["date"].as_i64().unwrap_or_default(),

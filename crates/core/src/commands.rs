@@ -2,6 +2,7 @@
 //! `/status`, `/whoami`, `/memory`, `/forget`, `/usage`, and `/approve` for operators.
 
 use crate::conversation::InboundMessage;
+use crate::format::escape_markdown as esc;
 use crate::telegram::api::BotCommand;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -66,7 +67,10 @@ pub fn menu() -> Vec<BotCommand> {
     .collect()
 }
 
+/// Reply texts are Markdown (sent through `format::render_reply`); every value from outside
+/// (names, usernames, settings) goes through `escape_markdown` so it shows as itself.
 pub fn help_text(bot_name: &str) -> String {
+    let bot_name = esc(bot_name);
     format!(
         "I'm {bot_name}, an AI assistant. In private chats I answer every message; in groups, \
          mention me, reply to me or use a command.\n\n\
@@ -80,6 +84,7 @@ pub fn help_text(bot_name: &str) -> String {
 }
 
 pub fn start_text(bot_name: &str) -> String {
+    let bot_name = esc(bot_name);
     format!("Hello! I'm {bot_name}. Write to me and I'll answer. /help lists what I can do.")
 }
 
@@ -103,17 +108,20 @@ pub fn status_text(s: &StatusInfo) -> String {
     };
     format!(
         "Session age: {age}\nMessages in this session: {}\nMessages on record: {}\nModel: {}\nHistory format: {}",
-        s.session_messages, s.total_messages, s.model, s.history_format
+        s.session_messages,
+        s.total_messages,
+        esc(&s.model),
+        esc(&s.history_format)
     )
 }
 
 pub fn whoami_text(m: &InboundMessage) -> String {
-    let mut out = format!("Name: {}\n", m.speaker.name);
+    let mut out = format!("Name: {}\n", esc(&m.speaker.name));
     if let Some(id) = m.speaker.user_id {
         out.push_str(&format!("User id: {id}\n"));
     }
     if let Some(u) = &m.speaker.username {
-        out.push_str(&format!("Username: @{u}\n"));
+        out.push_str(&format!("Username: @{}\n", esc(u)));
     }
     out.push_str(&format!("Chat id: {}", m.chat.id));
     if let Some(t) = m.conv.thread_id {
@@ -161,6 +169,29 @@ mod tests {
         }
     }
 
+    /// Outside text in a command reply renders as itself: no link, no mention, no bold.
+    #[test]
+    fn reply_texts_escape_outside_text() {
+        let mut m = text("/whoami");
+        m.speaker.name = "[click](https://evil.example) **Admin** [x](tg://user?id=1)".into();
+        m.speaker.username = Some("al_b*".into());
+        let evil = "[click](https://evil.example)";
+        let status = status_text(&StatusInfo {
+            session_age_secs: None,
+            session_messages: 0,
+            total_messages: 0,
+            model: evil.into(),
+            history_format: "compact".into(),
+        });
+        for reply in [whoami_text(&m), help_text(evil), start_text(evil), status] {
+            let chunks = crate::format::render_reply(&reply, 4096);
+            let html: String = chunks.iter().map(|c| c.html.as_str()).collect();
+            let plain: String = chunks.iter().map(|c| c.plain.as_str()).collect();
+            assert!(!html.contains("<a") && !html.contains("<b>"), "{reply:?} became {html:?}");
+            assert!(plain.contains(evil), "{plain:?}");
+        }
+    }
+
     #[test]
     fn status_mentions_model_and_format() {
         let s = status_text(&StatusInfo {
@@ -170,6 +201,7 @@ mod tests {
             model: "gemini-x".into(),
             history_format: "compact".into(),
         });
+        let s: String = crate::format::render_reply(&s, 4096).into_iter().map(|c| c.plain).collect();
         assert!(s.contains("60 min") && s.contains("gemini-x") && s.contains("compact") && s.contains('4'));
     }
 }

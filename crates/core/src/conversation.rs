@@ -121,8 +121,9 @@ pub enum Part {
         entities: Vec<Entity>,
     },
     /// An attachment or structured content: photo, sticker, voice, location, poll, ...
-    /// `detail` is the compact text the prompt shows; file ids are kept so the media can be
-    /// fetched and described later.
+    /// `detail` is the compact text the prompt shows. The file ids are stored with the message
+    /// but nothing reads them yet: the model sees only `detail` (no media is fetched or
+    /// described today).
     Media {
         kind: String,
         detail: String,

@@ -863,6 +863,7 @@ mod tests {
             name: "A".into(),
             username: None,
             reply_to: None,
+            reply_info: None,
             forwarded_from: forwarded.then(|| "Someone".to_string()),
             parts: vec![Part::Text {
                 text: text.into(),

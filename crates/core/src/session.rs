@@ -43,6 +43,7 @@ mod tests {
             name: "A".into(),
             username: None,
             reply_to: None,
+            reply_info: None,
             forwarded_from: None,
             parts: vec![],
             date,

@@ -57,6 +57,7 @@ fn recorded() -> Recorded {
                 name: "Edge".into(),
                 username: Some("edge_bot".into()),
                 reply_to: None,
+                reply_info: None,
                 forwarded_from: None,
                 parts: vec![Part::text(bot["text"].as_str().unwrap())],
                 date: bot["date"].as_i64().unwrap(),
@@ -101,7 +102,7 @@ fn system(r: &Recorded, format: HistoryFormat) -> String {
     };
     let values: BTreeMap<String, String> =
         [("bot_name", "Edge"), ("bot_username", "edge_bot")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let chat = ChatDetails { kind: ChatKind::Supergroup, title: Some("Hiking Club".into()), member_count: Some(14), topic_id: Some(77) };
+    let chat = ChatDetails { kind: ChatKind::Supergroup, title: Some("Hiking Club".into()), topic_id: Some(77) };
     system_instruction(&PromptInput {
         situation: &situation,
         library: &library(),
@@ -220,6 +221,7 @@ pub fn long_conversation(n: usize) -> (Vec<HistoryMessage>, BTreeMap<String, Bot
                 name: "Edge".into(),
                 username: Some("edge_bot".into()),
                 reply_to: None,
+                reply_info: None,
                 forwarded_from: None,
                 parts: vec![Part::text(text)],
                 date: 1_795_000_000 + i as i64 * 30,
@@ -243,6 +245,7 @@ pub fn long_conversation(n: usize) -> (Vec<HistoryMessage>, BTreeMap<String, Bot
             name: name.into(),
             username: Some(name.to_lowercase()),
             reply_to: (i % 4 == 3).then_some(id - 1),
+            reply_info: None,
             forwarded_from: None,
             parts,
             date: 1_795_000_000 + i as i64 * 30,

@@ -1,10 +1,14 @@
 //! Reply formatting: the model's Markdown becomes Telegram HTML ([`markdown`]), checked
 //! against Telegram's rules ([`html`]), and split into messages that fit ([`split`]).
-//! [`render_reply`] is the one entry point delivery uses.
+//! [`render_reply`] is the one entry point delivery uses; [`escape_markdown`] makes outside text
+//! (names, notes) literal inside Markdown the bot composes itself.
 
+pub mod escape;
 pub mod html;
 pub mod markdown;
 pub mod split;
+
+pub use escape::escape_markdown;
 
 /// One message to send: its HTML and the plain text to fall back to if Telegram refuses it.
 #[derive(Debug, Clone, PartialEq)]
