@@ -14,6 +14,7 @@ use agent_core::conversation::ConvKey;
 use agent_core::history::{HistoryMessage, Role};
 use agent_core::memory::{cosine, fts_query, render, Memory};
 use crate::db::scope_args;
+use agent_core::commands::ForgetTarget;
 use agent_core::scope::{Predicate, Scope};
 use serde::Deserialize;
 
@@ -245,11 +246,10 @@ pub async fn list_for_user(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>) -> w
 /// if `/memory` here would list it (`Scope::Own`): never an operator note, never what this
 /// chat may not see. `all` erases `Scope::Erase`: in a group what the group sees about the
 /// user; in a private chat everything about the user and what was learned in that chat.
-pub async fn forget_for_user(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>, what: &str) -> worker::Result<String> {
+pub async fn forget_for_user(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>, what: &ForgetTarget) -> worker::Result<String> {
     let db = ctx.db();
-    let what = what.trim().trim_start_matches('#').to_lowercase();
     let private = conv.chat_id > 0;
-    if what == "all" {
+    if *what == ForgetTarget::All {
         let scope = Scope::Erase { chat_id: conv.chat_id, user_id };
         let on_n = scope.notes("", 1);
         let on_m = scope.memories("", 1);
@@ -267,15 +267,15 @@ pub async fn forget_for_user(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>, wh
         }
         return Ok(format!("Done: I forgot {n} things about you."));
     }
-    let mut chars = what.chars();
-    let kind = chars.next();
-    let number = chars.as_str().parse::<i64>();
     let scope = Scope::Own { chat_id: conv.chat_id, user_id };
-    let (table, id, on) = match (kind, number) {
-        (Some('n'), Ok(id)) => ("notes", id, scope.notes("", 2)),
-        (Some('m'), Ok(id)) => ("memories", id, scope.memories("", 2)),
-        _ => return Ok("Tell me which one: /forget <id> (see /memory) or /forget all.".to_string()),
+    let (table, id, on) = match what {
+        ForgetTarget::Note(id) => ("notes", *id, scope.notes("", 2)),
+        ForgetTarget::Memory(id) => ("memories", *id, scope.memories("", 2)),
+        ForgetTarget::All | ForgetTarget::Unclear => {
+            return Ok("Tell me which one: /forget <id> (see /memory) or /forget all.".to_string())
+        }
     };
+    let what = what.label();
     let sql = format!("DELETE FROM {table} WHERE id = ?1 AND {} RETURNING id", on.sql);
     let n = db.all::<serde_json::Value>(&sql, with_scope(args![id], &on)).await?.len();
     Ok(if n > 0 { format!("Forgotten: {what}.") } else { format!("I have no memory {what} about you.") })

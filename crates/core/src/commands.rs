@@ -15,10 +15,53 @@ pub enum Command {
     Whoami,
     Memory,
     /// `/forget <id>` or `/forget all`.
-    Forget(String),
+    Forget(ForgetTarget),
     Usage,
     /// `/approve <code>`: an operator approves a pairing code.
     Approve(String),
+}
+
+/// What `/forget` names: everything about the speaker, one note (`n12`) or memory (`m7`) as
+/// `/memory` lists them, or something unclear (then the bot asks again).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ForgetTarget {
+    All,
+    Note(i64),
+    Memory(i64),
+    Unclear,
+}
+
+impl ForgetTarget {
+    /// The id as `/memory` shows it (`n12`, `m7`), or `all`.
+    pub fn label(&self) -> String {
+        match self {
+            ForgetTarget::All => "all".into(),
+            ForgetTarget::Note(id) => format!("n{id}"),
+            ForgetTarget::Memory(id) => format!("m{id}"),
+            ForgetTarget::Unclear => "?".into(),
+        }
+    }
+}
+
+/// Parses `/forget`'s argument by characters (never by bytes: people type any script here).
+/// Accepts `all`, `n12`, `m7`, with an optional leading `#`, in any case.
+pub fn parse_forget(args: &str) -> ForgetTarget {
+    let word = args.trim();
+    let word = word.strip_prefix('#').unwrap_or(word);
+    if word.eq_ignore_ascii_case("all") {
+        return ForgetTarget::All;
+    }
+    let mut chars = word.chars();
+    let kind = chars.next().map(|c| c.to_ascii_lowercase());
+    let digits = chars.as_str();
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return ForgetTarget::Unclear;
+    }
+    match (kind, digits.parse::<i64>()) {
+        (Some('n'), Ok(id)) => ForgetTarget::Note(id),
+        (Some('m'), Ok(id)) => ForgetTarget::Memory(id),
+        _ => ForgetTarget::Unclear,
+    }
 }
 
 /// The command a message starts with, if it is one of ours and addressed to this bot.
@@ -44,7 +87,7 @@ pub fn parse(m: &InboundMessage, bot_username: &str) -> Option<Command> {
         "status" => Command::Status,
         "whoami" => Command::Whoami,
         "memory" => Command::Memory,
-        "forget" => Command::Forget(args),
+        "forget" => Command::Forget(parse_forget(&args)),
         "usage" => Command::Usage,
         "approve" => Command::Approve(args),
         _ => return None,
@@ -155,10 +198,32 @@ mod tests {
     fn parses_commands_addressed_to_us() {
         assert_eq!(parse(&text("/start"), "edge_bot"), Some(Command::Start));
         assert_eq!(parse(&text("/reset@Edge_Bot"), "edge_bot"), Some(Command::New));
-        assert_eq!(parse(&text("/forget all"), "edge_bot"), Some(Command::Forget("all".into())));
+        assert_eq!(parse(&text("/forget all"), "edge_bot"), Some(Command::Forget(ForgetTarget::All)));
+        assert_eq!(parse(&text("/forget é1"), "edge_bot"), Some(Command::Forget(ForgetTarget::Unclear)));
         assert_eq!(parse(&text("/status@other_bot"), "edge_bot"), None);
         assert_eq!(parse(&text("/unknown"), "edge_bot"), None);
         assert_eq!(parse(&text("hello /start"), "edge_bot"), None);
+    }
+
+    #[test]
+    fn forget_targets_are_parsed_by_characters() {
+        assert_eq!(parse_forget(" all "), ForgetTarget::All);
+        assert_eq!(parse_forget("ALL"), ForgetTarget::All);
+        assert_eq!(parse_forget("n12"), ForgetTarget::Note(12));
+        assert_eq!(parse_forget("#M7"), ForgetTarget::Memory(7));
+        // Non-ASCII where the byte-sliced parser used to panic, and other junk.
+        for junk in ["é1", "ñ", "n١٢", "m-3", "n+3", "m", "", "#", "🦀7", "n12x", "n99999999999999999999", "ｎ12", "n 12"] {
+            assert_eq!(parse_forget(junk), ForgetTarget::Unclear, "{junk:?}");
+        }
+        assert_eq!(ForgetTarget::Note(3).label(), "n3");
+    }
+
+    #[test]
+    fn commands_with_non_ascii_names_and_arguments_never_panic() {
+        for t in ["/é", "/forget é1", "/approve 码", "/ñew", "/start@bøt", "/", "/@", "/🦀@edge_bot x", "/forget\u{200b}all"] {
+            let _ = parse(&text(t), "edge_bot");
+        }
+        assert_eq!(parse(&text("/approve 码"), "edge_bot"), Some(Command::Approve("码".into())));
     }
 
     #[test]

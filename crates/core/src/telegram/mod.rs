@@ -21,7 +21,7 @@ pub fn utf16_slice(s: &str, offset: usize, length: usize) -> &str {
         if start.is_none() && units >= offset {
             start = Some(byte);
         }
-        if units >= offset + length {
+        if units >= offset.saturating_add(length) {
             end = byte;
             break;
         }
@@ -36,6 +36,14 @@ pub fn utf16_slice(s: &str, offset: usize, length: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offsets_and_lengths_from_outside_never_overflow() {
+        assert_eq!(utf16_slice("abc", 1, usize::MAX), "bc");
+        assert_eq!(utf16_slice("abc", usize::MAX, usize::MAX), "");
+        assert_eq!(utf16_slice("é🦀x", 1, 2), "🦀");
+        assert_eq!(utf16_slice("é🦀x", 2, 2), "x", "an offset inside a surrogate pair starts at the next char");
+    }
 
     #[test]
     fn utf16_counts_surrogate_pairs_as_two() {
