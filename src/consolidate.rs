@@ -55,10 +55,12 @@ pub async fn enqueue_due(ctx: &Ctx) -> worker::Result<usize> {
     let due: Vec<Due> = ctx
         .db()
         .all(
-            "SELECT m.conv AS conv FROM messages m LEFT JOIN conversations c ON c.conv = m.conv
-             WHERE m.seq > COALESCE(c.consolidated_seq, 0) AND m.role != 'bot' AND m.excluded = 0
-               AND (c.consolidating_until IS NULL OR c.consolidating_until < ?1)
-             GROUP BY m.conv LIMIT 100",
+            // `last_seq` is kept by a trigger on messages (migration 0009): the newest message
+            // consolidation reads (not the bot's, not excluded). No scan of `messages`.
+            "SELECT conv FROM conversations
+             WHERE last_seq > COALESCE(consolidated_seq, 0)
+               AND (consolidating_until IS NULL OR consolidating_until < ?1)
+             LIMIT 100",
             args![now_ms()],
         )
         .await?;

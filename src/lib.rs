@@ -9,7 +9,8 @@
 //! - [`chat`]: the chat Durable Object (debounce, single-flight turns, plans).
 //! - [`agent`]: one turn (context → prompt → Gemini → stored result).
 //! - [`deliver`]: plan steps through the Bot API, exactly once.
-//! - [`queue`]: retry jobs and dead letters. [`consolidate`]: memory jobs.
+//! - [`queue`]: retry jobs and dead letters. [`consolidate`]: memory jobs. [`retention`]:
+//!   the cron's pruning of tables that only grow.
 //! - [`access`], [`commands`], [`memory`], [`usage`]: policy, commands, recall, costs.
 //! - [`store`], [`db`]: named D1 queries. [`telegram`], [`gemini`], [`net`]: outbound HTTP.
 //! - [`env`], [`prompts`]: bindings, secrets, config, bundled prompts.
@@ -30,6 +31,7 @@ pub mod memory;
 pub mod net;
 pub mod prompts;
 pub mod queue;
+pub mod retention;
 pub mod store;
 pub mod telegram;
 pub mod usage;
@@ -86,5 +88,10 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     match consolidate::enqueue_due(&ctx).await {
         Ok(n) => worker::console_log!("cron {}: queued {n} consolidation jobs", event.cron()),
         Err(e) => worker::console_error!("cron {}: could not queue consolidation: {e}", event.cron()),
+    }
+    match retention::prune(&ctx).await {
+        Ok(pruned) if pruned.iter().any(|(_, n)| *n > 0) => worker::console_log!("cron {}: pruned {pruned:?}", event.cron()),
+        Ok(_) => {}
+        Err(e) => worker::console_error!("cron {}: could not prune old rows: {e}", event.cron()),
     }
 }

@@ -113,6 +113,9 @@ pub struct Config {
     /// `JOB_GRACE_MS`: how late a retry job may be before the chat object presumes it lost
     /// and takes the work over itself.
     pub job_grace_ms: u64,
+    /// `RETENTION_DAYS`: how long the tables that only grow keep rows (0: forever; see
+    /// `core::retention`).
+    pub retention_days: u32,
     /// Gemini thinking level (`low`, `medium`, `high`), or empty for the model's default.
     pub thinking_level: String,
     pub max_output_tokens: u32,
@@ -129,7 +132,7 @@ pub struct Config {
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 37] = [
+pub const VAR_NAMES: [&str; 38] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -164,6 +167,7 @@ pub const VAR_NAMES: [&str; 37] = [
     "MAX_FETCHES_PER_TURN",
     "TURN_WATCHDOG_MS",
     "JOB_GRACE_MS",
+    "RETENTION_DAYS",
     "USER_TURNS_PER_HOUR",
     "CHAT_TOKENS_PER_DAY",
     "GLOBAL_TOKENS_PER_DAY",
@@ -202,6 +206,7 @@ impl Config {
         let retry_base_ms = num("RETRY_BASE_MS", 2000).clamp(100, 60_000);
         let turn_watchdog_ms = num("TURN_WATCHDOG_MS", 120_000).clamp(100, 3_600_000);
         let job_grace_ms = num("JOB_GRACE_MS", 300_000).clamp(100, 86_400_000);
+        let retention_days = num("RETENTION_DAYS", 30).min(36_500) as u32;
         let max_output_tokens = num("MAX_OUTPUT_TOKENS", 4096) as u32;
         let pairing_ttl = num("PAIRING_CODE_TTL_MINUTES", 60) as i64 * 60;
         let consolidate_min_messages = num("CONSOLIDATE_MIN_MESSAGES", 40) as usize;
@@ -301,6 +306,7 @@ impl Config {
             retry_base_ms,
             turn_watchdog_ms,
             job_grace_ms,
+            retention_days,
             thinking_level: get("THINKING_LEVEL").unwrap_or_default().to_ascii_lowercase(),
             max_output_tokens,
             prices,

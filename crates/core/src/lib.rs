@@ -27,6 +27,7 @@ pub mod normalize;
 pub mod plan;
 pub mod policy;
 pub mod prompt;
+pub mod retention;
 pub mod scope;
 pub mod secret;
 pub mod session;

@@ -1,0 +1,73 @@
+//! Retention: how long the tables that only grow keep their rows, and how much one cron run
+//! prunes. The cron deletes rows older than the cutoff in bounded batches (at most
+//! [`PRUNE_BATCH`] rows per table per run), so its invocation stays bounded however much is due;
+//! what is left goes in the next run.
+//!
+//! Kept for `RETENTION_DAYS` (0 keeps them forever): `updates` (dedup of Telegram's
+//! redeliveries, which stop within a day), `outbox` (exactly-once sends; retries end within
+//! hours), `model_calls` (usage and costs), `refusals` (the audit of refused access).
+//! `budget_charges` is only read for the last hour and is kept two days whatever the setting.
+//! Messages, turns and memories are never pruned here.
+
+/// Rows deleted per table per cron run at most.
+pub const PRUNE_BATCH: u32 = 500;
+
+/// A table the cron prunes, by a time column in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pruned {
+    pub table: &'static str,
+    pub time_column: &'static str,
+    /// Kept this long whatever `RETENTION_DAYS` says (`None`: follows the setting).
+    pub fixed_days: Option<u32>,
+}
+
+pub const PRUNED: [Pruned; 5] = [
+    Pruned { table: "updates", time_column: "received_at", fixed_days: None },
+    Pruned { table: "outbox", time_column: "created_at", fixed_days: None },
+    Pruned { table: "model_calls", time_column: "created_at", fixed_days: None },
+    Pruned { table: "refusals", time_column: "created_at", fixed_days: None },
+    Pruned { table: "budget_charges", time_column: "created_at", fixed_days: Some(2) },
+];
+
+const DAY_MS: i64 = 86_400_000;
+
+/// Rows of `t` older than the returned time (ms) are pruned at `now_ms`; `None`: keep all.
+pub fn cutoff_ms(t: &Pruned, now_ms: i64, retention_days: u32) -> Option<i64> {
+    let days = t.fixed_days.unwrap_or(retention_days);
+    (days > 0).then(|| now_ms.saturating_sub(i64::from(days).saturating_mul(DAY_MS)))
+}
+
+/// The bounded delete for one table: `?1` the cutoff, `?2` the batch size. Table and column
+/// names come from [`PRUNED`] only, never from outside.
+pub fn prune_sql(t: &Pruned) -> String {
+    format!(
+        "DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {col} < ?1 ORDER BY {col} LIMIT ?2) RETURNING 1",
+        table = t.table,
+        col = t.time_column
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cutoffs_follow_the_setting_and_zero_keeps_everything() {
+        let now = 100 * DAY_MS;
+        let updates = PRUNED[0];
+        assert_eq!(cutoff_ms(&updates, now, 30), Some(70 * DAY_MS));
+        assert_eq!(cutoff_ms(&updates, now, 0), None);
+        let charges = PRUNED[4];
+        assert_eq!(cutoff_ms(&charges, now, 0), Some(98 * DAY_MS), "budget charges are short-lived anyway");
+        assert_eq!(cutoff_ms(&updates, 0, u32::MAX).map(|c| c < 0), Some(true), "no overflow");
+    }
+
+    #[test]
+    fn the_delete_is_bounded_and_names_only_known_tables() {
+        for t in PRUNED {
+            let sql = prune_sql(&t);
+            assert!(sql.contains("LIMIT ?2") && sql.contains("< ?1"), "{sql}");
+            assert!(sql.starts_with(&format!("DELETE FROM {} ", t.table)));
+        }
+    }
+}
