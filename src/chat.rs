@@ -192,7 +192,8 @@ impl ChatObject {
     /// Reads the state.
     async fn with<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
         self.ensure_loaded().await;
-        f(self.chat.borrow().as_ref().expect("loaded"))
+        let mut guard = self.chat.borrow_mut();
+        f(guard.get_or_insert_with(ChatState::default))
     }
 
     /// Changes the state and writes it to storage.
@@ -200,7 +201,7 @@ impl ChatObject {
         self.ensure_loaded().await;
         let (r, snapshot) = {
             let mut guard = self.chat.borrow_mut();
-            let st = guard.as_mut().expect("loaded");
+            let st = guard.get_or_insert_with(ChatState::default);
             let r = f(st);
             (r, st.clone())
         };
@@ -520,7 +521,7 @@ impl ChatObject {
                     let attempts = self.with(|st| st.apologies.iter().find(|a| a.turn_id == turn_id).map_or(1, |a| a.attempts)).await;
                     let delay = match &e {
                         deliver::StepError::Retry { after_ms, .. } => {
-                            backoff_ms(attempts, ctx.cfg.retry_base_ms, 300_000, crate::env::random_unit()).max(after_ms.unwrap_or(0)) as i64
+                            backoff_ms(attempts, ctx.cfg.retry_base_ms, 300_000, crate::env::random_unit()).max(after_ms.unwrap_or(0)).min(43_200_000) as i64
                         }
                         _ => 0, // out of budget here: the next invocation has a fresh one
                     };
@@ -575,7 +576,7 @@ impl ChatObject {
             let current = self
                 .with(|st| {
                     let p = st.plan.as_ref().filter(|p| !p.waiting_job && now >= p.not_before_ms)?;
-                    let first_send = !p.steps[..p.next].iter().any(|s| matches!(s, Step::Send { .. }));
+                    let first_send = !p.steps.iter().take(p.next).any(|s| matches!(s, Step::Send { .. }));
                     p.current().map(|s| (p.turn_id.clone(), p.next, s.clone(), p.target_message_id, first_send, p.steps.len()))
                 })
                 .await;
@@ -590,7 +591,7 @@ impl ChatObject {
             let calls = step_calls.as_ref().map(|(_, c)| c.clone()).unwrap_or_default();
             let result = match &step {
                 Step::Wait { seconds } => {
-                    self.update(|st| st.step_done(&turn_id, index, now + *seconds as i64 * 1000)).await;
+                    self.update(|st| st.step_done(&turn_id, index, now.saturating_add(i64::from(*seconds).saturating_mul(1000)))).await;
                     agent::record_step_outcome(ctx, &turn_id, &calls, index, &StepOutcome::Done).await;
                     continue;
                 }
