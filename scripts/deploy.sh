@@ -15,7 +15,12 @@ wrangler deploy "$@"
 # Shared secrets: generated on the first deploy (32 random bytes, 43 characters; the worker
 # refuses anything under 32), put with `wrangler secret put` (never as [vars]) and written to
 # .deploy.vars (not committed, mode 600) for `npm run webhook:set` and admin API clients.
-existing="$(wrangler secret list 2>/dev/null || true)"
+# If the list cannot be read, stop: treating a failed listing as "no secrets" would replace
+# live secrets (and Telegram would be refused until the webhook is registered again).
+if ! existing="$(wrangler secret list 2>/dev/null)"; then
+  echo "deploy: could not list the worker's secrets (network or login?); run npm run deploy again" >&2
+  exit 1
+fi
 for name in TELEGRAM_WEBHOOK_SECRET ADMIN_TOKEN; do
   if ! grep -q "\"$name\"" <<<"$existing"; then
     value="$(node -e 'process.stdout.write(require("crypto").randomBytes(32).toString("base64url"))')"

@@ -406,7 +406,10 @@ pub async fn record_step_outcome(ctx: &Ctx, turn_id: &str, step_calls: &[Option<
     let Some(Some(call)) = step_calls.get(index) else { return };
     let db = ctx.db();
     let value = turn::step_outcome_value(outcome);
-    let result = match store::step_outcome_stmt(&db, turn_id, *call, &value, now_ms()) {
+    // A cancellation never overwrites a real outcome (the step may have been sent meanwhile);
+    // a real outcome always overwrites a cancellation.
+    let only_if_absent = matches!(outcome, agent_core::plan::StepOutcome::Cancelled);
+    let result = match store::step_outcome_stmt(&db, turn_id, *call, &value, now_ms(), only_if_absent) {
         Ok(stmt) => db.batch(vec![stmt]).await.map(|_| ()),
         Err(e) => Err(e),
     };

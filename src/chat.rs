@@ -12,11 +12,13 @@
 //!   re-reads it after each await, because other requests interleave at awaits.
 //! - `in_flight` is memory only: a stored turn that this instance is not running belonged to
 //!   a dead instance and is recovered.
-//! - The alarm handler never fails (alarms are retried on error): it logs and re-arms.
+//! - The alarm handler never fails once the state is loaded (alarms are retried on error): it
+//!   logs and re-arms.
 //! - Every waiting state has a deadline (`core::chat_state`): a lost retry job never silences
 //!   the chat; the alarm is never armed in the past in a loop.
 //! - A stored state that does not decode is logged, kept aside under `state.unreadable`, and
-//!   replaced by a fresh state (turn ids are random, so no outbox key can repeat).
+//!   replaced by a fresh state (turn ids are random, so no outbox key can repeat). A storage
+//!   read error is not that: the handler fails and is retried; nothing is overwritten.
 //! - Plan steps run under a guard: deliver asks the state machine, right before every
 //!   Telegram call, whether the step is still current; a cancelled step is never sent.
 //! - The user's apology is owed in the state and sent by the alarm until it goes out.
@@ -111,6 +113,7 @@ impl DurableObject for ChatObject {
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let ctx = Ctx::new(self.env.clone());
+        self.load().await?;
         let url = req.url()?;
         if let Some(conv) = url.query_pairs().find(|(k, _)| k == "conv").map(|(_, v)| v.to_string()) {
             self.remember_conv(&conv, None).await;
@@ -148,6 +151,7 @@ impl DurableObject for ChatObject {
 
     async fn alarm(&self) -> Result<Response> {
         let ctx = Ctx::new(self.env.clone());
+        self.load().await?; // an alarm that fails is retried by the platform
         self.on_alarm(&ctx).await;
         Response::ok("ok")
     }
@@ -156,19 +160,17 @@ impl DurableObject for ChatObject {
 impl ChatObject {
     // ---- state ------------------------------------------------------------------------------
 
-    async fn ensure_loaded(&self) {
+    /// Loads the stored state once per instance. Every handler calls this first: a storage
+    /// error fails the request (Telegram redelivers the webhook, the queue retries the job, the
+    /// platform retries the alarm) and never puts a fresh state over the stored one.
+    async fn load(&self) -> Result<()> {
         if self.chat.borrow().is_some() {
-            return;
+            return Ok(());
         }
         let storage = self.state.storage();
-        let raw: Option<serde_json::Value> = match storage.get("state").await {
-            Ok(v) => v,
-            Err(e) => {
-                // Unreadable as JSON at all: the same explicit recovery as a bad shape.
-                worker::console_error!("chat state could not be read: {e}");
-                Some(serde_json::Value::String("unreadable".into()))
-            }
-        };
+        let raw: Option<serde_json::Value> = storage.get("state").await.inspect_err(|e| {
+            worker::console_error!("chat state could not be read from storage: {e}");
+        })?;
         let meta: Option<Meta> = storage.get("meta").await.ok().flatten();
         if self.chat.borrow().is_none() {
             let loaded = chat_state::load(raw.clone());
@@ -186,6 +188,14 @@ impl ChatObject {
         }
         if self.meta.borrow().is_none() {
             *self.meta.borrow_mut() = meta;
+        }
+        Ok(())
+    }
+
+    /// The state is loaded by every handler's first step (`load`); this only repeats it.
+    async fn ensure_loaded(&self) {
+        if let Err(e) = self.load().await {
+            worker::console_error!("chat state not loaded: {e}");
         }
     }
 
@@ -351,7 +361,6 @@ impl ChatObject {
 
     async fn on_alarm(&self, ctx: &Ctx) {
         let now = now_ms();
-        let in_flight = self.in_flight.get();
         if self
             .update(|st| {
                 st.alarms += 1;
@@ -362,7 +371,8 @@ impl ChatObject {
             worker::console_warn!("a step's retry job is overdue (lost?); retrying the step here");
         }
         self.send_apologies(ctx).await;
-        if let Some(turn) = self.update(|st| st.recover_turn(now, in_flight)).await {
+        // Read after the awaits above: a retry job may have started running the turn meanwhile.
+        if let Some(turn) = self.update(|st| st.recover_turn(now_ms(), self.in_flight.get())).await {
             worker::console_warn!("turn {}: taking over (its instance died or its retry job is overdue)", turn.turn_id);
             if turn.attempt > ctx.cfg.max_turn_attempts {
                 // It keeps dying (a crash on this input?): stop, and tell the user.
@@ -545,7 +555,11 @@ impl ChatObject {
         match next_move(&job, &outcome, max, ctx.cfg.retry_base_ms, random_unit()) {
             NextMove::DeadLetter { job, error } => {
                 self.give_up(ctx, &conv, &retry.turn_id, &error).await;
-                let _ = queue::apply(ctx, NextMove::DeadLetter { job, error }).await;
+                if !queue::apply(ctx, NextMove::DeadLetter { job: job.clone(), error: error.clone() }).await {
+                    // Not queued: the object records it itself, as the turn path does.
+                    let body = serde_json::to_string(&job).unwrap_or_default();
+                    let _ = store::record_failure(&ctx.db(), "dead_letter", Some(&job.key()), Some(&conv.to_string()), &error, Some(&body), now_ms()).await;
+                }
             }
             next => {
                 if !queue::apply(ctx, next).await {
@@ -709,23 +723,30 @@ impl ChatObject {
     async fn api_chat(&self, ctx: &Ctx, text: &str, name: &str) -> (u16, serde_json::Value) {
         use serde_json::json;
         let Some((conv, _)) = self.conv() else { return (400, json!({"error": "no conversation"})) };
-        if self.with(|st| st.turn.is_some() || st.plan.is_some()).await {
-            return (409, json!({"error": "this conversation is busy; try again"}));
-        }
         let now = now_ms();
-        let parts = vec![agent_core::conversation::Part::text(text)];
-        if let Err(e) = store::record_api_message(&ctx.db(), &conv, name, &parts, now).await {
-            return (503, json!({"error": e.to_string()}));
-        }
         let conv_s = conv.to_string();
         let nonce = u64::from_le_bytes(crate::env::random_bytes::<8>());
-        let turn = self
+        // Checked and claimed in one step, before any await: two concurrent calls cannot both
+        // start a turn.
+        let claimed = self
             .update(|st| {
+                if st.turn.is_some() || st.plan.is_some() {
+                    return None;
+                }
                 st.pending = None;
-                st.begin_turn(now, &conv_s, nonce)
+                Some(st.begin_turn(now, &conv_s, nonce))
             })
             .await;
+        let Some(turn) = claimed else {
+            return (409, json!({"error": "this conversation is busy; try again"}));
+        };
         self.in_flight.set(true);
+        let parts = vec![agent_core::conversation::Part::text(text)];
+        if let Err(e) = store::record_api_message(&ctx.db(), &conv, name, &parts, now).await {
+            self.in_flight.set(false);
+            self.update(|st| st.end_turn(&turn.turn_id)).await;
+            return (503, json!({"error": e.to_string()}));
+        }
         let result = agent::run(ctx, &conv, &turn, false).await;
         self.in_flight.set(false);
         self.update(|st| st.end_turn(&turn.turn_id)).await;

@@ -33,8 +33,10 @@ pub struct Secrets {
 
 impl Secrets {
     pub fn from_env(env: &Env) -> Self {
-        // Secrets only: never a plain [vars] fallback (vars are visible in wrangler.toml and
-        // the dashboard). A missing secret is empty and matches nothing.
+        // Read as secrets. workers-rs cannot tell a secret from a plain var at runtime (both are
+        // string bindings), so what keeps them out of [vars] is the repository: wrangler.toml
+        // holds none of these names (tests/e2e/access-safety.test.js checks) and the scripts put
+        // them with `wrangler secret put`. A missing secret is empty and matches nothing.
         let get = |name: &str| env.secret(name).map(|s| Secret::new(s.to_string())).unwrap_or_default();
         Secrets {
             bot_token: get("TELEGRAM_BOT_TOKEN"),

@@ -1,32 +1,40 @@
 //! Retention at the edge: the cron prunes the tables that only grow, in one D1 round trip of
 //! bounded deletes (decisions and SQL shapes in `core::retention`).
 //!
-//! Invariant: at most `PRUNE_BATCH` rows per table per run; table names come from the core's
-//! fixed list, values are bound.
+//! Invariant: at most `PRUNE_ROUNDS` batches of `PRUNE_BATCH` rows per table per run; table
+//! names come from the core's fixed list, values are bound.
 
 use crate::args;
 use crate::env::{now_ms, Ctx};
-use agent_core::retention::{cutoff_ms, prune_sql, PRUNED, PRUNE_BATCH};
+use agent_core::retention::{cutoff_ms, prune_again, prune_sql, Pruned, PRUNED, PRUNE_BATCH};
 
-/// Prunes what is past retention; returns (table, rows deleted) for the log.
+/// Prunes what is past retention; returns (table, rows deleted) for the log. One D1 round
+/// trip per round; a table goes again only while its batches come back full.
 pub async fn prune(ctx: &Ctx) -> worker::Result<Vec<(&'static str, usize)>> {
     let db = ctx.db();
     let now = now_ms();
-    let mut tables = Vec::new();
-    let mut stmts = Vec::new();
-    for t in PRUNED {
-        if let Some(cutoff) = cutoff_ms(&t, now, ctx.cfg.retention_days) {
-            stmts.push(db.stmt(&prune_sql(&t), args![cutoff, PRUNE_BATCH])?);
-            tables.push(t.table);
+    let mut due: Vec<(Pruned, i64, usize)> = PRUNED
+        .into_iter()
+        .filter_map(|t| cutoff_ms(&t, now, ctx.cfg.retention_days).map(|c| (t, c, 0)))
+        .collect();
+    let mut active: Vec<usize> = (0..due.len()).collect();
+    let mut round = 0;
+    while !active.is_empty() {
+        let stmts = active
+            .iter()
+            .map(|&i| db.stmt(&prune_sql(&due[i].0), args![due[i].1, PRUNE_BATCH]))
+            .collect::<worker::Result<Vec<_>>>()?;
+        let results = db.batch(stmts).await?;
+        let mut next = Vec::new();
+        for (&i, r) in active.iter().zip(results.iter()) {
+            let n = crate::db::rows::<serde_json::Value>(r)?.len();
+            due[i].2 += n;
+            if prune_again(n, round) {
+                next.push(i);
+            }
         }
+        active = next;
+        round += 1;
     }
-    if stmts.is_empty() {
-        return Ok(Vec::new());
-    }
-    let results = db.batch(stmts).await?;
-    let mut out = Vec::new();
-    for (table, r) in tables.into_iter().zip(results.iter()) {
-        out.push((table, crate::db::rows::<serde_json::Value>(r)?.len()));
-    }
-    Ok(out)
+    Ok(due.into_iter().map(|(t, _, n)| (t.table, n)).collect())
 }

@@ -534,8 +534,22 @@ pub async fn set_turn_status(db: &Db, turn_id: &str, status: TurnStatus, error: 
 const SET_STEP_OUTCOME: &str = "UPDATE turns SET step_outcomes = json_set(step_outcomes, '$.\"' || ?2 || '\"', json(?3)),
        updated_at = ?4 WHERE turn_id = ?1";
 
-pub fn step_outcome_stmt(db: &Db, turn_id: &str, call_index: usize, outcome: &Value, now: i64) -> Result<worker::D1PreparedStatement> {
-    db.stmt(SET_STEP_OUTCOME, args![turn_id, call_index.to_string(), outcome.to_string(), now])
+/// Like `SET_STEP_OUTCOME`, but never over an outcome already recorded: a cancellation must not
+/// overwrite "sent" when the step was at Telegram as the new message came.
+const INSERT_STEP_OUTCOME: &str = "UPDATE turns SET step_outcomes = json_insert(step_outcomes, '$.\"' || ?2 || '\"', json(?3)),
+       updated_at = ?4 WHERE turn_id = ?1";
+
+/// Records what became of a step. `only_if_absent`: keep an outcome already recorded.
+pub fn step_outcome_stmt(
+    db: &Db,
+    turn_id: &str,
+    call_index: usize,
+    outcome: &Value,
+    now: i64,
+    only_if_absent: bool,
+) -> Result<worker::D1PreparedStatement> {
+    let sql = if only_if_absent { INSERT_STEP_OUTCOME } else { SET_STEP_OUTCOME };
+    db.stmt(sql, args![turn_id, call_index.to_string(), outcome.to_string(), now])
 }
 
 /// Loads what a retried turn needs to resume without calling the model again.

@@ -36,18 +36,18 @@ test("the cron prunes rows past retention from every growing table and keeps rec
   assert.equal(await count("SELECT COUNT(*) AS n FROM budget_charges WHERE chat_id = ?"), 0, "budget charges: two days at most");
 });
 
-test("one cron run prunes at most a batch per table; the rest goes in the next run", async () => {
+test("one cron run prunes at most four batches of 500 per table; the rest goes in the next run", async () => {
   const chat = uniqueId();
   const old = Date.now() - 40 * DAY;
   await s.sql(
-    `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 700)
+    `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2100)
      INSERT INTO refusals (chat_id, user_id, reason, created_at) SELECT ?, i, 'bulk', ? FROM n`,
     chat,
     old,
   );
   await s.scheduled();
   const left = (await s.sql("SELECT COUNT(*) AS n FROM refusals WHERE chat_id = ?", chat))[0].n;
-  assert.equal(left, 200, "500 pruned in the first run");
+  assert.equal(left, 100, "2,000 pruned in the first run");
   await s.scheduled();
   assert.equal((await s.sql("SELECT COUNT(*) AS n FROM refusals WHERE chat_id = ?", chat))[0].n, 0);
 });

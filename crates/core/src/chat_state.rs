@@ -450,11 +450,14 @@ impl ChatState {
     }
 
     /// The turn cannot be answered: end it, drop its plan, and owe the user one apology (once
-    /// per turn, however often this is called).
+    /// per turn, however often this is called). A turn that is no longer here (it finished, or
+    /// was given up before) is owed nothing: a late dead letter never apologises for a reply
+    /// that went out.
     pub fn give_up(&mut self, turn_id: &str, now: i64) {
+        let had_turn = self.turn.as_ref().is_some_and(|t| t.turn_id == turn_id);
+        let had_plan = self.drop_plan(turn_id);
         self.end_turn(turn_id);
-        self.drop_plan(turn_id);
-        if !self.apologies.iter().any(|a| a.turn_id == turn_id) {
+        if (had_turn || had_plan) && !self.apologies.iter().any(|a| a.turn_id == turn_id) {
             self.apologies.push(Apology { turn_id: turn_id.to_string(), attempts: 0, not_before_ms: now });
         }
     }
@@ -779,14 +782,20 @@ mod tests {
         assert!(s.apology_due(3000).is_some());
         s.apology_done(&t.turn_id);
         assert_eq!(s.next_wake(&T, false, 3000), None);
+        // A turn that is gone (finished, or already given up) is owed nothing more.
+        s.give_up(&t.turn_id, 4000);
+        assert!(s.apologies.is_empty(), "a late dead letter does not apologise again");
         // Never forever: after the attempt limit it is given up.
-        s.give_up("c/x", 0);
+        s.signal(&sig(9, 0));
+        s.begin_turn(0, "c", 2);
+        let x = s.turn.as_ref().unwrap().turn_id.clone();
+        s.give_up(&x, 0);
         for _ in 0..MAX_APOLOGY_ATTEMPTS - 1 {
             assert!(s.apology_due(i64::MAX / 2).is_some());
-            assert!(s.apology_later("c/x", 0, 10));
+            assert!(s.apology_later(&x, 0, 10));
         }
         assert!(s.apology_due(i64::MAX / 2).is_some());
-        assert!(!s.apology_later("c/x", 0, 10));
+        assert!(!s.apology_later(&x, 0, 10));
         assert!(s.apologies.is_empty());
     }
 }

@@ -50,8 +50,9 @@ pub enum Scope {
     /// A conversation in `chat_id` (a turn's recall and notes, `search_memory`): `people` are
     /// the users present (for operator notes about a person).
     Chat { chat_id: i64, people: Vec<i64> },
-    /// `/memory` and `/forget <id>`: what `chat_id` sees about `user_id` or about nobody;
-    /// agent notes only.
+    /// `/memory` and `/forget <id>`: what `chat_id` sees about `user_id`, and, in the person's
+    /// own private chat, also what is about nobody (in a group, what is about the group is
+    /// everyone's: no member lists or erases it); agent notes only.
     Own { chat_id: i64, user_id: Option<i64> },
     /// `/forget all`: like `Own`, and in the person's private chat everything about them.
     Erase { chat_id: i64, user_id: Option<i64> },
@@ -102,6 +103,11 @@ fn people_json(chat_id: i64, people: &[i64]) -> String {
     serde_json::to_string(&p).unwrap_or_else(|_| "[]".into())
 }
 
+/// Whether `chat_id` is `user_id`'s own private chat (what is about nobody there is theirs).
+fn owns_chat(chat_id: i64, user_id: Option<i64>) -> bool {
+    private_user(chat_id).is_some_and(|p| Some(p) == user_id)
+}
+
 impl Scope {
     /// The predicate over rows of `memories` (as `alias`, or bare columns when empty).
     pub fn memories(&self, alias: &str, first: usize) -> Predicate {
@@ -112,7 +118,11 @@ impl Scope {
                 let seen = chat_memories(&mut b, *chat_id);
                 let about = b.col("about_user_id");
                 let u = b.bind((*user_id).into());
-                format!("{seen} AND ({about} = {u} OR {about} IS NULL)")
+                if owns_chat(*chat_id, *user_id) {
+                    format!("{seen} AND ({about} = {u} OR {about} IS NULL)")
+                } else {
+                    format!("{seen} AND {about} = {u}")
+                }
             }
             Scope::Erase { chat_id, user_id } => {
                 let own = Scope::Own { chat_id: *chat_id, user_id: *user_id }.memories(alias, b.next);
@@ -154,7 +164,11 @@ impl Scope {
                 let seen = chat_notes(&mut b, *chat_id);
                 let (about, source) = (b.col("about_user_id"), b.col("source"));
                 let u = b.bind((*user_id).into());
-                format!("{source} = 'agent' AND ({seen}) AND ({about} = {u} OR {about} IS NULL)")
+                if owns_chat(*chat_id, *user_id) {
+                    format!("{source} = 'agent' AND ({seen}) AND ({about} = {u} OR {about} IS NULL)")
+                } else {
+                    format!("{source} = 'agent' AND ({seen}) AND {about} = {u}")
+                }
             }
             Scope::Erase { chat_id, user_id } => {
                 let own = Scope::Own { chat_id: *chat_id, user_id: *user_id }.notes(alias, b.next);
@@ -242,7 +256,8 @@ mod tests {
                 } else {
                     chat_sees(c, &[])
                 };
-                base && (r.about.is_none() || (u.is_some() && r.about == u))
+                // About nobody: only in the person's own private chat (a group's are everyone's).
+                base && ((u.is_some() && r.about == u) || (r.about.is_none() && private_user(c).is_some() && private_user(c) == u))
             }
         };
         match scope {
@@ -470,6 +485,9 @@ mod tests {
         assert!(!sees(&Scope::Erase { chat_id: U, user_id: Some(U) }, &operator_note));
         assert!(sees(&Scope::Erase { chat_id: U, user_id: Some(U) }, &group_commitment), "/forget all in private erases everything about the person");
         assert!(!sees(&Scope::Erase { chat_id: G, user_id: Some(U) }, &private_fact), "/forget all in a group stays in the group");
+        let group_episode = Row { chat: Some(G), about: None, ..group_commitment.clone() };
+        assert!(!sees(&Scope::Erase { chat_id: G, user_id: Some(U) }, &group_episode), "a member cannot erase what is about the group");
+        assert!(!sees(&Scope::Own { chat_id: G, user_id: Some(U) }, &group_episode), "nor list it as theirs");
         assert!(!sees(&Scope::LearnedIn { chat_id: G }, &private_fact), "consolidation of a group never sees private memories");
         assert!(!sees(&Scope::Chat { chat_id: G, people: vec![V] }, &operator_note), "operator notes about a person only where they are");
     }
