@@ -63,7 +63,8 @@ async function world() {
   const cases = [
     { key: "pf", t: "m", kind: "fact", chat: P, about: U, see: "recallP searchP memoryP consP adminU" },
     { key: "gf", t: "m", kind: "fact", chat: G, about: U, see: "recallG recallP searchG searchP memoryG memoryP consG adminU adminG" },
-    { key: "ge", t: "m", kind: "episode", chat: G, about: null, see: "recallG searchG memoryG adminG" },
+    // About the group, not about U: every member's, so no member lists or erases it with /memory.
+    { key: "ge", t: "m", kind: "episode", chat: G, about: null, see: "recallG searchG adminG" },
     { key: "hf", t: "m", kind: "fact", chat: H, about: U, see: "recallP searchP memoryP adminU" },
     { key: "gc", t: "m", kind: "commitment", chat: G, about: U, see: "recallG searchG memoryG consG adminU adminG" },
     { key: "pa", t: "m", kind: "alias", chat: P, about: U, see: "recallP searchP memoryP consP adminU" },
