@@ -91,15 +91,16 @@ pub fn contains_word(haystack: &str, word: &str) -> bool {
     let hay = haystack.to_lowercase();
     let is_word = |c: char| c.is_alphanumeric() || c == '_';
     let mut from = 0;
-    while let Some(pos) = hay[from..].find(&word) {
-        let start = from + pos;
-        let end = start + word.len();
-        let before = hay[..start].chars().next_back();
-        let after = hay[end..].chars().next();
+    // `get` instead of indexing: the offsets come from `find`, but user text never panics.
+    while let Some(pos) = hay.get(from..).and_then(|rest| rest.find(&word)) {
+        let start = from.saturating_add(pos);
+        let end = start.saturating_add(word.len());
+        let before = hay.get(..start).and_then(|h| h.chars().next_back());
+        let after = hay.get(end..).and_then(|h| h.chars().next());
         if !before.is_some_and(is_word) && !after.is_some_and(is_word) {
             return true;
         }
-        from = start + hay[start..].chars().next().map_or(1, char::len_utf8);
+        from = start.saturating_add(hay.get(start..).and_then(|h| h.chars().next()).map_or(1, char::len_utf8));
     }
     false
 }
