@@ -407,6 +407,16 @@ pub fn reply_links(markdown: &str) -> Vec<String> {
 /// Whether a reply must go out with link previews off: it links something that no person
 /// posted (a link the model composed could carry private data in its query, and a preview
 /// makes Telegram's servers fetch it without anyone clicking).
+/// `text` with every character that cannot be part of a URL (and a `:` not starting `://`)
+/// made a space, so a link glued to punctuation stands alone.
+pub fn url_tokens(text: &str) -> String {
+    let t = text.replace("://", "\u{1}");
+    t.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "-._~/?#[]@!$&'()*+;=%\u{1}".contains(c) { c } else { ' ' })
+        .collect::<String>()
+        .replace('\u{1}', "://")
+}
+
 pub fn needs_preview_off(markdown: &str, people: &LinkSet) -> bool {
     reply_links(markdown).iter().any(|link| {
         let mut variants = vec![link.as_str()];
@@ -848,6 +858,10 @@ mod tests {
         assert!(needs_preview_off("[https://example.com/page](https://evil.example/x)", &people));
         assert!(needs_preview_off("bare evil.example/x?q=1 works too", &people));
         assert!(needs_preview_off("<https://evil.example/x>", &people));
+        for glued in ["«evil.com/?q=SECRET»", "“evil.com/?q=SECRET”", "x,evil.com/?q=SECRET", "see:evil.com/?q=SECRET", "—evil.com/?q=S", "¡evil.com/x!", "\u{200b}evil.com/?q=S"] {
+            assert!(needs_preview_off(&url_tokens(glued), &people), "{glued}");
+        }
+        assert!(!needs_preview_off(&url_tokens("Here: https://example.com/page."), &people));
         assert!(needs_preview_off("[x](http&#58;//evil.example/)", &people) || reply_links("[x](http&#58;//evil.example/)").is_empty());
         assert!(needs_preview_off("ip 1.2.3.4/x", &people));
     }

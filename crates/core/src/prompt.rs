@@ -67,7 +67,7 @@ pub const DATA_END: &str = "STORED-CONTEXT>>>";
 /// stays on its line), and the block markers broken so it cannot pose as one.
 fn quoted(s: &str) -> String {
     let s = s.replace("STORED-CONTEXT", "STORED_CONTEXT");
-    serde_json::to_string(&s).unwrap_or_else(|_| "\"\"".to_string())
+    crate::history::escape_separators(&serde_json::to_string(&s).unwrap_or_else(|_| "\"\"".to_string()))
 }
 
 pub struct PromptInput<'a> {

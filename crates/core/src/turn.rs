@@ -393,9 +393,14 @@ pub async fn run_turn(
                     let found = tools.search_memory(&query).await;
                     json!({"results": found})
                 }
-                ToolCall::NoReply => {
+                ToolCall::NoReply if req.silence_allowed => {
                     result.silent = true;
                     json!({"ok": true, "status": "staying silent"})
+                }
+                // Where silence is not allowed (a person asked), no_reply cannot ignore them.
+                ToolCall::NoReply => {
+                    needs_round = true; // the model must answer after all
+                    json!({"error": "not available: this message asks for an answer"})
                 }
                 ToolCall::Invalid { error, .. } => json!({"error": error}),
             };
@@ -412,7 +417,11 @@ pub async fn run_turn(
     }
     for step in &mut result.steps {
         if let Step::Send { text, no_link_preview, .. } = step {
-            *no_link_preview = fetch::needs_preview_off(text, &req.safety.people_links);
+            // Checked on the text as written and with every character that cannot be part of a
+            // URL turned into a space: Telegram also finds links right after «, “, —, a comma or
+            // a zero-width space, and a preview is a zero-click fetch of a model-written URL.
+            *no_link_preview = fetch::needs_preview_off(text, &req.safety.people_links)
+                || fetch::needs_preview_off(&fetch::url_tokens(text), &req.safety.people_links);
         }
     }
     Ok(result)
@@ -775,9 +784,21 @@ mod tests {
     }
 
     #[test]
+    fn no_reply_cannot_ignore_a_person_who_asked() {
+        let m = FakeModel::new(vec![
+            answer(json!([{"functionCall": {"name": "no_reply", "args": {}}}])),
+            answer(json!([{"text": "Here you go."}])),
+        ]);
+        let r = run(&m, &FakeTools::default()).unwrap();
+        assert!(!r.silent);
+        assert_eq!(r.steps.iter().filter(|s| s.is_visible()).count(), 1, "{:?}", r.steps);
+    }
+
+    #[test]
     fn no_reply_is_silence_on_purpose_without_another_round() {
         let m = FakeModel::new(vec![answer(json!([{"functionCall": {"name": "no_reply", "args": {}}}]))]);
-        let r = run(&m, &FakeTools::default()).unwrap();
+        let req = TurnRequest { silence_allowed: true, ..request() };
+        let r = block_on(run_turn(&req, &m, &FakeTools::default(), &Tick(RefCell::new(0)))).unwrap();
         assert!(r.steps.is_empty(), "no apology, no graceful reply");
         assert!(r.silent);
         assert_eq!(r.calls.len(), 1);
