@@ -411,8 +411,17 @@ pub fn reply_links(markdown: &str) -> Vec<String> {
 /// made a space, so a link glued to punctuation stands alone.
 pub fn url_tokens(text: &str) -> String {
     let t = text.replace("://", "\u{1}");
-    t.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "-._~/?#[]@!$&'()*+;=%\u{1}".contains(c) { c } else { ' ' })
+    let chars: Vec<char> = t.chars().collect();
+    let keep = |i: usize, c: char| {
+        c.is_ascii_alphanumeric()
+            || "-._~/?#[]@!$&'()*+;=%\u{1}".contains(c)
+            // a port: host:8080
+            || (c == ':' && chars.get(i + 1).is_some_and(char::is_ascii_digit))
+    };
+    chars
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| if keep(i, c) { c } else { ' ' })
         .collect::<String>()
         .replace('\u{1}', "://")
 }
@@ -862,6 +871,7 @@ mod tests {
             assert!(needs_preview_off(&url_tokens(glued), &people), "{glued}");
         }
         assert!(!needs_preview_off(&url_tokens("Here: https://example.com/page."), &people));
+        assert_eq!(url_tokens("see http://127.0.0.1:8080/r, ok"), "see http://127.0.0.1:8080/r  ok");
         assert!(needs_preview_off("[x](http&#58;//evil.example/)", &people) || reply_links("[x](http&#58;//evil.example/)").is_empty());
         assert!(needs_preview_off("ip 1.2.3.4/x", &people));
     }
