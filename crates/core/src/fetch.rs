@@ -426,7 +426,14 @@ pub fn url_tokens(text: &str) -> String {
         .replace('\u{1}', "://")
 }
 
+/// Whether `markdown` links anything no person posted. Checked on the text as written and on
+/// [`url_tokens`] of it: Telegram also finds links glued to «, “, —, a comma or a zero-width
+/// space, and a preview is a zero-click fetch of the URL.
 pub fn needs_preview_off(markdown: &str, people: &LinkSet) -> bool {
+    links_unposted(markdown, people) || links_unposted(&url_tokens(markdown), people)
+}
+
+fn links_unposted(markdown: &str, people: &LinkSet) -> bool {
     reply_links(markdown).iter().any(|link| {
         let mut variants = vec![link.as_str()];
         let trimmed = link.trim_end_matches(TRAILING);
@@ -868,7 +875,7 @@ mod tests {
         assert!(needs_preview_off("bare evil.example/x?q=1 works too", &people));
         assert!(needs_preview_off("<https://evil.example/x>", &people));
         for glued in ["«evil.com/?q=SECRET»", "“evil.com/?q=SECRET”", "x,evil.com/?q=SECRET", "see:evil.com/?q=SECRET", "—evil.com/?q=S", "¡evil.com/x!", "\u{200b}evil.com/?q=S"] {
-            assert!(needs_preview_off(&url_tokens(glued), &people), "{glued}");
+            assert!(needs_preview_off(glued, &people), "{glued}");
         }
         assert!(!needs_preview_off(&url_tokens("Here: https://example.com/page."), &people));
         assert_eq!(url_tokens("see http://127.0.0.1:8080/r, ok"), "see http://127.0.0.1:8080/r  ok");

@@ -417,11 +417,7 @@ pub async fn run_turn(
     }
     for step in &mut result.steps {
         if let Step::Send { text, no_link_preview, .. } = step {
-            // Checked on the text as written and with every character that cannot be part of a
-            // URL turned into a space: Telegram also finds links right after «, “, —, a comma or
-            // a zero-width space, and a preview is a zero-click fetch of a model-written URL.
-            *no_link_preview = fetch::needs_preview_off(text, &req.safety.people_links)
-                || fetch::needs_preview_off(&fetch::url_tokens(text), &req.safety.people_links);
+            *no_link_preview = fetch::needs_preview_off(text, &req.safety.people_links);
         }
     }
     Ok(result)
