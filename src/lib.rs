@@ -4,41 +4,28 @@
 //! handlers, the chat Durable Object, D1 queries, and the HTTP clients for Telegram and
 //! Gemini. All decisions live in the pure `agent_core` crate.
 //!
-//! Module map (ARCHITECTURE.md has the invariants):
-//! - [`webhook`]: `POST /telegram/webhook`, the only hot path.
-//! - [`chat`]: the chat Durable Object (debounce, single-flight turns, plans).
-//! - [`agent`]: one turn (context → prompt → Gemini → stored result).
-//! - [`deliver`]: plan steps through the Bot API, exactly once.
-//! - [`queue`]: retry jobs and dead letters. [`consolidate`]: memory jobs. [`retention`]:
-//!   the cron's pruning of tables that only grow.
-//! - [`access`], [`commands`], [`memory`], [`usage`]: policy, commands, recall, costs.
-//! - [`store`], [`db`]: named D1 queries. [`telegram`], [`gemini`], [`net`]: outbound HTTP.
-//! - [`env`], [`prompts`]: bindings, secrets, config, bundled prompts.
+//! The rooms follow the flow of an update, and imports point one way, down this list
+//! (`scripts/check-modules.mjs` fails otherwise; ARCHITECTURE.md has the invariants):
+//! - [`ingress`] (the webhook), [`api`] (the admin API), [`background`] (queue consumer, cron,
+//!   consolidation, retention): the entry points, called from the handlers below.
+//! - [`chat`]: the chat Durable Object and what a conversation does (turns, plans, delivery,
+//!   access, commands, memory).
+//! - [`storage`] (D1: every SQL statement) and [`outbound`] (Telegram, Gemini, the chat
+//!   objects, the queues).
+//! - [`config`]: bindings, secrets, configuration, bundled prompts, the per-invocation context.
 
 use worker::{event, Context, Env, MessageBatch, Method, Request, Response, Result, ScheduleContext, ScheduledEvent};
 
-pub mod access;
-pub mod admin;
-pub mod agent;
+pub mod api;
+pub mod background;
 pub mod chat;
-pub mod commands;
-pub mod consolidate;
-pub mod db;
-pub mod deliver;
-pub mod env;
-pub mod gemini;
-pub mod memory;
-pub mod net;
-pub mod prompts;
-pub mod queue;
-pub mod retention;
-pub mod store;
-pub mod telegram;
-pub mod usage;
-pub mod webhook;
+pub mod config;
+pub mod ingress;
+pub mod outbound;
+pub mod storage;
 
 pub use chat::ChatObject;
-use env::Ctx;
+use config::Ctx;
 
 /// Chains console_error_panic_hook after the panic hook worker installs (which logs and
 /// re-initialises the instance); replacing it would lose that recovery.
@@ -56,7 +43,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let ctx = Ctx::new(env);
     let path = req.path();
     let result = match (req.method(), path.as_str()) {
-        (Method::Post, "/telegram/webhook") => webhook::handle(req, &ctx).await,
+        (Method::Post, "/telegram/webhook") => ingress::webhook::handle(req, &ctx).await,
         (Method::Get, "/health") | (Method::Get, "/") => Response::from_json(&serde_json::json!({
             "ok": true,
             "name": "edge-agent",
@@ -64,7 +51,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         })),
         // The command menu, for `npm run webhook:set` (public: it is what Telegram shows anyway).
         (Method::Get, "/telegram/commands") => Response::from_json(&agent_core::commands::menu()),
-        _ if path.starts_with("/api/v1/") => admin::handle(req, &ctx).await,
+        _ if path.starts_with("/api/v1/") => api::handle(req, &ctx).await,
         _ => Response::error("not found", 404),
     };
     result.or_else(|e| {
@@ -76,7 +63,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 #[event(queue)]
 async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) -> Result<()> {
     let ctx = Ctx::new(env);
-    if let Err(e) = queue::consume(batch, &ctx).await {
+    if let Err(e) = background::queue::consume(batch, &ctx).await {
         worker::console_error!("queue batch failed: {e}");
     }
     Ok(())
@@ -85,13 +72,5 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) 
 #[event(scheduled)]
 async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     let ctx = Ctx::new(env);
-    match consolidate::enqueue_due(&ctx).await {
-        Ok(n) => worker::console_log!("cron {}: queued {n} consolidation jobs", event.cron()),
-        Err(e) => worker::console_error!("cron {}: could not queue consolidation: {e}", event.cron()),
-    }
-    match retention::prune(&ctx).await {
-        Ok(pruned) if pruned.iter().any(|(_, n)| *n > 0) => worker::console_log!("cron {}: pruned {pruned:?}", event.cron()),
-        Ok(_) => {}
-        Err(e) => worker::console_error!("cron {}: could not prune old rows: {e}", event.cron()),
-    }
+    background::cron::run(&ctx, &event.cron()).await;
 }

@@ -7,7 +7,7 @@
 //!   body only when `fetch::should_read_body` allows it from the status and content type, and
 //!   never more than `fetch::MAX_BODY_BYTES` of it: the rest is not read, the request aborted.
 
-use crate::env::Meter;
+use crate::config::Meter;
 use agent_core::fetch::{should_read_body, FetchResponse, MAX_BODY_BYTES};
 use futures::future::{select, Either};
 use futures::StreamExt;

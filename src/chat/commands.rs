@@ -1,8 +1,9 @@
 //! Bot commands at the edge: answered from D1 without a model call, each reply sent once
 //! (outbox key `cmd:chat:message`).
 
-use crate::env::{now_ms, Ctx};
-use crate::{access, args, deliver, memory, usage};
+use crate::config::{now_ms, Ctx};
+use super::{access, deliver, memory, usage};
+use crate::args;
 use agent_core::commands::{self, Command, StatusInfo};
 use agent_core::conversation::{ConvKey, InboundMessage};
 use serde::Deserialize;

@@ -20,12 +20,11 @@
 //!   beyond what it covers says so in its prompt (never a silent drop).
 
 use crate::args;
-use crate::db::Db;
-use crate::env::{now_ms, Ctx, JOBS};
-use crate::gemini::GeminiClient;
-use crate::db::scope_args;
-use crate::memory::MEMORY_COLUMNS;
-use crate::store::{self, MessageRow};
+use crate::config::{now_ms, Ctx};
+use crate::outbound::queues;
+use crate::storage::memory::MEMORY_COLUMNS;
+use crate::storage::messages::MessageRow;
+use crate::storage::{self, scope_args, Db};
 use agent_core::conversation::ConvKey;
 use agent_core::gemini::{Content, GenerateContentRequest, GenerateContentResponse, GenerationConfig, ModelError, Outcome, Part};
 use agent_core::history::{self, HistoryMessage};
@@ -34,8 +33,7 @@ use agent_core::memory::{self as mem, Extraction, Memory};
 use agent_core::scope::Scope;
 use agent_core::turn::CallRecord;
 use serde::Deserialize;
-use serde_json::{json, Value};
-use worker::{BatchMessageBuilder, MessageBuilder};
+use serde_json::Value;
 
 /// Messages one job reads; the rest go to a follow-up job.
 const BATCH: i64 = 200;
@@ -68,8 +66,7 @@ pub async fn enqueue_due(ctx: &Ctx) -> worker::Result<usize> {
         return Ok(0);
     }
     let jobs: Vec<Job> = due.iter().map(|d| Job::Consolidate { conv: d.conv.clone(), attempt: 1 }).collect();
-    ctx.meter.add(1);
-    ctx.env.queue(JOBS)?.send_batch(BatchMessageBuilder::new().messages(jobs).build()).await?;
+    queues::enqueue_all(ctx, jobs).await?;
     Ok(due.len())
 }
 
@@ -120,7 +117,7 @@ fn message_sql(order: &str) -> String {
 
 /// Calls Gemini for JSON matching `schema`; records the call.
 async fn structured_call(ctx: &Ctx, system: String, text: String, schema: Value, calls: &mut Vec<CallRecord>) -> Result<Value, ModelError> {
-    let gemini = GeminiClient::new(&ctx.cfg.gemini_api_base, ctx.secrets.gemini_api_key.clone(), ctx.meter.clone());
+    let gemini = ctx.gemini();
     let request = GenerateContentRequest {
         system_instruction: Some(Content { role: None, parts: vec![Part::text(system)] }),
         contents: vec![Content::user(vec![Part::text(text)])],
@@ -325,12 +322,12 @@ async fn consolidate(ctx: &Ctx, db: &Db, conv: &ConvKey, watermark: i64, lease: 
     }
     // Model calls happened whatever becomes of the commit: recorded unguarded.
     for c in &calls {
-        if let Ok(s) = store::model_call_stmt(db, None, Some(&conv_s), Some(conv.chat_id), "consolidate", c, now) {
+        if let Ok(s) = storage::usage::model_call_stmt(db, None, Some(&conv_s), Some(conv.chat_id), "consolidate", c, now) {
             batch.push(s);
         }
     }
     let held = match db.batch(batch).await {
-        Ok(results) => results.get(watermark_at).and_then(|r| crate::db::rows::<Value>(r).ok()).is_some_and(|r| !r.is_empty()),
+        Ok(results) => results.get(watermark_at).and_then(|r| crate::storage::rows::<Value>(r).ok()).is_some_and(|r| !r.is_empty()),
         Err(e) => return retry(e),
     };
     if !held {
@@ -344,9 +341,8 @@ async fn consolidate(ctx: &Ctx, db: &Db, conv: &ConvKey, watermark: i64, lease: 
     }
     if more {
         let job = Job::Consolidate { conv: conv_s.clone(), attempt: 1 };
-        ctx.meter.add(1);
-        if let Ok(q) = ctx.env.queue(JOBS) {
-            let _ = q.send(MessageBuilder::new(job).delay_seconds(1).build()).await;
+        if let Err(e) = queues::enqueue(ctx, &job, 1).await {
+            worker::console_warn!("consolidation of {conv_s}: follow-up job not queued ({e}); the next cron run takes it");
         }
     }
     JobOutcome::Done
@@ -355,7 +351,7 @@ async fn consolidate(ctx: &Ctx, db: &Db, conv: &ConvKey, watermark: i64, lease: 
 async fn record_calls(db: &Db, conv: &str, chat_id: i64, calls: &[CallRecord]) {
     let stmts: Vec<_> = calls
         .iter()
-        .filter_map(|c| store::model_call_stmt(db, None, Some(conv), Some(chat_id), "consolidate", c, now_ms()).ok())
+        .filter_map(|c| storage::usage::model_call_stmt(db, None, Some(conv), Some(chat_id), "consolidate", c, now_ms()).ok())
         .collect();
     let _ = db.batch(stmts).await;
 }
@@ -441,7 +437,7 @@ async fn summary_statement(ctx: &Ctx, db: &Db, conv: &ConvKey, calls: &mut Vec<C
     let until = current.as_ref().and_then(|c| c.until_seq).unwrap_or(0);
     // The newest messages the prompt keeps: where the budget cuts today.
     let recent: Vec<MessageRow> = db
-        .all(&message_sql("DESC"), args![conv_s.clone(), until, i64::MAX, store::HISTORY_ROWS])
+        .all(&message_sql("DESC"), args![conv_s.clone(), until, i64::MAX, storage::turns::HISTORY_ROWS])
         .await
         .map_err(storage)?;
     let mut recent: Vec<HistoryMessage> = recent.into_iter().map(MessageRow::into_history).collect();
@@ -451,7 +447,7 @@ async fn summary_statement(ctx: &Ctx, db: &Db, conv: &ConvKey, calls: &mut Vec<C
     // If the loaded window starts right after `until`, everything before the cut is older.
     let cut_seq = if first_kept > 0 {
         recent[first_kept].seq
-    } else if recent.len() as i64 == store::HISTORY_ROWS {
+    } else if recent.len() as i64 == storage::turns::HISTORY_ROWS {
         recent[0].seq
     } else {
         return Ok(None);
@@ -491,27 +487,6 @@ async fn summary_statement(ctx: &Ctx, db: &Db, conv: &ConvKey, calls: &mut Vec<C
     Ok(Some(stmt))
 }
 
-/// Embeds texts with the configured embeddings model (`batchEmbedContents`).
-pub async fn embed(ctx: &Ctx, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
-    let model = ctx.cfg.embeddings_model.trim_start_matches("models/").to_string();
-    let body = json!({"requests": texts.iter().map(|t| json!({
-        "model": format!("models/{model}"),
-        "content": {"parts": [{"text": t}]},
-    })).collect::<Vec<_>>()});
-    let gemini = GeminiClient::new(&ctx.cfg.gemini_api_base, ctx.secrets.gemini_api_key.clone(), ctx.meter.clone());
-    let raw = gemini.post(&model, "batchEmbedContents", body.to_string()).await.map_err(|e| e.to_string())?;
-    #[derive(Deserialize)]
-    struct Values {
-        values: Vec<f32>,
-    }
-    #[derive(Deserialize)]
-    struct Batch {
-        embeddings: Vec<Values>,
-    }
-    let batch: Batch = serde_json::from_str(&raw).map_err(|e| e.to_string())?;
-    Ok(batch.embeddings.into_iter().map(|v| v.values).collect())
-}
-
 async fn embed_new(ctx: &Ctx, db: &Db, conv: &str) -> Result<(), String> {
     #[derive(Deserialize)]
     struct Row {
@@ -529,7 +504,7 @@ async fn embed_new(ctx: &Ctx, db: &Db, conv: &str) -> Result<(), String> {
     if rows.is_empty() {
         return Ok(());
     }
-    let vectors = embed(ctx, &rows.iter().map(|r| r.text.clone()).collect::<Vec<_>>()).await?;
+    let vectors = ctx.gemini().embed(&ctx.cfg.embeddings_model, &rows.iter().map(|r| r.text.clone()).collect::<Vec<_>>()).await?;
     let stmts = rows
         .iter()
         .zip(vectors)

@@ -13,7 +13,7 @@
 //!   something no person posted) and for any other text with a link in it.
 
 use crate::args;
-use crate::env::{now_ms, Ctx};
+use crate::config::{now_ms, Ctx, SUBREQUEST_BUDGET};
 use agent_core::conversation::{ConvKey, Part};
 use agent_core::format::{render_reply, split::TELEGRAM_LIMIT};
 use agent_core::plan::{Step, StepOutcome};
@@ -36,9 +36,6 @@ pub enum StepError {
     Cancelled,
 }
 
-/// Subrequests one invocation may spend before plan work moves to the next alarm (the free
-/// plan allows 50 per invocation; the rest is headroom for the turn and bookkeeping).
-pub const SUBREQUEST_BUDGET: u32 = 35;
 
 impl StepError {
     pub fn message(&self) -> &str {

@@ -8,12 +8,13 @@
 //! private chat shows up in a group.
 
 use crate::args;
-use crate::db::Arg;
-use crate::env::Ctx;
+use crate::storage::Arg;
+use crate::config::Ctx;
 use agent_core::conversation::ConvKey;
 use agent_core::history::{HistoryMessage, Role};
 use agent_core::memory::{cosine, fts_query, render, Memory};
-use crate::db::scope_args;
+use crate::storage::memory::MEMORY_COLUMNS;
+use crate::storage::scope_args;
 use agent_core::commands::ForgetTarget;
 use agent_core::scope::{Predicate, Scope};
 use serde::Deserialize;
@@ -33,10 +34,6 @@ pub struct Memories {
     /// The last message seq the summary covers.
     pub summary_until: Option<i64>,
 }
-
-/// Columns of `memories` as `agent_core::memory::Memory`.
-pub const MEMORY_COLUMNS: &str = "id, kind, chat_id, about_user_id, entity, attribute, value, topics, status, due,
-    confidence, happened_on, superseded_by, updated_at, source_ids";
 
 #[derive(Deserialize)]
 struct SummaryRow {
@@ -95,7 +92,7 @@ fn recent_text(messages: &[HistoryMessage]) -> String {
 
 /// The statements of a recall (summary, people's memories, and memories matching the newest
 /// messages), to run in the turn's batch; `recall` reads their results.
-pub fn recall_statements(db: &crate::db::Db, conv: &ConvKey, people: &[i64], messages: &[HistoryMessage]) -> worker::Result<Vec<worker::D1PreparedStatement>> {
+pub fn recall_statements(db: &crate::storage::Db, conv: &ConvKey, people: &[i64], messages: &[HistoryMessage]) -> worker::Result<Vec<worker::D1PreparedStatement>> {
     let scope = chat_scope(conv, people);
     let people_json = serde_json::to_string(people).unwrap_or_else(|_| "[]".into());
     let on_people = scope.memories("", 2);
@@ -114,10 +111,10 @@ pub fn recall_statements(db: &crate::db::Db, conv: &ConvKey, people: &[i64], mes
 /// when EMBEDDINGS_MODEL is set).
 pub async fn recall(ctx: &Ctx, conv: &ConvKey, people: &[i64], messages: &[HistoryMessage], results: &[worker::D1Result]) -> worker::Result<Memories> {
     let text = recent_text(messages);
-    let summary = results.first().map(crate::db::rows::<SummaryRow>).transpose()?.and_then(|r| r.into_iter().next());
-    let mut found: Vec<Memory> = results.get(1).map(crate::db::rows).transpose()?.unwrap_or_default();
+    let summary = results.first().map(crate::storage::rows::<SummaryRow>).transpose()?.and_then(|r| r.into_iter().next());
+    let mut found: Vec<Memory> = results.get(1).map(crate::storage::rows).transpose()?.unwrap_or_default();
     if let Some(relevant) = results.get(2) {
-        for m in crate::db::rows::<Memory>(relevant)? {
+        for m in crate::storage::rows::<Memory>(relevant)? {
             if !found.iter().any(|f| f.id == m.id) {
                 found.push(m);
             }
@@ -151,7 +148,7 @@ struct Embedded {
 
 /// Memories whose embeddings are close to `text` (only when EMBEDDINGS_MODEL is set).
 async fn similar(ctx: &Ctx, scope: &Scope, text: &str) -> Result<Vec<Memory>, String> {
-    let query = crate::consolidate::embed(ctx, &[text.to_string()]).await?.into_iter().next().unwrap_or_default();
+    let query = ctx.gemini().embed(&ctx.cfg.embeddings_model, &[text.to_string()]).await?.into_iter().next().unwrap_or_default();
     let on = scope.memories("", 1);
     let rows: Vec<Embedded> = ctx
         .db()
@@ -225,8 +222,8 @@ pub async fn list_for_user(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>) -> w
             )?,
         ])
         .await?;
-    let notes: Vec<NoteLine> = crate::db::rows(&results[0])?;
-    let memories: Vec<Memory> = crate::db::rows(&results[1])?;
+    let notes: Vec<NoteLine> = crate::storage::rows(&results[0])?;
+    let memories: Vec<Memory> = crate::storage::rows(&results[1])?;
     if notes.is_empty() && memories.is_empty() {
         return Ok("I don't remember anything about you yet.".to_string());
     }
@@ -263,7 +260,7 @@ pub async fn forget_for_user(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>, wh
         // Counted from RETURNING: D1's change counts include the search index's trigger writes.
         let mut n = 0;
         for r in results.iter().take(2) {
-            n += crate::db::rows::<serde_json::Value>(r)?.len();
+            n += crate::storage::rows::<serde_json::Value>(r)?.len();
         }
         return Ok(format!("Done: I forgot {n} things about you."));
     }

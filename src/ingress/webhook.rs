@@ -16,9 +16,10 @@
 //!   ignores the duplicate signal.
 
 use crate::chat::{self, Inbox};
-use crate::env::{now_ms, Ctx};
-use crate::store;
-use agent_core::conversation::Inbound;
+use crate::config::auth::{auth_failed, auth_throttled};
+use crate::config::{now_ms, Ctx};
+use crate::storage;
+use agent_core::conversation::{ConvKey, Inbound};
 use agent_core::gating::{reply_trigger, BotIdentity, Trigger};
 use agent_core::limits::secret_strong_enough;
 use agent_core::normalize::normalize;
@@ -55,12 +56,12 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
         worker::console_error!("TELEGRAM_WEBHOOK_SECRET is missing or shorter than 32 characters; refusing to serve the webhook");
         return Response::error("server misconfigured: TELEGRAM_WEBHOOK_SECRET is too short", 500);
     }
-    if crate::access::auth_throttled(&req) {
+    if auth_throttled(&req) {
         return Response::error("too many failed attempts", 429);
     }
     let presented = req.headers().get(SECRET_HEADER)?.unwrap_or_default();
     if !ctx.secrets.webhook_secret.matches(&presented) {
-        crate::access::auth_failed(&req);
+        auth_failed(&req);
         return Response::error("unauthorized", 401);
     }
     let body = req.bytes().await.unwrap_or_default();
@@ -80,15 +81,15 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
         }
         Inbound::Edited(m) => {
             let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
-            store::record_message(&db, update.update_id, "edited_message", &m, true, admitted, now).await?;
+            storage::messages::record_message(&db, update.update_id, "edited_message", &m, true, admitted, now).await?;
             ok(ctx)
         }
         Inbound::Message(m) => {
             let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
-            let recorded = store::record_message(&db, update.update_id, "message", &m, false, admitted, now).await?;
+            let recorded = storage::messages::record_message(&db, update.update_id, "message", &m, false, admitted, now).await?;
             let bot = bot_identity(ctx).await;
             if let Some(trigger) = reply_trigger(&m, &bot, ctx.cfg.name_trigger) {
-                let conv = m.conv.to_string();
+                let conv = m.conv;
                 let inbox = Inbox {
                     update_id: update.update_id,
                     trigger,
@@ -103,11 +104,11 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
         }
         Inbound::Reaction(r) => {
             let admitted = admitted_by_level(&ctx.cfg, r.chat.kind, r.chat.id, r.speaker.user_id);
-            let rec = store::record_reaction(&db, update.update_id, &r, admitted, now).await?;
+            let rec = storage::messages::record_reaction(&db, update.update_id, &r, admitted, now).await?;
             // A reaction on the bot's most recent message asks for a reply.
             let on_latest = rec.last_bot_message_id == Some(r.message_id);
             if on_latest && !r.emoji.is_empty() && !r.speaker.is_bot {
-                let conv = rec.conv.clone().unwrap_or_else(|| r.chat.id.to_string());
+                let conv = rec.conv.as_deref().and_then(ConvKey::parse).unwrap_or(ConvKey::chat(r.chat.id));
                 let inbox = Inbox {
                     update_id: update.update_id,
                     trigger: Trigger::Reaction,

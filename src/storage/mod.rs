@@ -1,7 +1,26 @@
-//! A thin layer over D1: statements with bound arguments only, numbers bound as JS numbers
-//! (D1 rejects BigInt; Telegram ids stay exact below 2^53), and a count of round trips.
+//! # storage: D1, and every SQL statement the worker runs
+//!
+//! This file is the thin layer over D1: statements with bound arguments only, numbers bound as
+//! JS numbers (D1 rejects BigInt; Telegram ids stay exact below 2^53), and the count of round
+//! trips on the invocation's meter. The named queries live in the files below, grouped by the
+//! tables they touch (schema in `migrations/`).
+//!
+//! Invariants:
+//! - SQL appears nowhere else in the edge (`scripts/check-modules.mjs` fails on it).
+//! - Every value is bound (`?N` placeholders); the only text spliced into SQL comes from the
+//!   core (`agent_core::scope` predicates, `agent_core::retention` shapes) or from constants.
+//! - This room imports only `config` (and the core).
 
-use crate::env::{Meter, DB};
+pub mod conversations;
+pub mod failures;
+pub mod memory;
+pub mod messages;
+pub mod notes;
+pub mod turns;
+pub mod usage;
+
+use crate::config::env::DB;
+use crate::config::{Ctx, Meter};
 use serde::de::DeserializeOwned;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, D1Result, Env, Result};
@@ -80,7 +99,14 @@ impl Arg {
 /// Builds an argument list: `args![a, b, c]`.
 #[macro_export]
 macro_rules! args {
-    ($($v:expr),* $(,)?) => { vec![$($crate::db::Arg::from($v)),*] };
+    ($($v:expr),* $(,)?) => { vec![$($crate::storage::Arg::from($v)),*] };
+}
+
+impl Ctx {
+    /// The D1 database, counting on this context's meter.
+    pub fn db(&self) -> Db {
+        Db::new(&self.env, self.meter.clone())
+    }
 }
 
 pub struct Db {

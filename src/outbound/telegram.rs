@@ -4,8 +4,8 @@
 //! Invariant: the token is only ever in the request URL; errors carry Telegram's description
 //! or a redacted network error, never the URL.
 
-use crate::env::Meter;
-use crate::net;
+use crate::config::{Ctx, Meter};
+use super::net;
 use agent_core::secret::Secret;
 use agent_core::telegram::api::{self, BotUser, SentMessage, TelegramError};
 use serde::Serialize;
@@ -25,6 +25,13 @@ pub struct TelegramClient {
 thread_local! {
     /// getMe, once per isolate.
     static BOT_USER: RefCell<Option<BotUser>> = const { RefCell::new(None) };
+}
+
+impl Ctx {
+    /// The Bot API client, counting on this context's meter.
+    pub fn telegram(&self) -> TelegramClient {
+        TelegramClient::new(&self.cfg.telegram_api_base, self.secrets.bot_token.clone(), self.meter.clone())
+    }
 }
 
 impl TelegramClient {

@@ -2,7 +2,7 @@
 //! where the chat and the person stand against the budgets (`agent_core::limits`).
 
 use crate::args;
-use crate::env::Ctx;
+use crate::config::Ctx;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -35,7 +35,7 @@ pub async fn chat_usage(ctx: &Ctx, chat_id: i64) -> worker::Result<Vec<UsageRow>
 /// `/usage`: this chat's totals and the budgets (with the asking person's figure).
 pub async fn chat_usage_text(ctx: &Ctx, chat_id: i64, user_id: Option<i64>) -> worker::Result<String> {
     let mut out = chat_totals_text(ctx, chat_id).await?;
-    let used = crate::access::budget_usage(ctx, chat_id, user_id).await?;
+    let used = super::access::budget_usage(ctx, chat_id, user_id).await?;
     out.push_str("\n\nBudgets:\n");
     out.push_str(&agent_core::limits::describe(&ctx.cfg.budgets, &used));
     Ok(out)

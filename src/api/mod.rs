@@ -8,8 +8,11 @@
 //! pairings, users' access, a chat's model, notify (send as the bot), chat (synchronous: text
 //! in, the bot's reply out), and the chat object's state for debugging.
 
-use crate::env::{now_ms, Ctx, CHATS};
-use crate::{access, args, chat, deliver, usage};
+use crate::args;
+use crate::chat::{access, deliver, usage};
+use crate::config::auth::{auth_failed, auth_throttled};
+use crate::config::{now_ms, Ctx};
+use crate::outbound::objects;
 use agent_core::conversation::ConvKey;
 use agent_core::policy::{is_api_chat_id, UserAccess, API_CHAT_ID_MAX, API_CHAT_ID_MIN};
 use agent_core::scope::Scope;
@@ -44,11 +47,11 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
         worker::console_error!("ADMIN_TOKEN is missing or shorter than 32 characters; refusing to serve the admin API");
         return Response::error("server misconfigured: ADMIN_TOKEN is too short", 500);
     }
-    if access::auth_throttled(&req) {
+    if auth_throttled(&req) {
         return Response::error("too many failed attempts", 429);
     }
     if !authorized(&req, ctx) {
-        access::auth_failed(&req);
+        auth_failed(&req);
         return Response::error("unauthorized", 401);
     }
     let url = req.url()?;
@@ -96,8 +99,8 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
         (Method::Post, ["notify"]) => notify(ctx, &body).await,
         (Method::Post, ["chat"]) => chat_sync(ctx, &body).await,
         (Method::Get, ["chats", conv, "state"]) => {
-            let stub = ctx.env.durable_object(CHATS)?.id_from_name(conv)?.get_stub()?;
-            stub.fetch_with_str(&format!("https://chat/state?conv={conv}")).await
+            let Some(key) = ConvKey::parse(conv) else { return bad_request("bad conversation key") };
+            objects::state(ctx, &key).await
         }
         _ => not_found(),
     }
@@ -138,8 +141,8 @@ async fn status(ctx: &Ctx) -> Result<Response> {
             db.stmt("SELECT kind, job_key, conv, detail, created_at FROM failures ORDER BY id DESC LIMIT 20", args![])?,
         ])
         .await?;
-    let counts: Option<Counts> = crate::db::rows(&results[0])?.into_iter().next();
-    let failures: Vec<FailureRow> = crate::db::rows(&results[1])?;
+    let counts: Option<Counts> = crate::storage::rows(&results[0])?.into_iter().next();
+    let failures: Vec<FailureRow> = crate::storage::rows(&results[1])?;
     Response::from_json(&json!({
         "version": env!("CARGO_PKG_VERSION"),
         "model": ctx.cfg.gemini_model,
@@ -283,8 +286,8 @@ async fn memories(ctx: &Ctx, url: &Url) -> Result<Response> {
     let scope = Scope::Operator { chat_id: chat, about_user_id: user };
     let on_n = scope.notes("", 1);
     let on_m = scope.memories("", 1 + on_n.binds.len());
-    let mut binds = crate::db::scope_args(&on_n);
-    binds.extend(crate::db::scope_args(&on_m));
+    let mut binds = crate::storage::scope_args(&on_n);
+    binds.extend(crate::storage::scope_args(&on_m));
     let rows: Vec<MemoryLine> = ctx
         .db()
         .all(
@@ -313,14 +316,14 @@ async fn forget_user(ctx: &Ctx, url: &Url) -> Result<Response> {
     let (on_n, on_m) = (scope.notes("", 1), scope.memories("", 1));
     let results = db
         .batch(vec![
-            db.stmt(&format!("DELETE FROM notes WHERE {} RETURNING id", on_n.sql), crate::db::scope_args(&on_n))?,
-            db.stmt(&format!("DELETE FROM memories WHERE {} RETURNING id", on_m.sql), crate::db::scope_args(&on_m))?,
+            db.stmt(&format!("DELETE FROM notes WHERE {} RETURNING id", on_n.sql), crate::storage::scope_args(&on_n))?,
+            db.stmt(&format!("DELETE FROM memories WHERE {} RETURNING id", on_m.sql), crate::storage::scope_args(&on_m))?,
         ])
         .await?;
     // Counted from RETURNING: D1's change counts include the search index's trigger writes.
     let mut n = 0;
     for r in &results {
-        n += crate::db::rows::<Value>(r)?.len();
+        n += crate::storage::rows::<Value>(r)?.len();
     }
     Response::from_json(&json!({"user_id": user, "deleted": n}))
 }
@@ -386,7 +389,7 @@ async fn notify(ctx: &Ctx, body: &Value) -> Result<Response> {
     // A caller-chosen key makes retries of the same notification idempotent.
     let key = match body.get("idempotency_key").and_then(Value::as_str) {
         Some(k) => format!("notify:{k}"),
-        None => format!("notify:{}:{}", now_ms(), hex(&crate::env::random_bytes::<6>())),
+        None => format!("notify:{}:{}", now_ms(), hex(&crate::config::random_bytes::<6>())),
     };
     match deliver::send_text(ctx, &conv, &key, text, None, None).await {
         Ok(ids) => Response::from_json(&json!({"sent": true, "message_ids": ids})),
@@ -415,7 +418,7 @@ async fn chat_sync(ctx: &Ctx, body: &Value) -> Result<Response> {
         return bad_request("text is empty");
     }
     let name = body.get("name").and_then(Value::as_str).unwrap_or("api").to_string();
-    let resp = chat::call_object(ctx, &chat_id.to_string(), "/chat", &json!({"text": text, "name": name})).await?;
+    let resp = objects::call(ctx, &ConvKey::chat(chat_id), "/chat", &json!({"text": text, "name": name})).await?;
     let status = resp.status_code();
     let mut resp = resp;
     let value: Value = resp.json().await.unwrap_or(Value::Null);

@@ -1,42 +1,16 @@
 //! Access control at the edge: applies `agent_core::policy`, records every refusal, runs the
 //! pairing flow (code to the user, approval by an operator, a welcome after), applies the
-//! model budgets (`agent_core::limits`) and throttles repeated failed authentications.
+//! model budgets (`agent_core::limits`). (Callers' authentication is `config::auth`.)
 //!
 //! Invariants: nothing here calls the model; a refused message costs at most one short reply.
-//! The authentication throttle lives in the isolate's memory (a thread-local
-//! `limits::AuthThrottle`): checking it costs nothing on the good path, and failures cost the
-//! owner no D1 writes or Durable Object calls (which an attacker could otherwise run up). The
-//! source is `CF-Connecting-IP`, which Cloudflare sets and clients cannot forge; without it
-//! (local development) all requests share one source.
 
 use crate::args;
-use crate::deliver;
-use crate::env::{now_ms, random_bytes, Ctx};
+use super::deliver;
+use crate::config::{now_ms, random_bytes, Ctx};
 use agent_core::conversation::{ChatKind, ConvKey};
-use agent_core::limits::{self, AuthThrottle, Budgets, Scope, Usage, Verdict};
+use agent_core::limits::{self, Budgets, Scope, Usage, Verdict};
 use agent_core::policy::{self, Access, Refusal, UserAccess};
 use serde::Deserialize;
-use std::cell::RefCell;
-
-thread_local! {
-    static AUTH_THROTTLE: RefCell<AuthThrottle> = RefCell::new(AuthThrottle::default());
-}
-
-fn auth_source(req: &worker::Request) -> String {
-    req.headers().get("CF-Connecting-IP").ok().flatten().unwrap_or_else(|| "local".to_string())
-}
-
-/// Whether the request's source failed to authenticate too often lately (answer 429).
-pub fn auth_throttled(req: &worker::Request) -> bool {
-    let source = auth_source(req);
-    AUTH_THROTTLE.with(|t| t.borrow().throttled(&source, now_ms()))
-}
-
-/// Counts a failed authentication (a wrong webhook secret or admin token) of the request's source.
-pub fn auth_failed(req: &worker::Request) {
-    let source = auth_source(req);
-    AUTH_THROTTLE.with(|t| t.borrow_mut().failed(&source, now_ms()));
-}
 
 /// A refusal notice is sent at most this often to the same user.
 const NOTICE_INTERVAL_MS: i64 = 10 * 60 * 1000;
@@ -236,8 +210,8 @@ pub async fn within_budget(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>, mess
     };
     let (usage, notices) = match results {
         Ok(r) => {
-            let c = r.first().and_then(|r| crate::db::rows::<UsageCounts>(r).ok()).and_then(|v| v.into_iter().next()).unwrap_or_default();
-            let notices = r.get(1).and_then(|r| crate::db::rows::<NoticeRow>(r).ok()).unwrap_or_default();
+            let c = r.first().and_then(|r| crate::storage::rows::<UsageCounts>(r).ok()).and_then(|v| v.into_iter().next()).unwrap_or_default();
+            let notices = r.get(1).and_then(|r| crate::storage::rows::<NoticeRow>(r).ok()).unwrap_or_default();
             let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
             (Usage { user_turns_last_hour: n(c.user_turns), chat_tokens_today: n(c.chat_tokens), global_tokens_today: n(c.global_tokens) }, notices)
         }

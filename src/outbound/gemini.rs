@@ -1,11 +1,13 @@
 //! The Gemini client: `POST {GEMINI_API_BASE}/v1beta/models/{model}:generateContent`, the key
 //! in the `x-goog-api-key` header (never in the URL). Implements the core's `ModelPort`.
 
-use crate::env::Meter;
-use crate::net;
+use crate::config::{Ctx, Meter};
+use super::net;
 use agent_core::gemini::{parse_error, GenerateContentRequest, GenerateContentResponse, ModelError};
 use agent_core::secret::Secret;
 use agent_core::turn::ModelPort;
+use serde::Deserialize;
+use serde_json::json;
 use std::time::Duration;
 
 /// Long answers with thinking can take a while; the alarm has minutes of wall time.
@@ -15,6 +17,13 @@ pub struct GeminiClient {
     base: String,
     key: Secret,
     meter: Meter,
+}
+
+impl Ctx {
+    /// The Gemini client, counting on this context's meter.
+    pub fn gemini(&self) -> GeminiClient {
+        GeminiClient::new(&self.cfg.gemini_api_base, self.secrets.gemini_api_key.clone(), self.meter.clone())
+    }
 }
 
 impl GeminiClient {
@@ -35,6 +44,28 @@ impl GeminiClient {
             let retry_after = resp.headers.get("retry-after").ok().flatten();
             Err(parse_error(resp.status, &resp.body, retry_after.as_deref()))
         }
+    }
+}
+
+impl GeminiClient {
+    /// Embeds texts with an embeddings model (`batchEmbedContents`), one vector per text.
+    pub async fn embed(&self, model: &str, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+        #[derive(Deserialize)]
+        struct Values {
+            values: Vec<f32>,
+        }
+        #[derive(Deserialize)]
+        struct Batch {
+            embeddings: Vec<Values>,
+        }
+        let model = model.trim_start_matches("models/");
+        let body = json!({"requests": texts.iter().map(|t| json!({
+            "model": format!("models/{model}"),
+            "content": {"parts": [{"text": t}]},
+        })).collect::<Vec<_>>()});
+        let raw = self.post(model, "batchEmbedContents", body.to_string()).await.map_err(|e| e.to_string())?;
+        let batch: Batch = serde_json::from_str(&raw).map_err(|e| e.to_string())?;
+        Ok(batch.embeddings.into_iter().map(|v| v.values).collect())
     }
 }
 

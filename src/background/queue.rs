@@ -9,60 +9,27 @@
 //!   on the queue as it is, for a fresh invocation.
 //! - A dead letter is acked only after its chat object took it (200) and it was recorded.
 
-use crate::chat;
-use crate::env::{now_ms, random_unit, Ctx, DEAD_LETTERS, DEAD_LETTER_QUEUE, JOBS};
-use crate::store;
-use agent_core::jobs::{max_attempts, next_move, Job, JobOutcome, NextMove};
-use worker::{MessageBatch, MessageBuilder, MessageExt, Result};
+use crate::config::env::DEAD_LETTER_QUEUE;
+use crate::config::{now_ms, random_unit, Ctx};
+use crate::outbound::objects;
+use crate::outbound::queues::{apply, enqueue, DeadLetter};
+use crate::storage;
+use agent_core::conversation::ConvKey;
+use agent_core::jobs::{max_attempts, next_move, Job, JobOutcome};
+use worker::{MessageBatch, MessageExt, Result};
 
 /// Subrequests kept free for one job (its own work plus requeueing the next).
 const JOB_RESERVE: u32 = 12;
 
-/// Puts a job on the jobs queue after `delay_secs`.
-pub async fn enqueue(ctx: &Ctx, job: &Job, delay_secs: u32) -> Result<()> {
-    ctx.meter.add(1);
-    let queue = ctx.env.queue(JOBS)?;
-    queue.send(MessageBuilder::new(job.clone()).delay_seconds(delay_secs).build()).await
-}
-
-/// Sends a job that ran out of attempts to the dead-letter queue.
-pub async fn dead_letter(ctx: &Ctx, job: &Job, error: &str) -> Result<()> {
-    ctx.meter.add(1);
-    let queue = ctx.env.queue(DEAD_LETTERS)?;
-    queue.send(DeadLetter { job: job.clone(), error: error.to_string() }).await
-}
-
-#[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
-pub struct DeadLetter {
-    pub job: Job,
-    pub error: String,
-}
-
-/// Carries out a next move; returns false if it could not (then the message is retried).
-pub async fn apply(ctx: &Ctx, next: NextMove) -> bool {
-    let result = match &next {
-        NextMove::Ack => Ok(()),
-        NextMove::Requeue { job, delay_secs } => {
-            worker::console_log!("job {} attempt {} in {delay_secs}s", job.key(), job.attempt());
-            enqueue(ctx, job, *delay_secs).await
-        }
-        NextMove::DeadLetter { job, error } => {
-            worker::console_warn!("job {} dead-lettered: {error}", job.key());
-            dead_letter(ctx, job, error).await
-        }
-    };
-    match result {
-        Ok(()) => true,
-        Err(e) => {
-            worker::console_error!("could not queue the next move: {e}");
-            false
-        }
-    }
+/// Calls the chat object of a job's conversation.
+async fn call_object(ctx: &Ctx, conv: &str, route: &str, job: &Job) -> Result<worker::Response> {
+    let Some(key) = ConvKey::parse(conv) else { return Err(worker::Error::RustError(format!("bad conversation {conv}"))) };
+    objects::call(ctx, &key, route, job).await
 }
 
 async fn run_job(ctx: &Ctx, job: &Job) -> JobOutcome {
     match job {
-        Job::Turn { conv, .. } | Job::Step { conv, .. } => match chat::call_object(ctx, conv, "/job", job).await {
+        Job::Turn { conv, .. } | Job::Step { conv, .. } => match call_object(ctx, conv, "/job", job).await {
             Ok(mut resp) if resp.status_code() == 200 => resp
                 .json::<JobOutcome>()
                 .await
@@ -70,7 +37,7 @@ async fn run_job(ctx: &Ctx, job: &Job) -> JobOutcome {
             Ok(resp) => JobOutcome::Retry { error: format!("chat object answered {}", resp.status_code()), after_ms: None },
             Err(e) => JobOutcome::Retry { error: format!("chat object unreachable: {e}"), after_ms: None },
         },
-        Job::Consolidate { conv, .. } => crate::consolidate::run(ctx, conv).await,
+        Job::Consolidate { conv, .. } => super::consolidate::run(ctx, conv).await,
     }
 }
 
@@ -80,7 +47,7 @@ async fn run_job(ctx: &Ctx, job: &Job) -> JobOutcome {
 /// never acked unhandled.
 async fn handle_dead(ctx: &Ctx, dead: &DeadLetter) -> bool {
     if matches!(dead.job, Job::Turn { .. } | Job::Step { .. }) {
-        match chat::call_object(ctx, dead.job.conv(), "/dead", &dead.job).await {
+        match call_object(ctx, dead.job.conv(), "/dead", &dead.job).await {
             Ok(resp) if resp.status_code() == 200 => {}
             Ok(resp) => {
                 worker::console_error!("chat {} answered {} to its dead letter", dead.job.conv(), resp.status_code());
@@ -93,7 +60,7 @@ async fn handle_dead(ctx: &Ctx, dead: &DeadLetter) -> bool {
         }
     }
     let body = serde_json::to_string(&dead.job).unwrap_or_default();
-    if let Err(e) = store::record_failure(&ctx.db(), "dead_letter", Some(&dead.job.key()), Some(dead.job.conv()), &dead.error, Some(&body), now_ms()).await {
+    if let Err(e) = storage::failures::record_failure(&ctx.db(), "dead_letter", Some(&dead.job.key()), Some(dead.job.conv()), &dead.error, Some(&body), now_ms()).await {
         worker::console_error!("could not record dead letter {}: {e}", dead.job.key());
         return false;
     }
@@ -126,7 +93,7 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, ctx: &Ctx) -> Resul
         };
         // The whole batch is one invocation: when its budget is nearly spent, the job goes back
         // on the queue unchanged (same attempt) for a fresh invocation.
-        if ctx.meter.count() + JOB_RESERVE > crate::deliver::SUBREQUEST_BUDGET {
+        if ctx.meter.count() + JOB_RESERVE > crate::config::SUBREQUEST_BUDGET {
             match enqueue(ctx, &job, 1).await {
                 Ok(()) => message.ack(),
                 Err(_) => message.retry(),

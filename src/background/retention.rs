@@ -5,7 +5,7 @@
 //! names come from the core's fixed list, values are bound.
 
 use crate::args;
-use crate::env::{now_ms, Ctx};
+use crate::config::{now_ms, Ctx};
 use agent_core::retention::{cutoff_ms, prune_again, prune_sql, Pruned, PRUNED, PRUNE_BATCH};
 
 /// Prunes what is past retention; returns (table, rows deleted) for the log. One D1 round
@@ -27,7 +27,7 @@ pub async fn prune(ctx: &Ctx) -> worker::Result<Vec<(&'static str, usize)>> {
         let results = db.batch(stmts).await?;
         let mut next = Vec::new();
         for (&i, r) in active.iter().zip(results.iter()) {
-            let n = crate::db::rows::<serde_json::Value>(r)?.len();
+            let n = crate::storage::rows::<serde_json::Value>(r)?.len();
             due[i].2 += n;
             if prune_again(n, round) {
                 next.push(i);

@@ -8,10 +8,11 @@
 //! - A turn whose result is already stored is not run again (a retried job resumes its plan).
 //! - Every model call's usage is stored, failed calls included.
 
-use crate::env::{now_ms, Ctx};
-use crate::gemini::GeminiClient;
-use crate::store::{self, TurnEnd, TurnStart};
-use crate::{args, net, prompts};
+use crate::config::{now_ms, Ctx};
+use crate::config::prompts;
+use crate::outbound::net;
+use crate::storage::turns::{TurnEnd, TurnStart};
+use crate::{args, storage};
 use agent_core::chat_state::TurnRun;
 use agent_core::config::HistoryFormat;
 use agent_core::conversation::{ChatKind, ConvKey, Part};
@@ -88,13 +89,13 @@ impl ToolPort for EdgeTools<'_> {
         if self.within_budget().is_err() {
             return Vec::new();
         }
-        crate::memory::search(self.ctx, &self.conv, &self.people, query, 8).await.unwrap_or_default()
+        super::memory::search(self.ctx, &self.conv, &self.people, query, 8).await.unwrap_or_default()
     }
 
     /// A note about a person only if that person has written in this chat.
     async fn remember(&self, content: &str, about_user_id: Option<i64>) -> Result<i64, String> {
         self.within_budget()?;
-        match store::insert_note(&self.ctx.db(), self.conv.chat_id, about_user_id, content, "agent", now_ms()).await {
+        match storage::notes::insert_note(&self.ctx.db(), self.conv.chat_id, about_user_id, content, "agent", now_ms()).await {
             Ok(Some(id)) => Ok(id),
             Ok(None) => Err(format!(
                 "not stored: user {} has not written in this chat; a note can only be about someone in this conversation (or leave about_user_id out)",
@@ -106,7 +107,7 @@ impl ToolPort for EdgeTools<'_> {
 
     async fn set_plan(&self, content: &str) -> Result<(), String> {
         self.within_budget()?;
-        store::set_plan(&self.ctx.db(), &self.conv, content, now_ms()).await.map_err(|e| e.to_string())
+        storage::conversations::set_plan(&self.ctx.db(), &self.conv, content, now_ms()).await.map_err(|e| e.to_string())
     }
 }
 
@@ -135,7 +136,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
 
     // A retried turn whose result is stored resumes without calling the model again.
     if turn.attempt > 1 {
-        if let Some(stored) = store::stored_plan(&db, &turn.turn_id).await? {
+        if let Some(stored) = storage::turns::stored_plan(&db, &turn.turn_id).await? {
             if agent_core::status::TurnStatus::parse(&stored.status).is_some_and(|s| s.has_result()) {
                 let steps: Vec<Step> = stored.plan.as_deref().and_then(|p| serde_json::from_str(p).ok()).unwrap_or_default();
                 return Ok(TurnOutput::Planned { steps });
@@ -143,7 +144,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
         }
     }
 
-    let context = store::load_turn_context(&db, &conv_s, conv.chat_id, &turn.turn_id).await?;
+    let context = storage::turns::load_turn_context(&db, &conv_s, conv.chat_id, &turn.turn_id).await?;
     if context.chat.as_ref().is_some_and(|c| c.blocked_at.is_some()) {
         return Ok(TurnOutput::NothingToDo);
     }
@@ -162,7 +163,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
     let start = session_start(&loaded, stored_start, ctx.cfg.session_idle_secs);
     // The newest message that exists but is not shown (over the row limit or the budget).
     let mut last_cut: Option<i64> = None;
-    if loaded.len() as i64 > store::HISTORY_ROWS {
+    if loaded.len() as i64 > storage::turns::HISTORY_ROWS {
         let extra = loaded.remove(0);
         last_cut = (extra.seq >= start).then_some(extra.seq);
     }
@@ -190,12 +191,12 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
         p
     };
     // Notes, the bot's stored turns and recall in one round trip.
-    let mut stmts = vec![store::notes_stmt(&db, conv.chat_id, &people)?, store::bot_turns_stmt(&db, &messages)?];
-    stmts.extend(crate::memory::recall_statements(&db, conv, &people, &messages)?);
+    let mut stmts = vec![storage::notes::notes_stmt(&db, conv.chat_id, &people)?, storage::turns::bot_turns_stmt(&db, &messages)?];
+    stmts.extend(super::memory::recall_statements(&db, conv, &people, &messages)?);
     let results = db.batch(stmts).await?;
-    let notes: Vec<store::NoteRow> = crate::db::rows(&results[0])?;
-    let turns = if structured { store::bot_turns(&results[1])? } else { BTreeMap::new() };
-    let memories = crate::memory::recall(ctx, conv, &people, &messages, results.get(2..).unwrap_or_default()).await.unwrap_or_else(|e| {
+    let notes: Vec<storage::notes::NoteRow> = crate::storage::rows(&results[0])?;
+    let turns = if structured { storage::turns::bot_turns(&results[1])? } else { BTreeMap::new() };
+    let memories = super::memory::recall(ctx, conv, &people, &messages, results.get(2..).unwrap_or_default()).await.unwrap_or_else(|e| {
         worker::console_warn!("recall failed (the turn goes on without memories): {e}");
         Default::default()
     });
@@ -258,7 +259,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
     };
 
     // Written with the result, in the turn's last round trip.
-    let start_stmts = store::start_turn_stmts(
+    let start_stmts = storage::turns::start_turn_stmts(
         &db,
         &TurnStart {
             turn_id: &turn.turn_id,
@@ -299,7 +300,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
         },
         silence_allowed: matches!(turn.trigger, agent_core::gating::Trigger::Reaction | agent_core::gating::Trigger::Name),
     };
-    let gemini = GeminiClient::new(&ctx.cfg.gemini_api_base, ctx.secrets.gemini_api_key.clone(), ctx.meter.clone());
+    let gemini = ctx.gemini();
     let tools = EdgeTools { ctx, conv: *conv, people: people.clone() };
     let work = turn::run_turn(&request, &gemini, &tools, &WorkerClock);
     let outcome = if show_typing { with_typing(ctx, conv, work).await } else { work.await };
@@ -311,7 +312,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
     };
     let call_stmts = calls
         .iter()
-        .map(|c| store::model_call_stmt(&db, Some(&turn.turn_id), Some(&conv_s), Some(conv.chat_id), "turn", c, done_at))
+        .map(|c| storage::usage::model_call_stmt(&db, Some(&turn.turn_id), Some(&conv_s), Some(conv.chat_id), "turn", c, done_at))
         .collect::<worker::Result<Vec<_>>>()?;
     match outcome {
         Ok(result) => {
@@ -334,7 +335,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
                 d1_statements: ctx.meter.d1_statements() + (start_stmts.len() + 1 + call_stmts.len()) as u32,
                 now: done_at,
             };
-            store::finish_turn(&db, start_stmts, &end, call_stmts).await?;
+            storage::turns::finish_turn(&db, start_stmts, &end, call_stmts).await?;
             Ok(TurnOutput::Planned { steps: result.steps })
         }
         Err(failure) => {
@@ -353,7 +354,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
                 d1_statements: ctx.meter.d1_statements() + (start_stmts.len() + 1 + call_stmts.len()) as u32,
                 now: done_at,
             };
-            store::finish_turn(&db, start_stmts, &end, call_stmts).await?;
+            storage::turns::finish_turn(&db, start_stmts, &end, call_stmts).await?;
             let error = failure.error.to_string();
             if transient {
                 Err(TurnError::Transient { after_ms: failure.error.retry_after_ms(), error })
@@ -409,7 +410,7 @@ pub async fn record_step_outcome(ctx: &Ctx, turn_id: &str, step_calls: &[Option<
     // A cancellation never overwrites a real outcome (the step may have been sent meanwhile);
     // a real outcome always overwrites a cancellation.
     let only_if_absent = matches!(outcome, agent_core::plan::StepOutcome::Cancelled);
-    let result = match store::step_outcome_stmt(&db, turn_id, *call, &value, now_ms(), only_if_absent) {
+    let result = match storage::turns::step_outcome_stmt(&db, turn_id, *call, &value, now_ms(), only_if_absent) {
         Ok(stmt) => db.batch(vec![stmt]).await.map(|_| ()),
         Err(e) => Err(e),
     };

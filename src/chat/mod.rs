@@ -23,8 +23,16 @@
 //!   Telegram call, whether the step is still current; a cancelled step is never sent.
 //! - The user's apology is owed in the state and sent by the alarm until it goes out.
 
-use crate::env::{now_ms, random_unit, Ctx, CHATS};
-use crate::{access, agent, commands, deliver, queue, store};
+pub mod access;
+pub mod agent;
+pub mod commands;
+pub mod deliver;
+pub mod memory;
+pub mod usage;
+
+use crate::config::{now_ms, random_unit, Ctx};
+use crate::outbound::{objects, queues};
+use crate::storage;
 use agent_core::chat_state::{self, ChatState, Due, Finish, Signal, SignalOutcome, Timing};
 use agent_core::commands as core_commands;
 use agent_core::conversation::{ChatKind, ConvKey, InboundMessage, InboundReaction};
@@ -35,7 +43,7 @@ use agent_core::status::TurnStatus;
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use worker::{durable_object, wasm_bindgen, DurableObject, Env, Method, Request, RequestInit, Response, Result, State};
+use worker::{durable_object, wasm_bindgen, DurableObject, Env, Method, Request, Response, Result, State};
 
 /// What the webhook hands to a chat object.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -52,24 +60,10 @@ pub struct Inbox {
 pub const APOLOGY: &str =
     "Sorry, I couldn't answer that because of a technical problem on my side. Please try again in a little while.";
 
-/// Calls a chat object with a JSON body.
-pub async fn call_object<T: Serialize>(ctx: &Ctx, conv: &str, path: &str, body: &T) -> Result<Response> {
-    ctx.meter.add(1);
-    let stub = ctx.env.durable_object(CHATS)?.id_from_name(conv)?.get_stub()?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(serde_json::to_string(body)?.into()));
-    let req = Request::new_with_init(&format!("https://chat{path}?conv={conv}"), &init)?;
-    stub.fetch_with_request(req).await
-}
-
 /// Hands an inbox item to its chat object; fails if the object did not accept it (the webhook
 /// then answers 500 and Telegram redelivers).
-pub async fn send_inbox(ctx: &Ctx, conv: &str, inbox: &Inbox) -> Result<()> {
-    let resp = call_object(ctx, conv, "/inbox", inbox).await?;
-    if resp.status_code() != 200 {
-        return Err(worker::Error::RustError(format!("chat object answered {}", resp.status_code())));
-    }
-    Ok(())
+pub async fn send_inbox(ctx: &Ctx, conv: &ConvKey, inbox: &Inbox) -> Result<()> {
+    objects::call_ok(ctx, conv, "/inbox", inbox).await.map(|_| ())
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -354,7 +348,7 @@ impl ChatObject {
         for index in from..calls.len() {
             agent::record_step_outcome(ctx, turn_id, &calls, index, &StepOutcome::Cancelled).await;
         }
-        let _ = store::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some(format!("cancelled from step {from}")), now_ms()).await;
+        let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some(format!("cancelled from step {from}")), now_ms()).await;
     }
 
     // ---- alarm ------------------------------------------------------------------------------
@@ -406,7 +400,7 @@ impl ChatObject {
             return;
         };
         let conv_s = conv.to_string();
-        let nonce = u64::from_le_bytes(crate::env::random_bytes::<8>());
+        let nonce = u64::from_le_bytes(crate::config::random_bytes::<8>());
         let turn = self.update(|st| st.begin_turn(now_ms(), &conv_s, nonce)).await;
         self.run_turn(ctx, turn).await;
     }
@@ -427,7 +421,7 @@ impl ChatObject {
             match next_move(&job, &JobOutcome::Retry { error: error.clone(), after_ms }, max, ctx.cfg.retry_base_ms, random_unit()) {
                 NextMove::Requeue { job, delay_secs } => {
                     worker::console_warn!("turn {}: {error}; retrying in {delay_secs}s", turn.turn_id);
-                    if let Err(e) = queue::enqueue(ctx, &job, delay_secs).await {
+                    if let Err(e) = queues::enqueue(ctx, &job, delay_secs).await {
                         // No job will come: the object takes the retry over at the deadline.
                         worker::console_error!("turn {}: could not queue its retry ({e}); retrying from the alarm", turn.turn_id);
                     }
@@ -435,10 +429,10 @@ impl ChatObject {
                 NextMove::DeadLetter { job, error } => {
                     // The user is told now; the dead letter is the operator's record.
                     self.give_up(ctx, &conv, &turn.turn_id, &error).await;
-                    if let Err(e) = queue::dead_letter(ctx, &job, &error).await {
+                    if let Err(e) = queues::dead_letter(ctx, &job, &error).await {
                         worker::console_error!("turn {}: dead letter not queued ({e}); recording it here", turn.turn_id);
                         let body = serde_json::to_string(&job).unwrap_or_default();
-                        let _ = store::record_failure(&ctx.db(), "dead_letter", Some(&job.key()), Some(&conv_s), &error, Some(&body), now_ms()).await;
+                        let _ = storage::failures::record_failure(&ctx.db(), "dead_letter", Some(&job.key()), Some(&conv_s), &error, Some(&body), now_ms()).await;
                     }
                 }
                 NextMove::Ack => {}
@@ -462,7 +456,7 @@ impl ChatObject {
                 match finish {
                     Finish::Execute if nothing_to_send => {
                         // Silence on purpose (recorded in the turn's empty_reason): done.
-                        let _ = store::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, None, now_ms()).await;
+                        let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, None, now_ms()).await;
                     }
                     Finish::Execute => {
                         // The turn is done; a step's own retry goes on the queue as a step job.
@@ -472,7 +466,7 @@ impl ChatObject {
                     }
                     Finish::Stale => {
                         worker::console_log!("turn {turn_id}: new messages arrived during the model call; replanning");
-                        let _ = store::set_turn_status(&ctx.db(), turn_id, TurnStatus::Stale, None, now_ms()).await;
+                        let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Stale, None, now_ms()).await;
                     }
                     Finish::Superseded => {}
                 }
@@ -481,7 +475,7 @@ impl ChatObject {
             }
             Ok(agent::TurnOutput::NothingToDo) => {
                 self.update(|st| st.end_turn(turn_id)).await;
-                let _ = store::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some("nothing new".into()), now_ms()).await;
+                let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some("nothing new".into()), now_ms()).await;
                 self.arm(ctx).await;
                 JobOutcome::Done
             }
@@ -494,7 +488,7 @@ impl ChatObject {
             }
             Err(agent::TurnError::Permanent { error }) => {
                 worker::console_error!("turn {turn_id} failed for good: {error}");
-                let _ = store::record_failure(&ctx.db(), "error", Some(&format!("turn:{turn_id}")), Some(&conv.to_string()), &error, None, now_ms()).await;
+                let _ = storage::failures::record_failure(&ctx.db(), "error", Some(&format!("turn:{turn_id}")), Some(&conv.to_string()), &error, None, now_ms()).await;
                 self.give_up(ctx, conv, turn_id, &error).await;
                 JobOutcome::Done
             }
@@ -506,7 +500,7 @@ impl ChatObject {
     async fn give_up(&self, ctx: &Ctx, _conv: &ConvKey, turn_id: &str, error: &str) {
         let now = now_ms();
         self.update(|st| st.give_up(turn_id, now)).await;
-        if let Err(e) = store::set_turn_status(&ctx.db(), turn_id, TurnStatus::Dead, Some(error.to_string()), now_ms()).await {
+        if let Err(e) = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Dead, Some(error.to_string()), now_ms()).await {
             worker::console_error!("turn {turn_id}: could not record that it was given up: {e}");
         }
         self.send_apologies(ctx).await;
@@ -531,7 +525,7 @@ impl ChatObject {
                     let attempts = self.with(|st| st.apologies.iter().find(|a| a.turn_id == turn_id).map_or(1, |a| a.attempts)).await;
                     let delay = match &e {
                         deliver::StepError::Retry { after_ms, .. } => {
-                            backoff_ms(attempts, ctx.cfg.retry_base_ms, 300_000, crate::env::random_unit()).max(after_ms.unwrap_or(0)).min(43_200_000) as i64
+                            backoff_ms(attempts, ctx.cfg.retry_base_ms, 300_000, crate::config::random_unit()).max(after_ms.unwrap_or(0)).min(43_200_000) as i64
                         }
                         _ => 0, // out of budget here: the next invocation has a fresh one
                     };
@@ -555,14 +549,14 @@ impl ChatObject {
         match next_move(&job, &outcome, max, ctx.cfg.retry_base_ms, random_unit()) {
             NextMove::DeadLetter { job, error } => {
                 self.give_up(ctx, &conv, &retry.turn_id, &error).await;
-                if !queue::apply(ctx, NextMove::DeadLetter { job: job.clone(), error: error.clone() }).await {
+                if !queues::apply(ctx, NextMove::DeadLetter { job: job.clone(), error: error.clone() }).await {
                     // Not queued: the object records it itself, as the turn path does.
                     let body = serde_json::to_string(&job).unwrap_or_default();
-                    let _ = store::record_failure(&ctx.db(), "dead_letter", Some(&job.key()), Some(&conv.to_string()), &error, Some(&body), now_ms()).await;
+                    let _ = storage::failures::record_failure(&ctx.db(), "dead_letter", Some(&job.key()), Some(&conv.to_string()), &error, Some(&body), now_ms()).await;
                 }
             }
             next => {
-                if !queue::apply(ctx, next).await {
+                if !queues::apply(ctx, next).await {
                     worker::console_error!("turn {}: step retry not queued; the alarm retries it at its deadline", retry.turn_id);
                 }
             }
@@ -595,7 +589,7 @@ impl ChatObject {
                 })
                 .await;
             let (turn_id, index, step, target, first_send, len) = current?;
-            if ctx.meter.count() + 3 > deliver::SUBREQUEST_BUDGET {
+            if ctx.meter.count() + 3 > crate::config::SUBREQUEST_BUDGET {
                 // Enough for this invocation: the alarm (due now) carries on.
                 return None;
             }
@@ -650,7 +644,7 @@ impl ChatObject {
                     }
                     self.update(|st| st.step_done(&turn_id, index, now_ms())).await;
                     if index + 1 >= len {
-                        let _ = store::set_turn_status(&ctx.db(), &turn_id, TurnStatus::Done, None, now_ms()).await;
+                        let _ = storage::turns::set_turn_status(&ctx.db(), &turn_id, TurnStatus::Done, None, now_ms()).await;
                     }
                 }
                 Err(deliver::StepError::Yield) => {
@@ -669,7 +663,7 @@ impl ChatObject {
                     if blocked || matches!(step, Step::Send { .. }) {
                         // Without this message the rest of the plan makes no sense.
                         self.update(|st| st.drop_plan(&turn_id)).await;
-                        let _ = store::set_turn_status(&ctx.db(), &turn_id, TurnStatus::Failed, Some(error), now_ms()).await;
+                        let _ = storage::turns::set_turn_status(&ctx.db(), &turn_id, TurnStatus::Failed, Some(error), now_ms()).await;
                         return None;
                     }
                     // A refused reaction or sticker is skipped.
@@ -725,7 +719,7 @@ impl ChatObject {
         let Some((conv, _)) = self.conv() else { return (400, json!({"error": "no conversation"})) };
         let now = now_ms();
         let conv_s = conv.to_string();
-        let nonce = u64::from_le_bytes(crate::env::random_bytes::<8>());
+        let nonce = u64::from_le_bytes(crate::config::random_bytes::<8>());
         // Checked and claimed in one step, before any await: two concurrent calls cannot both
         // start a turn.
         let claimed = self
@@ -742,7 +736,7 @@ impl ChatObject {
         };
         self.in_flight.set(true);
         let parts = vec![agent_core::conversation::Part::text(text)];
-        if let Err(e) = store::record_api_message(&ctx.db(), &conv, name, &parts, now).await {
+        if let Err(e) = storage::messages::record_api_message(&ctx.db(), &conv, name, &parts, now).await {
             self.in_flight.set(false);
             self.update(|st| st.end_turn(&turn.turn_id)).await;
             return (503, json!({"error": e.to_string()}));
@@ -759,10 +753,10 @@ impl ChatObject {
                         _ => None,
                     })
                     .collect();
-                if let Err(e) = store::record_api_replies(&ctx.db(), &conv, &turn.turn_id, &texts, &ctx.cfg.bot_name, now_ms()).await {
+                if let Err(e) = storage::messages::record_api_replies(&ctx.db(), &conv, &turn.turn_id, &texts, &ctx.cfg.bot_name, now_ms()).await {
                     worker::console_error!("api chat {conv}: replies not stored: {e}");
                 }
-                let _ = store::set_turn_status(&ctx.db(), &turn.turn_id, TurnStatus::Done, None, now_ms()).await;
+                let _ = storage::turns::set_turn_status(&ctx.db(), &turn.turn_id, TurnStatus::Done, None, now_ms()).await;
                 (200, json!({"reply": texts.join("\n\n"), "messages": texts, "turn_id": turn.turn_id}))
             }
             Ok(agent::TurnOutput::NothingToDo) => (200, json!({"reply": null, "messages": [], "turn_id": turn.turn_id})),

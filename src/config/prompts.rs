@@ -1,7 +1,7 @@
 //! The prompts bundled from `prompts/` at build time (see build.rs), and the template values
 //! they are filled with.
 
-use crate::env::Ctx;
+use crate::config::Ctx;
 use agent_core::prompt::PromptLibrary;
 use std::collections::BTreeMap;
 

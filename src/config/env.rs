@@ -1,0 +1,64 @@
+//! Bindings, secrets and configuration read from the worker's `Env`.
+//!
+//! Invariant: secrets are read into [`Secret`]s here and leave them only where they go on the
+//! wire; nothing in this crate logs or formats them.
+
+use agent_core::config::{Config, VAR_NAMES};
+use agent_core::secret::Secret;
+use std::collections::BTreeMap;
+use worker::Env;
+
+/// D1 database binding.
+pub const DB: &str = "DB";
+/// Durable Object namespace of chat objects.
+pub const CHATS: &str = "CHATS";
+/// Retry and fan-out jobs.
+pub const JOBS: &str = "JOBS";
+/// Jobs that ran out of attempts.
+pub const DEAD_LETTERS: &str = "DEAD_LETTERS";
+/// Queue names (as in wrangler.toml), to tell the consumer's batches apart.
+pub const JOBS_QUEUE: &str = "edge-agent-jobs";
+pub const DEAD_LETTER_QUEUE: &str = "edge-agent-dead-letters";
+
+#[derive(Clone, Default)]
+pub struct Secrets {
+    pub bot_token: Secret,
+    pub webhook_secret: Secret,
+    pub gemini_api_key: Secret,
+    pub admin_token: Secret,
+}
+
+impl Secrets {
+    pub fn from_env(env: &Env) -> Self {
+        // Read as secrets. workers-rs cannot tell a secret from a plain var at runtime (both are
+        // string bindings), so what keeps them out of [vars] is the repository: wrangler.toml
+        // holds none of these names (tests/e2e/access-safety.test.js checks) and the scripts put
+        // them with `wrangler secret put`. A missing secret is empty and matches nothing.
+        let get = |name: &str| env.secret(name).map(|s| Secret::new(s.to_string())).unwrap_or_default();
+        Secrets {
+            bot_token: get("TELEGRAM_BOT_TOKEN"),
+            webhook_secret: get("TELEGRAM_WEBHOOK_SECRET"),
+            gemini_api_key: get("GEMINI_API_KEY"),
+            admin_token: get("ADMIN_TOKEN"),
+        }
+    }
+
+    /// The bot's numeric id: the part of the token before the colon.
+    pub fn bot_id(&self) -> i64 {
+        self.bot_token.expose().split(':').next().and_then(|id| id.parse().ok()).unwrap_or(0)
+    }
+}
+
+pub fn config_from_env(env: &Env) -> Config {
+    let mut vars = BTreeMap::new();
+    for name in VAR_NAMES {
+        if let Ok(v) = env.var(name) {
+            vars.insert(name.to_string(), v.to_string());
+        }
+    }
+    let cfg = Config::from_vars(&vars);
+    for w in &cfg.warnings {
+        worker::console_warn!("config: {w}");
+    }
+    cfg
+}

@@ -1,0 +1,113 @@
+//! # config: what every invocation starts from (the lowest room)
+//!
+//! The worker's bindings, secrets and configuration ([`env`]), the prompts bundled at build
+//! time ([`prompts`]), the authentication of callers ([`auth`]), the clock and randomness, and
+//! the per-invocation context [`Ctx`] every handler passes down with its subrequest [`Meter`].
+//!
+//! Invariant: this room imports no other room of the edge. The clients built from a context
+//! live where they are defined (`Ctx::db` in `storage`, `Ctx::telegram` in `outbound`), so
+//! the context knows nothing about them.
+
+pub mod auth;
+pub mod env;
+pub mod prompts;
+
+pub use env::{config_from_env, Secrets};
+
+use agent_core::config::Config;
+use std::cell::Cell;
+use std::rc::Rc;
+use worker::Env;
+
+/// Subrequests one invocation may spend before plan work moves to the next alarm (the free
+/// plan allows 50 per invocation; the rest is headroom for the turn and bookkeeping).
+pub const SUBREQUEST_BUDGET: u32 = 35;
+
+/// Counts subrequests (D1 round trips, fetches, queue sends, Durable Object calls) of one
+/// invocation, to keep each inside the platform's limits and to report them; and, among them,
+/// D1 round trips and statements.
+#[derive(Clone, Default)]
+pub struct Meter(Rc<MeterCounts>);
+
+#[derive(Default)]
+pub struct MeterCounts {
+    subrequests: Cell<u32>,
+    d1_round_trips: Cell<u32>,
+    d1_statements: Cell<u32>,
+}
+
+impl Meter {
+    pub fn add(&self, n: u32) {
+        self.0.subrequests.set(self.0.subrequests.get() + n);
+    }
+    /// One D1 round trip carrying `statements` statements.
+    pub fn d1(&self, statements: u32) {
+        self.add(1);
+        self.0.d1_round_trips.set(self.0.d1_round_trips.get() + 1);
+        self.0.d1_statements.set(self.0.d1_statements.get() + statements);
+    }
+    pub fn count(&self) -> u32 {
+        self.0.subrequests.get()
+    }
+    pub fn d1_round_trips(&self) -> u32 {
+        self.0.d1_round_trips.get()
+    }
+    pub fn d1_statements(&self) -> u32 {
+        self.0.d1_statements.get()
+    }
+}
+
+/// What every handler needs.
+#[derive(Clone)]
+pub struct Ctx {
+    pub env: Env,
+    pub cfg: Rc<Config>,
+    pub secrets: Rc<Secrets>,
+    pub meter: Meter,
+    /// While a plan step runs: whether it is still wanted. Delivery asks right before every
+    /// Telegram call (no await between the answer and the call), so a step that a new message
+    /// cancelled is never sent.
+    pub step_guard: Option<Rc<dyn Fn() -> bool>>,
+}
+
+impl Ctx {
+    pub fn new(env: Env) -> Self {
+        Ctx {
+            cfg: Rc::new(config_from_env(&env)),
+            secrets: Rc::new(Secrets::from_env(&env)),
+            meter: Meter::default(),
+            step_guard: None,
+            env,
+        }
+    }
+
+    /// False once the plan step this context runs was cancelled (see `step_guard`).
+    pub fn step_wanted(&self) -> bool {
+        self.step_guard.as_ref().is_none_or(|g| g())
+    }
+
+    /// The same context with a fresh subrequest meter: each queue message is its own budget.
+    pub fn with_fresh_meter(&self) -> Ctx {
+        Ctx { meter: Meter::default(), ..self.clone() }
+    }
+}
+
+/// Current time in milliseconds.
+pub fn now_ms() -> i64 {
+    worker::Date::now().as_millis() as i64
+}
+
+/// Uniform random in [0, 1).
+pub fn random_unit() -> f64 {
+    let mut b = [0u8; 8];
+    if getrandom::fill(&mut b).is_err() {
+        return 0.5;
+    }
+    (u64::from_le_bytes(b) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    let _ = getrandom::fill(&mut b);
+    b
+}

@@ -1,0 +1,16 @@
+//! # outbound: the worker's calls to other services
+//!
+//! HTTP clients ([`net`] with a timeout and the subrequest count; [`telegram`] the Bot API;
+//! [`gemini`] the model and embeddings), the chat Durable Object client ([`objects`]) and the
+//! queues ([`queues`]). Each call counts on the invocation's meter.
+//!
+//! Invariants:
+//! - Secrets travel only where the service expects them (the bot token in Telegram's URL, the
+//!   Gemini key in a header); no error or log line carries a URL.
+//! - This room imports only `config` (and the core): it knows nothing of what the calls mean.
+
+pub mod gemini;
+pub mod net;
+pub mod objects;
+pub mod queues;
+pub mod telegram;

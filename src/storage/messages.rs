@@ -1,0 +1,284 @@
+//! Messages: what the webhook records (one batch per update: the update, chat, sender and
+//! message or reaction), the rows a turn and consolidation read back as history, and the
+//! messages of API conversations (no Telegram ids).
+use crate::args;
+use crate::storage::{rows, Arg, Db};
+use agent_core::conversation::{ConvKey, InboundMessage, InboundReaction, Part};
+use agent_core::history::{HistoryMessage, Role};
+use serde::Deserialize;
+use serde_json::Value;
+use worker::Result;
+
+
+const INSERT_UPDATE: &str = "INSERT INTO updates (update_id, kind, chat_id, outcome, received_at)
+     VALUES (?1, ?2, ?3, 'stored', ?4) ON CONFLICT (update_id) DO NOTHING RETURNING update_id";
+/// Chats and users are rewritten only when something changed (or hourly for last_seen_at), so
+/// the common update writes one row less each.
+const UPSERT_CHAT: &str = "INSERT INTO chats (chat_id, kind, title, username, is_forum, first_seen_at, last_seen_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+     ON CONFLICT (chat_id) DO UPDATE SET kind = excluded.kind, title = excluded.title,
+       username = excluded.username, is_forum = excluded.is_forum, last_seen_at = excluded.last_seen_at,
+       blocked_at = NULL, blocked_reason = NULL
+     WHERE chats.kind IS NOT excluded.kind OR chats.title IS NOT excluded.title
+       OR chats.username IS NOT excluded.username OR chats.is_forum IS NOT excluded.is_forum
+       OR chats.blocked_at IS NOT NULL OR chats.last_seen_at < excluded.last_seen_at - 3600000";
+const UPSERT_USER: &str = "INSERT INTO users (user_id, name, username, is_bot, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+     ON CONFLICT (user_id) DO UPDATE SET name = excluded.name, username = excluded.username,
+       is_bot = excluded.is_bot, updated_at = excluded.updated_at
+     WHERE users.name IS NOT excluded.name OR users.username IS NOT excluded.username
+       OR users.is_bot IS NOT excluded.is_bot";
+/// `excluded` picks, by the sender's stored access level, one of the three answers of
+/// `agent_core::policy::admitted_by_level` (?20 none, ?21 allowed, ?22 blocked).
+const INSERT_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
+       parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id,
+       reply_to_user_id, reply_to_name, reply_excerpt, excluded)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+       CASE (SELECT access FROM users WHERE user_id = ?5) WHEN 'allowed' THEN ?21 WHEN 'blocked' THEN ?22 ELSE ?20 END)
+     ON CONFLICT (chat_id, message_id) DO NOTHING";
+const UPSERT_EDITED_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
+       parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id,
+       reply_to_user_id, reply_to_name, reply_excerpt, excluded)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+       CASE (SELECT access FROM users WHERE user_id = ?5) WHEN 'allowed' THEN ?21 WHEN 'blocked' THEN ?22 ELSE ?20 END)
+     ON CONFLICT (chat_id, message_id) DO UPDATE SET parts = excluded.parts, text = excluded.text,
+       edited_at = excluded.edited_at";
+const SELECT_ACCESS: &str = "SELECT access FROM users WHERE user_id = ?1";
+/// A reaction is an event in the conversation of the message it is on.
+const INSERT_REACTION: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
+       parts, text, date, update_id, excluded)
+     SELECT COALESCE((SELECT conv FROM messages WHERE chat_id = ?1 AND message_id = ?2), ?3), ?1, NULL, 'event',
+       ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10,
+       CASE (SELECT access FROM users WHERE user_id = ?4) WHEN 'allowed' THEN ?12 WHEN 'blocked' THEN ?13 ELSE ?11 END
+     WHERE NOT EXISTS (SELECT 1 FROM messages WHERE update_id = ?10)";
+const REACTION_TARGET: &str = "SELECT m.conv AS conv,
+       (SELECT b.message_id FROM messages b WHERE b.conv = m.conv AND b.role = 'bot' AND b.message_id IS NOT NULL
+        ORDER BY b.seq DESC LIMIT 1) AS last_bot_message_id
+     FROM messages m WHERE m.chat_id = ?1 AND m.message_id = ?2";
+
+#[derive(Debug, Clone, Default)]
+pub struct Recorded {
+    /// First delivery of this update_id.
+    pub is_new: bool,
+    /// `users.access` of the sender.
+    pub access: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct AccessRow {
+    access: Option<String>,
+}
+
+/// Whether the sender is admitted, by stored access level: `(none, allowed, blocked)`, from
+/// `agent_core::policy::admitted_by_level`.
+pub type AdmittedByLevel = (bool, bool, bool);
+
+fn message_args(m: &InboundMessage, update_id: i64, admitted: AdmittedByLevel) -> Vec<Arg> {
+    let role = if m.is_event { "event" } else { "user" };
+    let mut a = args![
+        m.conv.to_string(),
+        m.chat.id,
+        m.message_id,
+        role,
+        m.speaker.user_id,
+        m.speaker.name.clone(),
+        m.speaker.username.clone(),
+        m.speaker.is_bot,
+        serde_json::to_string(&m.parts).unwrap_or_else(|_| "[]".into()),
+        m.render_compact(),
+        m.reply_to.as_ref().map(|r| r.message_id),
+        m.forwarded_from.clone(),
+        m.media_group_id.clone(),
+        m.date,
+        m.edit_date,
+        update_id,
+        m.reply_to.as_ref().and_then(|r| r.user_id),
+        m.reply_to.as_ref().and_then(|r| r.name.clone()),
+        m.reply_to.as_ref().map(|r| r.excerpt.clone()).filter(|e| !e.trim().is_empty()),
+    ];
+    a.extend(args![!admitted.0, !admitted.1, !admitted.2]);
+    a
+}
+
+/// Records a message (or an edit) with its chat and sender, in one round trip.
+pub async fn record_message(
+    db: &Db,
+    update_id: i64,
+    kind: &str,
+    m: &InboundMessage,
+    edited: bool,
+    admitted: AdmittedByLevel,
+    now: i64,
+) -> Result<Recorded> {
+    let c = &m.chat;
+    let mut stmts = vec![
+        db.stmt(INSERT_UPDATE, args![update_id, kind, c.id, now])?,
+        db.stmt(UPSERT_CHAT, args![c.id, c.kind.as_str(), c.title.clone(), c.username.clone(), c.is_forum, now])?,
+    ];
+    if let Some(uid) = m.speaker.user_id {
+        stmts.push(db.stmt(UPSERT_USER, args![uid, m.speaker.name.clone(), m.speaker.username.clone(), m.speaker.is_bot, now])?);
+    }
+    let sql = if edited { UPSERT_EDITED_MESSAGE } else { INSERT_MESSAGE };
+    stmts.push(db.stmt(sql, message_args(m, update_id, admitted))?);
+    if let Some(uid) = m.speaker.user_id {
+        stmts.push(db.stmt(SELECT_ACCESS, args![uid])?);
+    }
+    let results = db.batch(stmts).await?;
+    let is_new = !rows::<Value>(&results[0])?.is_empty();
+    let access = if m.speaker.user_id.is_some() {
+        results.last().map(rows::<AccessRow>).transpose()?.and_then(|r| r.into_iter().next()).and_then(|r| r.access)
+    } else {
+        None
+    };
+    Ok(Recorded { is_new, access })
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RecordedReaction {
+    pub recorded: Recorded,
+    /// The conversation of the reacted-to message, if it is on record.
+    pub conv: Option<String>,
+    /// The bot's most recent message in that conversation.
+    pub last_bot_message_id: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct ReactionTargetRow {
+    conv: String,
+    last_bot_message_id: Option<i64>,
+}
+
+/// The event text of a reaction, e.g. `👍 to #35`.
+pub fn reaction_detail(r: &InboundReaction) -> String {
+    let emoji = if r.emoji.is_empty() { "(removed)".to_string() } else { r.emoji.join("") };
+    format!("{emoji} to #{}", r.message_id)
+}
+
+pub async fn record_reaction(db: &Db, update_id: i64, r: &InboundReaction, admitted: AdmittedByLevel, now: i64) -> Result<RecordedReaction> {
+    let c = &r.chat;
+    let parts = vec![Part::Event { kind: "reaction".into(), detail: reaction_detail(r) }];
+    let text = parts[0].render_compact();
+    let mut stmts = vec![
+        db.stmt(INSERT_UPDATE, args![update_id, "message_reaction", c.id, now])?,
+        db.stmt(UPSERT_CHAT, args![c.id, c.kind.as_str(), c.title.clone(), c.username.clone(), c.is_forum, now])?,
+        db.stmt(
+            INSERT_REACTION,
+            args![
+                c.id,
+                r.message_id,
+                ConvKey::chat(c.id).to_string(),
+                r.speaker.user_id,
+                r.speaker.name.clone(),
+                r.speaker.username.clone(),
+                serde_json::to_string(&parts).unwrap_or_default(),
+                text,
+                r.date,
+                update_id,
+                !admitted.0,
+                !admitted.1,
+                !admitted.2
+            ],
+        )?,
+        db.stmt(REACTION_TARGET, args![c.id, r.message_id])?,
+    ];
+    if let Some(uid) = r.speaker.user_id {
+        stmts.push(db.stmt(SELECT_ACCESS, args![uid])?);
+    }
+    let results = db.batch(stmts).await?;
+    let is_new = !rows::<Value>(&results[0])?.is_empty();
+    let target = rows::<ReactionTargetRow>(&results[3])?.into_iter().next();
+    let access = if r.speaker.user_id.is_some() {
+        rows::<AccessRow>(&results[4])?.into_iter().next().and_then(|r| r.access)
+    } else {
+        None
+    };
+    Ok(RecordedReaction {
+        recorded: Recorded { is_new, access },
+        conv: target.as_ref().map(|t| t.conv.clone()),
+        last_bot_message_id: target.and_then(|t| t.last_bot_message_id),
+    })
+}
+
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct MessageRow {
+    pub seq: i64,
+    pub message_id: Option<i64>,
+    pub role: String,
+    pub user_id: Option<i64>,
+    pub name: String,
+    pub username: Option<String>,
+    pub parts: String,
+    pub reply_to: Option<i64>,
+    #[serde(default)]
+    pub reply_to_user_id: Option<i64>,
+    #[serde(default)]
+    pub reply_to_name: Option<String>,
+    #[serde(default)]
+    pub reply_excerpt: Option<String>,
+    pub forwarded_from: Option<String>,
+    pub date: i64,
+    pub edited_at: Option<i64>,
+    pub turn_id: Option<String>,
+    pub turn_upto_seq: Option<i64>,
+}
+
+impl MessageRow {
+    pub fn into_history(self) -> HistoryMessage {
+        let parts: Vec<Part> = serde_json::from_str(&self.parts).unwrap_or_else(|_| vec![Part::Unknown { kind: "unreadable".into() }]);
+        HistoryMessage {
+            seq: self.seq,
+            message_id: self.message_id,
+            role: Role::parse(&self.role),
+            user_id: self.user_id,
+            name: self.name,
+            username: self.username,
+            reply_to: self.reply_to,
+            reply_info: self
+                .reply_to
+                .filter(|_| self.reply_to_user_id.is_some() || self.reply_to_name.is_some() || self.reply_excerpt.is_some())
+                .map(|_| agent_core::history::ReplyInfo {
+                    user_id: self.reply_to_user_id,
+                    name: self.reply_to_name,
+                    excerpt: self.reply_excerpt,
+                }),
+            forwarded_from: self.forwarded_from,
+            parts,
+            date: self.date,
+            edited: self.edited_at.is_some(),
+            turn_id: self.turn_id,
+            answered_upto: self.turn_upto_seq,
+        }
+    }
+}
+
+
+
+pub async fn record_api_message(db: &Db, conv: &ConvKey, name: &str, parts: &[Part], now: i64) -> Result<()> {
+    let text = parts.iter().map(Part::render_compact).collect::<Vec<_>>().join(" ");
+    db.batch(vec![
+        db.stmt(UPSERT_CHAT, args![conv.chat_id, "private", "API", None::<String>, false, now])?,
+        db.stmt(
+            "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, is_bot, parts, text, date)
+             VALUES (?1, ?2, NULL, 'user', ?2, ?3, 0, ?4, ?5, ?6)",
+            args![conv.to_string(), conv.chat_id, name, serde_json::to_string(parts).unwrap_or_default(), text, now / 1000],
+        )?,
+    ])
+    .await?;
+    Ok(())
+}
+
+pub async fn record_api_replies(db: &Db, conv: &ConvKey, turn_id: &str, texts: &[String], bot_name: &str, now: i64) -> Result<()> {
+    let stmts = texts
+        .iter()
+        .map(|t| {
+            let parts = vec![Part::text(t.clone())];
+            db.stmt(
+                "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, is_bot, parts, text, date, turn_id)
+                 VALUES (?1, ?2, NULL, 'bot', NULL, ?3, 1, ?4, ?5, ?6, ?7)",
+                args![conv.to_string(), conv.chat_id, bot_name, serde_json::to_string(&parts).unwrap_or_default(), t.clone(), now / 1000, turn_id],
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    db.batch(stmts).await?;
+    Ok(())
+}

@@ -1,0 +1,50 @@
+//! Notes: what the operator and the agent wrote down (`remember`), read by a turn in the
+//! scope `agent_core::scope::Scope::Chat` allows.
+use crate::args;
+use crate::storage::Db;
+use serde::Deserialize;
+use worker::Result;
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct NoteRow {
+    pub id: i64,
+    pub about_user_id: Option<i64>,
+    pub content: String,
+    pub source: String,
+}
+
+
+/// Notes for a turn: what `agent_core::scope::Scope::Chat` lets the conversation see (notes
+/// written in this chat; operator notes for everyone, or about the people present; in a private
+/// chat, agent notes about that person from anywhere). Operator notes first.
+pub fn notes_stmt(db: &Db, chat_id: i64, people: &[i64]) -> Result<worker::D1PreparedStatement> {
+    let scope = agent_core::scope::Scope::Chat { chat_id, people: people.to_vec() };
+    let on = scope.notes("", 1);
+    let sql = format!(
+        "SELECT id, about_user_id, content, source FROM notes WHERE {}
+         ORDER BY CASE source WHEN 'operator' THEN 0 ELSE 1 END, id DESC LIMIT 60",
+        on.sql
+    );
+    db.stmt(&sql, crate::storage::scope_args(&on))
+}
+
+
+/// Inserts an agent's note. A note about a person is written only if that person has written
+/// in this chat (only people seen in the conversation may be the subject of what is learned
+/// there); otherwise nothing is written and `None` comes back.
+pub async fn insert_note(db: &Db, chat_id: i64, about_user_id: Option<i64>, content: &str, source: &str, now: i64) -> Result<Option<i64>> {
+    #[derive(Deserialize)]
+    struct Id {
+        id: i64,
+    }
+    let row: Option<Id> = db
+        .first(
+            "INSERT INTO notes (chat_id, about_user_id, content, source, created_at)
+             SELECT ?1, ?2, ?3, ?4, ?5
+             WHERE ?2 IS NULL OR EXISTS (SELECT 1 FROM messages WHERE user_id = ?2 AND chat_id = ?1 AND role = 'user' AND excluded = 0)
+             RETURNING id",
+            args![chat_id, about_user_id, content, source, now],
+        )
+        .await?;
+    Ok(row.map(|r| r.id))
+}
