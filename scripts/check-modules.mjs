@@ -1,25 +1,24 @@
 #!/usr/bin/env node
-// Fails when a crate's modules import each other in a cycle. Reads every `crate::<module>`
-// reference (in `use` lines and paths) of each top-level module of a crate (`src/x.rs` or
-// `src/x/**`) and looks for cycles between top-level modules.
+// The shape of the code, checked (run by `npm test` through tests/e2e/modules.test.js):
 //
-//   node scripts/check-modules.mjs            # the core and the edge
+// 1. No import cycle between the core's modules, between the edge's rooms (`src/<room>/`), or
+//    between the files of one room. Reads every `crate::<module>` and `super::<module>`
+//    reference (in `use` lines, grouped imports and paths), comments and test modules left out.
+// 2. The edge's rooms import one way only, down the layers in EDGE_LAYERS: a room may use a
+//    room of a lower layer, never one of its own layer or above.
+// 3. No SQL in the edge outside `src/storage/` (string literals that read as SQL statements).
+// 4. No function in the edge longer than MAX_FN_LINES lines.
 //
-// The core must have none. The edge still has the cycles listed in KNOWN_EDGE_CYCLES (issue 13
-// removes them): any other cycle fails, and a listed cycle that is gone must be removed from
-// the list, so the list only shrinks.
+//   node scripts/check-modules.mjs
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
-/** Cycles the edge had when this check was written, each as its sorted module names. */
-const KNOWN_EDGE_CYCLES = new Set([
-  "chat,queue", // the object enqueues jobs; the consumer calls objects through chat::call_object
-  "consolidate,memory", // memory uses consolidate::embed; consolidate uses memory's columns
-  "db,env,net,telegram", // the context builds clients; the clients take the meter from env
-]);
+/** The edge's rooms, lowest layer first. Imports go from a higher layer to a lower one. */
+export const EDGE_LAYERS = [["config"], ["storage", "outbound"], ["chat"], ["ingress", "api", "background"]];
+export const MAX_FN_LINES = 80;
 
 function files(dir) {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
@@ -28,27 +27,59 @@ function files(dir) {
   });
 }
 
-/** Module graph: top-level module → set of top-level modules it refers to. */
+/** Source without its `#[cfg(test)] mod tests` (a test module may use anything). */
+function withoutTests(text) {
+  const at = text.search(/#\[cfg\(test\)\]\s*mod\s+tests/);
+  return at >= 0 ? text.slice(0, at) : text;
+}
+
+/** Module names referred to after `prefix::` (directly or in a grouped import). */
+function refs(text, prefix) {
+  const out = new Set();
+  for (const m of text.matchAll(new RegExp(`\\b${prefix}::([a-z_][a-z0-9_]*)`, "g"))) out.add(m[1]);
+  for (const m of text.matchAll(new RegExp(`\\buse\\s+${prefix}::\\{([^}]*)\\}`, "g"))) {
+    for (const part of m[1].split(",")) {
+      const name = part.trim().split("::")[0].trim();
+      if (/^[a-z_][a-z0-9_]*$/.test(name)) out.add(name);
+    }
+  }
+  return out;
+}
+
+/** Module graph of a crate: top-level module → set of top-level modules it refers to. */
 export function graph(srcDir) {
   const g = new Map();
   for (const file of files(srcDir)) {
     const rel = path.relative(srcDir, file).replace(/\\/g, "/");
     if (rel === "lib.rs" || rel === "main.rs") continue;
     const mod = rel.split("/")[0].replace(/\.rs$/, "");
-    // Drop comments and tests: a test module may use anything.
-    let text = fs.readFileSync(file, "utf8");
-    const testAt = text.search(/#\[cfg\(test\)\]\s*mod\s+tests/);
-    if (testAt >= 0) text = text.slice(0, testAt);
-    text = text.replace(/\/\/.*$/gm, "");
+    const text = withoutTests(fs.readFileSync(file, "utf8")).replace(/\/\/.*$/gm, "");
     const deps = g.get(mod) ?? new Set();
-    for (const m of text.matchAll(/\bcrate::([a-z_][a-z0-9_]*)/g)) deps.add(m[1]);
-    // Grouped imports: use crate::{a, b::c, ...}
-    for (const m of text.matchAll(/\buse\s+crate::\{([^}]*)\}/g)) {
-      for (const part of m[1].split(",")) {
-        const name = part.trim().split("::")[0].trim();
-        if (/^[a-z_][a-z0-9_]*$/.test(name)) deps.add(name);
-      }
-    }
+    for (const d of refs(text, "crate")) deps.add(d);
+    // `super::x` in src/m/x.rs names a sibling inside m: the same top-level module.
+    deps.delete(mod);
+    g.set(mod, deps);
+  }
+  for (const deps of g.values()) for (const d of [...deps]) if (!g.has(d)) deps.delete(d);
+  return g;
+}
+
+/** The graph between the files of one room (`src/<room>/<file>`), its `mod.rs` left out (the
+ * room's shell declares its files; their `super::` uses of it are not a cycle). */
+export function roomGraph(srcDir, room) {
+  const dir = path.join(srcDir, room);
+  const g = new Map();
+  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) return g;
+  for (const file of files(dir)) {
+    const rel = path.relative(dir, file).replace(/\\/g, "/");
+    if (rel === "mod.rs") continue;
+    const mod = rel.split("/")[0].replace(/\.rs$/, "");
+    const depth = rel.split("/").length; // 1: src/room/x.rs, 2: src/room/x/y.rs
+    const text = withoutTests(fs.readFileSync(file, "utf8")).replace(/\/\/.*$/gm, "");
+    const deps = g.get(mod) ?? new Set();
+    for (const d of refs(text, `crate::${room}`)) deps.add(d);
+    if (depth === 1 || rel.endsWith("/mod.rs")) for (const d of refs(text, "super")) deps.add(d);
+    else for (const d of refs(text, "super::super")) deps.add(d);
     deps.delete(mod);
     g.set(mod, deps);
   }
@@ -88,31 +119,124 @@ export function cycles(g) {
   return out;
 }
 
+/** Imports that do not point down the layers: `[from, to]` pairs. */
+export function layerViolations(g, layers = EDGE_LAYERS) {
+  const rank = new Map(layers.flatMap((names, i) => names.map((n) => [n, i])));
+  const out = [];
+  for (const [from, deps] of g) {
+    for (const to of deps) {
+      if (!rank.has(from) || !rank.has(to) || rank.get(to) >= rank.get(from)) out.push([from, to]);
+    }
+  }
+  for (const from of g.keys()) if (!rank.has(from)) out.push([from, "(no layer: add it to EDGE_LAYERS)"]);
+  return out.sort();
+}
+
+/** Blanks string and char literals and comments (keeping newlines), so braces can be counted. */
+export function codeOnly(text) {
+  let out = "";
+  let i = 0;
+  while (i < text.length) {
+    const rest = text.slice(i);
+    let m;
+    if (rest.startsWith("//")) {
+      const end = text.indexOf("\n", i);
+      i = end < 0 ? text.length : end;
+    } else if (rest.startsWith("/*")) {
+      const end = text.indexOf("*/", i + 2);
+      const stop = end < 0 ? text.length : end + 2;
+      out += text.slice(i, stop).replace(/[^\n]/g, " ");
+      i = stop;
+    } else if ((m = rest.match(/^b?r(#*)"/))) {
+      const close = '"' + m[1];
+      const end = text.indexOf(close, i + m[0].length);
+      const stop = end < 0 ? text.length : end + close.length;
+      out += text.slice(i, stop).replace(/[^\n]/g, " ");
+      i = stop;
+    } else if (rest[0] === '"' || rest.startsWith('b"')) {
+      let j = i + (rest[0] === "b" ? 2 : 1);
+      while (j < text.length && text[j] !== '"') j += text[j] === "\\" ? 2 : 1;
+      out += text.slice(i, j + 1).replace(/[^\n]/g, " ");
+      i = j + 1;
+    } else if ((m = rest.match(/^b?'(\\.[^']*|[^\\'])'/))) {
+      out += " ".repeat(m[0].length);
+      i += m[0].length;
+    } else {
+      out += text[i];
+      i += 1;
+    }
+  }
+  return out;
+}
+
+/** Functions longer than `max` lines (from the `fn` line to its closing brace): [name, lines, line]. */
+export function longFunctions(text, max = MAX_FN_LINES) {
+  const code = codeOnly(withoutTests(text));
+  const out = [];
+  for (const m of code.matchAll(/\bfn\s+([a-z_][a-z0-9_]*)/g)) {
+    // The body opens at the first `{` after the signature (a `;` first: no body).
+    let i = m.index + m[0].length;
+    let depthParen = 0;
+    while (i < code.length) {
+      const c = code[i];
+      if (c === "(" || c === "<" || c === "[") depthParen += 1;
+      else if (c === ")" || c === "]" || (c === ">" && code[i - 1] !== "-" && code[i - 1] !== "=")) depthParen -= 1;
+      else if (c === ";" && depthParen <= 0) break;
+      else if (c === "{" && depthParen <= 0) break;
+      i += 1;
+    }
+    if (code[i] !== "{") continue;
+    let depth = 0;
+    let j = i;
+    for (; j < code.length; j++) {
+      if (code[j] === "{") depth += 1;
+      else if (code[j] === "}" && --depth === 0) break;
+    }
+    const startLine = code.slice(0, m.index).split("\n").length;
+    const endLine = code.slice(0, j).split("\n").length;
+    const lines = endLine - startLine + 1;
+    if (lines > max) out.push([m[1], lines, startLine]);
+  }
+  return out;
+}
+
+/** String literals that read as SQL statements: [line, excerpt]. */
+export function sqlLiterals(text) {
+  const src = withoutTests(text);
+  const out = [];
+  const sql = /\b(SELECT\s[\s\S]*\bFROM\b|INSERT\s+INTO\b|UPDATE\s+[a-z_]+\s+SET\b|DELETE\s+FROM\b|CREATE\s+(TABLE|INDEX|TRIGGER)\b|ON\s+CONFLICT\b)/;
+  for (const m of src.matchAll(/(?:r#*)?"(?:[^"\\]|\\.)*"/g)) {
+    if (sql.test(m[0])) out.push([src.slice(0, m.index).split("\n").length, m[0].slice(0, 60).replace(/\s+/g, " ")]);
+  }
+  return out;
+}
+
+/** Every finding for the edge at `srcDir` (and the core at `coreDir`), as messages. */
+export function findings(srcDir, coreDir) {
+  const out = [];
+  if (coreDir) for (const c of cycles(graph(coreDir))) out.push(`the core has an import cycle: ${c.join(" ↔ ")}`);
+  const g = graph(srcDir);
+  for (const c of cycles(g)) out.push(`the edge's rooms import each other in a cycle: ${c.join(" ↔ ")}`);
+  for (const [from, to] of layerViolations(g)) out.push(`the room ${from} imports ${to}: imports must point down the layers (${EDGE_LAYERS.map((l) => l.join("/")).join(" → ")} is lowest-first)`);
+  for (const room of g.keys()) {
+    for (const c of cycles(roomGraph(srcDir, room))) out.push(`files of ${room}/ import each other in a cycle: ${c.join(" ↔ ")}`);
+  }
+  for (const file of files(srcDir)) {
+    const rel = path.relative(srcDir, file).replace(/\\/g, "/");
+    const text = fs.readFileSync(file, "utf8");
+    if (!rel.startsWith("storage/")) {
+      for (const [line, excerpt] of sqlLiterals(text)) out.push(`SQL outside storage/: src/${rel}:${line} ${excerpt}`);
+    }
+    for (const [name, lines, line] of longFunctions(text)) out.push(`src/${rel}:${line} fn ${name} is ${lines} lines (at most ${MAX_FN_LINES})`);
+  }
+  return out;
+}
+
 function main() {
-  let failed = false;
-  const core = cycles(graph(path.join(ROOT, "crates/core/src")));
-  for (const c of core) {
-    console.error(`check-modules: the core has an import cycle: ${c.join(" ↔ ")}`);
-    failed = true;
-  }
-  const edge = cycles(graph(path.join(ROOT, "src")));
-  const seen = new Set();
-  for (const c of edge) {
-    const key = c.join(",");
-    seen.add(key);
-    if (!KNOWN_EDGE_CYCLES.has(key)) {
-      console.error(`check-modules: a new import cycle in the edge: ${c.join(" ↔ ")}`);
-      failed = true;
-    }
-  }
-  for (const key of KNOWN_EDGE_CYCLES) {
-    if (!seen.has(key)) {
-      console.error(`check-modules: the edge cycle ${key} is gone: remove it from KNOWN_EDGE_CYCLES`);
-      failed = true;
-    }
-  }
-  if (failed) process.exit(1);
-  console.error(`check-modules: no new import cycles (core: none; edge: ${edge.length} known)`);
+  const out = findings(path.join(ROOT, "src"), path.join(ROOT, "crates/core/src"));
+  for (const f of out) console.error(`check-modules: ${f}`);
+  if (out.length) process.exit(1);
+  console.error("check-modules: no cycles, imports point down the layers, SQL only in storage/, functions short");
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) main();
