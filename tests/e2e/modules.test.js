@@ -1,25 +1,86 @@
-// The module-cycle check (scripts/check-modules.mjs) finds cycles, and the tree passes it.
+// The shape checks (scripts/check-modules.mjs) find what they are for, and the tree passes them.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { execFileSync } from "node:child_process";
-import { graph, cycles } from "../../scripts/check-modules.mjs";
+import { graph, cycles, roomGraph, layerViolations, longFunctions, sqlLiterals, findings } from "../../scripts/check-modules.mjs";
 import { ROOT } from "../support/stack.js";
 
-test("the checker sees a cycle through use lines, grouped imports and paths", () => {
+function tree(files) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "modules-"));
-  fs.writeFileSync(path.join(dir, "lib.rs"), "pub mod a; pub mod b; pub mod c; pub mod d;\n");
-  fs.writeFileSync(path.join(dir, "a.rs"), "use crate::{b::Thing, c};\n");
-  fs.mkdirSync(path.join(dir, "b"));
-  fs.writeFileSync(path.join(dir, "b", "mod.rs"), "fn f() { crate::a::g(); }\n");
-  fs.writeFileSync(path.join(dir, "c.rs"), "// crate::a is only mentioned in a comment\n");
-  fs.writeFileSync(path.join(dir, "d.rs"), "#[cfg(test)]\nmod tests { use crate::a; }\n");
-  const found = cycles(graph(dir));
-  assert.deepEqual(found, [["a", "b"]]);
+  for (const [name, text] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true });
+    fs.writeFileSync(path.join(dir, name), text);
+  }
+  return dir;
+}
+
+test("the checker sees a cycle through use lines, grouped imports and paths", () => {
+  const dir = tree({
+    "lib.rs": "pub mod a; pub mod b; pub mod c; pub mod d;\n",
+    "a.rs": "use crate::{b::Thing, c};\n",
+    "b/mod.rs": "fn f() { crate::a::g(); }\n",
+    "c.rs": "// crate::a is only mentioned in a comment\n",
+    "d.rs": "#[cfg(test)]\nmod tests { use crate::a; }\n",
+  });
+  assert.deepEqual(cycles(graph(dir)), [["a", "b"]]);
 });
 
-test("the core has no import cycle and the edge no new one", () => {
+test("imports that go sideways or up the layers are found", () => {
+  const dir = tree({
+    "lib.rs": "",
+    "config/mod.rs": "",
+    "storage/mod.rs": "use crate::config::Ctx;\nuse crate::outbound::net;\n",
+    "outbound/mod.rs": "use crate::config::Ctx;\n",
+    "chat/mod.rs": "use crate::storage::Db;\n",
+    "api/mod.rs": "use crate::chat::x;\nuse crate::background::y;\n",
+    "background/mod.rs": "use crate::chat::x;\n",
+    "extra/mod.rs": "",
+  });
+  assert.deepEqual(layerViolations(graph(dir)), [
+    ["api", "background"],
+    ["extra", "(no layer: add it to EDGE_LAYERS)"],
+    ["storage", "outbound"],
+  ]);
+});
+
+test("files of one room importing each other in a cycle are found; the room's mod.rs is its shell", () => {
+  const dir = tree({
+    "chat/mod.rs": "pub mod a; pub mod b; pub mod c;\nuse a::x; use b::y;\n",
+    "chat/a.rs": "use super::b::Y;\nuse super::ChatObject;\n",
+    "chat/b.rs": "fn f() { crate::chat::a::g(); }\n",
+    "chat/c/mod.rs": "use super::a;\n",
+    "chat/c/inner.rs": "use super::super::b;\n",
+  });
+  assert.deepEqual(cycles(roomGraph(dir, "chat")), [["a", "b"]]);
+  assert.deepEqual([...roomGraph(dir, "chat").get("c")].sort(), ["a", "b"]);
+});
+
+test("long functions are measured from fn to its closing brace, braces in strings and chars ignored", () => {
+  const body = (n) => Array.from({ length: n }, (_, i) => `    let x${i} = "{";`).join("\n");
+  const text = [
+    "fn short() {\n" + body(10) + "\n}",
+    "pub async fn long<T: Into<u8>>(a: Vec<u8>) -> Result<(), String> where T: Copy {\n    let c = '{';\n" + body(80) + "\n}",
+    "fn declared(x: u8);",
+    "#[cfg(test)]\nmod tests {\n    fn a_long_test() {\n" + body(200) + "\n    }\n}",
+  ].join("\n\n");
+  assert.deepEqual(longFunctions(text, 80), [["long", 83, 14]]);
+});
+
+test("SQL in string literals is found, prose is not", () => {
+  const text = [
+    'const Q: &str = "SELECT a FROM t WHERE x = ?1";',
+    'let s = format!("DELETE FROM {table} WHERE id = ?1");',
+    'let note = "select what you like from the menu";',
+    'let w = "we UPDATE you soon";',
+    'let u = "INSERT INTO notes (a) VALUES (?1)\n   ON CONFLICT DO NOTHING";',
+  ].join("\n");
+  assert.deepEqual(sqlLiterals(text).map(([line]) => line), [1, 2, 5]);
+});
+
+test("the tree passes: no cycles, imports down the layers, SQL only in storage/, short functions", () => {
+  assert.deepEqual(findings(path.join(ROOT, "src"), path.join(ROOT, "crates/core/src")), []);
   execFileSync(process.execPath, [path.join(ROOT, "scripts/check-modules.mjs")], { stdio: "pipe" });
 });
