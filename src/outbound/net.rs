@@ -20,6 +20,46 @@ pub struct HttpResponse {
     pub headers: Headers,
 }
 
+/// A request ready to go: its headers set, the subrequest counted.
+fn prepare(
+    meter: &Meter,
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<String>,
+    redirect: RequestRedirect,
+) -> Result<Fetch, String> {
+    meter.add(1);
+    let h = Headers::new();
+    for (k, v) in headers {
+        h.set(k, v).map_err(|_| "invalid header".to_string())?;
+    }
+    let mut init = RequestInit::new();
+    init.with_method(method).with_headers(h).with_redirect(redirect);
+    if let Some(b) = body {
+        init.with_body(Some(b.into()));
+    }
+    let request = Request::new_with_init(url, &init).map_err(|_| "invalid request".to_string())?;
+    Ok(Fetch::Request(request))
+}
+
+/// Runs `call` until it ends or `timeout` passes; either way the request is then aborted
+/// (whatever was not read is never transferred). Errors are redacted.
+async fn within<T>(
+    call: impl std::future::Future<Output = Result<T, String>>,
+    controller: AbortController,
+    timeout: Duration,
+) -> Result<T, String> {
+    let timer = Delay::from(timeout);
+    futures::pin_mut!(call);
+    let result = match select(call, timer).await {
+        Either::Left((result, _)) => result.map_err(|e| format!("request failed: {}", redact(&e))),
+        Either::Right(_) => Err(format!("timed out after {} s", timeout.as_secs())),
+    };
+    controller.abort();
+    result
+}
+
 /// Sends a request and reads the body as text. `Err` is a network failure or timeout.
 pub async fn send(
     meter: &Meter,
@@ -29,50 +69,45 @@ pub async fn send(
     body: Option<String>,
     timeout: Duration,
 ) -> Result<HttpResponse, String> {
-    meter.add(1);
-    let h = Headers::new();
-    for (k, v) in headers {
-        h.set(k, v).map_err(|_| "invalid header".to_string())?;
-    }
-    let mut init = RequestInit::new();
-    init.with_method(method).with_headers(h);
-    if let Some(b) = body {
-        init.with_body(Some(b.into()));
-    }
-    let request = Request::new_with_init(url, &init).map_err(|_| "invalid request".to_string())?;
+    let fetch = prepare(meter, method, url, headers, body, RequestRedirect::Follow)?;
     let controller = AbortController::default();
     let signal = controller.signal();
-    let fetch = Fetch::Request(request);
     let call = async {
         let mut resp = fetch.send_with_signal(&signal).await.map_err(|e| e.to_string())?;
         let status = resp.status_code();
         let body = resp.text().await.map_err(|e| e.to_string())?;
         Ok::<_, String>(HttpResponse { status, body, headers: resp.headers().clone() })
     };
-    let timer = Delay::from(timeout);
-    futures::pin_mut!(call);
-    match select(call, timer).await {
-        Either::Left((result, _)) => result.map_err(|e| format!("request failed: {}", redact(&e))),
-        Either::Right(_) => {
-            controller.abort();
-            Err(format!("timed out after {} s", timeout.as_secs()))
-        }
+    within(call, controller, timeout).await
+}
+
+/// Reads at most `MAX_BODY_BYTES` of a body; the rest is not read.
+async fn read_capped(resp: &mut worker::Response) -> Result<(Vec<u8>, bool), String> {
+    let mut bytes: Vec<u8> = Vec::new();
+    if !matches!(resp.body(), ResponseBody::Stream(_)) {
+        bytes = resp.bytes().await.map_err(|e| e.to_string())?;
+        let truncated = bytes.len() > MAX_BODY_BYTES;
+        bytes.truncate(MAX_BODY_BYTES);
+        return Ok((bytes, truncated));
     }
+    let mut stream = resp.stream().map_err(|e| e.to_string())?;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| e.to_string())?;
+        let room = MAX_BODY_BYTES.saturating_sub(bytes.len());
+        if chunk.len() > room {
+            bytes.extend(chunk.iter().take(room));
+            return Ok((bytes, true));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok((bytes, false))
 }
 
 /// One GET for fetch_url (see the module invariants). `Err` is a network failure or timeout.
 pub async fn get_capped(meter: &Meter, url: &str, headers: &[(&str, &str)], timeout: Duration) -> Result<FetchResponse, String> {
-    meter.add(1);
-    let h = Headers::new();
-    for (k, v) in headers {
-        h.set(k, v).map_err(|_| "invalid header".to_string())?;
-    }
-    let mut init = RequestInit::new();
-    init.with_method(Method::Get).with_headers(h).with_redirect(RequestRedirect::Manual);
-    let request = Request::new_with_init(url, &init).map_err(|_| "invalid request".to_string())?;
+    let fetch = prepare(meter, Method::Get, url, headers, None, RequestRedirect::Manual)?;
     let controller = AbortController::default();
     let signal = controller.signal();
-    let fetch = Fetch::Request(request);
     let call = async {
         let mut resp = fetch.send_with_signal(&signal).await.map_err(|e| e.to_string())?;
         let status = resp.status_code();
@@ -84,41 +119,14 @@ pub async fn get_capped(meter: &Meter, url: &str, headers: &[(&str, &str)], time
             body: None,
             truncated: false,
         };
-        if !should_read_body(status, &out.content_type) {
-            return Ok::<_, String>(out);
+        if should_read_body(status, &out.content_type) {
+            let (bytes, truncated) = read_capped(&mut resp).await?;
+            out.body = Some(String::from_utf8_lossy(&bytes).into_owned());
+            out.truncated = truncated;
         }
-        let mut bytes: Vec<u8> = Vec::new();
-        if matches!(resp.body(), ResponseBody::Stream(_)) {
-            let mut stream = resp.stream().map_err(|e| e.to_string())?;
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| e.to_string())?;
-                let room = MAX_BODY_BYTES.saturating_sub(bytes.len());
-                if chunk.len() > room {
-                    bytes.extend(chunk.iter().take(room));
-                    out.truncated = true;
-                    break;
-                }
-                bytes.extend_from_slice(&chunk);
-            }
-        } else {
-            bytes = resp.bytes().await.map_err(|e| e.to_string())?;
-            if bytes.len() > MAX_BODY_BYTES {
-                bytes.truncate(MAX_BODY_BYTES);
-                out.truncated = true;
-            }
-        }
-        out.body = Some(String::from_utf8_lossy(&bytes).into_owned());
-        Ok(out)
+        Ok::<_, String>(out)
     };
-    let timer = Delay::from(timeout);
-    futures::pin_mut!(call);
-    let result = match select(call, timer).await {
-        Either::Left((result, _)) => result.map_err(|e| format!("request failed: {}", redact(&e))),
-        Either::Right(_) => Err(format!("timed out after {} s", timeout.as_secs())),
-    };
-    // Whatever was not read is never transferred: a body we refused, or the rest past the cap.
-    controller.abort();
-    result
+    within(call, controller, timeout).await
 }
 
 pub async fn post_json(
