@@ -8,6 +8,7 @@
 //    room of a lower layer, never one of its own layer or above.
 // 3. No SQL in the edge outside `src/storage/` (string literals that read as SQL statements).
 // 4. No function in the edge longer than MAX_FN_LINES lines.
+// 5. Every file of the edge and the core starts with a module doc comment (`//!`).
 //
 //   node scripts/check-modules.mjs
 import fs from "node:fs";
@@ -211,10 +212,20 @@ export function sqlLiterals(text) {
   return out;
 }
 
+/** Whether a file starts with a module doc comment. */
+export function hasModuleDoc(text) {
+  return text.trimStart().startsWith("//!");
+}
+
 /** Every finding for the edge at `srcDir` (and the core at `coreDir`), as messages. */
 export function findings(srcDir, coreDir) {
   const out = [];
-  if (coreDir) for (const c of cycles(graph(coreDir))) out.push(`the core has an import cycle: ${c.join(" ↔ ")}`);
+  if (coreDir) {
+    for (const c of cycles(graph(coreDir))) out.push(`the core has an import cycle: ${c.join(" ↔ ")}`);
+    for (const file of files(coreDir)) {
+      if (!hasModuleDoc(fs.readFileSync(file, "utf8"))) out.push(`${path.relative(ROOT, file)} has no module doc comment (//!)`);
+    }
+  }
   const g = graph(srcDir);
   for (const c of cycles(g)) out.push(`the edge's rooms import each other in a cycle: ${c.join(" ↔ ")}`);
   for (const [from, to] of layerViolations(g)) out.push(`the room ${from} imports ${to}: imports must point down the layers (${EDGE_LAYERS.map((l) => l.join("/")).join(" → ")} is lowest-first)`);
@@ -224,6 +235,7 @@ export function findings(srcDir, coreDir) {
   for (const file of files(srcDir)) {
     const rel = path.relative(srcDir, file).replace(/\\/g, "/");
     const text = fs.readFileSync(file, "utf8");
+    if (!hasModuleDoc(text)) out.push(`src/${rel} has no module doc comment (//!)`);
     if (!rel.startsWith("storage/")) {
       for (const [line, excerpt] of sqlLiterals(text)) out.push(`SQL outside storage/: src/${rel}:${line} ${excerpt}`);
     }
@@ -236,7 +248,7 @@ function main() {
   const out = findings(path.join(ROOT, "src"), path.join(ROOT, "crates/core/src"));
   for (const f of out) console.error(`check-modules: ${f}`);
   if (out.length) process.exit(1);
-  console.error("check-modules: no cycles, imports point down the layers, SQL only in storage/, functions short");
+  console.error("check-modules: no cycles, imports point down the layers, SQL only in storage/, functions short, every module documented");
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) main();

@@ -5,7 +5,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { execFileSync } from "node:child_process";
-import { graph, cycles, roomGraph, layerViolations, longFunctions, sqlLiterals, findings } from "../../scripts/check-modules.mjs";
+import { graph, cycles, roomGraph, layerViolations, longFunctions, sqlLiterals, hasModuleDoc, findings } from "../../scripts/check-modules.mjs";
 import { ROOT } from "../support/stack.js";
 
 function tree(files) {
@@ -78,6 +78,13 @@ test("SQL in string literals is found, prose is not", () => {
     'let u = "INSERT INTO notes (a) VALUES (?1)\n   ON CONFLICT DO NOTHING";',
   ].join("\n");
   assert.deepEqual(sqlLiterals(text).map(([line]) => line), [1, 2, 5]);
+});
+
+test("a file without a module doc comment is found", () => {
+  assert.equal(hasModuleDoc("//! What this is for.\nfn f() {}\n"), true);
+  assert.equal(hasModuleDoc("\n//! After a blank line.\n"), true);
+  assert.equal(hasModuleDoc("/// An item doc, not the module's.\nfn f() {}\n"), false);
+  assert.equal(hasModuleDoc("use a;\n//! too late\n"), false);
 });
 
 test("the tree passes: no cycles, imports down the layers, SQL only in storage/, short functions", () => {
