@@ -11,6 +11,7 @@
 //!   core (`agent_core::scope` predicates, `agent_core::retention` shapes) or from constants.
 //! - This room imports only `config` (and the core).
 
+pub mod access;
 pub mod conversations;
 pub mod failures;
 pub mod memory;
