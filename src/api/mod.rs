@@ -9,7 +9,8 @@
 //! in, the bot's reply out), and the chat object's state for debugging.
 
 use crate::args;
-use crate::chat::{access, deliver, usage};
+use crate::chat::{access, deliver};
+use crate::storage;
 use crate::config::auth::{auth_failed, auth_throttled};
 use crate::config::{now_ms, Ctx};
 use crate::outbound::objects;
@@ -213,15 +214,7 @@ async fn session_messages(ctx: &Ctx, conv: &str, url: &Url) -> Result<Response> 
 async fn reset(ctx: &Ctx, conv: &str) -> Result<Response> {
     let Some(key) = ConvKey::parse(conv) else { return bad_request("bad conversation key") };
     // The new session starts after the newest message on record.
-    ctx.db()
-        .run(
-            "INSERT INTO conversations (conv, chat_id, thread_id, session_start_seq, session_started_at, updated_at)
-             VALUES (?1, ?2, ?3, COALESCE((SELECT MAX(seq) + 1 FROM messages WHERE conv = ?1), 0), ?4, ?4)
-             ON CONFLICT (conv) DO UPDATE SET session_start_seq = excluded.session_start_seq,
-               session_started_at = excluded.session_started_at, history_cut_seq = NULL, updated_at = excluded.updated_at",
-            args![conv, key.chat_id, key.thread_id, now_ms()],
-        )
-        .await?;
+    storage::conversations::start_new_session(&ctx.db(), &key, storage::conversations::NewSession::AfterNewest, now_ms()).await?;
     Response::from_json(&json!({"conv": conv, "reset": true}))
 }
 
@@ -234,7 +227,7 @@ async fn costs(ctx: &Ctx, url: &Url) -> Result<Response> {
         "all" => 0,
         _ => return bad_request("period must be today, week or all"),
     };
-    let rows = usage::totals(ctx, since).await?;
+    let rows = storage::usage::totals(&ctx.db(), None, since, true).await?;
     let chat = query(url, "chat_id").and_then(|c| c.parse::<i64>().ok());
     let user = query(url, "user_id").and_then(|c| c.parse::<i64>().ok());
     let used = access::budget_usage(ctx, chat.unwrap_or(0), user).await?;
@@ -251,7 +244,7 @@ async fn costs(ctx: &Ctx, url: &Url) -> Result<Response> {
     let items: Vec<Value> = rows
         .iter()
         .map(|r| {
-            let cost = usage::cost(ctx, &r.usage);
+            let cost = agent_core::usage::cost(&ctx.cfg, &r.usage);
             total += cost.unwrap_or(0.0);
             json!({
                 "chat_id": r.chat_id,

@@ -3,31 +3,9 @@
 
 use crate::config::{now_ms, Ctx};
 use super::{access, deliver, memory, usage};
-use crate::args;
+use crate::storage::conversations::{self, NewSession};
 use agent_core::commands::{self, Command, StatusInfo};
 use agent_core::conversation::{ConvKey, InboundMessage};
-use serde::Deserialize;
-
-#[derive(Deserialize)]
-struct SessionRow {
-    session_start_seq: Option<i64>,
-    session_started_at: Option<i64>,
-    session_messages: i64,
-    total_messages: i64,
-    model: Option<String>,
-}
-
-const STATUS: &str = "SELECT c.session_start_seq, c.session_started_at,
-       (SELECT COUNT(*) FROM messages m WHERE m.conv = ?1 AND m.seq >= COALESCE(c.session_start_seq, 0)) AS session_messages,
-       (SELECT COUNT(*) FROM messages m WHERE m.conv = ?1) AS total_messages,
-       (SELECT model FROM chats WHERE chat_id = ?2) AS model
-     FROM (SELECT ?1 AS conv) k LEFT JOIN conversations c ON c.conv = k.conv";
-
-/// Starts a new session right after message `message_id` (the `/new` command itself).
-pub const NEW_SESSION: &str = "INSERT INTO conversations (conv, chat_id, thread_id, session_start_seq, session_started_at, updated_at)
-     VALUES (?1, ?2, ?3, COALESCE((SELECT seq + 1 FROM messages WHERE chat_id = ?2 AND message_id = ?4), 0), ?5, ?5)
-     ON CONFLICT (conv) DO UPDATE SET session_start_seq = excluded.session_start_seq,
-       session_started_at = excluded.session_started_at, history_cut_seq = NULL, updated_at = excluded.updated_at";
 
 /// Runs a command and replies. Returns the reply text (for logs and tests).
 pub async fn run(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> String {
@@ -54,19 +32,11 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> 
         Command::Help => commands::help_text(&ctx.cfg.bot_name),
         Command::Whoami => commands::whoami_text(m),
         Command::New => {
-            db.run(NEW_SESSION, args![conv.to_string(), conv.chat_id, conv.thread_id, m.message_id, now_ms()]).await?;
+            conversations::start_new_session(&db, conv, NewSession::AfterMessage(m.message_id), now_ms()).await?;
             "Okay, starting a new conversation. The earlier one stays on record.".to_string()
         }
         Command::Status => {
-            let row: Option<SessionRow> = db.first(STATUS, args![conv.to_string(), conv.chat_id]).await?;
-            let row = row.unwrap_or(SessionRow {
-                session_start_seq: None,
-                session_started_at: None,
-                session_messages: 0,
-                total_messages: 0,
-                model: None,
-            });
-            let _ = row.session_start_seq;
+            let row = conversations::session_status(&db, conv).await?;
             commands::status_text(&StatusInfo {
                 session_age_secs: row.session_started_at.map(|t| (now_ms() - t) / 1000),
                 session_messages: row.session_messages.max(0) as u64,

@@ -1,7 +1,9 @@
 //! Model calls: one row per Gemini call (usage, status, duration), the source of costs and
-//! budgets.
+//! budgets, and the totals they add up to.
 use crate::args;
 use crate::storage::Db;
+use agent_core::usage::ModelUsage;
+use serde::Deserialize;
 use worker::Result;
 
 const INSERT_MODEL_CALL: &str = "INSERT INTO model_calls (turn_id, conv, chat_id, purpose, model, status, prompt_tokens,
@@ -38,4 +40,27 @@ pub fn model_call_stmt(
             now
         ],
     )
+}
+
+/// Usage totals per chat and model (and per UTC day when `by_day`), from `since_ms`, for one
+/// chat or all: `/usage` (one chat, all time, per model) and the costs API (per day) alike.
+#[derive(Debug, Clone, Deserialize)]
+pub struct UsageTotal {
+    pub chat_id: Option<i64>,
+    /// `YYYY-MM-DD`, or empty when not grouped by day.
+    pub day: String,
+    #[serde(flatten)]
+    pub usage: ModelUsage,
+}
+
+pub async fn totals(db: &Db, chat_id: Option<i64>, since_ms: i64, by_day: bool) -> Result<Vec<UsageTotal>> {
+    db.all(
+        "SELECT chat_id, CASE WHEN ?3 THEN strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') ELSE '' END AS day, model,
+           COUNT(*) AS calls, SUM(prompt_tokens) AS prompt_tokens, SUM(candidates_tokens) AS candidates_tokens,
+           SUM(thoughts_tokens) AS thoughts_tokens, SUM(cached_tokens) AS cached_tokens
+         FROM model_calls WHERE created_at >= ?1 AND (?2 IS NULL OR chat_id = ?2)
+         GROUP BY chat_id, day, model ORDER BY day DESC, chat_id, model LIMIT 1000",
+        args![since_ms, chat_id, by_day],
+    )
+    .await
 }

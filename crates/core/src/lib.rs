@@ -35,3 +35,4 @@ pub mod status;
 pub mod telegram;
 pub mod tools;
 pub mod turn;
+pub mod usage;

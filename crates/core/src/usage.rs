@@ -1,0 +1,89 @@
+//! Model usage and what it costs: the totals read from `model_calls`, priced with the
+//! configured table (`Config::price`), and the `/usage` text.
+//!
+//! Invariant: thinking tokens are billed as output; a model the price table does not know
+//! has no cost (shown without one), never a guessed one.
+
+use crate::config::Config;
+use serde::Deserialize;
+
+/// Token totals of one model (in one chat and day, when the query groups by them).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+pub struct ModelUsage {
+    pub model: String,
+    pub calls: i64,
+    pub prompt_tokens: i64,
+    pub candidates_tokens: i64,
+    pub thoughts_tokens: i64,
+    pub cached_tokens: i64,
+}
+
+/// Cost in USD of a usage row, if the price table knows its model.
+pub fn cost(cfg: &Config, r: &ModelUsage) -> Option<f64> {
+    let (input, output) = cfg.price(&r.model)?;
+    Some((r.prompt_tokens as f64 * input + (r.candidates_tokens + r.thoughts_tokens) as f64 * output) / 1e6)
+}
+
+/// `/usage`'s lines about a chat's model calls (one per model) and their estimated cost.
+pub fn chat_totals_text(cfg: &Config, rows: &[ModelUsage]) -> String {
+    if rows.is_empty() {
+        return "No model calls in this chat yet.".to_string();
+    }
+    let mut out = String::from("Model usage in this chat:");
+    let mut total = 0.0;
+    for r in rows {
+        out.push_str(&format!(
+            "\n{}: {} calls, {} input + {} output tokens ({} thinking, {} cached)",
+            r.model,
+            r.calls,
+            r.prompt_tokens,
+            r.candidates_tokens + r.thoughts_tokens,
+            r.thoughts_tokens,
+            r.cached_tokens
+        ));
+        if let Some(c) = cost(cfg, r) {
+            total += c;
+            out.push_str(&format!(", ${c:.4}"));
+        }
+    }
+    out.push_str(&format!("\nEstimated cost: ${total:.4}"));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn cfg(prices: &str) -> Config {
+        let mut vars = BTreeMap::new();
+        vars.insert("PRICES".to_string(), prices.to_string());
+        Config::from_vars(&vars)
+    }
+
+    fn row(model: &str, prompt: i64, out: i64, thinking: i64) -> ModelUsage {
+        ModelUsage { model: model.into(), calls: 2, prompt_tokens: prompt, candidates_tokens: out, thoughts_tokens: thinking, cached_tokens: 5 }
+    }
+
+    #[test]
+    fn thinking_is_billed_as_output_and_unknown_models_have_no_cost() {
+        let c = cfg("m=2/10");
+        assert_eq!(cost(&c, &row("m", 1_000_000, 100_000, 100_000)), Some(2.0 + 2.0));
+        assert_eq!(cost(&c, &row("m-002", 500_000, 0, 0)), Some(1.0));
+        assert_eq!(cost(&c, &row("other", 1_000_000, 0, 0)), None);
+    }
+
+    #[test]
+    fn the_usage_text_lists_each_model_and_totals_what_is_priced() {
+        let c = cfg("m=2/10");
+        let text = chat_totals_text(&c, &[row("m", 1_000_000, 100_000, 50_000), row("other", 10, 1, 0)]);
+        assert_eq!(
+            text,
+            "Model usage in this chat:\n\
+             m: 2 calls, 1000000 input + 150000 output tokens (50000 thinking, 5 cached), $3.5000\n\
+             other: 2 calls, 10 input + 1 output tokens (0 thinking, 5 cached)\n\
+             Estimated cost: $3.5000"
+        );
+        assert_eq!(chat_totals_text(&c, &[]), "No model calls in this chat yet.");
+    }
+}
