@@ -46,7 +46,7 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> 
             })
         }
         Command::Memory => memory::list_for_user(ctx, conv, user_id).await?,
-        Command::Forget(what) => memory::forget_for_user(ctx, conv, user_id, &what).await?,
+        Command::Forget(what) => memory::forget_for_user(ctx, conv, m.chat.kind, user_id, &what).await?,
         Command::Usage => usage::chat_usage_text(ctx, conv.chat_id, user_id).await?,
         Command::Approve(code) => {
             let is_admin = user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));

@@ -1,6 +1,206 @@
-//! Memories, summaries and the search index: what consolidation writes and what a turn,
-//! `search_memory`, `/memory` and `/forget` read, always within an `agent_core::scope::Scope`.
+//! Memories, summaries and the search index, as a turn, `search_memory`, `/memory` and
+//! `/forget` read and erase them. (Consolidation's writes are in `consolidation`.)
+//!
+//! Invariant (privacy): every query takes its `WHERE` fragment from
+//! `agent_core::scope::Scope` (the rule is written and tested there), with its values bound.
+
+use crate::args;
+use crate::storage::{rows, scope_args, Arg, Db};
+use agent_core::memory::Memory;
+use agent_core::scope::{Predicate, Scope};
+use serde::Deserialize;
+use worker::{D1PreparedStatement, D1Result, Result};
 
 /// Columns of `memories` as `agent_core::memory::Memory`.
 pub const MEMORY_COLUMNS: &str = "id, kind, chat_id, about_user_id, entity, attribute, value, topics, status, due,
     confidence, happened_on, superseded_by, updated_at, source_ids";
+
+/// `args` followed by the scope predicate's values (placeholders ?{args.len()+1}...).
+fn with_scope(mut args: Vec<Arg>, p: &Predicate) -> Vec<Arg> {
+    args.extend(scope_args(p));
+    args
+}
+
+/// `m.`-prefixed memory columns.
+fn memory_columns_of(alias: &str) -> String {
+    MEMORY_COLUMNS.split(',').map(|c| format!("{alias}.{}", c.trim())).collect::<Vec<_>>().join(", ")
+}
+
+/// The summary of a conversation's older history.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Summary {
+    pub summary: String,
+    /// The last message seq it covers.
+    pub until_seq: i64,
+}
+
+const SELECT_SUMMARY: &str = "SELECT summary, until_seq FROM summaries WHERE conv = ?1";
+
+/// Memories about the people present (facts, aliases, open commitments), newest and surest
+/// first. ?1 people (JSON), then the scope's values.
+fn people_memories_sql(scope: &Predicate) -> String {
+    format!(
+        "SELECT {MEMORY_COLUMNS} FROM memories
+         WHERE superseded_by IS NULL AND kind != 'episode' AND (kind != 'commitment' OR status = 'open')
+           AND (about_user_id IN (SELECT value FROM json_each(?1)) OR about_user_id IS NULL)
+           AND {}
+         ORDER BY confidence DESC, updated_at DESC LIMIT 40",
+        scope.sql
+    )
+}
+
+/// Memories whose text matches the new messages (episodes included), best match first.
+/// ?1 the FTS query, then the scope's values (over `m`).
+fn relevant_memories_sql(scope: &Predicate) -> String {
+    format!(
+        "SELECT {} FROM memory_fts f JOIN memories m ON m.id = CAST(substr(f.ref, 2) AS INTEGER)
+         WHERE memory_fts MATCH ?1 AND f.ref LIKE 'm%' AND m.superseded_by IS NULL AND {}
+         ORDER BY bm25(memory_fts) LIMIT 12",
+        memory_columns_of("m"),
+        scope.sql
+    )
+}
+
+/// The statements of a recall in `scope` (summary, people's memories, and with `fts` the
+/// memories matching it), to run in the turn's batch; [`recall_rows`] reads their results.
+pub fn recall_statements(db: &Db, conv: &str, scope: &Scope, people: &[i64], fts: Option<String>) -> Result<Vec<D1PreparedStatement>> {
+    let people_json = serde_json::to_string(people).unwrap_or_else(|_| "[]".into());
+    let on_people = scope.memories("", 2);
+    let mut stmts = vec![
+        db.stmt(SELECT_SUMMARY, args![conv])?,
+        db.stmt(&people_memories_sql(&on_people), with_scope(args![people_json], &on_people))?,
+    ];
+    if let Some(q) = fts {
+        let on_m = scope.memories("m", 2);
+        stmts.push(db.stmt(&relevant_memories_sql(&on_m), with_scope(args![q], &on_m))?);
+    }
+    Ok(stmts)
+}
+
+/// The summary and the memories (people's first, then matches not already in) of a recall.
+pub fn recall_rows(results: &[D1Result]) -> Result<(Option<Summary>, Vec<Memory>)> {
+    let summary = results.first().map(rows::<Summary>).transpose()?.and_then(|r| r.into_iter().next());
+    let mut found: Vec<Memory> = results.get(1).map(rows).transpose()?.unwrap_or_default();
+    if let Some(relevant) = results.get(2) {
+        for m in rows::<Memory>(relevant)? {
+            if !found.iter().any(|f| f.id == m.id) {
+                found.push(m);
+            }
+        }
+    }
+    Ok((summary, found))
+}
+
+/// A memory with its embedding (JSON array of floats).
+#[derive(Deserialize)]
+pub struct Embedded {
+    #[serde(flatten)]
+    pub memory: Memory,
+    pub embedding: String,
+}
+
+/// The newest memories in `scope` that have an embedding.
+pub async fn embedded(db: &Db, scope: &Scope) -> Result<Vec<Embedded>> {
+    let on = scope.memories("", 1);
+    db.all(
+        &format!(
+            "SELECT {MEMORY_COLUMNS}, embedding FROM memories
+             WHERE embedding IS NOT NULL AND superseded_by IS NULL AND {} ORDER BY updated_at DESC LIMIT 300",
+            on.sql
+        ),
+        scope_args(&on),
+    )
+    .await
+}
+
+/// Full-text search over the memories and notes `scope` may see: `[ref] content` lines.
+pub async fn search(db: &Db, scope: &Scope, fts: &str, limit: i64) -> Result<Vec<String>> {
+    #[derive(Deserialize)]
+    struct Row {
+        r#ref: String,
+        content: String,
+    }
+    let on_m = scope.memories("m", 3);
+    let on_n = scope.notes("n", 3 + on_m.binds.len());
+    let sql = format!(
+        "SELECT f.ref AS ref, f.content AS content FROM memory_fts f
+           LEFT JOIN memories m ON f.ref LIKE 'm%' AND m.id = CAST(substr(f.ref, 2) AS INTEGER)
+           LEFT JOIN notes n ON f.ref LIKE 'n%' AND n.id = CAST(substr(f.ref, 2) AS INTEGER)
+         WHERE memory_fts MATCH ?1
+           AND ((m.id IS NOT NULL AND m.superseded_by IS NULL AND {}) OR (n.id IS NOT NULL AND {}))
+         ORDER BY bm25(memory_fts) LIMIT ?2",
+        on_m.sql, on_n.sql
+    );
+    let found: Vec<Row> = db.all(&sql, with_scope(with_scope(args![fts, limit.clamp(1, 50)], &on_m), &on_n)).await?;
+    Ok(found.into_iter().map(|r| format!("[{}] {}", r.r#ref, r.content)).collect())
+}
+
+/// A note as `/memory` lists it.
+#[derive(Deserialize)]
+pub struct NoteLine {
+    pub id: i64,
+    pub content: String,
+}
+
+/// What `scope` lists (`Scope::Own` for `/memory`): its notes and live memories, oldest first,
+/// in one round trip.
+pub async fn listed(db: &Db, scope: &Scope) -> Result<(Vec<NoteLine>, Vec<Memory>)> {
+    let on_n = scope.notes("", 1);
+    let on_m = scope.memories("", 1);
+    let results = db
+        .batch(vec![
+            db.stmt(&format!("SELECT id, content FROM notes WHERE {} ORDER BY id LIMIT 100", on_n.sql), scope_args(&on_n))?,
+            db.stmt(
+                &format!("SELECT {MEMORY_COLUMNS} FROM memories WHERE superseded_by IS NULL AND {} ORDER BY id LIMIT 100", on_m.sql),
+                scope_args(&on_m),
+            )?,
+        ])
+        .await?;
+    Ok((rows(&results[0])?, rows(&results[1])?))
+}
+
+/// Deletes every note and memory in `scope` (and, with `summary_of`, that conversation's
+/// summary) in one round trip; returns how many notes and memories went (counted from
+/// RETURNING: D1's change counts include the search index's trigger writes).
+pub async fn erase(db: &Db, scope: &Scope, summary_of: Option<&str>) -> Result<usize> {
+    let on_n = scope.notes("", 1);
+    let on_m = scope.memories("", 1);
+    let mut stmts = vec![
+        db.stmt(&format!("DELETE FROM notes WHERE {} RETURNING id", on_n.sql), scope_args(&on_n))?,
+        db.stmt(&format!("DELETE FROM memories WHERE {} RETURNING id", on_m.sql), scope_args(&on_m))?,
+    ];
+    if let Some(conv) = summary_of {
+        stmts.push(db.stmt("DELETE FROM summaries WHERE conv = ?1", args![conv])?);
+    }
+    let results = db.batch(stmts).await?;
+    let mut n = 0;
+    for r in results.iter().take(2) {
+        n += rows::<serde_json::Value>(r)?.len();
+    }
+    Ok(n)
+}
+
+/// A note (`n12`) or a memory (`m7`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ItemId {
+    Note(i64),
+    Memory(i64),
+}
+
+/// Deletes one note or memory if `scope` holds it (`None`: any, for the operator); whether
+/// it did.
+pub async fn erase_one(db: &Db, id: ItemId, scope: Option<&Scope>) -> Result<bool> {
+    let (table, id) = match id {
+        ItemId::Note(id) => ("notes", id),
+        ItemId::Memory(id) => ("memories", id),
+    };
+    let on = scope.map(|s| if table == "notes" { s.notes("", 2) } else { s.memories("", 2) });
+    let (guard, binds) = match &on {
+        Some(p) => (format!(" AND {}", p.sql), scope_args(p)),
+        None => (String::new(), Vec::new()),
+    };
+    let sql = format!("DELETE FROM {table} WHERE id = ?1{guard} RETURNING id");
+    let mut values = args![id];
+    values.extend(binds);
+    Ok(!db.all::<serde_json::Value>(&sql, values).await?.is_empty())
+}
