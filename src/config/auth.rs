@@ -8,7 +8,8 @@
 //! (local development) all requests share one source.
 
 use super::now_ms;
-use agent_core::limits::AuthThrottle;
+use agent_core::limits::{secret_strong_enough, AuthThrottle};
+use agent_core::secret::Secret;
 use std::cell::RefCell;
 
 thread_local! {
@@ -29,4 +30,24 @@ pub fn auth_throttled(req: &worker::Request) -> bool {
 pub fn auth_failed(req: &worker::Request) {
     let source = auth_source(req);
     AUTH_THROTTLE.with(|t| t.borrow_mut().failed(&source, now_ms()));
+}
+
+/// Checks the secret a caller presented for `what` (e.g. "the webhook") against `secret`
+/// (named `name` in logs and answers, never shown). `Some(response)` when the caller is
+/// refused: 500 when the configured secret is missing or too weak (the endpoint serves
+/// nothing), 429 for a source that failed too often (its secret is not even looked at), 401
+/// for a wrong secret (counted against the source).
+pub fn refuse(req: &worker::Request, secret: &Secret, name: &str, what: &str, presented: &str) -> worker::Result<Option<worker::Response>> {
+    if !secret_strong_enough(secret) {
+        worker::console_error!("{name} is missing or shorter than 32 characters; refusing to serve {what}");
+        return worker::Response::error(format!("server misconfigured: {name} is too short"), 500).map(Some);
+    }
+    if auth_throttled(req) {
+        return worker::Response::error("too many failed attempts", 429).map(Some);
+    }
+    if !secret.matches(presented) {
+        auth_failed(req);
+        return worker::Response::error("unauthorized", 401).map(Some);
+    }
+    Ok(None)
 }

@@ -16,12 +16,11 @@
 //!   ignores the duplicate signal.
 
 use crate::chat::{self, Inbox};
-use crate::config::auth::{auth_failed, auth_throttled};
+use crate::config::auth::refuse;
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::conversation::{ConvKey, Inbound};
 use agent_core::gating::{reply_trigger, BotIdentity, Trigger};
-use agent_core::limits::secret_strong_enough;
 use agent_core::normalize::normalize;
 use agent_core::policy::admitted_by_level;
 use agent_core::telegram::parse_update;
@@ -52,17 +51,9 @@ pub async fn bot_identity(ctx: &Ctx) -> BotIdentity {
 }
 
 pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
-    if !secret_strong_enough(&ctx.secrets.webhook_secret) {
-        worker::console_error!("TELEGRAM_WEBHOOK_SECRET is missing or shorter than 32 characters; refusing to serve the webhook");
-        return Response::error("server misconfigured: TELEGRAM_WEBHOOK_SECRET is too short", 500);
-    }
-    if auth_throttled(&req) {
-        return Response::error("too many failed attempts", 429);
-    }
     let presented = req.headers().get(SECRET_HEADER)?.unwrap_or_default();
-    if !ctx.secrets.webhook_secret.matches(&presented) {
-        auth_failed(&req);
-        return Response::error("unauthorized", 401);
+    if let Some(refused) = refuse(&req, &ctx.secrets.webhook_secret, "TELEGRAM_WEBHOOK_SECRET", "the webhook", &presented)? {
+        return Ok(refused);
     }
     let body = req.bytes().await.unwrap_or_default();
     let update = match parse_update(&body) {

@@ -204,3 +204,34 @@ pub async fn erase_one(db: &Db, id: ItemId, scope: Option<&Scope>) -> Result<boo
     values.extend(binds);
     Ok(!db.all::<serde_json::Value>(&sql, values).await?.is_empty())
 }
+
+/// A note or memory as the operator sees it (`n12`, `m7`).
+#[derive(Deserialize, serde::Serialize)]
+pub struct OperatorLine {
+    pub id: String,
+    pub kind: String,
+    pub chat_id: Option<i64>,
+    pub about_user_id: Option<i64>,
+    pub text: String,
+    pub updated_at: i64,
+}
+
+/// Every note and live memory `scope` (`Scope::Operator`) holds, newest first.
+pub async fn operator_list(db: &Db, scope: &Scope) -> Result<Vec<OperatorLine>> {
+    let on_n = scope.notes("", 1);
+    let on_m = scope.memories("", 1 + on_n.binds.len());
+    db.all(
+        &format!(
+            "SELECT 'n' || id AS id, 'note:' || source AS kind, chat_id, about_user_id, content AS text, created_at AS updated_at
+               FROM notes WHERE {}
+             UNION ALL
+             SELECT 'm' || id AS id, kind, chat_id, about_user_id,
+               trim(coalesce(attribute || ': ', '') || value) AS text, updated_at
+               FROM memories WHERE superseded_by IS NULL AND {}
+             ORDER BY updated_at DESC LIMIT 500",
+            on_n.sql, on_m.sql
+        ),
+        with_scope(scope_args(&on_n), &on_m),
+    )
+    .await
+}

@@ -12,11 +12,13 @@
 //! - This room imports only `config` (and the core).
 
 pub mod access;
+pub mod chats;
 pub mod conversations;
 pub mod failures;
 pub mod memory;
 pub mod messages;
 pub mod notes;
+pub mod overview;
 pub mod turns;
 pub mod usage;
 

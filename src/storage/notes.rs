@@ -48,3 +48,12 @@ pub async fn insert_note(db: &Db, chat_id: i64, about_user_id: Option<i64>, cont
         .await?;
     Ok(row.map(|r| r.id))
 }
+
+/// Inserts an operator's note (for everyone, a chat, or a person); its id.
+pub async fn insert_operator_note(db: &Db, chat_id: Option<i64>, about_user_id: Option<i64>, content: &str, now: i64) -> Result<Option<serde_json::Value>> {
+    db.first(
+        "INSERT INTO notes (chat_id, about_user_id, content, source, created_at) VALUES (?1, ?2, ?3, 'operator', ?4) RETURNING id",
+        args![chat_id, about_user_id, content, now],
+    )
+    .await
+}

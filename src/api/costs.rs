@@ -1,0 +1,53 @@
+//! `GET /api/v1/costs`: model usage per chat, day and model over a period, priced
+//! (`agent_core::usage::cost`), with the budgets and where a chat and a person stand.
+
+use super::{bad_request, query, query_i64};
+use crate::chat::access;
+use crate::config::{now_ms, Ctx};
+use crate::storage;
+use serde_json::{json, Value};
+use worker::{Response, Result, Url};
+
+pub async fn get(ctx: &Ctx, url: &Url) -> Result<Response> {
+    let period = query(url, "period").unwrap_or_else(|| "all".into());
+    let now = now_ms();
+    let since = match period.as_str() {
+        "today" => now - now.rem_euclid(86_400_000),
+        "week" => now - 7 * 86_400_000,
+        "all" => 0,
+        _ => return bad_request("period must be today, week or all"),
+    };
+    let rows = storage::usage::totals(&ctx.db(), None, since, true).await?;
+    let chat = query_i64(url, "chat_id");
+    let user = query_i64(url, "user_id");
+    let used = access::budget_usage(ctx, chat.unwrap_or(0), user).await?;
+    let b = ctx.cfg.budgets;
+    let budgets = json!({
+        "user_turns_per_hour": b.user_turns_per_hour,
+        "chat_tokens_per_day": b.chat_tokens_per_day,
+        "global_tokens_per_day": b.global_tokens_per_day,
+        "global_tokens_today": used.global_tokens_today,
+        "chat_tokens_today": chat.map(|_| used.chat_tokens_today),
+        "user_turns_last_hour": user.map(|_| used.user_turns_last_hour),
+    });
+    let mut total = 0.0;
+    let items: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let cost = agent_core::usage::cost(&ctx.cfg, &r.usage);
+            total += cost.unwrap_or(0.0);
+            json!({
+                "chat_id": r.chat_id,
+                "day": r.day,
+                "model": r.usage.model,
+                "calls": r.usage.calls,
+                "prompt_tokens": r.usage.prompt_tokens,
+                "output_tokens": r.usage.candidates_tokens,
+                "thinking_tokens": r.usage.thoughts_tokens,
+                "cached_tokens": r.usage.cached_tokens,
+                "cost_usd": cost,
+            })
+        })
+        .collect();
+    Response::from_json(&json!({"period": period, "since": since, "rows": items, "total_cost_usd": total, "budgets": budgets}))
+}
