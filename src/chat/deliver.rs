@@ -12,15 +12,15 @@
 //! - Link previews are off for a turn's send step the core marked `no_link_preview` (it links
 //!   something no person posted) and for any other text with a link in it.
 
-use crate::args;
 use crate::config::{now_ms, Ctx, SUBREQUEST_BUDGET};
+use crate::storage::outbox::{self, BotRow, OutboxRow, Sent};
+use crate::storage::chats;
 use agent_core::conversation::{ConvKey, Part};
 use agent_core::format::{render_reply, split::TELEGRAM_LIMIT};
 use agent_core::plan::{Step, StepOutcome};
 use agent_core::telegram::api::{
-    self, LinkPreviewOptions, ReactionTypeEmoji, ReplyParameters, SendMessage, SendSticker, StickerSet, TelegramError,
+    self, Delivery, LinkPreviewOptions, ReactionTypeEmoji, ReplyParameters, SendMessage, SendSticker, StickerSet, TelegramError,
 };
-use serde::Deserialize;
 use serde_json::json;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -47,40 +47,12 @@ impl StepError {
     }
 }
 
+/// A Bot API error as a step's error (`TelegramError::delivery` decides which).
 fn classify(e: TelegramError) -> StepError {
-    match &e {
-        TelegramError::RetryAfter(_) | TelegramError::Server(..) | TelegramError::Network(_) => {
-            StepError::Retry { after_ms: e.retry_after_ms(), error: e.to_string() }
-        }
-        TelegramError::Forbidden(_) => StepError::Fatal { error: e.to_string(), blocked: true },
-        _ => StepError::Fatal { error: e.to_string(), blocked: false },
+    match e.delivery() {
+        Delivery::Retry { after_ms } => StepError::Retry { after_ms, error: e.to_string() },
+        Delivery::Fatal { blocked } => StepError::Fatal { error: e.to_string(), blocked },
     }
-}
-
-#[derive(Deserialize)]
-struct OutboxRow {
-    key: String,
-    status: String,
-    tg_message_id: Option<i64>,
-}
-
-const SELECT_STEP: &str = "SELECT key, status, tg_message_id FROM outbox WHERE step_key = ?1";
-const RECORD_PENDING: &str = "INSERT INTO outbox (key, step_key, conv, chat_id, method, body, status, attempts, created_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', 1, ?7)
-     ON CONFLICT (key) DO UPDATE SET attempts = attempts + 1, body = excluded.body";
-const MARK_SENT: &str = "UPDATE outbox SET status = 'sent', tg_message_id = ?2, plain = ?3, sent_at = ?4, error = NULL WHERE key = ?1";
-const MARK_FAILED: &str = "UPDATE outbox SET status = 'failed', error = ?2 WHERE key = ?1";
-const INSERT_BOT_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
-       parts, text, date, turn_id)
-     VALUES (?1, ?2, ?3, 'bot', ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10)
-     ON CONFLICT (chat_id, message_id) DO NOTHING";
-const MARK_CHAT_BLOCKED: &str = "UPDATE chats SET blocked_at = ?2, blocked_reason = ?3 WHERE chat_id = ?1";
-
-/// Who is sending: for the bot rows in `messages`.
-struct BotRow {
-    id: i64,
-    name: String,
-    username: Option<String>,
 }
 
 fn bot_row(ctx: &Ctx) -> BotRow {
@@ -91,60 +63,60 @@ fn bot_row(ctx: &Ctx) -> BotRow {
     }
 }
 
-struct Sent<'a> {
-    key: &'a str,
-    conv: &'a ConvKey,
-    message_id: Option<i64>,
-    plain: bool,
-    parts: Vec<Part>,
-    turn_id: Option<&'a str>,
-}
-
 /// Marks an outbox row sent and stores what was sent as a bot message, in one round trip.
 async fn record_sent(ctx: &Ctx, s: Sent<'_>) -> worker::Result<()> {
-    let db = ctx.db();
-    let bot = bot_row(ctx);
-    let now = now_ms();
-    let text = s.parts.iter().map(Part::render_compact).collect::<Vec<_>>().join(" ");
-    db.batch(vec![
-        db.stmt(MARK_SENT, args![s.key, s.message_id, s.plain, now])?,
-        db.stmt(
-            INSERT_BOT_MESSAGE,
-            args![
-                s.conv.to_string(),
-                s.conv.chat_id,
-                s.message_id,
-                bot.id,
-                bot.name,
-                bot.username,
-                serde_json::to_string(&s.parts).unwrap_or_default(),
-                text,
-                now / 1000,
-                s.turn_id
-            ],
-        )?,
-    ])
-    .await?;
-    Ok(())
+    outbox::record_sent(&ctx.db(), s, &bot_row(ctx), now_ms()).await
 }
 
 async fn mark_failed(ctx: &Ctx, conv: &ConvKey, key: &str, error: &StepError) {
-    if let Err(e) = ctx.db().run(MARK_FAILED, args![key, error.message()]).await {
+    if let Err(e) = outbox::record_failed(&ctx.db(), key, error.message()).await {
         worker::console_error!("outbox {key}: could not record the failure: {e}");
     }
     if let StepError::Fatal { blocked: true, error } = error {
         worker::console_warn!("chat {} is blocked for the bot: {error}", conv.chat_id);
-        let _ = ctx.db().run(MARK_CHAT_BLOCKED, args![conv.chat_id, now_ms(), error.as_str()]).await;
+        let _ = chats::mark_blocked(&ctx.db(), conv.chat_id, error, now_ms()).await;
     }
 }
 
 async fn already_sent(ctx: &Ctx, step_key: &str) -> worker::Result<Vec<OutboxRow>> {
-    ctx.db().all(SELECT_STEP, args![step_key]).await
+    outbox::of_step(&ctx.db(), step_key).await
 }
 
 async fn record_pending(ctx: &Ctx, key: &str, step_key: &str, conv: &ConvKey, method: &str, body: &str) -> worker::Result<()> {
-    ctx.db().run(RECORD_PENDING, args![key, step_key, conv.to_string(), conv.chat_id, method, body, now_ms()]).await?;
-    Ok(())
+    outbox::record_pending(&ctx.db(), key, step_key, conv, method, body, now_ms()).await
+}
+
+/// Sends one chunk, falling back at most once each to plain text (when Telegram refuses the
+/// HTML) and to no reply (when the message to reply to is gone), so the same error never
+/// loops. Returns the result and whether it went as plain text.
+async fn send_with_fallbacks(
+    ctx: &Ctx,
+    tg: &crate::outbound::telegram::TelegramClient,
+    body: &mut SendMessage,
+    plain_text: &str,
+    key: &str,
+) -> Result<(Result<i64, TelegramError>, bool), StepError> {
+    let mut plain = false;
+    let mut result = tg.send_message(body).await;
+    for _ in 0..2 {
+        match &result {
+            Err(TelegramError::CantParseEntities(d)) if !plain => {
+                worker::console_warn!("Telegram refused the HTML of {key} ({d}); sending plain text");
+                body.text = plain_text.to_string();
+                body.parse_mode = None;
+                plain = true;
+            }
+            Err(TelegramError::ReplyNotFound) if body.reply_parameters.is_some() => {
+                body.reply_parameters = None;
+            }
+            _ => break,
+        }
+        if !ctx.step_wanted() {
+            return Err(StepError::Cancelled);
+        }
+        result = tg.send_message(body).await;
+    }
+    Ok((result, plain))
 }
 
 /// Sends Markdown text as one or more messages under `step_key`; returns the message ids.
@@ -204,27 +176,7 @@ async fn send_text_with(
         if !ctx.step_wanted() {
             return Err(StepError::Cancelled);
         }
-        let mut plain = false;
-        let mut result = tg.send_message(&body).await;
-        // At most one fallback of each kind, so the same error never loops.
-        for _ in 0..2 {
-            match &result {
-                Err(TelegramError::CantParseEntities(d)) if !plain => {
-                    worker::console_warn!("Telegram refused the HTML of {key} ({d}); sending plain text");
-                    body.text = chunk.plain.clone();
-                    body.parse_mode = None;
-                    plain = true;
-                }
-                Err(TelegramError::ReplyNotFound) if body.reply_parameters.is_some() => {
-                    body.reply_parameters = None;
-                }
-                _ => break,
-            }
-            if !ctx.step_wanted() {
-                return Err(StepError::Cancelled);
-            }
-            result = tg.send_message(&body).await;
-        }
+        let (result, plain) = send_with_fallbacks(ctx, &tg, &mut body, &chunk.plain, &key).await?;
         match result {
             Ok(message_id) => {
                 ids.push(message_id);

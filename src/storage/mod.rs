@@ -18,6 +18,7 @@ pub mod failures;
 pub mod memory;
 pub mod messages;
 pub mod notes;
+pub mod outbox;
 pub mod overview;
 pub mod turns;
 pub mod usage;

@@ -177,6 +177,15 @@ impl TelegramError {
         matches!(self, TelegramError::RetryAfter(_) | TelegramError::Server(..) | TelegramError::Network(_))
     }
 
+    /// What delivery does about this error (one classification for every Bot API call).
+    pub fn delivery(&self) -> Delivery {
+        if self.is_transient() {
+            Delivery::Retry { after_ms: self.retry_after_ms() }
+        } else {
+            Delivery::Fatal { blocked: matches!(self, TelegramError::Forbidden(_)) }
+        }
+    }
+
     /// The server-requested wait, in milliseconds.
     pub fn retry_after_ms(&self) -> Option<u64> {
         match self {
@@ -184,6 +193,15 @@ impl TelegramError {
             _ => None,
         }
     }
+}
+
+/// What to do about a failed Bot API call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// It may pass later: retry, no sooner than `after_ms` when Telegram said so.
+    Retry { after_ms: Option<u64> },
+    /// It will not pass. `blocked`: the bot may not write to this chat (403).
+    Fatal { blocked: bool },
 }
 
 /// Interprets an HTTP status and body from the Bot API. Returns the `result` on success.
@@ -254,6 +272,16 @@ mod tests {
         assert_eq!(e(401, r#"{"ok":false,"error_code":401,"description":"Unauthorized"}"#), TelegramError::Unauthorized(401));
         assert!(e(502, "<html>Bad Gateway</html>").is_transient());
         assert!(!e(400, r#"{"ok":false,"error_code":400,"description":"Bad Request: chat not found"}"#).is_transient());
+    }
+
+    #[test]
+    fn errors_classify_for_delivery() {
+        let e = |s, b| parse_response(s, b).unwrap_err();
+        assert_eq!(e(429, r#"{"ok":false,"error_code":429,"description":"Too Many Requests","parameters":{"retry_after":3}}"#).delivery(), Delivery::Retry { after_ms: Some(3000) });
+        assert_eq!(e(502, "<html>Bad Gateway</html>").delivery(), Delivery::Retry { after_ms: None });
+        assert_eq!(TelegramError::Network("reset".into()).delivery(), Delivery::Retry { after_ms: None });
+        assert_eq!(e(403, r#"{"ok":false,"error_code":403,"description":"Forbidden: bot was blocked by the user"}"#).delivery(), Delivery::Fatal { blocked: true });
+        assert_eq!(e(400, r#"{"ok":false,"error_code":400,"description":"Bad Request: chat not found"}"#).delivery(), Delivery::Fatal { blocked: false });
     }
 
     #[test]

@@ -1,0 +1,87 @@
+//! The outbox: every outgoing Telegram action is written here (pending) before it is sent and
+//! marked sent (with what was sent stored as the bot's message) or failed after, under a key
+//! made of the step and the chunk. What is marked sent is never sent again.
+
+use crate::args;
+use crate::storage::Db;
+use agent_core::conversation::{ConvKey, Part};
+use serde::Deserialize;
+use worker::Result;
+
+/// A row of the outbox, as a step's re-run reads it.
+#[derive(Deserialize)]
+pub struct OutboxRow {
+    pub key: String,
+    pub status: String,
+    pub tg_message_id: Option<i64>,
+}
+
+/// The rows of one step (all its chunks).
+pub async fn of_step(db: &Db, step_key: &str) -> Result<Vec<OutboxRow>> {
+    db.all("SELECT key, status, tg_message_id FROM outbox WHERE step_key = ?1", args![step_key]).await
+}
+
+/// Records an action as pending before it is sent (a repeat counts an attempt).
+pub async fn record_pending(db: &Db, key: &str, step_key: &str, conv: &ConvKey, method: &str, body: &str, now: i64) -> Result<()> {
+    db.run(
+        "INSERT INTO outbox (key, step_key, conv, chat_id, method, body, status, attempts, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', 1, ?7)
+         ON CONFLICT (key) DO UPDATE SET attempts = attempts + 1, body = excluded.body",
+        args![key, step_key, conv.to_string(), conv.chat_id, method, body, now],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Who sent: the bot, for its rows in `messages`.
+pub struct BotRow {
+    pub id: i64,
+    pub name: String,
+    pub username: Option<String>,
+}
+
+/// What went out.
+pub struct Sent<'a> {
+    pub key: &'a str,
+    pub conv: &'a ConvKey,
+    pub message_id: Option<i64>,
+    pub plain: bool,
+    pub parts: Vec<Part>,
+    pub turn_id: Option<&'a str>,
+}
+
+/// Marks an outbox row sent and stores what was sent as a bot message, in one round trip.
+pub async fn record_sent(db: &Db, s: Sent<'_>, bot: &BotRow, now: i64) -> Result<()> {
+    let text = s.parts.iter().map(Part::render_compact).collect::<Vec<_>>().join(" ");
+    db.batch(vec![
+        db.stmt(
+            "UPDATE outbox SET status = 'sent', tg_message_id = ?2, plain = ?3, sent_at = ?4, error = NULL WHERE key = ?1",
+            args![s.key, s.message_id, s.plain, now],
+        )?,
+        db.stmt(
+            "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot, parts, text, date, turn_id)
+             VALUES (?1, ?2, ?3, 'bot', ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10)
+             ON CONFLICT (chat_id, message_id) DO NOTHING",
+            args![
+                s.conv.to_string(),
+                s.conv.chat_id,
+                s.message_id,
+                bot.id,
+                bot.name.clone(),
+                bot.username.clone(),
+                serde_json::to_string(&s.parts).unwrap_or_default(),
+                text,
+                now / 1000,
+                s.turn_id
+            ],
+        )?,
+    ])
+    .await?;
+    Ok(())
+}
+
+/// Marks an outbox row failed.
+pub async fn record_failed(db: &Db, key: &str, error: &str) -> Result<()> {
+    db.run("UPDATE outbox SET status = 'failed', error = ?2 WHERE key = ?1", args![key, error]).await?;
+    Ok(())
+}
