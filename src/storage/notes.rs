@@ -5,13 +5,8 @@ use crate::storage::Db;
 use serde::Deserialize;
 use worker::Result;
 
-#[derive(Debug, Clone, Deserialize)]
-pub struct NoteRow {
-    pub id: i64,
-    pub about_user_id: Option<i64>,
-    pub content: String,
-    pub source: String,
-}
+/// A note as a turn reads it.
+pub type NoteRow = agent_core::context::Note;
 
 
 /// Notes for a turn: what `agent_core::scope::Scope::Chat` lets the conversation see (notes

@@ -261,3 +261,18 @@ pub struct StoredPlan {
 pub async fn stored_plan(db: &Db, turn_id: &str) -> Result<Option<StoredPlan>> {
     db.first("SELECT status, plan FROM turns WHERE turn_id = ?1", args![turn_id]).await
 }
+
+/// A turn's step → function-call mapping (for recording step outcomes); empty if unknown.
+pub async fn step_calls(db: &Db, turn_id: &str) -> Vec<Option<usize>> {
+    #[derive(Deserialize)]
+    struct Row {
+        step_calls: Option<String>,
+    }
+    db.first::<Row>("SELECT step_calls FROM turns WHERE turn_id = ?1", args![turn_id])
+        .await
+        .ok()
+        .flatten()
+        .and_then(|r| r.step_calls)
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default()
+}

@@ -14,6 +14,7 @@
 pub mod chat_state;
 pub mod commands;
 pub mod config;
+pub mod context;
 pub mod conversation;
 pub mod fetch;
 pub mod format;

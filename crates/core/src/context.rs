@@ -1,0 +1,244 @@
+//! What a turn sees: from the rows a turn loads (the conversation's newest messages, the last
+//! answered seq, the stored session start, the notes) and the settings, one pure function
+//! decides the history window and everything the prompt says about it.
+//!
+//! Invariants:
+//! - A turn with nothing new from people since the last answered turn has no context (no
+//!   model call): a late redelivery or a recovered signal never answers the same thing twice.
+//! - The window is the current session (an idle gap after the stored start begins a new one),
+//!   at most `row_limit` rows, cut from the oldest end to the token budget. What exists but is
+//!   not shown is never dropped silently: `last_cut` is the newest such message, and the
+//!   prompt says so when the summary does not cover it ([`summary_for`]).
+//! - The people of a turn are the senders of the shown messages (the memory scope's `people`).
+//! - Operator notes (and the bundled curated notes) are instructions; the agent's notes are
+//!   learned context: they never mix.
+
+use crate::history::{self, HistoryMessage, Role};
+use crate::session::{in_session, session_start};
+use serde::Deserialize;
+
+/// What a turn has loaded.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The newest messages of the stored session, oldest first; one row more than
+    /// `row_limit` when there are more (that row is cut).
+    pub messages: Vec<HistoryMessage>,
+    /// The newest message seq an earlier turn answered.
+    pub answered_seq: i64,
+    /// `conversations.session_start_seq` and `session_started_at`.
+    pub stored_start: i64,
+    pub stored_started_at: Option<i64>,
+}
+
+/// The settings the window depends on.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub row_limit: usize,
+    pub session_idle_secs: i64,
+    pub token_budget: usize,
+    pub structured: bool,
+}
+
+/// The history a turn shows, and what the prompt and the turn's row say about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    /// Shown, in the order the model reads them.
+    pub messages: Vec<HistoryMessage>,
+    /// The newest message on record (what this turn answers up to).
+    pub newest_seq: i64,
+    /// Where the session starts (stored as `session_start_seq`).
+    pub session_start: i64,
+    /// Set when the session started now (its start moved, or none was recorded).
+    pub session_started_at: Option<i64>,
+    /// No turn has answered in this session yet (command replies do not count).
+    pub new_session: bool,
+    /// The newest message that exists but is not shown (over the row limit or the budget).
+    pub last_cut: Option<i64>,
+    /// `turns.history_cut_seq`: with a cut, the first message shown.
+    pub cut_seq: Option<i64>,
+    /// The people who wrote the shown messages, sorted.
+    pub people: Vec<i64>,
+}
+
+/// The window of a turn, or `None` when nothing new from people arrived since the last
+/// answered turn (the turn makes no model call).
+pub fn window(loaded: Loaded, limits: Limits, now_ms: i64) -> Option<Window> {
+    let newest_seq = loaded.messages.last().map_or(0, |m| m.seq);
+    if !loaded.messages.iter().any(|m| m.seq > loaded.answered_seq && m.role != Role::Bot) {
+        return None;
+    }
+    let stored_start = loaded.stored_start;
+    let mut rows = loaded.messages;
+    let start = session_start(&rows, stored_start, limits.session_idle_secs);
+    let mut last_cut: Option<i64> = None;
+    if rows.len() > limits.row_limit {
+        let extra = rows.remove(0);
+        last_cut = (extra.seq >= start).then_some(extra.seq);
+    }
+    let mut messages: Vec<HistoryMessage> = rows.into_iter().filter(|m| in_session(m, start)).collect();
+    history::chronological(&mut messages);
+    let new_session = start > stored_start || !messages.iter().any(|m| m.role == Role::Bot && m.turn_id.is_some());
+    let session_started_at = (start != stored_start || loaded.stored_started_at.is_none()).then_some(now_ms);
+    let first = history::fit_budget(&messages, limits.token_budget, limits.structured);
+    if first > 0 {
+        let dropped = messages[first - 1].seq;
+        last_cut = Some(last_cut.map_or(dropped, |c| c.max(dropped)));
+        messages.drain(..first);
+    }
+    let cut_seq = last_cut.map(|_| messages.first().map_or(newest_seq, |m| m.seq));
+    let mut people: Vec<i64> = messages.iter().filter(|m| m.role == Role::User).filter_map(|m| m.user_id).collect();
+    people.sort_unstable();
+    people.dedup();
+    Some(Window { messages, newest_seq, session_start: start, session_started_at, new_session, last_cut, cut_seq, people })
+}
+
+/// The summary a turn shows, and whether the history is cut beyond what it covers (the prompt
+/// then says so). Without a cut the summary is not needed and not shown.
+pub fn summary_for<'a>(last_cut: Option<i64>, summary: Option<&'a str>, summary_until: Option<i64>) -> (Option<&'a str>, bool) {
+    let shown = last_cut.and(summary);
+    let uncovered = last_cut.is_some_and(|cut| summary_until.is_none_or(|until| until < cut));
+    (shown, uncovered)
+}
+
+/// A note as a turn loads it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Note {
+    pub id: i64,
+    pub about_user_id: Option<i64>,
+    pub content: String,
+    /// `operator` or `agent`.
+    pub source: String,
+}
+
+/// The notes of a turn split by who wrote them: the operator's (first, then the bundled
+/// curated notes) are instructions; the agent's, then the recalled memories, are learned
+/// context, a note about a person marked with whom it is about.
+pub fn split_notes(notes: &[Note], curated: Vec<String>, memories: Vec<String>) -> (Vec<String>, Vec<String>) {
+    let operator: Vec<String> = notes.iter().filter(|n| n.source == "operator").map(|n| n.content.clone()).chain(curated).collect();
+    let mut learned: Vec<String> = notes
+        .iter()
+        .filter(|n| n.source != "operator")
+        .map(|n| match n.about_user_id {
+            Some(u) => format!("(about user {u}) {}", n.content),
+            None => n.content.clone(),
+        })
+        .collect();
+    learned.extend(memories);
+    (operator, learned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::Part;
+
+    const DAY: i64 = 86_400;
+
+    fn msg(seq: i64, date: i64, role: Role, user: i64, text: &str) -> HistoryMessage {
+        HistoryMessage {
+            seq,
+            message_id: Some(seq),
+            role,
+            user_id: Some(user),
+            name: format!("U{user}"),
+            username: None,
+            reply_to: None,
+            reply_info: None,
+            forwarded_from: None,
+            parts: vec![Part::text(text)],
+            date,
+            edited: false,
+            turn_id: (role == Role::Bot).then(|| format!("t{seq}")),
+            answered_upto: (role == Role::Bot).then_some(seq - 1),
+        }
+    }
+
+    fn user(seq: i64, date: i64, who: i64) -> HistoryMessage {
+        msg(seq, date, Role::User, who, "hello there")
+    }
+
+    fn limits() -> Limits {
+        Limits { row_limit: 400, session_idle_secs: DAY, token_budget: 100_000, structured: true }
+    }
+
+    fn loaded(messages: Vec<HistoryMessage>, answered_seq: i64) -> Loaded {
+        Loaded { messages, answered_seq, stored_start: 0, stored_started_at: Some(1) }
+    }
+
+    #[test]
+    fn nothing_new_from_people_means_no_context() {
+        let msgs = vec![user(1, 0, 7), msg(2, 5, Role::Bot, 0, "hi")];
+        assert_eq!(window(loaded(msgs.clone(), 1), limits(), 99), None);
+        assert!(window(loaded(msgs, 0), limits(), 99).is_some());
+        assert_eq!(window(loaded(vec![], 0), limits(), 99), None);
+    }
+
+    #[test]
+    fn a_plain_window_shows_everything_and_cuts_nothing() {
+        let w = window(loaded(vec![user(1, 0, 7), msg(2, 5, Role::Bot, 0, "hi"), user(3, 9, 8)], 1), limits(), 99).unwrap();
+        assert_eq!(w.messages.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!((w.newest_seq, w.session_start, w.last_cut, w.cut_seq), (3, 0, None, None));
+        assert_eq!(w.people, vec![7, 8]);
+        assert!(!w.new_session, "a turn answered in this session");
+        assert_eq!(w.session_started_at, None, "the stored start stands");
+    }
+
+    #[test]
+    fn without_a_bot_turn_the_session_is_new_and_its_start_is_recorded() {
+        let mut l = loaded(vec![user(1, 0, 7)], 0);
+        l.stored_started_at = None;
+        let w = window(l, limits(), 1234).unwrap();
+        assert!(w.new_session);
+        assert_eq!(w.session_started_at, Some(1234));
+    }
+
+    #[test]
+    fn an_idle_gap_moves_the_session_start_and_hides_the_old_session() {
+        let msgs = vec![user(1, 0, 7), msg(2, 5, Role::Bot, 0, "hi"), user(3, 2 * DAY, 8)];
+        let w = window(loaded(msgs, 2), limits(), 99).unwrap();
+        assert_eq!(w.session_start, 3);
+        assert_eq!(w.messages.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![3]);
+        assert!(w.new_session);
+        assert_eq!(w.session_started_at, Some(99));
+        assert_eq!(w.last_cut, None, "the old session is not a cut: it is over");
+        assert_eq!(w.people, vec![8]);
+    }
+
+    #[test]
+    fn the_row_over_the_limit_is_the_newest_cut_message() {
+        let msgs: Vec<_> = (1..=4).map(|s| user(s, s, 7)).collect();
+        let w = window(loaded(msgs, 0), Limits { row_limit: 3, ..limits() }, 99).unwrap();
+        assert_eq!(w.messages.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![2, 3, 4]);
+        assert_eq!(w.last_cut, Some(1));
+        assert_eq!(w.cut_seq, Some(2));
+    }
+
+    #[test]
+    fn the_budget_cuts_the_oldest_and_the_cut_point_is_the_first_shown() {
+        let long = "word ".repeat(400);
+        let msgs = vec![msg(1, 0, Role::User, 7, &long), msg(2, 1, Role::User, 8, &long), user(3, 2, 9)];
+        // The smallest budget that keeps the newest two.
+        let budget = (1..100_000).find(|&b| history::fit_budget(&msgs, b, true) == 1).unwrap();
+        let w = window(loaded(msgs, 0), Limits { token_budget: budget, ..limits() }, 99).unwrap();
+        assert_eq!(w.messages.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!((w.last_cut, w.cut_seq), (Some(1), Some(2)));
+        assert_eq!(w.people, vec![8, 9], "only the people shown");
+    }
+
+    #[test]
+    fn the_summary_is_shown_only_for_a_cut_and_an_uncovered_cut_is_said() {
+        assert_eq!(summary_for(None, Some("s"), Some(10)), (None, false));
+        assert_eq!(summary_for(Some(10), Some("s"), Some(10)), (Some("s"), false));
+        assert_eq!(summary_for(Some(11), Some("s"), Some(10)), (Some("s"), true));
+        assert_eq!(summary_for(Some(3), None, None), (None, true));
+    }
+
+    #[test]
+    fn operator_notes_are_instructions_and_agent_notes_are_learned() {
+        let note = |id, about, source: &str| Note { id, about_user_id: about, content: format!("note {id}"), source: source.into() };
+        let notes = vec![note(1, None, "agent"), note(2, Some(5), "operator"), note(3, Some(6), "agent")];
+        let (operator, learned) = split_notes(&notes, vec!["curated".into()], vec!["memory".into()]);
+        assert_eq!(operator, vec!["note 2", "curated"]);
+        assert_eq!(learned, vec!["note 1", "(about user 6) note 3", "memory"]);
+    }
+}

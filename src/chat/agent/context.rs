@@ -1,0 +1,68 @@
+//! What a turn loads, in two D1 round trips: first the conversation, the chat, the session's
+//! newest messages and the last answered seq; then (they depend on who and what is shown) the
+//! notes, the bot's stored turns and the recalled memories. The window itself is decided by
+//! the core (`agent_core::context::window`).
+
+use super::TurnError;
+use crate::chat::memory::{self, Memories};
+use crate::config::Ctx;
+use crate::storage::{self, turns::ChatRow};
+use agent_core::chat_state::TurnRun;
+use agent_core::config::HistoryFormat;
+use agent_core::context::{self as window, Limits, Loaded, Note, Window};
+use agent_core::conversation::ConvKey;
+use agent_core::history::BotTurn;
+use std::collections::BTreeMap;
+
+/// Everything a turn's prompt is made from.
+pub struct Context {
+    pub window: Window,
+    pub chat: Option<ChatRow>,
+    /// The conversation's plan (`set_plan`).
+    pub plan: Option<String>,
+    pub notes: Vec<Note>,
+    /// The bot's stored turns (structured history only).
+    pub turns: BTreeMap<String, BotTurn>,
+    pub memories: Memories,
+}
+
+/// Loads a turn's context; `None` when there is nothing to answer (the chat blocked the bot,
+/// or nothing new from people since the last answered turn).
+pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64) -> Result<Option<Context>, TurnError> {
+    let db = ctx.db();
+    let first = storage::turns::load_turn_context(&db, &conv.to_string(), conv.chat_id, &turn.turn_id).await?;
+    if first.chat.as_ref().is_some_and(|c| c.blocked_at.is_some()) {
+        return Ok(None);
+    }
+    let loaded = Loaded {
+        messages: first.messages,
+        answered_seq: first.answered_seq,
+        stored_start: first.conversation.session_start_seq,
+        stored_started_at: first.conversation.session_started_at,
+    };
+    let limits = Limits {
+        row_limit: storage::turns::HISTORY_ROWS as usize,
+        session_idle_secs: ctx.cfg.session_idle_secs,
+        token_budget: ctx.cfg.history_token_budget,
+        structured: ctx.cfg.history_format == HistoryFormat::Structured,
+    };
+    let Some(window) = window::window(loaded, limits, now) else { return Ok(None) };
+    let (notes, turns, memories) = load_recall(ctx, conv, &window, limits.structured).await?;
+    Ok(Some(Context { window, chat: first.chat, plan: first.conversation.plan, notes, turns, memories }))
+}
+
+/// Notes, the bot's stored turns and recall, in one round trip. A failed recall is logged and
+/// the turn goes on without memories.
+async fn load_recall(ctx: &Ctx, conv: &ConvKey, w: &Window, structured: bool) -> Result<(Vec<Note>, BTreeMap<String, BotTurn>, Memories), TurnError> {
+    let db = ctx.db();
+    let mut stmts = vec![storage::notes::notes_stmt(&db, conv.chat_id, &w.people)?, storage::turns::bot_turns_stmt(&db, &w.messages)?];
+    stmts.extend(memory::recall_statements(&db, conv, &w.people, &w.messages)?);
+    let results = db.batch(stmts).await?;
+    let notes: Vec<Note> = storage::rows(&results[0])?;
+    let turns = if structured { storage::turns::bot_turns(&results[1])? } else { BTreeMap::new() };
+    let memories = memory::recall(ctx, conv, &w.people, &w.messages, results.get(2..).unwrap_or_default()).await.unwrap_or_else(|e| {
+        worker::console_warn!("recall failed (the turn goes on without memories): {e}");
+        Default::default()
+    });
+    Ok((notes, turns, memories))
+}

@@ -1,0 +1,148 @@
+//! What a turn stores: its row from start to finish (the start statements ride in the final
+//! batch, with the result and every model call, failed ones included), and what became of each
+//! plan step.
+//!
+//! Invariants:
+//! - A turn is stored in one round trip at its end: its row, the conversation's session
+//!   window, its result (contents exactly as the model returned them, plan, step calls) and
+//!   its model calls.
+//! - A step's cancellation never overwrites a real outcome (the step may have been sent
+//!   meanwhile); a real outcome always overwrites a cancellation.
+
+use super::context::Context;
+use super::{TurnError, TurnOutput};
+use crate::config::{now_ms, Ctx};
+use crate::storage::turns::{self, TurnEnd, TurnStart};
+use crate::storage::{self, Db};
+use agent_core::chat_state::TurnRun;
+use agent_core::conversation::ConvKey;
+use agent_core::gemini::ModelError;
+use agent_core::plan::StepOutcome;
+use agent_core::status::TurnStatus;
+use agent_core::turn::{self, TurnFailure, TurnResult};
+use worker::D1PreparedStatement;
+
+/// The statements recording the turn's start and the session window (run in the final batch).
+pub fn start_statements(db: &Db, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str, ctx: &Ctx, now: i64) -> worker::Result<Vec<D1PreparedStatement>> {
+    let w = &c.window;
+    turns::start_turn_stmts(
+        db,
+        &TurnStart {
+            turn_id: &turn.turn_id,
+            conv,
+            trigger: &serde_json::to_value(turn.trigger).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+            target_message_id: turn.target_message_id,
+            upto_seq: w.newest_seq,
+            model,
+            history_format: ctx.cfg.history_format.as_str(),
+            attempt: turn.attempt,
+            history_cut_seq: w.cut_seq,
+            session_start_seq: w.session_start,
+            session_started_at: w.session_started_at,
+            now,
+        },
+    )
+}
+
+/// The turn's end as stored: its result, or its error.
+fn end_of<'a>(turn_id: &'a str, outcome: &Result<TurnResult, TurnFailure>, now: i64) -> TurnEnd<'a> {
+    let mut end = TurnEnd {
+        turn_id,
+        status: TurnStatus::Planned,
+        contents: None,
+        plan: None,
+        step_calls: None,
+        finish_reason: None,
+        empty_reason: None,
+        error: None,
+        subrequests: 0,
+        d1_round_trips: 0,
+        d1_statements: 0,
+        now,
+    };
+    match outcome {
+        Ok(result) => {
+            end.contents = serde_json::to_string(&result.turn).ok();
+            end.plan = serde_json::to_string(&result.steps).ok();
+            end.step_calls = serde_json::to_string(&result.step_calls).ok();
+            end.finish_reason = result.finish_reason.clone();
+            end.empty_reason = if result.silent {
+                Some(result.empty_reason.clone().map_or("no reply, on purpose".into(), |r| format!("no reply, on purpose ({r})")))
+            } else {
+                result.empty_reason.clone()
+            };
+        }
+        Err(failure) => {
+            end.status = if failure.error.is_transient() { TurnStatus::Retrying } else { TurnStatus::Failed };
+            end.error = Some(failure.error.to_string());
+        }
+    }
+    end
+}
+
+/// Stores the turn (start, end, model calls) in one round trip and says how it ended.
+pub async fn finish(
+    ctx: &Ctx,
+    conv: &ConvKey,
+    turn: &TurnRun,
+    start: Vec<D1PreparedStatement>,
+    outcome: Result<TurnResult, TurnFailure>,
+) -> Result<TurnOutput, TurnError> {
+    let db = ctx.db();
+    let done_at = now_ms();
+    let calls = match &outcome {
+        Ok(r) => &r.calls,
+        Err(f) => &f.calls,
+    };
+    let conv_s = conv.to_string();
+    let call_stmts = calls
+        .iter()
+        .map(|c| storage::usage::model_call_stmt(&db, Some(&turn.turn_id), Some(&conv_s), Some(conv.chat_id), "turn", c, done_at))
+        .collect::<worker::Result<Vec<_>>>()?;
+    let mut end = end_of(&turn.turn_id, &outcome, done_at);
+    // This final batch counts too.
+    end.subrequests = ctx.meter.count() + 1;
+    end.d1_round_trips = ctx.meter.d1_round_trips() + 1;
+    end.d1_statements = ctx.meter.d1_statements() + (start.len() + 1 + call_stmts.len()) as u32;
+    turns::finish_turn(&db, start, &end, call_stmts).await?;
+    match outcome {
+        Ok(result) => {
+            if result.silent && !result.steps.iter().any(agent_core::plan::Step::is_visible) {
+                worker::console_log!("turn {}: no reply, on purpose", turn.turn_id);
+            } else if let Some(reason) = &result.empty_reason {
+                worker::console_warn!("turn {}: no usable answer ({reason}); sending a graceful reply", turn.turn_id);
+            }
+            Ok(TurnOutput::Planned { steps: result.steps })
+        }
+        Err(failure) => {
+            let error = failure.error.to_string();
+            if failure.error.is_transient() {
+                return Err(TurnError::Transient { after_ms: failure.error.retry_after_ms(), error });
+            }
+            if matches!(failure.error, ModelError::Http { status: 400 | 403, .. }) {
+                worker::console_error!("turn {}: Gemini refused the request: {error}", turn.turn_id);
+            }
+            Err(TurnError::Permanent { error })
+        }
+    }
+}
+
+/// Records the outcome of a plan step against the function call it came from.
+pub async fn record_step_outcome(ctx: &Ctx, turn_id: &str, step_calls: &[Option<usize>], index: usize, outcome: &StepOutcome) {
+    let Some(Some(call)) = step_calls.get(index) else { return };
+    let db = ctx.db();
+    let value = turn::step_outcome_value(outcome);
+    let only_if_absent = matches!(outcome, StepOutcome::Cancelled);
+    let result = match turns::step_outcome_stmt(&db, turn_id, *call, &value, now_ms(), only_if_absent) {
+        Ok(stmt) => db.batch(vec![stmt]).await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = result {
+        worker::console_warn!("turn {turn_id}: could not record step {index}: {e}");
+    }
+}
+
+/// Loads a turn's step → call mapping (for outcome records).
+pub async fn step_calls(ctx: &Ctx, turn_id: &str) -> Vec<Option<usize>> {
+    turns::step_calls(&ctx.db(), turn_id).await
+}

@@ -1,0 +1,104 @@
+//! The request of a turn: the system instruction (`agent_core::prompt`) with the turn's
+//! situation, the chat, the notes and memories; the history (structured or compact); the
+//! function declarations and the safety the turn runs under.
+
+use super::context::Context;
+use super::tools::fence_seed;
+use crate::config::{prompts, Ctx};
+use agent_core::chat_state::TurnRun;
+use agent_core::config::HistoryFormat;
+use agent_core::conversation::{ChatKind, ConvKey, Part};
+use agent_core::fetch::{self, LinkSet};
+use agent_core::gating::Trigger;
+use agent_core::gemini::{GenerationConfig, ThinkingConfig};
+use agent_core::history::{self, Role};
+use agent_core::prompt::{self, ChatDetails, PromptInput, Reaction, Situation};
+use agent_core::turn::{TurnRequest, TurnSafety};
+
+/// The model of a turn: the chat's own, else the configured one.
+pub fn model_of(ctx: &Ctx, c: &Context) -> String {
+    c.chat.as_ref().and_then(|ch| ch.model.clone()).unwrap_or_else(|| ctx.cfg.gemini_model.clone())
+}
+
+/// The reaction that triggered a turn, from the newest reaction event of the history.
+fn reaction_of(messages: &[history::HistoryMessage]) -> Option<Reaction> {
+    let m = messages.iter().rev().find(|m| {
+        m.role == Role::Event && m.parts.iter().any(|p| matches!(p, Part::Event { kind, .. } if kind == "reaction"))
+    })?;
+    let detail = m.parts.iter().find_map(|p| match p {
+        Part::Event { detail, .. } => Some(detail.clone()),
+        _ => None,
+    })?;
+    let (emoji, id) = detail.split_once(" to #")?;
+    Some(Reaction { emoji: emoji.to_string(), message_id: id.parse().ok()?, by: m.name.clone() })
+}
+
+/// The system instruction of a turn.
+fn system_instruction(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str, now: i64) -> String {
+    let w = &c.window;
+    // The summary stands in for what the budget cut; if it does not cover all of it, the
+    // prompt says so.
+    let (summary, uncovered) = agent_core::context::summary_for(w.last_cut, c.memories.summary.as_deref(), c.memories.summary_until);
+    let situation = Situation {
+        target_message_id: turn.target_message_id,
+        new_session: w.new_session,
+        trigger: turn.trigger,
+        reaction: if turn.trigger == Trigger::Reaction { reaction_of(&w.messages) } else { None },
+        format: ctx.cfg.history_format,
+        history_cut_without_summary: uncovered,
+    };
+    let chat = ChatDetails {
+        kind: c.chat.as_ref().map_or(ChatKind::Private, |ch| ChatKind::from_telegram(&ch.kind, 0)),
+        title: c.chat.as_ref().and_then(|ch| ch.title.clone()),
+        topic_id: conv.thread_id,
+    };
+    let (curated, learned) = agent_core::context::split_notes(&c.notes, prompts::curated_notes(), c.memories.items.clone());
+    prompt::system_instruction(&PromptInput {
+        situation: &situation,
+        library: &prompts::library(),
+        persona: &ctx.cfg.persona,
+        roles: &ctx.cfg.role_prompts,
+        values: &prompts::template_values(ctx, model),
+        plan: c.plan.as_deref(),
+        curated: &curated,
+        memories: &learned,
+        memory_budget: ctx.cfg.memory_token_budget,
+        now: chrono::DateTime::from_timestamp_millis(now).unwrap_or_default(),
+        timezone: &ctx.cfg.timezone,
+        chat: &chat,
+        summary,
+    })
+}
+
+/// The whole request of a turn.
+pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str, now: i64) -> TurnRequest {
+    let messages = &c.window.messages;
+    let history = if ctx.cfg.history_format == HistoryFormat::Structured {
+        history::render_structured(messages, &c.turns)
+    } else {
+        history::render_compact(messages, turn.target_message_id)
+    };
+    TurnRequest {
+        model: model.to_string(),
+        system_instruction: system_instruction(ctx, conv, turn, c, model, now),
+        history,
+        tools: agent_core::tools::declarations(&ctx.cfg.sticker_sets),
+        generation_config: Some(GenerationConfig {
+            max_output_tokens: Some(ctx.cfg.max_output_tokens),
+            thinking_config: (!ctx.cfg.thinking_level.is_empty()).then(|| ThinkingConfig {
+                thinking_level: Some(ctx.cfg.thinking_level.clone()),
+                include_thoughts: false,
+            }),
+            ..Default::default()
+        }),
+        sticker_sets: ctx.cfg.sticker_sets.clone(),
+        fetch_allow_private: ctx.cfg.fetch_allow_private,
+        safety: TurnSafety {
+            people_links: LinkSet::from_people(messages),
+            forwarded_in_view: fetch::forwarded_in_view(messages),
+            max_fetches: ctx.cfg.max_fetches_per_turn,
+            fence_seed: fence_seed(),
+        },
+        silence_allowed: matches!(turn.trigger, Trigger::Reaction | Trigger::Name),
+    }
+}

@@ -1,0 +1,93 @@
+//! The turn's ports at the edge: the tools the model can call that return results
+//! (`fetch_url`, `search_memory`, `remember`, `set_plan`) and the clock.
+//!
+//! Invariant: a turn spends at most `TURN_TOOL_BUDGET` of its invocation's subrequests on
+//! tools and typing; past it a tool answers with an error the model can read, and the model
+//! calls, the turn's D1 round trips and the first plan steps still fit.
+
+use crate::chat::memory;
+use crate::config::{now_ms, Ctx};
+use crate::outbound::net;
+use crate::storage;
+use agent_core::conversation::ConvKey;
+use agent_core::fetch::FetchResponse;
+use agent_core::turn::{Clock, ToolPort};
+use std::time::Duration;
+
+/// Subrequests a turn may spend on tools and typing; the model calls, the turn's D1 round
+/// trips and the first plan steps fit in the rest of the invocation's budget.
+pub const TURN_TOOL_BUDGET: u32 = 24;
+
+pub struct WorkerClock;
+impl Clock for WorkerClock {
+    fn now_ms(&self) -> i64 {
+        now_ms()
+    }
+}
+
+/// The tools the model can call that return results.
+pub struct EdgeTools<'a> {
+    pub ctx: &'a Ctx,
+    pub conv: ConvKey,
+    /// The people present (for the memory scope of `search_memory`).
+    pub people: Vec<i64>,
+}
+
+impl EdgeTools<'_> {
+    /// Refuses a tool call once the turn has spent its share of the invocation's subrequests.
+    fn within_budget(&self) -> Result<(), String> {
+        if self.ctx.meter.count() + 2 > TURN_TOOL_BUDGET {
+            return Err("no more tool calls in this turn; answer with what you have".into());
+        }
+        Ok(())
+    }
+}
+
+impl ToolPort for EdgeTools<'_> {
+    async fn fetch_url(&self, url: &str) -> Result<FetchResponse, String> {
+        self.within_budget()?;
+        // One hop; the core checks the URL before and every redirect after.
+        net::get_capped(
+            &self.ctx.meter,
+            url,
+            &[("user-agent", "edge-agent/0.1 (+https://github.com)"), ("accept", "text/html,text/plain,*/*")],
+            Duration::from_secs(10),
+        )
+        .await
+    }
+
+    async fn search_memory(&self, query: &str) -> Vec<String> {
+        if self.within_budget().is_err() {
+            return Vec::new();
+        }
+        memory::search(self.ctx, &self.conv, &self.people, query, 8).await.unwrap_or_default()
+    }
+
+    /// A note about a person only if that person has written in this chat.
+    async fn remember(&self, content: &str, about_user_id: Option<i64>) -> Result<i64, String> {
+        self.within_budget()?;
+        match storage::notes::insert_note(&self.ctx.db(), self.conv.chat_id, about_user_id, content, "agent", now_ms()).await {
+            Ok(Some(id)) => Ok(id),
+            Ok(None) => Err(format!(
+                "not stored: user {} has not written in this chat; a note can only be about someone in this conversation (or leave about_user_id out)",
+                about_user_id.unwrap_or_default()
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    async fn set_plan(&self, content: &str) -> Result<(), String> {
+        self.within_budget()?;
+        storage::conversations::set_plan(&self.ctx.db(), &self.conv, content, now_ms()).await.map_err(|e| e.to_string())
+    }
+}
+
+/// Fresh randomness for the turn's fence boundaries (a page must not be able to guess them).
+pub fn fence_seed() -> u128 {
+    let mut bytes = [0u8; 16];
+    if let Err(e) = getrandom::fill(&mut bytes) {
+        worker::console_warn!("no randomness for the fence ({e}); using the clock");
+        return (now_ms() as u128) ^ (js_sys::Math::random().to_bits() as u128) << 64;
+    }
+    u128::from_le_bytes(bytes)
+}
