@@ -1,6 +1,7 @@
 //! Bundles the Markdown prompts in `prompts/` into the worker at build time: the shared
-//! instructions, every persona in `prompts/personas/`, every role in `prompts/roles/`, and the
-//! operator's curated notes in `prompts/notes.md`.
+//! instructions, every persona in `prompts/personas/`, every role in `prompts/roles/`, the
+//! operator's curated notes in `prompts/notes.md`, and the memory prompts in `prompts/memory/`
+//! (consolidation and summary; the build fails without them).
 
 use std::fs;
 use std::path::Path;
@@ -29,6 +30,10 @@ fn main() {
         } else {
             out.push_str(&format!("pub static {name}: &str = \"\";\n"));
         }
+    }
+    for (name, file) in [("MEMORY_CONSOLIDATE", "prompts/memory/consolidate.md"), ("MEMORY_SUMMARY", "prompts/memory/summary.md")] {
+        let abs = fs::canonicalize(file).unwrap_or_else(|e| panic!("{file} is missing: {e}"));
+        out.push_str(&format!("pub static {name}: &str = include_str!({:?});\n", abs.display().to_string()));
     }
     let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("prompts.rs");
     fs::write(dest, out).unwrap();

@@ -14,22 +14,15 @@ use crate::config::{now_ms, random_unit, Ctx};
 use crate::outbound::objects;
 use crate::outbound::queues::{apply, enqueue, DeadLetter};
 use crate::storage;
-use agent_core::conversation::ConvKey;
 use agent_core::jobs::{max_attempts, next_move, Job, JobOutcome};
 use worker::{MessageBatch, MessageExt, Result};
 
 /// Subrequests kept free for one job (its own work plus requeueing the next).
 const JOB_RESERVE: u32 = 12;
 
-/// Calls the chat object of a job's conversation.
-async fn call_object(ctx: &Ctx, conv: &str, route: &str, job: &Job) -> Result<worker::Response> {
-    let Some(key) = ConvKey::parse(conv) else { return Err(worker::Error::RustError(format!("bad conversation {conv}"))) };
-    objects::call(ctx, &key, route, job).await
-}
-
 async fn run_job(ctx: &Ctx, job: &Job) -> JobOutcome {
     match job {
-        Job::Turn { conv, .. } | Job::Step { conv, .. } => match call_object(ctx, conv, "/job", job).await {
+        Job::Turn { conv, .. } | Job::Step { conv, .. } => match objects::call(ctx, conv, "/job", job).await {
             Ok(mut resp) if resp.status_code() == 200 => resp
                 .json::<JobOutcome>()
                 .await
@@ -37,7 +30,7 @@ async fn run_job(ctx: &Ctx, job: &Job) -> JobOutcome {
             Ok(resp) => JobOutcome::Retry { error: format!("chat object answered {}", resp.status_code()), after_ms: None },
             Err(e) => JobOutcome::Retry { error: format!("chat object unreachable: {e}"), after_ms: None },
         },
-        Job::Consolidate { conv, .. } => super::consolidate::run(ctx, conv).await,
+        Job::Consolidate { conv, .. } => super::consolidate::run(ctx, *conv).await,
     }
 }
 
@@ -47,7 +40,7 @@ async fn run_job(ctx: &Ctx, job: &Job) -> JobOutcome {
 /// never acked unhandled.
 async fn handle_dead(ctx: &Ctx, dead: &DeadLetter) -> bool {
     if matches!(dead.job, Job::Turn { .. } | Job::Step { .. }) {
-        match call_object(ctx, dead.job.conv(), "/dead", &dead.job).await {
+        match objects::call(ctx, &dead.job.conv(), "/dead", &dead.job).await {
             Ok(resp) if resp.status_code() == 200 => {}
             Ok(resp) => {
                 worker::console_error!("chat {} answered {} to its dead letter", dead.job.conv(), resp.status_code());
@@ -60,7 +53,7 @@ async fn handle_dead(ctx: &Ctx, dead: &DeadLetter) -> bool {
         }
     }
     let body = serde_json::to_string(&dead.job).unwrap_or_default();
-    if let Err(e) = storage::failures::record_failure(&ctx.db(), "dead_letter", Some(&dead.job.key()), Some(dead.job.conv()), &dead.error, Some(&body), now_ms()).await {
+    if let Err(e) = storage::failures::record_failure(&ctx.db(), "dead_letter", Some(&dead.job.key()), Some(&dead.job.conv()), &dead.error, Some(&body), now_ms()).await {
         worker::console_error!("could not record dead letter {}: {e}", dead.job.key());
         return false;
     }

@@ -27,6 +27,12 @@ pub fn curated_notes() -> Vec<String> {
         .collect()
 }
 
+/// The instruction prompts of consolidation (`prompts/memory/consolidate.md`) and of the
+/// summary (`prompts/memory/summary.md`).
+pub fn memory_prompts() -> (&'static str, &'static str) {
+    (bundled::MEMORY_CONSOLIDATE, bundled::MEMORY_SUMMARY)
+}
+
 /// Values for `{{name}}` in prompts.
 pub fn template_values(ctx: &Ctx, model: &str) -> BTreeMap<String, String> {
     let mut v = BTreeMap::new();

@@ -13,6 +13,7 @@
 
 pub mod access;
 pub mod chats;
+pub mod consolidation;
 pub mod conversations;
 pub mod failures;
 pub mod memory;
@@ -20,6 +21,7 @@ pub mod messages;
 pub mod notes;
 pub mod outbox;
 pub mod overview;
+pub mod retention;
 pub mod turns;
 pub mod usage;
 

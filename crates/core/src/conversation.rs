@@ -33,6 +33,23 @@ impl ConvKey {
     }
 }
 
+/// Serde for a [`ConvKey`] as its text form (`chat_id` or `chat_id:thread_id`), the form jobs
+/// on the queues and the chat object's metadata have always carried:
+/// `#[serde(with = "crate::conversation::conv_key_text")]`.
+pub mod conv_key_text {
+    use super::ConvKey;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(key: &ConvKey, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(key)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ConvKey, D::Error> {
+        let text = String::deserialize(d)?;
+        ConvKey::parse(&text).ok_or_else(|| D::Error::custom(format!("not a conversation key: {text:?}")))
+    }
+}
+
 impl fmt::Display for ConvKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.thread_id {

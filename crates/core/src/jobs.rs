@@ -7,17 +7,33 @@
 //! - Transient failures are retried with exponential backoff and jitter, never sooner than a
 //!   server's Retry-After; permanent failures and the last attempt go to the dead-letter queue.
 
+use crate::conversation::{conv_key_text, ConvKey};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Job {
     /// Run the model turn `turn_id` of conversation `conv` again.
-    Turn { conv: String, turn_id: String, attempt: u32 },
+    Turn {
+        #[serde(with = "conv_key_text")]
+        conv: ConvKey,
+        turn_id: String,
+        attempt: u32,
+    },
     /// Carry out step `step` of the plan of `turn_id` again (a Telegram send).
-    Step { conv: String, turn_id: String, step: usize, attempt: u32 },
+    Step {
+        #[serde(with = "conv_key_text")]
+        conv: ConvKey,
+        turn_id: String,
+        step: usize,
+        attempt: u32,
+    },
     /// Consolidate a conversation's new messages into memories and summaries.
-    Consolidate { conv: String, attempt: u32 },
+    Consolidate {
+        #[serde(with = "conv_key_text")]
+        conv: ConvKey,
+        attempt: u32,
+    },
 }
 
 impl Job {
@@ -27,9 +43,9 @@ impl Job {
         }
     }
 
-    pub fn conv(&self) -> &str {
+    pub fn conv(&self) -> ConvKey {
         match self {
-            Job::Turn { conv, .. } | Job::Step { conv, .. } | Job::Consolidate { conv, .. } => conv,
+            Job::Turn { conv, .. } | Job::Step { conv, .. } | Job::Consolidate { conv, .. } => *conv,
         }
     }
 
@@ -118,16 +134,29 @@ mod tests {
     use super::*;
 
     fn turn(attempt: u32) -> Job {
-        Job::Turn { conv: "1".into(), turn_id: "1/1".into(), attempt }
+        Job::Turn { conv: ConvKey::chat(1), turn_id: "1/1".into(), attempt }
     }
 
     #[test]
     fn jobs_round_trip_as_json_with_a_stable_key() {
-        let j = Job::Step { conv: "-100:7".into(), turn_id: "-100:7/3".into(), step: 2, attempt: 4 };
+        let j = Job::Step { conv: ConvKey { chat_id: -100, thread_id: Some(7) }, turn_id: "-100:7/3".into(), step: 2, attempt: 4 };
         let back: Job = serde_json::from_str(&serde_json::to_string(&j).unwrap()).unwrap();
         assert_eq!(back, j);
         assert_eq!(j.key(), j.next_attempt().key());
         assert_eq!(j.next_attempt().attempt(), 5);
+    }
+
+    #[test]
+    fn the_conversation_key_travels_as_its_text_so_queued_jobs_still_parse() {
+        // What jobs on a queue look like (written before the key was a type).
+        let queued = r#"{"kind":"step","conv":"-100:7","turn_id":"-100:7/3","step":2,"attempt":4}"#;
+        let j: Job = serde_json::from_str(queued).unwrap();
+        assert_eq!(j.conv(), ConvKey { chat_id: -100, thread_id: Some(7) });
+        assert_eq!(serde_json::to_value(&j).unwrap(), serde_json::from_str::<serde_json::Value>(queued).unwrap());
+        let c: Job = serde_json::from_str(r#"{"kind":"consolidate","conv":"42","attempt":1}"#).unwrap();
+        assert_eq!(c.key(), "consolidate:42");
+        // A key that is not one is refused when read, not later.
+        assert!(serde_json::from_str::<Job>(r#"{"kind":"turn","conv":"abc","turn_id":"t","attempt":1}"#).is_err());
     }
 
     #[test]

@@ -124,6 +124,35 @@ pub struct CallRecord {
     pub error: Option<String>,
 }
 
+impl CallRecord {
+    /// The record of one call to `model` that took `duration_ms` (the one place a call record
+    /// is made: turns and consolidation alike). A response names the model version that
+    /// answered; an error keeps its HTTP status (0 when there was none) and text.
+    pub fn of(model: &str, result: &Result<GenerateContentResponse, ModelError>, duration_ms: i64) -> CallRecord {
+        match result {
+            Ok(response) => CallRecord {
+                model: response.model_version.clone().unwrap_or_else(|| model.to_string()),
+                usage: response.usage_metadata.clone().unwrap_or_default(),
+                duration_ms,
+                finish_reason: response.finish_reason().map(str::to_string),
+                status: 200,
+                error: None,
+            },
+            Err(error) => CallRecord {
+                model: model.to_string(),
+                usage: UsageMetadata::default(),
+                duration_ms,
+                finish_reason: None,
+                status: match error {
+                    ModelError::Http { status, .. } => *status,
+                    _ => 0,
+                },
+                error: Some(error.to_string()),
+            },
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnResult {
     /// The turn as stored: model contents and (trimmed) tool responses.
@@ -262,21 +291,10 @@ pub async fn run_turn(
         let started = clock.now_ms();
         let response = model.generate(&req.model, &request).await;
         let duration_ms = clock.now_ms() - started;
+        result.calls.push(CallRecord::of(&req.model, &response, duration_ms));
         let response = match response {
             Ok(r) => r,
             Err(error) => {
-                let status = match &error {
-                    ModelError::Http { status, .. } => *status,
-                    _ => 0,
-                };
-                result.calls.push(CallRecord {
-                    model: req.model.clone(),
-                    usage: UsageMetadata::default(),
-                    duration_ms,
-                    finish_reason: None,
-                    status,
-                    error: Some(error.to_string()),
-                });
                 if error.is_history_shape() && !repaired {
                     repaired = true;
                     contents = repair_history(contents);
@@ -285,14 +303,6 @@ pub async fn run_turn(
                 return Err(TurnFailure { error, calls: result.calls });
             }
         };
-        result.calls.push(CallRecord {
-            model: response.model_version.clone().unwrap_or_else(|| req.model.clone()),
-            usage: response.usage_metadata.clone().unwrap_or_default(),
-            duration_ms,
-            finish_reason: response.finish_reason().map(str::to_string),
-            status: 200,
-            error: None,
-        });
         result.finish_reason = response.finish_reason().map(str::to_string);
 
         let content = match response.outcome() {
@@ -677,6 +687,24 @@ mod tests {
         assert!(pages[0]["content"].as_str().unwrap().ends_with(&format!("<<<END {b0}>>>")));
         assert!(pages[1]["content"].as_str().unwrap().ends_with(&format!("<<<END {b1}>>>")));
         assert_ne!(b0, b1);
+    }
+
+    #[test]
+    fn a_call_record_is_made_the_same_way_for_answers_and_errors() {
+        let ok: GenerateContentResponse = serde_json::from_value(json!({
+            "candidates": [{"content": {"role": "model", "parts": [{"text": "hi"}]}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 2, "totalTokenCount": 12},
+            "modelVersion": "gemini-x-001"
+        }))
+        .unwrap();
+        let r = CallRecord::of("gemini-x", &Ok(ok), 42);
+        assert_eq!((r.model.as_str(), r.status, r.duration_ms, r.error), ("gemini-x-001", 200, 42, None));
+        assert_eq!((r.usage.prompt_token_count, r.finish_reason.as_deref()), (10, Some("STOP")));
+        let e = CallRecord::of("gemini-x", &Err(ModelError::Http { status: 503, status_text: "UNAVAILABLE".into(), message: "busy".into(), retry_after_ms: None, daily_quota: false }), 7);
+        assert_eq!((e.model.as_str(), e.status, e.usage, e.finish_reason), ("gemini-x", 503, UsageMetadata::default(), None));
+        assert!(e.error.is_some_and(|t| t.contains("503")));
+        let n = CallRecord::of("gemini-x", &Err(ModelError::Network("reset".into())), 1);
+        assert_eq!(n.status, 0);
     }
 
     #[test]

@@ -1,21 +1,19 @@
-//! Retention at the edge: the cron prunes the tables that only grow, in one D1 round trip of
-//! bounded deletes (decisions and SQL shapes in `core::retention`).
+//! Retention: pruning the tables that only grow, in D1 round trips of bounded deletes
+//! (decisions and SQL shapes in `core::retention`); the cron runs it.
 //!
 //! Invariant: at most `PRUNE_ROUNDS` batches of `PRUNE_BATCH` rows per table per run; table
 //! names come from the core's fixed list, values are bound.
 
 use crate::args;
-use crate::config::{now_ms, Ctx};
+use crate::storage::{rows, Db};
 use agent_core::retention::{cutoff_ms, prune_again, prune_sql, Pruned, PRUNED, PRUNE_BATCH};
 
 /// Prunes what is past retention; returns (table, rows deleted) for the log. One D1 round
 /// trip per round; a table goes again only while its batches come back full.
-pub async fn prune(ctx: &Ctx) -> worker::Result<Vec<(&'static str, usize)>> {
-    let db = ctx.db();
-    let now = now_ms();
+pub async fn prune(db: &Db, now: i64, retention_days: u32) -> worker::Result<Vec<(&'static str, usize)>> {
     let mut due: Vec<(Pruned, i64, usize)> = PRUNED
         .into_iter()
-        .filter_map(|t| cutoff_ms(&t, now, ctx.cfg.retention_days).map(|c| (t, c, 0)))
+        .filter_map(|t| cutoff_ms(&t, now, retention_days).map(|c| (t, c, 0)))
         .collect();
     let mut active: Vec<usize> = (0..due.len()).collect();
     let mut round = 0;
@@ -27,7 +25,7 @@ pub async fn prune(ctx: &Ctx) -> worker::Result<Vec<(&'static str, usize)>> {
         let results = db.batch(stmts).await?;
         let mut next = Vec::new();
         for (&i, r) in active.iter().zip(results.iter()) {
-            let n = crate::storage::rows::<serde_json::Value>(r)?.len();
+            let n = rows::<serde_json::Value>(r)?.len();
             due[i].2 += n;
             if prune_again(n, round) {
                 next.push(i);

@@ -1,0 +1,21 @@
+//! Long-term memory: what consolidation extracts (facts, episodes, commitments, aliases), how
+//! it merges into what is already remembered, how memories read in a prompt, and how recall
+//! queries are built. Split by job: [`schema`], [`merge`], [`render`], [`search`].
+//!
+//! Invariants:
+//! - Merging is deterministic and idempotent: merging the same extraction twice changes
+//!   nothing the second time (equal facts only refresh, equal episodes/commitments/aliases are
+//!   recognised and skipped).
+//! - A newer fact about the same entity and attribute supersedes the older one instead of
+//!   duplicating it; nothing is deleted by consolidation.
+//! - Operator notes are not touched by consolidation.
+
+pub mod merge;
+pub mod render;
+pub mod schema;
+pub mod search;
+
+pub use merge::*;
+pub use render::*;
+pub use schema::*;
+pub use search::*;

@@ -1,0 +1,64 @@
+//! The synchronous API chat (`POST /api/v1/chat`): the text is stored as a message, one turn
+//! runs, and its messages come back instead of going to Telegram (stored as the bot's).
+//!
+//! Invariant: the turn is claimed in one step, before any await, so two concurrent calls
+//! cannot both start one; a busy conversation answers 409.
+
+use super::*;
+
+impl ChatObject {
+    /// A synchronous API turn: the text is stored as a message, one turn runs, its messages come
+    /// back instead of going to Telegram (and are stored as the bot's).
+    pub(super) async fn api_chat(&self, ctx: &Ctx, text: &str, name: &str) -> (u16, serde_json::Value) {
+        use serde_json::json;
+        let Some((conv, _)) = self.conv() else { return (400, json!({"error": "no conversation"})) };
+        let now = now_ms();
+        let conv_s = conv.to_string();
+        let nonce = u64::from_le_bytes(crate::config::random_bytes::<8>());
+        // Checked and claimed in one step, before any await: two concurrent calls cannot both
+        // start a turn.
+        let claimed = self
+            .update(|st| {
+                if st.turn.is_some() || st.plan.is_some() {
+                    return None;
+                }
+                st.pending = None;
+                Some(st.begin_turn(now, &conv_s, nonce))
+            })
+            .await;
+        let Some(turn) = claimed else {
+            return (409, json!({"error": "this conversation is busy; try again"}));
+        };
+        self.in_flight.set(true);
+        let parts = vec![agent_core::conversation::Part::text(text)];
+        if let Err(e) = storage::messages::record_api_message(&ctx.db(), &conv, name, &parts, now).await {
+            self.in_flight.set(false);
+            self.update(|st| st.end_turn(&turn.turn_id)).await;
+            return (503, json!({"error": e.to_string()}));
+        }
+        let result = agent::run(ctx, &conv, &turn, false).await;
+        self.in_flight.set(false);
+        self.update(|st| st.end_turn(&turn.turn_id)).await;
+        let answer = match result {
+            Ok(agent::TurnOutput::Planned { steps }) => {
+                let texts: Vec<String> = steps
+                    .iter()
+                    .filter_map(|s| match s {
+                        Step::Send { text, .. } => Some(text.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                if let Err(e) = storage::messages::record_api_replies(&ctx.db(), &conv, &turn.turn_id, &texts, &ctx.cfg.bot_name, now_ms()).await {
+                    worker::console_error!("api chat {conv}: replies not stored: {e}");
+                }
+                let _ = storage::turns::set_turn_status(&ctx.db(), &turn.turn_id, TurnStatus::Done, None, now_ms()).await;
+                (200, json!({"reply": texts.join("\n\n"), "messages": texts, "turn_id": turn.turn_id}))
+            }
+            Ok(agent::TurnOutput::NothingToDo) => (200, json!({"reply": null, "messages": [], "turn_id": turn.turn_id})),
+            Err(agent::TurnError::Transient { error, .. }) => (503, json!({"error": error})),
+            Err(agent::TurnError::Permanent { error }) => (502, json!({"error": error})),
+        };
+        self.arm(ctx).await;
+        answer
+    }
+}

@@ -1,0 +1,94 @@
+//! The object's inbox: a reply-asking message or reaction from the webhook. Access policy,
+//! commands and budgets come first (none of them calls the model); then the signal goes to
+//! the state machine, which debounces bursts and may cancel a plan in progress.
+//!
+//! Invariants:
+//! - A redelivered update changes nothing (its id is remembered in the state; concurrent
+//!   copies are handled once).
+//! - A refused or over-budget message is remembered too, so a redelivery is not refused (and
+//!   notified) twice.
+
+use super::*;
+
+impl ChatObject {
+    pub(super) async fn inbox(&self, ctx: &Ctx, inbox: Inbox) {
+        // Concurrent copies of one update: only the first is handled.
+        if !self.handling.borrow_mut().insert(inbox.update_id) {
+            return;
+        }
+        self.handle_inbox(ctx, &inbox).await;
+        self.handling.borrow_mut().remove(&inbox.update_id);
+    }
+
+    pub(super) async fn handle_inbox(&self, ctx: &Ctx, inbox: &Inbox) {
+        let kind = inbox.message.as_ref().map(|m| m.chat.kind).or(inbox.reaction.as_ref().map(|r| r.chat.kind));
+        let conv = match (&inbox.message, &inbox.reaction, self.conv()) {
+            (Some(m), _, _) => m.conv,
+            (None, _, Some((c, _))) => c,
+            (None, Some(r), None) => ConvKey::chat(r.chat.id),
+            (None, None, None) => return,
+        };
+        self.remember_conv(conv, kind).await;
+        let kind = kind.unwrap_or(ChatKind::Private);
+
+        let (user_id, name, message_id) = match (&inbox.message, &inbox.reaction) {
+            (Some(m), _) => (m.speaker.user_id, m.speaker.name.clone(), m.message_id),
+            (None, Some(r)) => (r.speaker.user_id, r.speaker.name.clone(), r.message_id),
+            _ => return,
+        };
+        // Redelivered: the signal is already in; nothing else is done again.
+        if self.with(|st| st.seen.contains(&inbox.update_id)).await {
+            return;
+        }
+        if !access::admit(ctx, &conv, kind, user_id, &name, inbox.access.as_deref(), message_id).await {
+            // Remember the update so a redelivery does not refuse (and notify) twice.
+            self.update(|st| st.mark_seen(inbox.update_id)).await;
+            return;
+        }
+        if let Some(m) = &inbox.message {
+            if let Some(cmd) = core_commands::parse(m, &inbox.bot_username) {
+                let is_new = matches!(cmd, core_commands::Command::New);
+                self.update(|st| {
+                    st.mark_seen(inbox.update_id);
+                    if is_new {
+                        // A new session: forget the burst and the plan of the old one.
+                        st.pending = None;
+                        st.plan = None;
+                    }
+                })
+                .await;
+                commands::run(ctx, &conv, m, cmd).await;
+                self.arm(ctx).await;
+                return;
+            }
+        }
+        // Model budgets (per person, chat and bot): over one, no turn and one notice per window.
+        if !access::within_budget(ctx, &conv, user_id, message_id).await {
+            self.update(|st| st.mark_seen(inbox.update_id)).await;
+            return;
+        }
+        // The debounce runs on this object's clock: when it learned of the message. (Telegram
+        // sends a chat's updates one at a time, each after the previous one was acknowledged,
+        // so under load the gap it sees between messages is at least the acknowledgement time.)
+        let signal = Signal { update_id: inbox.update_id, target_message_id: Some(message_id), trigger: inbox.trigger, at_ms: now_ms() };
+        match self.update(|st| st.signal(&signal)).await {
+            SignalOutcome::Duplicate => {}
+            SignalOutcome::Accepted { cancelled } => {
+                if let Some((turn_id, from)) = cancelled {
+                    self.record_cancelled(ctx, &turn_id, from).await;
+                }
+                self.arm(ctx).await;
+            }
+        }
+    }
+
+    /// Records the steps of a plan that a new message cancelled.
+    pub(super) async fn record_cancelled(&self, ctx: &Ctx, turn_id: &str, from: usize) {
+        worker::console_log!("turn {turn_id}: plan cancelled from step {from} by a new message");
+        let calls = agent::step_calls(ctx, turn_id).await;
+        for index in from..calls.len() {
+            agent::record_step_outcome(ctx, turn_id, &calls, index, &StepOutcome::Cancelled).await;
+        }
+        let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some(format!("cancelled from step {from}")), now_ms()).await;
+    }
+}

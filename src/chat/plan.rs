@@ -1,0 +1,151 @@
+//! Carrying out a plan: due steps in order until the plan ends, waits, or a step must be
+//! retried. Which message a step threads to and what a failed step does to the plan are the
+//! core's rules (`agent_core::plan::{default_reply_to, after_fatal}`).
+//!
+//! Invariants:
+//! - Plan steps run under a guard: delivery asks the state machine, right before every
+//!   Telegram call, whether the step is still current; a cancelled step is never sent.
+//! - A step carried out is recorded truthfully even if a new message cancelled the plan while
+//!   Telegram answered.
+
+use super::*;
+use agent_core::plan::{after_fatal, default_reply_to, AfterFailure};
+
+impl ChatObject {
+    /// Carries out due plan steps in order until the plan ends, waits, or a step must be
+    /// retried (returned). Stops as soon as a new message cancels the plan.
+    pub(super) async fn advance(&self, ctx: &Ctx) -> Option<StepRetry> {
+        if self.advancing.replace(true) {
+            return None;
+        }
+        let retry = self.advance_inner(ctx).await;
+        self.advancing.set(false);
+        retry
+    }
+
+    async fn advance_inner(&self, ctx: &Ctx) -> Option<StepRetry> {
+        let (conv, kind) = self.conv()?;
+        let mut step_calls: Option<(String, Vec<Option<usize>>)> = None;
+        loop {
+            let now = now_ms();
+            let due = self.with(|st| DueStep::of(st, now, kind)).await?;
+            if ctx.meter.count() + 3 > crate::config::SUBREQUEST_BUDGET {
+                // Enough for this invocation: the alarm (due now) carries on.
+                return None;
+            }
+            if step_calls.as_ref().is_none_or(|(t, _)| *t != due.turn_id) {
+                step_calls = Some((due.turn_id.clone(), agent::step_calls(ctx, &due.turn_id).await));
+            }
+            let calls = step_calls.as_ref().map(|(_, c)| c.clone()).unwrap_or_default();
+            if let Step::Wait { seconds } = &due.step {
+                let until = now.saturating_add(i64::from(*seconds).saturating_mul(1000));
+                self.update(|st| st.step_done(&due.turn_id, due.index, until)).await;
+                agent::record_step_outcome(ctx, &due.turn_id, &calls, due.index, &StepOutcome::Done).await;
+                continue;
+            }
+            let result = self.send_step(ctx, &conv, &due).await?;
+            match self.after_step(ctx, &due, &calls, result).await {
+                Next::Continue => {}
+                Next::Stop => return None,
+                Next::Retry(retry) => return Some(retry),
+            }
+        }
+    }
+
+    /// Starts a visible step and carries it out under the guard. `None`: the plan is gone, or
+    /// the step kept failing and the plan was given up.
+    async fn send_step(&self, ctx: &Ctx, conv: &ConvKey, due: &DueStep) -> Option<std::result::Result<StepOutcome, deliver::StepError>> {
+        let (turn_id, index) = (due.turn_id.clone(), due.index);
+        // The step_calls read before was an await: the plan may be gone meanwhile.
+        let starts = self.update(|st| st.start_step(&turn_id, index)).await?;
+        if starts > ctx.cfg.max_send_attempts {
+            worker::console_error!("turn {turn_id} step {index} keeps failing; dropping the plan");
+            self.give_up(ctx, &turn_id, "a step kept failing").await;
+            return None;
+        }
+        // Deliver asks this guard right before every Telegram call.
+        let chat = self.chat.clone();
+        let guard_turn = turn_id.clone();
+        let guarded = Ctx {
+            step_guard: Some(Rc::new(move || chat.borrow().as_ref().is_some_and(|st| st.is_current_step(&guard_turn, index)))),
+            ..ctx.clone()
+        };
+        Some(deliver::run_step(&guarded, conv, &turn_id, index, &due.step, due.default_reply).await)
+    }
+
+    /// What a step's result means for the plan.
+    async fn after_step(&self, ctx: &Ctx, due: &DueStep, calls: &[Option<usize>], result: std::result::Result<StepOutcome, deliver::StepError>) -> Next {
+        let (turn_id, index) = (due.turn_id.as_str(), due.index);
+        match result {
+            Err(deliver::StepError::Cancelled) => {
+                worker::console_log!("turn {turn_id} step {index}: cancelled before it was sent");
+                Next::Stop
+            }
+            Ok(outcome) => {
+                // It was carried out (the guard held at the call); record that truthfully
+                // even if a new message cancelled the plan while Telegram answered.
+                let current = self.with(|st| st.is_current_step(turn_id, index)).await;
+                agent::record_step_outcome(ctx, turn_id, calls, index, &outcome).await;
+                if !current {
+                    return Next::Stop;
+                }
+                self.update(|st| st.step_done(turn_id, index, now_ms())).await;
+                if index + 1 >= due.len {
+                    let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, None, now_ms()).await;
+                }
+                Next::Continue
+            }
+            Err(deliver::StepError::Yield) => {
+                worker::console_log!("turn {turn_id} step {index}: continuing in the next invocation");
+                Next::Stop
+            }
+            Err(deliver::StepError::Retry { error, after_ms }) => {
+                worker::console_warn!("turn {turn_id} step {index}: {error}");
+                let deadline = Self::job_deadline(ctx, 1, after_ms);
+                self.update(|st| st.step_waiting(turn_id, index, deadline)).await;
+                Next::Retry(StepRetry { turn_id: turn_id.to_string(), step: index, error, after_ms })
+            }
+            Err(deliver::StepError::Fatal { error, blocked }) => {
+                worker::console_warn!("turn {turn_id} step {index} failed: {error}");
+                agent::record_step_outcome(ctx, turn_id, calls, index, &StepOutcome::Failed { error: error.clone() }).await;
+                match after_fatal(&due.step, blocked) {
+                    AfterFailure::DropPlan => {
+                        self.update(|st| st.drop_plan(turn_id)).await;
+                        let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Failed, Some(error), now_ms()).await;
+                        Next::Stop
+                    }
+                    AfterFailure::Skip => {
+                        self.update(|st| st.step_done(turn_id, index, now_ms())).await;
+                        Next::Continue
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The plan step due now, with the message it threads to by default.
+struct DueStep {
+    turn_id: String,
+    index: usize,
+    step: Step,
+    default_reply: Option<i64>,
+    /// Steps in the plan.
+    len: usize,
+}
+
+impl DueStep {
+    fn of(st: &ChatState, now: i64, kind: ChatKind) -> Option<DueStep> {
+        let p = st.plan.as_ref().filter(|p| !p.waiting_job && now >= p.not_before_ms)?;
+        let step = p.current()?.clone();
+        let default_reply = default_reply_to(kind.is_group(), &p.steps, p.next, p.target_message_id);
+        Some(DueStep { turn_id: p.turn_id.clone(), index: p.next, step, default_reply, len: p.steps.len() })
+    }
+}
+
+/// What the plan does after a step.
+enum Next {
+    Continue,
+    Stop,
+    Retry(StepRetry),
+}

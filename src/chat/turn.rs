@@ -1,0 +1,139 @@
+//! The object's side of a turn: starting one when the debounce is over, running it (or taking
+//! it over from a dead instance), and what follows: a plan to carry out, a retry job, or giving
+//! up and apologising.
+//!
+//! Invariants:
+//! - A turn that fails transiently waits for its retry job with a deadline; if the job is
+//!   lost, the alarm takes the turn over at the deadline.
+//! - Giving up owes the user one apology in the state first; the alarm sends it until it goes
+//!   out (or the chat turns out to have blocked the bot).
+
+use super::*;
+
+impl ChatObject {
+    pub(super) async fn start_turn(&self, ctx: &Ctx) {
+        let Some((conv, _)) = self.conv() else {
+            worker::console_error!("a chat object without a conversation key was asked for a turn");
+            self.update(|st| st.pending = None).await;
+            return;
+        };
+        let conv_s = conv.to_string();
+        let nonce = u64::from_le_bytes(crate::config::random_bytes::<8>());
+        let turn = self.update(|st| st.begin_turn(now_ms(), &conv_s, nonce)).await;
+        self.run_turn(ctx, turn).await;
+    }
+
+    /// Runs a turn from the alarm (a new one, or one taken over from a dead instance). If it
+    /// fails transiently, its next attempt goes through the jobs queue.
+    pub(super) async fn run_turn(&self, ctx: &Ctx, turn: agent_core::chat_state::TurnRun) {
+        let Some((conv, _)) = self.conv() else { return };
+        self.in_flight.set(true);
+        self.arm(ctx).await; // the watchdog, in case this instance dies mid-turn
+        let result = agent::run(ctx, &conv, &turn, true).await;
+        self.in_flight.set(false);
+        let outcome = self.after_turn(ctx, &conv, &turn.turn_id, result).await;
+        if let JobOutcome::Retry { error, after_ms } = outcome {
+            let job = Job::Turn { conv, turn_id: turn.turn_id.clone(), attempt: turn.attempt };
+            self.retry_or_give_up(ctx, job, error, after_ms).await;
+        }
+    }
+
+    /// Handles a turn's result. `Retry` means the turn now waits for a retry job, which the
+    /// caller queues (the alarm) or asks the consumer to queue (a job).
+    pub(super) async fn after_turn(
+        &self,
+        ctx: &Ctx,
+        conv: &ConvKey,
+        turn_id: &str,
+        result: std::result::Result<agent::TurnOutput, agent::TurnError>,
+    ) -> JobOutcome {
+        match result {
+            Ok(agent::TurnOutput::Planned { steps }) => {
+                let nothing_to_send = steps.is_empty();
+                let finish = self.update(|st| st.finish_turn(turn_id, steps, now_ms())).await;
+                match finish {
+                    Finish::Execute if nothing_to_send => {
+                        // Silence on purpose (recorded in the turn's empty_reason): done.
+                        let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, None, now_ms()).await;
+                    }
+                    Finish::Execute => {
+                        // The turn is done; a step's own retry goes on the queue as a step job.
+                        if let Some(retry) = self.advance(ctx).await {
+                            self.queue_step_retry(ctx, retry).await;
+                        }
+                    }
+                    Finish::Stale => {
+                        worker::console_log!("turn {turn_id}: new messages arrived during the model call; replanning");
+                        let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Stale, None, now_ms()).await;
+                    }
+                    Finish::Superseded => {}
+                }
+                self.arm(ctx).await;
+                JobOutcome::Done
+            }
+            Ok(agent::TurnOutput::NothingToDo) => {
+                self.update(|st| st.end_turn(turn_id)).await;
+                let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some("nothing new".into()), now_ms()).await;
+                self.arm(ctx).await;
+                JobOutcome::Done
+            }
+            Err(agent::TurnError::Transient { error, after_ms }) => {
+                let attempt = self.with(|st| st.turn.as_ref().map_or(1, |t| t.attempt)).await;
+                let deadline = Self::job_deadline(ctx, attempt, after_ms);
+                self.update(|st| st.turn_waiting(turn_id, deadline)).await;
+                self.arm(ctx).await;
+                JobOutcome::Retry { error, after_ms }
+            }
+            Err(agent::TurnError::Permanent { error }) => {
+                worker::console_error!("turn {turn_id} failed for good: {error}");
+                let _ = storage::failures::record_failure(&ctx.db(), "error", Some(&format!("turn:{turn_id}")), Some(conv), &error, None, now_ms()).await;
+                self.give_up(ctx, turn_id, &error).await;
+                JobOutcome::Done
+            }
+        }
+    }
+
+    /// Ends a turn or plan that cannot be completed, and tells the user (once).
+    /// The apology is owed in the state first, so it is sent even if this invocation cannot.
+    pub(super) async fn give_up(&self, ctx: &Ctx, turn_id: &str, error: &str) {
+        let now = now_ms();
+        self.update(|st| st.give_up(turn_id, now)).await;
+        if let Err(e) = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Dead, Some(error.to_string()), now_ms()).await {
+            worker::console_error!("turn {turn_id}: could not record that it was given up: {e}");
+        }
+        self.send_apologies(ctx).await;
+        self.arm(ctx).await;
+    }
+
+    /// Sends the apologies that are due. One that cannot go now (budget, Telegram busy) stays
+    /// owed and the alarm tries again; one the chat can never receive (blocked) is dropped.
+    pub(super) async fn send_apologies(&self, ctx: &Ctx) {
+        let Some((conv, _)) = self.conv() else { return };
+        loop {
+            let now = now_ms();
+            let Some(turn_id) = self.update(|st| st.apology_due(now)).await else { return };
+            let key = format!("{turn_id}/apology");
+            match deliver::send_text(ctx, &conv, &key, APOLOGY, None, Some(&turn_id)).await {
+                Ok(_) => self.update(|st| st.apology_done(&turn_id)).await,
+                Err(e @ deliver::StepError::Fatal { .. }) => {
+                    worker::console_error!("turn {turn_id}: the apology cannot be sent: {}", e.message());
+                    self.update(|st| st.apology_done(&turn_id)).await;
+                }
+                Err(e) => {
+                    let attempts = self.with(|st| st.apologies.iter().find(|a| a.turn_id == turn_id).map_or(1, |a| a.attempts)).await;
+                    let delay = match &e {
+                        deliver::StepError::Retry { after_ms, .. } => {
+                            backoff_ms(attempts, ctx.cfg.retry_base_ms, 300_000, crate::config::random_unit()).max(after_ms.unwrap_or(0)).min(43_200_000) as i64
+                        }
+                        _ => 0, // out of budget here: the next invocation has a fresh one
+                    };
+                    worker::console_warn!("turn {turn_id}: the apology waits ({})", e.message());
+                    if !self.update(|st| st.apology_later(&turn_id, now, delay)).await {
+                        worker::console_error!("turn {turn_id}: the apology was given up after {attempts} attempts");
+                    }
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! What memory consolidation reads and writes: the conversations due, the lease a job holds
+//! on a conversation, the new messages, the memories learned in the chat, the merge, the
+//! summary, the watermark, and the embeddings.
+//!
+//! Invariants:
+//! - Every statement that changes memories, the summary or the watermark runs only while
+//!   `conversations.consolidating_until` still holds the job's lease (checked in the statement
+//!   itself, in the same batch), so a job that outlived its lease commits nothing.
+//! - What a chat's consolidation reads and changes is what was learned in that chat
+//!   (`Scope::LearnedIn`): an id the model names from another chat changes nothing.
+
+use super::memory::MEMORY_COLUMNS;
+use super::messages::MessageRow;
+use crate::args;
+use crate::storage::{rows, scope_args, Db};
+use agent_core::conversation::ConvKey;
+use agent_core::history::HistoryMessage;
+use agent_core::memory::{MergePlan, Memory};
+use agent_core::scope::Scope;
+use agent_core::turn::CallRecord;
+use serde::Deserialize;
+use serde_json::Value;
+use worker::{D1PreparedStatement, Result};
+
+/// Conversations with messages not yet consolidated and no live lease (up to 100).
+pub async fn due(db: &Db, now: i64) -> Result<Vec<ConvKey>> {
+    #[derive(Deserialize)]
+    struct Due {
+        conv: String,
+    }
+    let due: Vec<Due> = db
+        .all(
+            // `last_seq` is kept by a trigger on messages (migration 0009): the newest message
+            // consolidation reads (not the bot's, not excluded). No scan of `messages`.
+            "SELECT conv FROM conversations
+             WHERE last_seq > COALESCE(consolidated_seq, 0)
+               AND (consolidating_until IS NULL OR consolidating_until < ?1)
+             LIMIT 100",
+            args![now],
+        )
+        .await?;
+    Ok(due.iter().filter_map(|d| ConvKey::parse(&d.conv)).collect())
+}
+
+/// The lease a job holds: the `consolidating_until` it wrote.
+#[derive(Clone, Copy, Debug)]
+pub struct Lease {
+    pub until: i64,
+}
+
+/// `EXISTS` the lease, with placeholders ?{a} (conv) and ?{b} (until).
+fn lease_guard(a: usize, b: usize) -> String {
+    format!("EXISTS (SELECT 1 FROM conversations WHERE conv = ?{a} AND consolidating_until = ?{b})")
+}
+
+/// Takes the conversation until `until` unless another job holds it; the watermark then.
+pub async fn claim(db: &Db, conv: &ConvKey, now: i64, until: i64) -> Result<Option<(i64, Lease)>> {
+    #[derive(Deserialize)]
+    struct Claimed {
+        consolidated_seq: i64,
+    }
+    let row: Option<Claimed> = db
+        .first(
+            "INSERT INTO conversations (conv, chat_id, thread_id, consolidating_until, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (conv) DO UPDATE SET consolidating_until = excluded.consolidating_until
+               WHERE consolidating_until IS NULL OR consolidating_until < ?5
+             RETURNING consolidated_seq",
+            args![conv.to_string(), conv.chat_id, conv.thread_id, until, now],
+        )
+        .await?;
+    Ok(row.map(|r| (r.consolidated_seq, Lease { until })))
+}
+
+/// Gives the lease up, unless another job holds it by now.
+pub async fn release(db: &Db, conv: &ConvKey, lease: Lease) {
+    let _ = db
+        .run(
+            "UPDATE conversations SET consolidating_until = NULL WHERE conv = ?1 AND consolidating_until = ?2",
+            args![conv.to_string(), lease.until],
+        )
+        .await;
+}
+
+/// Messages of `conv` with `after < seq < before` (not excluded), oldest first or, with
+/// `newest_first`, the newest `limit` (returned oldest first either way).
+pub async fn messages(db: &Db, conv: &ConvKey, after: i64, before: i64, limit: i64, newest_first: bool) -> Result<Vec<HistoryMessage>> {
+    let order = if newest_first { "DESC" } else { "ASC" };
+    let sql = format!(
+        "SELECT m.seq, m.message_id, m.role, m.user_id, m.name, m.username, m.parts, m.reply_to, m.forwarded_from,
+           m.date, m.edited_at, m.turn_id, NULL AS turn_upto_seq
+         FROM messages m WHERE m.conv = ?1 AND m.seq > ?2 AND m.seq < ?3 AND m.excluded = 0 ORDER BY m.seq {order} LIMIT ?4"
+    );
+    let found: Vec<MessageRow> = db.all(&sql, args![conv.to_string(), after, before, limit]).await?;
+    let mut out: Vec<HistoryMessage> = found.into_iter().map(MessageRow::into_history).collect();
+    if newest_first {
+        out.reverse();
+    }
+    Ok(out)
+}
+
+/// The live memories learned in the chat that a consolidation shows the model (facts,
+/// aliases and open commitments; newest first, up to 120).
+pub async fn existing(db: &Db, chat_id: i64) -> Result<Vec<Memory>> {
+    let on = Scope::LearnedIn { chat_id }.memories("", 1);
+    db.all(
+        &format!(
+            "SELECT {MEMORY_COLUMNS} FROM memories WHERE superseded_by IS NULL
+             AND (kind != 'commitment' OR status = 'open') AND kind != 'episode'
+             AND {}
+             ORDER BY updated_at DESC LIMIT 120",
+            on.sql
+        ),
+        scope_args(&on),
+    )
+    .await
+}
+
+/// Which of `users` have written in the chat (not excluded).
+pub async fn seen_in_chat(db: &Db, chat_id: i64, users: &[i64]) -> Result<Vec<i64>> {
+    #[derive(Deserialize)]
+    struct Seen {
+        user_id: i64,
+    }
+    let found: Vec<Seen> = db
+        .all(
+            "SELECT DISTINCT user_id FROM messages
+             WHERE chat_id = ?1 AND role = 'user' AND excluded = 0 AND user_id IN (SELECT value FROM json_each(?2))",
+            args![chat_id, serde_json::to_string(users).unwrap_or_else(|_| "[]".into())],
+        )
+        .await?;
+    Ok(found.into_iter().map(|r| r.user_id).collect())
+}
+
+const INSERT_MEMORY: &str = "INSERT INTO memories (kind, chat_id, conv, about_user_id, entity, attribute, value, topics, status, due,
+       confidence, source_ids, happened_on, created_at, updated_at)
+     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14";
+
+/// The statements of a merge, each guarded by the lease (?c conv, ?u until) and, for updates,
+/// by the chat: an id from another chat changes nothing even if the model names it.
+pub fn merge_statements(db: &Db, conv: &ConvKey, plan: &MergePlan, now: i64, lease: Lease) -> Result<Vec<D1PreparedStatement>> {
+    let conv_s = conv.to_string();
+    let mut stmts = Vec::new();
+    let insert = format!("{INSERT_MEMORY} WHERE {}", lease_guard(15, 16));
+    let in_chat = |first: usize| Scope::LearnedIn { chat_id: conv.chat_id }.memories("", first);
+    for n in &plan.inserts {
+        stmts.push(db.stmt(
+            &insert,
+            args![
+                n.kind.as_str(),
+                conv.chat_id,
+                conv_s.clone(),
+                n.about_user_id,
+                n.entity.clone(),
+                n.attribute.clone(),
+                n.value.clone(),
+                n.topics.clone(),
+                n.status.clone(),
+                n.due.clone(),
+                n.confidence,
+                serde_json::to_string(&n.source_message_ids).unwrap_or_default(),
+                n.happened_on.clone(),
+                now,
+                conv_s.clone(),
+                lease.until
+            ],
+        )?);
+        if let Some(old) = n.supersedes {
+            // Right after its insert, last_insert_rowid() is the new fact (both run or neither:
+            // the lease cannot change inside the batch).
+            let on = in_chat(5);
+            stmts.push(db.stmt(
+                &format!(
+                    "UPDATE memories SET superseded_by = last_insert_rowid(), updated_at = ?2 WHERE id = ?1 AND {} AND {}",
+                    lease_guard(3, 4),
+                    on.sql
+                ),
+                [args![old, now, conv_s.clone(), lease.until], scope_args(&on)].concat(),
+            )?);
+        }
+    }
+    for (id, confidence) in &plan.refreshes {
+        let on = in_chat(6);
+        stmts.push(db.stmt(
+            &format!("UPDATE memories SET confidence = ?2, updated_at = ?3 WHERE id = ?1 AND {} AND {}", lease_guard(4, 5), on.sql),
+            [args![*id, *confidence, now, conv_s.clone(), lease.until], scope_args(&on)].concat(),
+        )?);
+    }
+    for (id, status) in &plan.status_changes {
+        let on = in_chat(6);
+        stmts.push(db.stmt(
+            &format!("UPDATE memories SET status = ?2, updated_at = ?3 WHERE id = ?1 AND {} AND {}", lease_guard(4, 5), on.sql),
+            [args![*id, status.clone(), now, conv_s.clone(), lease.until], scope_args(&on)].concat(),
+        )?);
+    }
+    Ok(stmts)
+}
+
+/// A conversation's summary row.
+#[derive(Deserialize, Default)]
+pub struct SummaryRow {
+    pub summary: Option<String>,
+    pub until_seq: Option<i64>,
+}
+
+pub async fn summary(db: &Db, conv: &ConvKey) -> Result<Option<SummaryRow>> {
+    db.first("SELECT summary, until_seq FROM summaries WHERE conv = ?1", args![conv.to_string()]).await
+}
+
+/// The statement writing a new summary that covers messages up to `until_seq` (`messages`
+/// more of them), guarded by the lease.
+pub fn summary_statement(db: &Db, conv: &ConvKey, summary: &str, until_seq: i64, messages: usize, now: i64, lease: Lease) -> Result<D1PreparedStatement> {
+    db.stmt(
+        &format!(
+            "INSERT INTO summaries (conv, summary, until_seq, messages, updated_at) SELECT ?1, ?2, ?3, ?4, ?5 WHERE {}
+             ON CONFLICT (conv) DO UPDATE SET summary = excluded.summary, until_seq = excluded.until_seq,
+               messages = summaries.messages + excluded.messages, updated_at = excluded.updated_at",
+            lease_guard(1, 6)
+        ),
+        args![conv.to_string(), summary, until_seq, messages, now, lease.until],
+    )
+}
+
+/// Commits a consolidation in one batch (a transaction): the merge and summary statements,
+/// then the watermark (which also gives the lease up), then the model calls (unguarded: they
+/// happened whatever becomes of the commit). Whether the lease held (else nothing changed).
+pub async fn commit(db: &Db, conv: &ConvKey, mut stmts: Vec<D1PreparedStatement>, last_seq: i64, now: i64, lease: Lease, calls: &[CallRecord]) -> Result<bool> {
+    let watermark_at = stmts.len();
+    stmts.push(db.stmt(
+        "UPDATE conversations SET consolidated_seq = MAX(consolidated_seq, ?2), consolidating_until = NULL, updated_at = ?3
+         WHERE conv = ?1 AND consolidating_until = ?4 RETURNING conv",
+        args![conv.to_string(), last_seq, now, lease.until],
+    )?);
+    stmts.extend(call_statements(db, conv, calls, now));
+    let results = db.batch(stmts).await?;
+    Ok(results.get(watermark_at).and_then(|r| rows::<Value>(r).ok()).is_some_and(|r| !r.is_empty()))
+}
+
+fn call_statements(db: &Db, conv: &ConvKey, calls: &[CallRecord], now: i64) -> Vec<D1PreparedStatement> {
+    let conv_s = conv.to_string();
+    calls
+        .iter()
+        .filter_map(|c| super::usage::model_call_stmt(db, None, Some(&conv_s), Some(conv.chat_id), "consolidate", c, now).ok())
+        .collect()
+}
+
+/// Records model calls of a consolidation that does not commit.
+pub async fn record_calls(db: &Db, conv: &ConvKey, calls: &[CallRecord], now: i64) {
+    let _ = db.batch(call_statements(db, conv, calls, now)).await;
+}
+
+/// A memory without an embedding yet, as the text to embed.
+#[derive(Deserialize)]
+pub struct Unembedded {
+    pub id: i64,
+    pub text: String,
+}
+
+pub async fn unembedded(db: &Db, conv: &ConvKey) -> Result<Vec<Unembedded>> {
+    db.all(
+        "SELECT id, trim(coalesce(entity, '') || ' ' || coalesce(attribute, '') || ' ' || value) AS text
+         FROM memories WHERE conv = ?1 AND embedding IS NULL LIMIT 50",
+        args![conv.to_string()],
+    )
+    .await
+}
+
+/// Stores embeddings, one per memory, in one round trip.
+pub async fn store_embeddings(db: &Db, found: &[Unembedded], vectors: Vec<Vec<f32>>) -> Result<()> {
+    let stmts = found
+        .iter()
+        .zip(vectors)
+        .filter_map(|(r, v)| {
+            db.stmt("UPDATE memories SET embedding = ?2 WHERE id = ?1", args![r.id, serde_json::to_string(&v).unwrap_or_default()]).ok()
+        })
+        .collect();
+    db.batch(stmts).await?;
+    Ok(())
+}
