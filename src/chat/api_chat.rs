@@ -4,7 +4,11 @@
 //! Invariant: the turn is claimed in one step, before any await, so two concurrent calls
 //! cannot both start one; a busy conversation answers 409.
 
-use super::*;
+use super::{agent, ChatObject};
+use crate::config::{now_ms, Ctx};
+use crate::storage;
+use agent_core::plan::Step;
+use agent_core::status::TurnStatus;
 
 impl ChatObject {
     /// A synchronous API turn: the text is stored as a message, one turn runs, its messages come

@@ -8,7 +8,14 @@
 //! - A refused or over-budget message is remembered too, so a redelivery is not refused (and
 //!   notified) twice.
 
-use super::*;
+use super::{access, agent, commands, ChatObject, Inbox};
+use crate::config::{now_ms, Ctx};
+use crate::storage;
+use agent_core::chat_state::{Signal, SignalOutcome};
+use agent_core::commands as core_commands;
+use agent_core::conversation::{ChatKind, ConvKey};
+use agent_core::plan::StepOutcome;
+use agent_core::status::TurnStatus;
 
 impl ChatObject {
     pub(super) async fn inbox(&self, ctx: &Ctx, inbox: Inbox) {

@@ -4,7 +4,11 @@
 //! Invariant: a job for work that finished or was superseded meanwhile does nothing; a step
 //! retry that cannot be queued comes back through the alarm at its deadline.
 
-use super::*;
+use super::{agent, ChatObject, StepRetry};
+use crate::config::{now_ms, random_unit, Ctx};
+use crate::outbound::queues;
+use crate::storage;
+use agent_core::jobs::{max_attempts, next_move, Job, JobOutcome, NextMove};
 
 impl ChatObject {
     /// Queues the retry of a failed step (see [`Self::retry_or_give_up`]).

@@ -8,7 +8,14 @@
 //! - A step carried out is recorded truthfully even if a new message cancelled the plan while
 //!   Telegram answered.
 
-use super::*;
+use super::{agent, deliver, ChatObject, StepRetry};
+use crate::config::{now_ms, Ctx};
+use crate::storage;
+use agent_core::chat_state::ChatState;
+use agent_core::conversation::{ChatKind, ConvKey};
+use agent_core::plan::{Step, StepOutcome};
+use agent_core::status::TurnStatus;
+use std::rc::Rc;
 use agent_core::plan::{after_fatal, default_reply_to, AfterFailure};
 
 impl ChatObject {

@@ -8,7 +8,13 @@
 //! - Giving up owes the user one apology in the state first; the alarm sends it until it goes
 //!   out (or the chat turns out to have blocked the bot).
 
-use super::*;
+use super::{agent, deliver, ChatObject, APOLOGY};
+use crate::config::{now_ms, Ctx};
+use crate::storage;
+use agent_core::chat_state::Finish;
+use agent_core::conversation::ConvKey;
+use agent_core::jobs::{backoff_ms, Job, JobOutcome};
+use agent_core::status::TurnStatus;
 
 impl ChatObject {
     pub(super) async fn start_turn(&self, ctx: &Ctx) {
