@@ -5,7 +5,7 @@ import path from "node:path";
 import zlib from "node:zlib";
 import { performance } from "node:perf_hooks";
 import http from "node:http";
-import { startStack, privateText, sleep, ROOT } from "../tests/support/stack.js";
+import { startStack, privateText, sleep, ROOT, WEBHOOK_SECRET } from "../tests/support/stack.js";
 
 const percentile = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -34,11 +34,13 @@ const t0 = performance.now();
 let s = await startStack({ latencyMs: 300, vars: { DEBOUNCE_MS: "1500", DEBOUNCE_MAX_MS: "8000" } });
 const started = performance.now() - t0;
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+/** POSTs and resolves with the answer; a webhook answer other than 200 fails the run (a wrong
+ * secret would otherwise measure 401s and wait for replies that never come). */
 function post(pathname, body, headers = {}) {
   return new Promise((resolve, reject) => {
     const req = http.request(new URL(pathname, s.url), { method: "POST", agent, headers: { "content-type": "application/json", ...headers } }, (res) => {
       res.resume();
-      res.on("end", () => resolve(res));
+      res.on("end", () => (res.statusCode === 200 ? resolve(res) : reject(new Error(`${pathname} answered ${res.statusCode}`))));
     });
     req.on("error", reject);
     req.end(body);
@@ -68,7 +70,7 @@ async function sequentialLatency(make) {
   const xs = [];
   for (let i = 0; i < 200; i++) {
     const t1 = performance.now();
-    await post("/telegram/webhook", JSON.stringify(make(i)), { "X-Telegram-Bot-Api-Secret-Token": "test-webhook-secret" });
+    await post("/telegram/webhook", JSON.stringify(make(i)), { "X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET });
     xs.push(performance.now() - t1);
   }
   return { p50_ms: percentile(xs, 50), p99_ms: percentile(xs, 99) };
@@ -89,7 +91,7 @@ async function ackRun(updates, concurrency) {
     while (i < updates.length) {
       const body = JSON.stringify(updates[i++]);
       const t1 = performance.now();
-      await post("/telegram/webhook", body, { "X-Telegram-Bot-Api-Secret-Token": "test-webhook-secret" });
+      await post("/telegram/webhook", body, { "X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET });
       latencies.push(performance.now() - t1);
     }
   }));
@@ -109,7 +111,7 @@ await Promise.all(Array.from({ length: 50 }, async () => {
     const u = updates[next++];
     const body = JSON.stringify(u);
     const t1 = performance.now();
-    const res = await post("/telegram/webhook", body, { "X-Telegram-Bot-Api-Secret-Token": "test-webhook-secret" });
+    const res = await post("/telegram/webhook", body, { "X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET });
     latencies.push(performance.now() - t1);
     costs.push({ sub: Number(res.headers["x-subrequests"]), rt: Number(res.headers["x-d1-round-trips"]), st: Number(res.headers["x-d1-statements"]), status: res.statusCode });
   }
