@@ -93,6 +93,7 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   const delays = []; // {method, chatId?, times, ms}: answer late
   const blocked = new Set();
   const stickerSets = new Map();
+  const files = new Map(); // file_id -> { file_unique_id, bytes, path, size }
   let nextMessageId = firstMessageId;
   let webhook = { url: "", allowed_updates: [] };
   const pendingUpdates = []; // for getUpdates
@@ -105,7 +106,24 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     for (const l of listeners) l(event);
   }
 
+  /** `GET /file/bot<token>/<file_path>`: a file's bytes, as Telegram serves downloads. */
+  function download(req, res) {
+    const m = /^\/file\/bot([^/]+)\/(.+)$/.exec(new URL(req.url, "http://x").pathname);
+    if (!m) return false;
+    const file = [...files.values()].find((f) => f.path === m[2]);
+    requests.push({ method: "download", body: { file_path: m[2] }, at: Date.now() });
+    notify();
+    if (m[1] !== token) fail(res, 401, "Unauthorized");
+    else if (!file) fail(res, 404, "Not Found");
+    else {
+      res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(file.bytes.length) });
+      res.end(file.bytes);
+    }
+    return true;
+  }
+
   async function handleRequest(req, res) {
+    if (req.method === "GET" && download(req, res)) return;
     let raw = "";
     for await (const chunk of req) raw += chunk;
     const m = /^\/bot([^/]+)\/([A-Za-z]+)$/.exec(new URL(req.url, "http://x").pathname);
@@ -181,6 +199,12 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         }
         emit({ type: "reaction", chat_id: chatId, message_id: body.message_id, emoji: reaction.map((r) => r.emoji).join("") });
         return ok(res, true);
+      }
+      case "getFile": {
+        const f = files.get(body.file_id);
+        if (!f) return fail(res, 400, "Bad Request: invalid file_id");
+        if (f.size > 20 * 1024 * 1024) return fail(res, 400, "Bad Request: file is too big");
+        return ok(res, { file_id: body.file_id, file_unique_id: f.file_unique_id, file_size: f.size, file_path: f.path });
       }
       case "sendChatAction":
         if (!body.action) return fail(res, 400, "Bad Request: wrong parameter action in request");
@@ -266,6 +290,11 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     },
     block(chatId) {
       blocked.add(chatId);
+    },
+    /** A file the bot can fetch with getFile and download; `size` reports another size than
+     * the bytes have (a 48 MB video without 48 MB of bytes). */
+    addFile(fileId, bytes, { uniqueId = `u-${fileId}`, path = `files/${fileId}`, size } = {}) {
+      files.set(fileId, { file_unique_id: uniqueId, bytes: Buffer.from(bytes), path, size: size ?? Buffer.from(bytes).length });
     },
     addStickerSet(name, stickers) {
       stickerSets.set(name, { name, title: name, sticker_type: "regular", stickers });

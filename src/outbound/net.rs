@@ -3,6 +3,7 @@
 //!
 //! Invariants:
 //! - Errors never contain the URL (the Telegram URL carries the bot token).
+//! - [`get_bytes`] (Telegram file downloads) reads at most the bytes asked for.
 //! - [`get_capped`] (fetch_url) never follows a redirect (the core checks every hop), reads a
 //!   body only when `fetch::should_read_body` allows it from the status and content type, and
 //!   never more than `fetch::MAX_BODY_BYTES` of it: the rest is not read, the request aborted.
@@ -81,19 +82,19 @@ pub async fn send(
     within(call, controller, timeout).await
 }
 
-/// Reads at most `MAX_BODY_BYTES` of a body; the rest is not read.
-async fn read_capped(resp: &mut worker::Response) -> Result<(Vec<u8>, bool), String> {
+/// Reads at most `max` bytes of a body; the rest is not read. Whether it was cut.
+async fn read_capped(resp: &mut worker::Response, max: usize) -> Result<(Vec<u8>, bool), String> {
     let mut bytes: Vec<u8> = Vec::new();
     if !matches!(resp.body(), ResponseBody::Stream(_)) {
         bytes = resp.bytes().await.map_err(|e| e.to_string())?;
-        let truncated = bytes.len() > MAX_BODY_BYTES;
-        bytes.truncate(MAX_BODY_BYTES);
+        let truncated = bytes.len() > max;
+        bytes.truncate(max);
         return Ok((bytes, truncated));
     }
     let mut stream = resp.stream().map_err(|e| e.to_string())?;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| e.to_string())?;
-        let room = MAX_BODY_BYTES.saturating_sub(bytes.len());
+        let room = max.saturating_sub(bytes.len());
         if chunk.len() > room {
             bytes.extend(chunk.iter().take(room));
             return Ok((bytes, true));
@@ -120,11 +121,30 @@ pub async fn get_capped(meter: &Meter, url: &str, headers: &[(&str, &str)], time
             truncated: false,
         };
         if should_read_body(status, &out.content_type) {
-            let (bytes, truncated) = read_capped(&mut resp).await?;
+            let (bytes, truncated) = read_capped(&mut resp, MAX_BODY_BYTES).await?;
             out.body = Some(String::from_utf8_lossy(&bytes).into_owned());
             out.truncated = truncated;
         }
         Ok::<_, String>(out)
+    };
+    within(call, controller, timeout).await
+}
+
+/// A GET whose body is bytes, of which at most `max` are read (the rest is never
+/// transferred). The status, the bytes, and whether they were cut. `Err` is a network failure
+/// or timeout.
+pub async fn get_bytes(meter: &Meter, url: &str, max: usize, timeout: Duration) -> Result<(u16, Vec<u8>, bool), String> {
+    let fetch = prepare(meter, Method::Get, url, &[], None, RequestRedirect::Follow)?;
+    let controller = AbortController::default();
+    let signal = controller.signal();
+    let call = async {
+        let mut resp = fetch.send_with_signal(&signal).await.map_err(|e| e.to_string())?;
+        let status = resp.status_code();
+        if status != 200 {
+            return Ok((status, Vec::new(), false));
+        }
+        let (bytes, truncated) = read_capped(&mut resp, max).await?;
+        Ok::<_, String>((status, bytes, truncated))
     };
     within(call, controller, timeout).await
 }

@@ -14,6 +14,8 @@ use std::cell::RefCell;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
+/// Files are up to 20 MB.
+const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Clone)]
 pub struct TelegramClient {
@@ -74,6 +76,25 @@ impl TelegramClient {
             serde_json::from_value(v).map_err(|e| TelegramError::Server(200, format!("unexpected getMe: {e}")))?;
         BOT_USER.with(|b| *b.borrow_mut() = Some(user.clone()));
         Ok(user)
+    }
+
+    /// `getFile`: where a file can be downloaded, and its size.
+    pub async fn get_file(&self, file_id: &str) -> Result<api::TgFile, TelegramError> {
+        let v = self.call("getFile", &serde_json::json!({ "file_id": file_id })).await?;
+        serde_json::from_value(v).map_err(|e| TelegramError::Server(200, format!("unexpected getFile: {e}")))
+    }
+
+    /// Downloads a file (`GET {base}/file/bot{TOKEN}/{file_path}`), at most `max` bytes: the
+    /// bytes and whether they were cut. The error never carries the URL.
+    pub async fn download(&self, file_path: &str, max: usize) -> Result<(Vec<u8>, bool), String> {
+        if self.token.is_empty() {
+            return Err("no bot token".into());
+        }
+        let url = format!("{}/file/bot{}/{}", self.base, self.token.expose(), file_path.trim_start_matches('/'));
+        match net::get_bytes(&self.meter, &url, max, DOWNLOAD_TIMEOUT).await? {
+            (200, bytes, truncated) => Ok((bytes, truncated)),
+            (status, ..) => Err(format!("the download answered {status}")),
+        }
     }
 
     pub async fn typing(&self, chat_id: i64, thread_id: Option<i64>) {

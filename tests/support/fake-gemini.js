@@ -18,6 +18,14 @@ function error(code, status, message, details) {
 }
 
 /** Checks a request the way Gemini does; returns an error answer or null. */
+/** MIME types Gemini takes as inlineData (images, audio, video, documents). */
+const INLINE_TYPES = new Set([
+  "image/jpeg", "image/png", "image/webp", "image/heic", "image/heif",
+  "audio/wav", "audio/mp3", "audio/aiff", "audio/aac", "audio/ogg", "audio/flac",
+  "video/mp4", "video/mpeg", "video/mov", "video/avi", "video/x-flv", "video/mpg", "video/webm", "video/wmv", "video/3gpp",
+  "application/pdf", "text/plain", "text/markdown", "text/csv", "text/html", "text/xml",
+]);
+
 function validate(body, issued) {
   for (const key of Object.keys(body)) {
     if (!TOP_LEVEL.has(key)) {
@@ -39,6 +47,13 @@ function validate(body, issued) {
     for (const p of c.parts) {
       if (p.text === "") {
         return error(400, "INVALID_ARGUMENT", "Unable to submit request because it has an empty text parameter. Add a value to the parameter and try again.");
+      }
+      if (p.inlineData !== undefined) {
+        const { mimeType, data } = p.inlineData ?? {};
+        if (!INLINE_TYPES.has(mimeType)) return error(400, "INVALID_ARGUMENT", `Unsupported MIME type: ${mimeType}`);
+        if (typeof data !== "string" || data === "" || !/^[A-Za-z0-9+/]*={0,2}$/.test(data) || data.length % 4 !== 0) {
+          return error(400, "INVALID_ARGUMENT", "Invalid value at 'contents[0].parts[1].inline_data.data' (TYPE_BYTES), Base64 decoding failed");
+        }
       }
     }
     const calls = c.parts.filter((p) => p.functionCall);

@@ -98,6 +98,10 @@ pub struct Config {
     pub fetch_allow_private: bool,
     /// Pages fetch_url may fetch in one turn.
     pub max_fetches_per_turn: usize,
+    /// `MEDIA_BYTES_PER_TURN`: bytes of photos, voice notes, documents... a turn sends to the
+    /// model (default 10 MiB, at most 15 MiB: base64 makes it a third larger, and Gemini takes
+    /// 20 MB of inline request).
+    pub media_bytes_per_turn: u64,
     /// Estimated-token budget for the history part of the prompt.
     pub history_token_budget: usize,
     /// Estimated-token budget for memories in the system instruction.
@@ -132,7 +136,7 @@ pub struct Config {
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 38] = [
+pub const VAR_NAMES: [&str; 39] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -165,6 +169,7 @@ pub const VAR_NAMES: [&str; 38] = [
     "SESSION_IDLE_MINUTES",
     "RETRY_BASE_MS",
     "MAX_FETCHES_PER_TURN",
+    "MEDIA_BYTES_PER_TURN",
     "TURN_WATCHDOG_MS",
     "JOB_GRACE_MS",
     "RETENTION_DAYS",
@@ -210,6 +215,7 @@ impl Config {
         let max_output_tokens = num("MAX_OUTPUT_TOKENS", 4096) as u32;
         let pairing_ttl = num("PAIRING_CODE_TTL_MINUTES", 60) as i64 * 60;
         let consolidate_min_messages = num("CONSOLIDATE_MIN_MESSAGES", 40) as usize;
+        let media_bytes_per_turn = num("MEDIA_BYTES_PER_TURN", 10 << 20).clamp(1, 15 << 20);
         let max_fetches_per_turn =
             num("MAX_FETCHES_PER_TURN", crate::fetch::DEFAULT_MAX_FETCHES_PER_TURN as u64).min(20) as usize;
         let budgets = crate::limits::Budgets {
@@ -299,6 +305,7 @@ impl Config {
             sticker_sets: list("STICKER_SETS"),
             fetch_allow_private: flag("FETCH_ALLOW_PRIVATE", false),
             max_fetches_per_turn,
+            media_bytes_per_turn,
             history_token_budget,
             memory_token_budget,
             max_turn_attempts,

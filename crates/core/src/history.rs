@@ -371,6 +371,12 @@ pub fn replay_turn(turn: &BotTurn) -> Vec<Content> {
 
 /// Renders the structured history.
 pub fn render_structured(msgs: &[HistoryMessage], turns: &BTreeMap<String, BotTurn>) -> Vec<Content> {
+    render_structured_with_media(msgs, turns, &BTreeMap::new())
+}
+
+/// [`render_structured`], with the media a turn looks at (`media`, by message seq: see
+/// `core::media`) in their messages' own user content, after the [meta] part and the text.
+pub fn render_structured_with_media(msgs: &[HistoryMessage], turns: &BTreeMap<String, BotTurn>, media: &BTreeMap<i64, Vec<Part>>) -> Vec<Content> {
     let mut contents = Vec::new();
     let mut replayed: BTreeSet<&str> = BTreeSet::new();
     for m in msgs {
@@ -378,6 +384,7 @@ pub fn render_structured(msgs: &[HistoryMessage], turns: &BTreeMap<String, BotTu
             Role::User | Role::Event => {
                 let mut parts = vec![Part::text(meta_line(m))];
                 parts.extend(message_parts(m));
+                parts.extend(media.get(&m.seq).into_iter().flatten().cloned());
                 contents.push(Content::user(parts));
             }
             Role::Bot => match m.turn_id.as_deref() {
@@ -409,6 +416,16 @@ pub fn render_compact(msgs: &[HistoryMessage], target: Option<i64>) -> Vec<Conte
         None => "→ Answer the latest messages".to_string(),
     });
     vec![Content::user(vec![Part::text(text)])]
+}
+
+/// [`render_compact`], with the media a turn looks at (by message seq) after the text, in
+/// message order (each item's parts name its message).
+pub fn render_compact_with_media(msgs: &[HistoryMessage], target: Option<i64>, media: &BTreeMap<i64, Vec<Part>>) -> Vec<Content> {
+    let mut contents = render_compact(msgs, target);
+    if let Some(user) = contents.first_mut() {
+        user.parts.extend(media.values().flatten().cloned());
+    }
+    contents
 }
 
 /// The compact lines of messages, one per message (also what consolidation reads).

@@ -23,6 +23,7 @@ pub mod gemini;
 pub mod history;
 pub mod jobs;
 pub mod limits;
+pub mod media;
 pub mod memory;
 pub mod normalize;
 pub mod plan;

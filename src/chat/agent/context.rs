@@ -24,6 +24,8 @@ pub struct Context {
     /// The bot's stored turns (structured history only).
     pub turns: BTreeMap<String, BotTurn>,
     pub memories: Memories,
+    /// The newest message seq an earlier turn answered (what is newer is what this turn answers).
+    pub answered_seq: i64,
 }
 
 /// Loads a turn's context; `None` when there is nothing to answer (the chat blocked the bot,
@@ -34,6 +36,7 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64) -> Result
     if first.chat.as_ref().is_some_and(|c| c.blocked_at.is_some()) {
         return Ok(None);
     }
+    let answered_seq = first.answered_seq;
     let loaded = Loaded {
         messages: first.messages,
         answered_seq: first.answered_seq,
@@ -48,7 +51,7 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64) -> Result
     };
     let Some(window) = window::window(loaded, limits, now) else { return Ok(None) };
     let (notes, turns, memories) = load_recall(ctx, conv, &window, limits.structured).await?;
-    Ok(Some(Context { window, chat: first.chat, plan: first.conversation.plan, notes, turns, memories }))
+    Ok(Some(Context { window, chat: first.chat, plan: first.conversation.plan, notes, turns, memories, answered_seq }))
 }
 
 /// Notes, the bot's stored turns and recall, in one round trip. A failed recall is logged and

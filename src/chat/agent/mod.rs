@@ -1,8 +1,9 @@
 //! A turn at the edge: load the context from D1, make the request with the core, run the
 //! core's turn loop against Gemini (with the typing indicator up), store what came back. The
 //! chat object decides when; this module does one turn, as a short sequence of named steps
-//! (each in its own file): [`context`] loads, [`request`] builds, [`tools`] are the ports the
-//! model's tools run through, [`typing`] shows the bot at work, [`record`] stores.
+//! (each in its own file): [`context`] loads, [`media`] fetches the photos, voice notes and
+//! documents the turn answers, [`request`] builds, [`tools`] are the ports the model's tools
+//! run through, [`typing`] shows the bot at work, [`record`] stores.
 //!
 //! Invariants:
 //! - A turn with nothing new since the last answered turn makes no model call (a late
@@ -11,6 +12,7 @@
 //! - Every model call's usage is stored, failed calls included.
 
 mod context;
+mod media;
 mod record;
 mod request;
 mod tools;
@@ -57,7 +59,9 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
     let model = request::model_of(ctx, &c);
     // Written with the result, in the turn's last round trip.
     let start = record::start_statements(&ctx.db(), conv, turn, &c, &model, ctx, now)?;
-    let request = request::build(ctx, conv, turn, &c, &model, now);
+    let wanted = agent_core::media::wanted(&c.window.messages, c.answered_seq);
+    let media = media::load(ctx, &wanted).await;
+    let request = request::build(ctx, conv, turn, &c, &model, &media, now);
     let tools = tools::EdgeTools { ctx, conv: *conv, people: c.window.people.clone() };
     let gemini = ctx.gemini();
     let work = turn::run_turn(&request, &gemini, &tools, &tools::WorkerClock);

@@ -1,6 +1,6 @@
 //! The request of a turn: the system instruction (`agent_core::prompt`) with the turn's
-//! situation, the chat, the notes and memories; the history (structured or compact); the
-//! function declarations and the safety the turn runs under.
+//! situation, the chat, the notes and memories; the history (structured or compact) with the
+//! media the turn looks at; the function declarations and the safety the turn runs under.
 
 use super::context::Context;
 use super::tools::fence_seed;
@@ -10,10 +10,11 @@ use agent_core::config::HistoryFormat;
 use agent_core::conversation::{ChatKind, ConvKey, Part};
 use agent_core::fetch::{self, LinkSet};
 use agent_core::gating::Trigger;
-use agent_core::gemini::{GenerationConfig, ThinkingConfig};
+use agent_core::gemini::{GenerationConfig, Part as GeminiPart, ThinkingConfig};
 use agent_core::history::{self, Role};
 use agent_core::prompt::{self, ChatDetails, PromptInput, Reaction, Situation};
 use agent_core::turn::{TurnRequest, TurnSafety};
+use std::collections::BTreeMap;
 
 /// The model of a turn: the chat's own, else the configured one.
 pub fn model_of(ctx: &Ctx, c: &Context) -> String {
@@ -71,12 +72,12 @@ fn system_instruction(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, mo
 }
 
 /// The whole request of a turn.
-pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str, now: i64) -> TurnRequest {
+pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str, media: &BTreeMap<i64, Vec<GeminiPart>>, now: i64) -> TurnRequest {
     let messages = &c.window.messages;
     let history = if ctx.cfg.history_format == HistoryFormat::Structured {
-        history::render_structured(messages, &c.turns)
+        history::render_structured_with_media(messages, &c.turns, media)
     } else {
-        history::render_compact(messages, turn.target_message_id)
+        history::render_compact_with_media(messages, turn.target_message_id, media)
     };
     TurnRequest {
         model: model.to_string(),

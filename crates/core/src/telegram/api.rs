@@ -195,6 +195,16 @@ impl TelegramError {
     }
 }
 
+/// `getFile`'s answer: where to download a file from (valid for an hour), and its size.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct TgFile {
+    pub file_id: String,
+    #[serde(default)]
+    pub file_size: Option<u64>,
+    #[serde(default)]
+    pub file_path: Option<String>,
+}
+
 /// What to do about a failed Bot API call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Delivery {

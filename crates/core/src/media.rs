@@ -1,0 +1,256 @@
+//! Media a turn looks at: which photos, voice notes, documents, stickers and videos of the
+//! messages a turn answers are given to Gemini as bytes (`inlineData`), with which MIME type,
+//! within which limits, and what the model is told instead when one is not viewed.
+//!
+//! Invariants:
+//! - Only media of the messages the turn answers (people's messages newer than the last
+//!   answered turn) and of the message the newest of them replies to are fetched; older
+//!   history never re-sends bytes.
+//! - At most [`MAX_ITEMS_PER_TURN`] items and `MediaLimits::bytes_per_turn` bytes a turn; no
+//!   file over Telegram's download cap is fetched. An item that is not viewed becomes a text
+//!   part saying what it is and why; the turn always happens.
+//! - Only MIME types Gemini reads inline are sent; anything else is named, never sent.
+
+use crate::conversation::Part as MsgPart;
+use crate::gemini::Part;
+use crate::history::{HistoryMessage, Role};
+use serde_json::json;
+
+/// Telegram's Bot API serves files up to 20 MB.
+pub const TELEGRAM_DOWNLOAD_CAP: u64 = 20 * 1024 * 1024;
+/// Items fetched per turn at most (an album of ten is one unit).
+pub const MAX_ITEMS_PER_TURN: usize = 10;
+
+/// How much media a turn may send.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MediaLimits {
+    /// Bytes of media per turn (before base64). Gemini's inline request limit is 20 MB for the
+    /// whole request, and base64 grows bytes by a third.
+    pub bytes_per_turn: u64,
+}
+
+/// How a kind of media is given to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Treatment {
+    /// Fetched and sent as `inlineData` of this MIME type.
+    Inline { mime: String },
+    /// Not sent; the model is told this reason.
+    NotViewed { reason: String },
+}
+
+/// Image types Gemini reads inline.
+const IMAGES: [&str; 5] = ["image/jpeg", "image/png", "image/webp", "image/heic", "image/heif"];
+/// Document types Gemini reads inline.
+const DOCUMENTS: [&str; 6] = ["application/pdf", "text/plain", "text/markdown", "text/csv", "text/html", "text/xml"];
+
+/// Gemini's audio type for a Telegram audio MIME type.
+fn audio_mime(mime: &str) -> Option<&'static str> {
+    Some(match mime {
+        "audio/mpeg" | "audio/mp3" => "audio/mp3",
+        "audio/ogg" | "audio/opus" => "audio/ogg",
+        "audio/wav" | "audio/x-wav" | "audio/wave" => "audio/wav",
+        "audio/flac" | "audio/x-flac" => "audio/flac",
+        "audio/aac" | "audio/mp4" | "audio/m4a" | "audio/x-m4a" => "audio/aac",
+        "audio/aiff" | "audio/x-aiff" => "audio/aiff",
+        _ => return None,
+    })
+}
+
+/// How a media part of this kind (as `normalize` names them) is given to the model.
+pub fn treatment(kind: &str, mime: Option<&str>, detail: &str) -> Treatment {
+    let inline = |m: &str| Treatment::Inline { mime: m.to_string() };
+    let not_viewed = |r: String| Treatment::NotViewed { reason: r };
+    let mime = mime.map(|m| m.trim().to_ascii_lowercase());
+    match kind {
+        "photo" => inline("image/jpeg"),
+        "voice" => inline("audio/ogg"),
+        "video" | "video_note" | "gif" => inline("video/mp4"),
+        "sticker" if detail.split(", ").any(|d| d == "animated") => not_viewed("an animated sticker, which I cannot view".into()),
+        "sticker" if detail.split(", ").any(|d| d == "video") => inline("video/webm"),
+        "sticker" => inline("image/webp"),
+        "audio" => match mime.as_deref().and_then(audio_mime) {
+            Some(m) => inline(m),
+            None => not_viewed(format!("audio of a type I cannot play ({})", mime.as_deref().unwrap_or("unknown"))),
+        },
+        "document" => match mime.as_deref() {
+            Some(m) if IMAGES.contains(&m) || DOCUMENTS.contains(&m) => inline(m),
+            Some(m) => not_viewed(format!("a document of a type I cannot read ({m})")),
+            None => not_viewed("a document of an unknown type".into()),
+        },
+        _ => not_viewed(format!("{kind}, which I cannot view")),
+    }
+}
+
+/// One media item of the messages a turn answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wanted {
+    /// The message it belongs to.
+    pub seq: i64,
+    pub message_id: Option<i64>,
+    pub kind: String,
+    /// What the model is told the item is (`photo 1280x960`).
+    pub label: String,
+    pub file_id: String,
+    pub treatment: Treatment,
+}
+
+/// The media of the messages a turn answers (people's messages after `answered_seq`, and the
+/// person's message the newest of them replies to, when it is in the window), in message order and in the order Telegram gave
+/// them, at most [`MAX_ITEMS_PER_TURN`].
+pub fn wanted(messages: &[HistoryMessage], answered_seq: i64) -> Vec<Wanted> {
+    let new: Vec<&HistoryMessage> = messages.iter().filter(|m| m.seq > answered_seq && m.role == Role::User).collect();
+    let replied = new
+        .last()
+        .and_then(|m| m.reply_to)
+        .and_then(|id| messages.iter().find(|m| m.message_id == Some(id) && m.role == Role::User));
+    let mut chosen: Vec<&HistoryMessage> = replied.into_iter().filter(|r| !new.iter().any(|n| n.seq == r.seq)).collect();
+    chosen.extend(new);
+    chosen.sort_by_key(|m| m.seq);
+    let mut out = Vec::new();
+    for m in chosen {
+        for p in &m.parts {
+            if let MsgPart::Media { kind, detail, file_id: Some(file_id), mime_type, .. } = p {
+                let label = if detail.is_empty() { kind.clone() } else { format!("{kind} {detail}") };
+                let treatment = treatment(kind, mime_type.as_deref(), detail);
+                out.push(Wanted { seq: m.seq, message_id: m.message_id, kind: kind.clone(), label, file_id: file_id.clone(), treatment });
+            }
+        }
+    }
+    out.truncate(MAX_ITEMS_PER_TURN);
+    out
+}
+
+/// Whether a file of `size` bytes may be fetched when `used` bytes were fetched this turn;
+/// the reason when not.
+pub fn admit(kind: &str, size: u64, used: u64, limits: &MediaLimits) -> Result<(), String> {
+    if size > TELEGRAM_DOWNLOAD_CAP {
+        return Err(format!("{kind}, {}, too large to view", human_size(size)));
+    }
+    if used.saturating_add(size) > limits.bytes_per_turn {
+        return Err(format!("{kind}, {}, over this turn's media limit", human_size(size)));
+    }
+    Ok(())
+}
+
+/// `48.0 MB`, `34 KB`, `512 B`.
+pub fn human_size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 => format!("{:.1} MB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{} KB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
+/// What became of one item: its bytes (base64) or why it was not viewed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Seen {
+    Inline { mime: String, base64: String },
+    NotViewed { reason: String },
+}
+
+/// The parts an item adds to its message: a label, then the bytes or the reason.
+pub fn parts(w: &Wanted, seen: &Seen) -> Vec<Part> {
+    let id = w.message_id.map_or_else(|| "#-".to_string(), |id| format!("#{id}"));
+    match seen {
+        Seen::Inline { mime, base64 } => {
+            let mut inline = Part::default();
+            inline.extra.insert("inlineData".into(), json!({"mimeType": mime, "data": base64}));
+            vec![Part::text(format!("[{id} {}, attached]", w.label)), inline]
+        }
+        Seen::NotViewed { reason } => vec![Part::text(format!("[{id} {}: not viewed: {reason}]", w.label))],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::Part as M;
+
+    fn media(kind: &str, detail: &str, file: &str, mime: Option<&str>) -> M {
+        M::Media { kind: kind.into(), detail: detail.into(), file_id: Some(file.into()), file_unique_id: None, mime_type: mime.map(String::from) }
+    }
+
+    fn msg(seq: i64, role: Role, parts: Vec<M>, reply_to: Option<i64>) -> HistoryMessage {
+        HistoryMessage {
+            seq,
+            message_id: Some(100 + seq),
+            role,
+            user_id: Some(7),
+            name: "A".into(),
+            username: None,
+            reply_to,
+            reply_info: None,
+            forwarded_from: None,
+            parts,
+            date: 0,
+            edited: false,
+            turn_id: None,
+            answered_upto: None,
+        }
+    }
+
+    #[test]
+    fn kinds_map_to_what_gemini_reads() {
+        let inline = |m: &str| Treatment::Inline { mime: m.into() };
+        assert_eq!(treatment("photo", None, "1280x960"), inline("image/jpeg"));
+        assert_eq!(treatment("voice", Some("audio/ogg"), "3s"), inline("audio/ogg"));
+        assert_eq!(treatment("audio", Some("audio/mpeg"), ""), inline("audio/mp3"));
+        assert_eq!(treatment("audio", Some("audio/x-m4a"), ""), inline("audio/aac"));
+        assert_eq!(treatment("video_note", None, ""), inline("video/mp4"));
+        assert_eq!(treatment("gif", Some("video/mp4"), ""), inline("video/mp4"));
+        assert_eq!(treatment("sticker", Some("image/webp"), "😀, set x"), inline("image/webp"));
+        assert_eq!(treatment("sticker", None, "😀, set x, video, id u1"), inline("video/webm"));
+        assert!(matches!(treatment("sticker", None, "😀, animated"), Treatment::NotViewed { .. }));
+        assert_eq!(treatment("document", Some("application/PDF"), ""), inline("application/pdf"));
+        assert_eq!(treatment("document", Some("image/png"), ""), inline("image/png"));
+        assert!(matches!(treatment("document", Some("application/zip"), ""), Treatment::NotViewed { reason } if reason.contains("application/zip")));
+        assert!(matches!(treatment("audio", Some("audio/x-ms-wma"), ""), Treatment::NotViewed { .. }));
+        assert!(matches!(treatment("document", None, ""), Treatment::NotViewed { .. }));
+    }
+
+    #[test]
+    fn only_the_media_the_turn_answers_and_the_message_it_replies_to() {
+        let msgs = vec![
+            msg(1, Role::User, vec![media("photo", "800x600", "old", None)], None),
+            msg(2, Role::User, vec![media("photo", "800x600", "older-unrelated", None)], None),
+            msg(3, Role::Bot, vec![M::text("nice")], None),
+            msg(4, Role::User, vec![M::text("and this one?"), media("voice", "2s", "v", None)], Some(101)),
+        ];
+        let w = wanted(&msgs, 3);
+        assert_eq!(w.iter().map(|w| w.file_id.as_str()).collect::<Vec<_>>(), vec!["old", "v"]);
+        assert_eq!(w[0].label, "photo 800x600");
+        assert_eq!(wanted(&msgs, 4), vec![], "nothing new: nothing fetched");
+        // The bot's own media are never fetched, not even when replied to.
+        let bot = vec![msg(1, Role::Bot, vec![media("sticker", "", "s", None)], None), msg(2, Role::User, vec![M::text("ha")], Some(101))];
+        assert_eq!(wanted(&bot, 0), vec![]);
+    }
+
+    #[test]
+    fn an_album_keeps_telegram_order_and_the_count_is_capped() {
+        let msgs: Vec<_> = (1..=12).map(|s| msg(s, Role::User, vec![media("photo", "", &format!("p{s}"), None)], None)).collect();
+        let w = wanted(&msgs, 0);
+        assert_eq!(w.len(), MAX_ITEMS_PER_TURN);
+        assert_eq!(w[0].file_id, "p1");
+        assert_eq!(w[9].file_id, "p10");
+    }
+
+    #[test]
+    fn sizes_over_telegrams_cap_or_the_turns_limit_are_not_viewed_with_the_reason() {
+        let limits = MediaLimits { bytes_per_turn: 10 << 20 };
+        assert_eq!(admit("photo", 300 << 10, 0, &limits), Ok(()));
+        assert_eq!(admit("video", 48 << 20, 0, &limits), Err("video, 48.0 MB, too large to view".into()));
+        assert_eq!(admit("video", 6 << 20, 5 << 20, &limits), Err("video, 6.0 MB, over this turn's media limit".into()));
+        assert_eq!(admit("voice", 5 << 20, 5 << 20, &limits), Ok(()));
+    }
+
+    #[test]
+    fn a_viewed_item_is_a_label_then_inline_data_and_the_rest_say_why() {
+        let w = Wanted { seq: 1, message_id: Some(35), kind: "photo".into(), label: "photo 2x2".into(), file_id: "f".into(), treatment: Treatment::Inline { mime: "image/jpeg".into() } };
+        let p = parts(&w, &Seen::Inline { mime: "image/jpeg".into(), base64: "AAEC".into() });
+        assert_eq!(p[0].text.as_deref(), Some("[#35 photo 2x2, attached]"));
+        assert_eq!(serde_json::to_value(&p[1]).unwrap(), json!({"inlineData": {"mimeType": "image/jpeg", "data": "AAEC"}}));
+        let p = parts(&w, &Seen::NotViewed { reason: "could not be fetched".into() });
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].text.as_deref(), Some("[#35 photo 2x2: not viewed: could not be fetched]"));
+    }
+}

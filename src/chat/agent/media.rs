@@ -1,0 +1,62 @@
+//! The media a turn looks at: for each item `agent_core::media::wanted` picks, `getFile`, then
+//! the download, as `inlineData` for the message's content; or, when it is not viewed, the
+//! reason (`agent_core::media::admit` and the item's treatment decide).
+//!
+//! Invariants:
+//! - Bytes go only into this turn's request: never into D1, logs or errors.
+//! - A failure (an expired file id, "file is too big", a 404, a cut download) makes that item
+//!   a "not viewed" part with the reason; the turn always goes on.
+//! - Each item costs two subrequests; past the turn's tool budget the rest are not fetched.
+
+use super::tools::TURN_TOOL_BUDGET;
+use crate::config::Ctx;
+use agent_core::gemini::Part;
+use agent_core::media::{self, MediaLimits, Seen, Treatment, Wanted};
+use base64::Engine;
+use std::collections::BTreeMap;
+
+/// The parts each message's media add to the request, by message seq.
+pub async fn load(ctx: &Ctx, wanted: &[Wanted]) -> BTreeMap<i64, Vec<Part>> {
+    let limits = MediaLimits { bytes_per_turn: ctx.cfg.media_bytes_per_turn };
+    let mut used = 0u64;
+    let mut out: BTreeMap<i64, Vec<Part>> = BTreeMap::new();
+    for w in wanted {
+        let seen = match &w.treatment {
+            Treatment::NotViewed { reason } => Seen::NotViewed { reason: reason.clone() },
+            Treatment::Inline { mime } => match fetch(ctx, w, mime, &limits, used).await {
+                Ok((bytes, seen)) => {
+                    used += bytes;
+                    seen
+                }
+                Err(reason) => {
+                    worker::console_warn!("media of message {:?} ({}) not viewed: {reason}", w.message_id, w.kind);
+                    Seen::NotViewed { reason }
+                }
+            },
+        };
+        out.entry(w.seq).or_default().extend(media::parts(w, &seen));
+    }
+    out
+}
+
+/// Fetches one item within the turn's limits: its size and what the model gets.
+async fn fetch(ctx: &Ctx, w: &Wanted, mime: &str, limits: &MediaLimits, used: u64) -> Result<(u64, Seen), String> {
+    if ctx.meter.count() + 2 > TURN_TOOL_BUDGET {
+        return Err("not fetched: this turn's request budget is spent".into());
+    }
+    let tg = ctx.telegram();
+    let file = tg.get_file(&w.file_id).await.map_err(|e| format!("could not be fetched ({e})"))?;
+    let path = file.file_path.ok_or("could not be fetched (no file path)")?;
+    let size = file.file_size.unwrap_or(0);
+    media::admit(&w.kind, size, used, limits)?;
+    let room = limits.bytes_per_turn.saturating_sub(used).min(media::TELEGRAM_DOWNLOAD_CAP) as usize;
+    let (bytes, cut) = tg.download(&path, room).await.map_err(|e| format!("could not be downloaded ({e})"))?;
+    if cut {
+        return Err(format!("{}, larger than it said, over this turn's media limit", w.kind));
+    }
+    if bytes.is_empty() {
+        return Err("the file is empty".into());
+    }
+    let base64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    Ok((bytes.len() as u64, Seen::Inline { mime: mime.to_string(), base64 }))
+}

@@ -1,0 +1,124 @@
+// Media the turn answers reach Gemini as inlineData with their exact bytes (getFile, then the
+// download from Telegram's file server); older media are never re-sent unless a message replies
+// to them; what is not viewed is named with the reason, and the turn always happens.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { startStack, privateText, uniqueId, messageId, updateId, ROOT } from "../support/stack.js";
+
+let s;
+before(async () => {
+  s = await startStack({ vars: { MEDIA_BYTES_PER_TURN: "6000" } });
+});
+after(async () => {
+  await s?.close();
+});
+
+/** A real photo update (tests/fixtures/telegram/014_photo_private.json) for this user, its
+ * largest size pointing at `fileId`. */
+function photoUpdate(uid, fileId, { caption, reply_to_message } = {}) {
+  const u = JSON.parse(fs.readFileSync(path.join(ROOT, "tests/fixtures/telegram/014_photo_private.json"), "utf8"));
+  u.update_id = updateId();
+  const m = u.message;
+  m.message_id = messageId();
+  m.from = { ...m.from, id: uid };
+  m.chat = { ...m.chat, id: uid };
+  m.date = Math.floor(Date.now() / 1000);
+  m.photo = m.photo.map((p, i) => ({ ...p, file_id: i === m.photo.length - 1 ? fileId : `${fileId}-small${i}`, file_unique_id: `${fileId}-u${i}` }));
+  if (caption) m.caption = caption;
+  if (reply_to_message) m.reply_to_message = reply_to_message;
+  return u;
+}
+
+/** A message of `kind` (voice, document, video...) for this user. */
+function fileUpdate(uid, kind, file) {
+  const t = privateText(uid, "x");
+  delete t.message.text;
+  t.message[kind] = file;
+  return t;
+}
+
+/** Every part of the requests for this user, flattened. */
+const partsOf = (uid) => s.gemini.calls(uid).flatMap((r) => r.body.contents.flatMap((c) => c.parts));
+const inlineOf = (uid) => partsOf(uid).filter((p) => p.inlineData);
+const textsOf = (uid) => partsOf(uid).map((p) => p.text ?? "");
+
+// Bytes that stand for a small JPEG (any bytes go: only Gemini decodes them).
+const JPEG = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), Buffer.from("a small photo of a cat"), Buffer.from([0xff, 0xd9])]);
+
+test("a photo DM reaches Gemini as inlineData with its exact bytes, after its [meta] part", async () => {
+  const uid = uniqueId();
+  s.tg.addFile(`photo-${uid}`, JPEG);
+  await s.webhook(photoUpdate(uid, `photo-${uid}`, { caption: "what is this?" }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the answer");
+  const [req] = s.gemini.calls(uid);
+  const user = req.body.contents.at(-1);
+  assert.equal(user.role, "user");
+  const inline = user.parts.filter((p) => p.inlineData);
+  assert.equal(inline.length, 1);
+  assert.equal(inline[0].inlineData.mimeType, "image/jpeg");
+  assert.deepEqual(Buffer.from(inline[0].inlineData.data, "base64"), JPEG);
+  // In the message's own content: its [meta] part, its caption, the label, then the bytes.
+  assert.ok(user.parts[0].text.startsWith("[meta]"), user.parts[0].text);
+  const at = user.parts.indexOf(inline[0]);
+  assert.match(user.parts[at - 1].text, /^\[#\d+ photo 720x1280, attached\]$/);
+  assert.ok(user.parts.slice(0, at).some((p) => p.text === "what is this?"));
+  // The largest size was fetched; the smaller ones were not.
+  assert.deepEqual(s.tg.calls("getFile").filter((c) => c.body.file_id.startsWith(`photo-${uid}`)).map((c) => c.body.file_id), [`photo-${uid}`]);
+});
+
+test("the next turn's history shows the photo without its bytes; a reply to it sends them again", async () => {
+  const uid = uniqueId();
+  s.tg.addFile(`cat-${uid}`, JPEG);
+  const photo = photoUpdate(uid, `cat-${uid}`);
+  await s.webhook(photo);
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the first answer");
+  await s.webhook(privateText(uid, "thanks, and what colour was it?"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 15_000, "the second answer");
+  const second = s.gemini.calls(uid)[1].body;
+  assert.equal(second.contents.flatMap((c) => c.parts).filter((p) => p.inlineData).length, 0, "old bytes are not re-sent");
+  assert.ok(second.contents.flatMap((c) => c.parts).some((p) => (p.text ?? "").includes("[photo: 720x1280]")), "the photo is named");
+  await s.webhook(privateText(uid, "and what about this one?", { reply_to_message: photo.message }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 3, 15_000, "the third answer");
+  const third = s.gemini.calls(uid)[2].body;
+  const inline = third.contents.flatMap((c) => c.parts).filter((p) => p.inlineData);
+  assert.equal(inline.length, 1, "the replied-to photo is sent again");
+  assert.deepEqual(Buffer.from(inline[0].inlineData.data, "base64"), JPEG);
+});
+
+test("a voice note goes as audio/ogg; what is not viewed is named with the reason and the turn still answers", async () => {
+  const uid = uniqueId();
+  const voice = Buffer.from("OggS fake opus payload");
+  s.tg.addFile(`voice-${uid}`, voice);
+  await s.webhook(fileUpdate(uid, "voice", { duration: 1, mime_type: "audio/ogg", file_id: `voice-${uid}`, file_unique_id: `vu-${uid}`, file_size: voice.length }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the voice answer");
+  assert.equal(inlineOf(uid)[0].inlineData.mimeType, "audio/ogg");
+  assert.deepEqual(Buffer.from(inlineOf(uid)[0].inlineData.data, "base64"), voice);
+
+  // An archive: named, never fetched.
+  await s.webhook(fileUpdate(uid, "document", { file_name: "a.zip", mime_type: "application/zip", file_id: `zip-${uid}`, file_unique_id: `zu-${uid}`, file_size: 100 }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 15_000, "the archive answer");
+  assert.ok(textsOf(uid).some((t) => t.includes("not viewed: a document of a type I cannot read (application/zip)")));
+  assert.equal(s.tg.calls("getFile").filter((c) => c.body.file_id === `zip-${uid}`).length, 0);
+
+  // A file id Telegram no longer knows.
+  await s.webhook(photoUpdate(uid, `gone-${uid}`));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 3, 15_000, "the expired-file answer");
+  assert.ok(textsOf(uid).some((t) => /not viewed: could not be fetched \(.*invalid file_id/.test(t)), textsOf(uid).join("\n"));
+
+  // Over Telegram's 20 MB: getFile refuses it.
+  s.tg.addFile(`big-${uid}`, Buffer.from("x"), { size: 48 * 1024 * 1024 });
+  await s.webhook(fileUpdate(uid, "video", { duration: 60, width: 640, height: 360, mime_type: "video/mp4", file_id: `big-${uid}`, file_unique_id: `bu-${uid}`, file_size: 48 * 1024 * 1024 }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 4, 15_000, "the big-video answer");
+  assert.ok(textsOf(uid).some((t) => /video .*not viewed: could not be fetched \(.*file is too big/.test(t)), textsOf(uid).join("\n"));
+
+  // Within Telegram's cap but over this turn's limit (MEDIA_BYTES_PER_TURN is 6000 here).
+  s.tg.addFile(`long-${uid}`, Buffer.alloc(9000, 7));
+  await s.webhook(fileUpdate(uid, "voice", { duration: 30, mime_type: "audio/ogg", file_id: `long-${uid}`, file_unique_id: `lu-${uid}`, file_size: 9000 }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 5, 15_000, "the over-limit answer");
+  assert.ok(textsOf(uid).some((t) => t.includes("not viewed: voice, 8 KB, over this turn's media limit")), textsOf(uid).join("\n"));
+  assert.equal(s.tg.calls("download").filter((c) => c.body.file_path.includes(`long-${uid}`)).length, 0, "not downloaded");
+  // Every request passed the fake Gemini's checks (inlineData shape and MIME types).
+  assert.ok(s.gemini.calls(uid).every((r) => r.status === undefined || r.status === 200));
+});
