@@ -122,3 +122,22 @@ test("a voice note goes as audio/ogg; what is not viewed is named with the reaso
   // Every request passed the fake Gemini's checks (inlineData shape and MIME types).
   assert.ok(s.gemini.calls(uid).every((r) => r.status === undefined || r.status === 200));
 });
+
+test("when Gemini refuses a file, the turn asks again without it and still answers", async () => {
+  const uid = uniqueId();
+  s.tg.addFile(`bad-${uid}`, JPEG);
+  s.gemini.script(uid, [
+    { status: 400, message: "Unable to process input image. Please retry or report in https://developers.generativeai.google/guide/troubleshooting" },
+    { text: "I could not open that picture." },
+  ]);
+  await s.webhook(photoUpdate(uid, `bad-${uid}`, { caption: "look" }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the answer");
+  assert.equal(s.tg.sent(uid)[0], "I could not open that picture.");
+  const [first, second] = s.gemini.calls(uid);
+  assert.equal(first.status, 400);
+  assert.equal(first.body.contents.flatMap((c) => c.parts).filter((p) => p.inlineData).length, 1);
+  const parts = second.body.contents.flatMap((c) => c.parts);
+  assert.equal(parts.filter((p) => p.inlineData).length, 0);
+  assert.ok(parts.some((p) => /photo 720x1280: not viewed: the model could not read this file/.test(p.text ?? "")));
+  assert.equal(s.gemini.calls(uid).length, 2, "asked once more, not in a loop");
+});

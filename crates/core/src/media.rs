@@ -15,6 +15,7 @@ use crate::conversation::Part as MsgPart;
 use crate::gemini::Part;
 use crate::history::{HistoryMessage, Role};
 use serde_json::json;
+use std::collections::BTreeMap;
 
 /// Telegram's Bot API serves files up to 20 MB.
 pub const TELEGRAM_DOWNLOAD_CAP: u64 = 20 * 1024 * 1024;
@@ -161,6 +162,32 @@ pub fn parts(w: &Wanted, seen: &Seen) -> Vec<Part> {
     }
 }
 
+/// The parts a turn's media add to its messages, by message seq (see [`parts`]).
+pub fn by_message(items: &[(Wanted, Seen)]) -> BTreeMap<i64, Vec<Part>> {
+    let mut out: BTreeMap<i64, Vec<Part>> = BTreeMap::new();
+    for (w, seen) in items {
+        out.entry(w.seq).or_default().extend(parts(w, seen));
+    }
+    out
+}
+
+/// Whether any item goes to the model as bytes.
+pub fn any_inline(items: &[(Wanted, Seen)]) -> bool {
+    items.iter().any(|(_, s)| matches!(s, Seen::Inline { .. }))
+}
+
+/// The same items with no bytes: each one that was to be sent is named with `reason` instead
+/// (when the model refused a request with media, the turn asks again without them).
+pub fn without_bytes(items: &[(Wanted, Seen)], reason: &str) -> Vec<(Wanted, Seen)> {
+    items
+        .iter()
+        .map(|(w, s)| match s {
+            Seen::Inline { .. } => (w.clone(), Seen::NotViewed { reason: reason.to_string() }),
+            other => (w.clone(), other.clone()),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,5 +279,21 @@ mod tests {
         let p = parts(&w, &Seen::NotViewed { reason: "could not be fetched".into() });
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].text.as_deref(), Some("[#35 photo 2x2: not viewed: could not be fetched]"));
+    }
+
+    #[test]
+    fn without_bytes_names_what_was_to_be_sent_and_keeps_the_other_reasons() {
+        let w = |seq, kind: &str| Wanted { seq, message_id: Some(seq), kind: kind.into(), label: kind.into(), file_id: "f".into(), treatment: Treatment::Inline { mime: "image/jpeg".into() } };
+        let items = vec![
+            (w(1, "photo"), Seen::Inline { mime: "image/jpeg".into(), base64: "AAAA".into() }),
+            (w(1, "sticker"), Seen::NotViewed { reason: "an animated sticker, which I cannot view".into() }),
+        ];
+        assert!(any_inline(&items));
+        let plain = without_bytes(&items, "the model could not read it");
+        assert!(!any_inline(&plain));
+        let parts = by_message(&plain);
+        let texts: Vec<_> = parts[&1].iter().map(|p| p.text.clone().unwrap_or_default()).collect();
+        assert_eq!(texts, vec!["[#1 photo: not viewed: the model could not read it]", "[#1 sticker: not viewed: an animated sticker, which I cannot view]"]);
+        assert_eq!(by_message(&items)[&1].len(), 3, "label and bytes, then the sticker's reason");
     }
 }

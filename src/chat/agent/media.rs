@@ -10,16 +10,14 @@
 
 use super::tools::TURN_TOOL_BUDGET;
 use crate::config::Ctx;
-use agent_core::gemini::Part;
 use agent_core::media::{self, MediaLimits, Seen, Treatment, Wanted};
 use base64::Engine;
-use std::collections::BTreeMap;
 
-/// The parts each message's media add to the request, by message seq.
-pub async fn load(ctx: &Ctx, wanted: &[Wanted]) -> BTreeMap<i64, Vec<Part>> {
+/// What became of each item the turn wants (`agent_core::media::by_message` makes the parts).
+pub async fn load(ctx: &Ctx, wanted: &[Wanted]) -> Vec<(Wanted, Seen)> {
     let limits = MediaLimits { bytes_per_turn: ctx.cfg.media_bytes_per_turn };
     let mut used = 0u64;
-    let mut out: BTreeMap<i64, Vec<Part>> = BTreeMap::new();
+    let mut out = Vec::new();
     for w in wanted {
         let seen = match &w.treatment {
             Treatment::NotViewed { reason } => Seen::NotViewed { reason: reason.clone() },
@@ -34,7 +32,7 @@ pub async fn load(ctx: &Ctx, wanted: &[Wanted]) -> BTreeMap<i64, Vec<Part>> {
                 }
             },
         };
-        out.entry(w.seq).or_default().extend(media::parts(w, &seen));
+        out.push((w.clone(), seen));
     }
     out
 }

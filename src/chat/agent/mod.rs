@@ -26,6 +26,8 @@ use agent_core::chat_state::TurnRun;
 use agent_core::conversation::ConvKey;
 use agent_core::plan::Step;
 use agent_core::status::TurnStatus;
+use agent_core::gemini::ModelError;
+use agent_core::media::{any_inline, by_message, without_bytes};
 use agent_core::turn;
 
 /// How a turn ended.
@@ -59,14 +61,46 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
     let model = request::model_of(ctx, &c);
     // Written with the result, in the turn's last round trip.
     let start = record::start_statements(&ctx.db(), conv, turn, &c, &model, ctx, now)?;
-    let wanted = agent_core::media::wanted(&c.window.messages, c.answered_seq);
-    let media = media::load(ctx, &wanted).await;
-    let request = request::build(ctx, conv, turn, &c, &model, &media, now);
-    let tools = tools::EdgeTools { ctx, conv: *conv, people: c.window.people.clone() };
-    let gemini = ctx.gemini();
-    let work = turn::run_turn(&request, &gemini, &tools, &tools::WorkerClock);
+    // "typing…" is up from here: fetching media can take a while too.
+    let work = answer(ctx, conv, turn, &c, &model, now);
     let outcome = if show_typing { typing::with_typing(ctx, conv, work).await } else { work.await };
     record::finish(ctx, conv, turn, start, outcome).await
+}
+
+/// Fetches the media the turn answers and asks the model. If Gemini refuses the request with
+/// the files in it, it asks once more with the files named instead (both calls are recorded).
+async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context, model: &str, now: i64) -> Result<turn::TurnResult, turn::TurnFailure> {
+    let items = media::load(ctx, &agent_core::media::wanted(&c.window.messages, c.answered_seq)).await;
+    let request = request::build(ctx, conv, turn, c, model, &by_message(&items), now);
+    let outcome = call_model(ctx, conv, c, &request).await;
+    if !(refused_media(&outcome) && any_inline(&items)) {
+        return outcome;
+    }
+    worker::console_warn!("turn {}: the model refused the media; asking again without them", turn.turn_id);
+    let first_calls = match &outcome {
+        Err(f) => f.calls.clone(),
+        Ok(r) => r.calls.clone(),
+    };
+    let plain = without_bytes(&items, "the model could not read this file");
+    let request = request::build(ctx, conv, turn, c, model, &by_message(&plain), now);
+    let mut outcome = call_model(ctx, conv, c, &request).await;
+    let calls = match &mut outcome {
+        Ok(r) => &mut r.calls,
+        Err(f) => &mut f.calls,
+    };
+    calls.splice(0..0, first_calls);
+    outcome
+}
+
+/// Runs the core's turn loop on `request`.
+async fn call_model(ctx: &Ctx, conv: &ConvKey, c: &context::Context, request: &turn::TurnRequest) -> Result<turn::TurnResult, turn::TurnFailure> {
+    let tools = tools::EdgeTools { ctx, conv: *conv, people: c.window.people.clone() };
+    turn::run_turn(request, &ctx.gemini(), &tools, &tools::WorkerClock).await
+}
+
+/// Whether the model refused the request (a 400: a file it cannot read, among other causes).
+fn refused_media(outcome: &Result<turn::TurnResult, turn::TurnFailure>) -> bool {
+    matches!(outcome, Err(f) if matches!(f.error, ModelError::Http { status: 400, .. }))
 }
 
 /// A retried turn whose result is stored resumes without calling the model again.
