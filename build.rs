@@ -1,7 +1,8 @@
 //! Bundles the Markdown prompts in `prompts/` into the worker at build time: the shared
 //! instructions, every persona in `prompts/personas/`, every role in `prompts/roles/`, the
 //! operator's curated notes in `prompts/notes.md`, and the memory prompts in `prompts/memory/`
-//! (consolidation and summary; the build fails without them).
+//! (consolidation and summary) and `prompts/media/describe.md` (media descriptions); the build
+//! fails without them.
 
 use std::fs;
 use std::path::Path;
@@ -31,7 +32,11 @@ fn main() {
             out.push_str(&format!("pub static {name}: &str = \"\";\n"));
         }
     }
-    for (name, file) in [("MEMORY_CONSOLIDATE", "prompts/memory/consolidate.md"), ("MEMORY_SUMMARY", "prompts/memory/summary.md")] {
+    for (name, file) in [
+        ("MEMORY_CONSOLIDATE", "prompts/memory/consolidate.md"),
+        ("MEMORY_SUMMARY", "prompts/memory/summary.md"),
+        ("MEDIA_DESCRIBE", "prompts/media/describe.md"),
+    ] {
         let abs = fs::canonicalize(file).unwrap_or_else(|e| panic!("{file} is missing: {e}"));
         out.push_str(&format!("pub static {name}: &str = include_str!({:?});\n", abs.display().to_string()));
     }

@@ -33,6 +33,11 @@ pub fn memory_prompts() -> (&'static str, &'static str) {
     (bundled::MEMORY_CONSOLIDATE, bundled::MEMORY_SUMMARY)
 }
 
+/// The instruction of a media description call (`prompts/media/describe.md`).
+pub fn media_prompt() -> &'static str {
+    bundled::MEDIA_DESCRIBE
+}
+
 /// Values for `{{name}}` in prompts.
 pub fn template_values(ctx: &Ctx, model: &str) -> BTreeMap<String, String> {
     let mut v = BTreeMap::new();

@@ -16,6 +16,7 @@ pub mod chats;
 pub mod consolidation;
 pub mod conversations;
 pub mod failures;
+pub mod media;
 pub mod memory;
 pub mod messages;
 pub mod notes;

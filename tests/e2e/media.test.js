@@ -78,7 +78,8 @@ test("the next turn's history shows the photo without its bytes; a reply to it s
   await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 15_000, "the second answer");
   const second = s.gemini.calls(uid)[1].body;
   assert.equal(second.contents.flatMap((c) => c.parts).filter((p) => p.inlineData).length, 0, "old bytes are not re-sent");
-  assert.ok(second.contents.flatMap((c) => c.parts).some((p) => (p.text ?? "").includes("[photo: 720x1280]")), "the photo is named");
+  // Described once (from the bytes the first turn had), and shown by its description.
+  assert.ok(second.contents.flatMap((c) => c.parts).some((p) => (p.text ?? "").includes(`[photo: 720x1280 — image/jpeg of ${JPEG.length} bytes]`)), "the photo is described");
   await s.webhook(privateText(uid, "and what about this one?", { reply_to_message: photo.message }));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 3, 15_000, "the third answer");
   const third = s.gemini.calls(uid)[2].body;
@@ -140,4 +141,34 @@ test("when Gemini refuses a file, the turn asks again without it and still answe
   assert.equal(parts.filter((p) => p.inlineData).length, 0);
   assert.ok(parts.some((p) => /photo 720x1280: not viewed: the model could not read this file/.test(p.text ?? "")));
   assert.equal(s.gemini.calls(uid).length, 2, "asked once more, not in a loop");
+});
+
+/** Description calls (JSON mode with a `description` property) whose file has these bytes. */
+const describeCalls = (bytes) =>
+  s.gemini.requests.filter((r) => r.body?.generationConfig?.responseSchema?.properties?.description
+    && r.body.contents.some((c) => c.parts.some((p) => p.inlineData && Buffer.from(p.inlineData.data, "base64").equals(bytes))));
+
+test("a sticker sent again and again is described once; a voice note's transcript is in later history", async () => {
+  const uid = uniqueId();
+  const webp = Buffer.from(`RIFF sticker ${uid}`);
+  s.tg.addFile(`st-${uid}`, webp, { uniqueId: `stu-${uid}` });
+  const sticker = () => fileUpdate(uid, "sticker", { file_id: `st-${uid}`, file_unique_id: `stu-${uid}`, type: "regular", width: 512, height: 512, is_animated: false, is_video: false, emoji: "😂", set_name: "Fun" });
+  for (let n = 1; n <= 3; n++) {
+    await s.webhook(sticker());
+    await s.tg.waitFor(() => s.tg.sent(uid).length === n, 15_000, `answer ${n}`);
+  }
+  assert.equal(describeCalls(webp).length, 1, "one description for three sends");
+  assert.equal(describeCalls(webp)[0].model, "gemini-3.5-flash-lite", "with the media model");
+  // Later turns show the sticker by its description.
+  assert.ok(s.gemini.calls(uid).at(-1).body.contents.flatMap((c) => c.parts).some((p) => (p.text ?? "").includes(`image/webp of ${webp.length} bytes`)));
+
+  const voice = Buffer.from(`OggS voice ${uid}`);
+  s.tg.addFile(`vo-${uid}`, voice, { uniqueId: `vou-${uid}` });
+  await s.webhook(fileUpdate(uid, "voice", { duration: 2, mime_type: "audio/ogg", file_id: `vo-${uid}`, file_unique_id: `vou-${uid}`, file_size: voice.length }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 4, 15_000, "the voice answer");
+  await s.webhook(privateText(uid, "what did I just say?"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 5, 15_000, "the follow-up answer");
+  const history = s.gemini.calls(uid).at(-1).body.contents.flatMap((c) => c.parts).map((p) => p.text ?? "").join("\n");
+  assert.ok(history.includes(`said: \"spoken words, ${voice.length} bytes\"`), history);
+  assert.equal(s.gemini.calls(uid).at(-1).body.contents.flatMap((c) => c.parts).filter((p) => p.inlineData).length, 0);
 });

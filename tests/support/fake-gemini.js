@@ -184,6 +184,13 @@ export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
   /** Default answers in JSON mode (consolidation): nothing to remember, or a summary. */
   function jsonDefault(body, model) {
     const props = body.generationConfig?.responseSchema?.properties ?? {};
+    if (props.description) {
+      // A media description: say what was received (and "transcribe" audio).
+      const inline = (body.contents ?? []).flatMap((c) => c.parts ?? []).find((p) => p.inlineData)?.inlineData;
+      const bytes = inline ? Buffer.from(inline.data, "base64").length : 0;
+      const value = { description: `${inline?.mimeType ?? "nothing"} of ${bytes} bytes`, transcript: inline?.mimeType?.startsWith("audio/") ? `spoken words, ${bytes} bytes` : "" };
+      return success(body, model, [{ text: JSON.stringify(value) }]);
+    }
     const lines = requestText(body).split("\n").filter(Boolean);
     const value = props.summary && !props.facts
       ? { summary: `Summary of ${lines.length} messages, from "${lines[0]?.slice(0, 40)}" to "${lines.at(-1)?.slice(0, 40)}".` }

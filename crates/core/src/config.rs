@@ -102,6 +102,10 @@ pub struct Config {
     /// model (default 10 MiB, at most 15 MiB: base64 makes it a third larger, and Gemini takes
     /// 20 MB of inline request).
     pub media_bytes_per_turn: u64,
+    /// `MEDIA_MODEL`: the model that describes media (default a Flash-Lite).
+    pub media_model: String,
+    /// `MEDIA_DESCRIBE_BUDGET`: media a turn may have described at most (default 4, at most 10).
+    pub media_describe_budget: usize,
     /// Estimated-token budget for the history part of the prompt.
     pub history_token_budget: usize,
     /// Estimated-token budget for memories in the system instruction.
@@ -136,7 +140,7 @@ pub struct Config {
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 39] = [
+pub const VAR_NAMES: [&str; 41] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -170,6 +174,8 @@ pub const VAR_NAMES: [&str; 39] = [
     "RETRY_BASE_MS",
     "MAX_FETCHES_PER_TURN",
     "MEDIA_BYTES_PER_TURN",
+    "MEDIA_MODEL",
+    "MEDIA_DESCRIBE_BUDGET",
     "TURN_WATCHDOG_MS",
     "JOB_GRACE_MS",
     "RETENTION_DAYS",
@@ -216,6 +222,7 @@ impl Config {
         let pairing_ttl = num("PAIRING_CODE_TTL_MINUTES", 60) as i64 * 60;
         let consolidate_min_messages = num("CONSOLIDATE_MIN_MESSAGES", 40) as usize;
         let media_bytes_per_turn = num("MEDIA_BYTES_PER_TURN", 10 << 20).clamp(1, 15 << 20);
+        let media_describe_budget = num("MEDIA_DESCRIBE_BUDGET", 4).min(10) as usize;
         let max_fetches_per_turn =
             num("MAX_FETCHES_PER_TURN", crate::fetch::DEFAULT_MAX_FETCHES_PER_TURN as u64).min(20) as usize;
         let budgets = crate::limits::Budgets {
@@ -306,6 +313,8 @@ impl Config {
             fetch_allow_private: flag("FETCH_ALLOW_PRIVATE", false),
             max_fetches_per_turn,
             media_bytes_per_turn,
+            media_model: get("MEDIA_MODEL").unwrap_or_else(|| "gemini-3.5-flash-lite".into()),
+            media_describe_budget,
             history_token_budget,
             memory_token_budget,
             max_turn_attempts,

@@ -12,7 +12,8 @@
 //! - Only MIME types Gemini reads inline are sent; anything else is named, never sent.
 
 use crate::conversation::Part as MsgPart;
-use crate::gemini::Part;
+use crate::gemini::{Content, GenerateContentRequest, GenerationConfig, Part};
+use serde::Deserialize;
 use crate::history::{HistoryMessage, Role};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -92,6 +93,8 @@ pub struct Wanted {
     /// What the model is told the item is (`photo 1280x960`).
     pub label: String,
     pub file_id: String,
+    /// Telegram's `file_unique_id`: the key of the item's description.
+    pub unique_id: Option<String>,
     pub treatment: Treatment,
 }
 
@@ -110,10 +113,11 @@ pub fn wanted(messages: &[HistoryMessage], answered_seq: i64) -> Vec<Wanted> {
     let mut out = Vec::new();
     for m in chosen {
         for p in &m.parts {
-            if let MsgPart::Media { kind, detail, file_id: Some(file_id), mime_type, .. } = p {
+            if let MsgPart::Media { kind, detail, file_id: Some(file_id), mime_type, file_unique_id } = p {
                 let label = if detail.is_empty() { kind.clone() } else { format!("{kind} {detail}") };
                 let treatment = treatment(kind, mime_type.as_deref(), detail);
-                out.push(Wanted { seq: m.seq, message_id: m.message_id, kind: kind.clone(), label, file_id: file_id.clone(), treatment });
+                let unique_id = file_unique_id.clone();
+                out.push(Wanted { seq: m.seq, message_id: m.message_id, kind: kind.clone(), label, file_id: file_id.clone(), unique_id, treatment });
             }
         }
     }
@@ -186,6 +190,117 @@ pub fn without_bytes(items: &[(Wanted, Seen)], reason: &str) -> Vec<(Wanted, See
             other => (w.clone(), other.clone()),
         })
         .collect()
+}
+
+/// A stored description (a row of `media`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Described {
+    pub file_unique_id: String,
+    pub status: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub transcript: Option<String>,
+}
+
+/// The description keys of the media in `messages` (for reading what is known of them).
+pub fn unique_ids(messages: &[HistoryMessage]) -> Vec<String> {
+    let mut ids: Vec<String> = messages
+        .iter()
+        .flat_map(|m| m.parts.iter())
+        .filter_map(|p| match p {
+            MsgPart::Media { file_unique_id: Some(u), .. } => Some(u.clone()),
+            _ => None,
+        })
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+/// Puts what is known of each media item into its part's detail, so both history formats show
+/// it instead of a bare placeholder: `photo: 720x1280 — a tabby cat on a windowsill`, and for
+/// speech `… — said: "…"`.
+pub fn annotate(messages: &mut [HistoryMessage], known: &[Described]) {
+    for m in messages.iter_mut() {
+        for p in m.parts.iter_mut() {
+            let MsgPart::Media { detail, file_unique_id: Some(u), .. } = p else { continue };
+            let Some(d) = known.iter().find(|d| &d.file_unique_id == u && d.status == "ok") else { continue };
+            let mut said = d.description.clone().unwrap_or_default().trim().to_string();
+            if let Some(t) = d.transcript.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+                if !said.is_empty() {
+                    said.push_str("; ");
+                }
+                said.push_str(&format!("said: \"{t}\""));
+            }
+            if said.is_empty() {
+                continue;
+            }
+            *detail = if detail.is_empty() { said } else { format!("{detail} — {said}") };
+        }
+    }
+}
+
+/// The items a turn has described: viewed ones (their bytes are here) whose key has no
+/// description yet, each key once, at most `budget`.
+pub fn to_describe(items: &[(Wanted, Seen)], known: &[Described], budget: usize) -> Vec<usize> {
+    let mut keys: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for (i, (w, seen)) in items.iter().enumerate() {
+        let Some(key) = w.unique_id.as_deref() else { continue };
+        if !matches!(seen, Seen::Inline { .. }) || known.iter().any(|d| d.file_unique_id == key) || keys.contains(&key) {
+            continue;
+        }
+        if out.len() >= budget {
+            break;
+        }
+        keys.push(key);
+        out.push(i);
+    }
+    out
+}
+
+/// The JSON a description call answers with.
+pub fn describe_schema() -> serde_json::Value {
+    json!({
+        "type": "OBJECT",
+        "properties": {
+            "description": {"type": "STRING"},
+            "transcript": {"type": "STRING"}
+        },
+        "required": ["description"]
+    })
+}
+
+/// The request of a description call: the prompt (`prompts/media/describe.md`), the item's
+/// kind, and its bytes.
+pub fn describe_request(template: &str, w: &Wanted, mime: &str, base64: &str) -> GenerateContentRequest {
+    let mut inline = Part::default();
+    inline.extra.insert("inlineData".into(), json!({"mimeType": mime, "data": base64}));
+    GenerateContentRequest {
+        system_instruction: Some(Content { role: None, parts: vec![Part::text(template.trim_end())] }),
+        contents: vec![Content::user(vec![Part::text(format!("A {} sent in a Telegram chat.", w.kind)), inline])],
+        tools: Vec::new(),
+        tool_config: None,
+        generation_config: Some(GenerationConfig {
+            response_mime_type: Some("application/json".into()),
+            response_schema: Some(describe_schema()),
+            max_output_tokens: Some(1024),
+            thinking_config: None,
+        }),
+    }
+}
+
+/// The description and transcript in a description call's JSON, trimmed and capped (model
+/// output is untrusted: at most 600 and 4,000 characters).
+pub fn parse_description(value: &serde_json::Value) -> Option<(String, Option<String>)> {
+    let cap = |s: &str, n: usize| s.trim().chars().take(n).collect::<String>();
+    let description = cap(value.get("description")?.as_str()?, 600);
+    if description.is_empty() {
+        return None;
+    }
+    let transcript = value.get("transcript").and_then(|t| t.as_str()).map(|t| cap(t, 4000)).filter(|t| !t.is_empty());
+    Some((description, transcript))
 }
 
 #[cfg(test)]
@@ -272,7 +387,7 @@ mod tests {
 
     #[test]
     fn a_viewed_item_is_a_label_then_inline_data_and_the_rest_say_why() {
-        let w = Wanted { seq: 1, message_id: Some(35), kind: "photo".into(), label: "photo 2x2".into(), file_id: "f".into(), treatment: Treatment::Inline { mime: "image/jpeg".into() } };
+        let w = Wanted { seq: 1, message_id: Some(35), kind: "photo".into(), label: "photo 2x2".into(), file_id: "f".into(), unique_id: None, treatment: Treatment::Inline { mime: "image/jpeg".into() } };
         let p = parts(&w, &Seen::Inline { mime: "image/jpeg".into(), base64: "AAEC".into() });
         assert_eq!(p[0].text.as_deref(), Some("[#35 photo 2x2, attached]"));
         assert_eq!(serde_json::to_value(&p[1]).unwrap(), json!({"inlineData": {"mimeType": "image/jpeg", "data": "AAEC"}}));
@@ -283,7 +398,7 @@ mod tests {
 
     #[test]
     fn without_bytes_names_what_was_to_be_sent_and_keeps_the_other_reasons() {
-        let w = |seq, kind: &str| Wanted { seq, message_id: Some(seq), kind: kind.into(), label: kind.into(), file_id: "f".into(), treatment: Treatment::Inline { mime: "image/jpeg".into() } };
+        let w = |seq, kind: &str| Wanted { seq, message_id: Some(seq), kind: kind.into(), label: kind.into(), file_id: "f".into(), unique_id: None, treatment: Treatment::Inline { mime: "image/jpeg".into() } };
         let items = vec![
             (w(1, "photo"), Seen::Inline { mime: "image/jpeg".into(), base64: "AAAA".into() }),
             (w(1, "sticker"), Seen::NotViewed { reason: "an animated sticker, which I cannot view".into() }),
@@ -295,5 +410,46 @@ mod tests {
         let texts: Vec<_> = parts[&1].iter().map(|p| p.text.clone().unwrap_or_default()).collect();
         assert_eq!(texts, vec!["[#1 photo: not viewed: the model could not read it]", "[#1 sticker: not viewed: an animated sticker, which I cannot view]"]);
         assert_eq!(by_message(&items)[&1].len(), 3, "label and bytes, then the sticker's reason");
+    }
+
+    #[test]
+    fn known_descriptions_and_transcripts_show_in_history_and_the_rest_stay_placeholders() {
+        let part = |u: &str, detail: &str| M::Media { kind: "photo".into(), detail: detail.into(), file_id: Some("f".into()), file_unique_id: Some(u.into()), mime_type: None };
+        let mut msgs = vec![msg(1, Role::User, vec![part("a", "720x1280"), part("b", ""), part("c", "3s"), part("d", "")], None)];
+        let known = vec![
+            Described { file_unique_id: "a".into(), status: "ok".into(), description: Some("a tabby cat".into()), transcript: None },
+            Described { file_unique_id: "b".into(), status: "failed".into(), description: Some("stale".into()), transcript: None },
+            Described { file_unique_id: "c".into(), status: "ok".into(), description: Some("a voice note".into()), transcript: Some(" see you at 6 ".into()) },
+        ];
+        assert_eq!(unique_ids(&msgs), vec!["a", "b", "c", "d"]);
+        annotate(&mut msgs, &known);
+        let text = msgs[0].compact_text();
+        assert!(text.contains("[photo: 720x1280 — a tabby cat]"), "{text}");
+        assert!(text.contains("[photo]"), "a failed one stays a placeholder: {text}");
+        assert!(text.contains("[photo: 3s — a voice note; said: \"see you at 6\"]"), "{text}");
+    }
+
+    #[test]
+    fn each_unknown_viewed_key_is_described_once_within_the_budget() {
+        let item = |u: Option<&str>, inline: bool| {
+            let w = Wanted { seq: 1, message_id: Some(1), kind: "sticker".into(), label: "sticker".into(), file_id: "f".into(), unique_id: u.map(String::from), treatment: Treatment::Inline { mime: "image/webp".into() } };
+            let seen = if inline { Seen::Inline { mime: "image/webp".into(), base64: "AAAA".into() } } else { Seen::NotViewed { reason: "x".into() } };
+            (w, seen)
+        };
+        let items = vec![item(Some("s1"), true), item(Some("s1"), true), item(Some("known"), true), item(Some("s2"), false), item(None, true), item(Some("s3"), true), item(Some("s4"), true)];
+        let known = vec![Described { file_unique_id: "known".into(), status: "ok".into(), description: None, transcript: None }];
+        assert_eq!(to_describe(&items, &known, 4), vec![0, 5, 6]);
+        assert_eq!(to_describe(&items, &known, 1), vec![0]);
+        assert_eq!(to_describe(&items, &known, 0), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn descriptions_are_trimmed_capped_and_required() {
+        assert_eq!(parse_description(&json!({"description": " a cat ", "transcript": ""})), Some(("a cat".into(), None)));
+        assert_eq!(parse_description(&json!({"description": "x", "transcript": " hi "})), Some(("x".into(), Some("hi".into()))));
+        assert_eq!(parse_description(&json!({"description": "  "})), None);
+        assert_eq!(parse_description(&json!({"transcript": "hi"})), None);
+        let long = parse_description(&json!({"description": "é".repeat(5000)})).unwrap();
+        assert_eq!(long.0.chars().count(), 600);
     }
 }

@@ -1,7 +1,8 @@
 //! What a turn loads, in two D1 round trips: first the conversation, the chat, the session's
 //! newest messages and the last answered seq; then (they depend on who and what is shown) the
-//! notes, the bot's stored turns and the recalled memories. The window itself is decided by
-//! the core (`agent_core::context::window`).
+//! notes, the bot's stored turns, what is known of the window's media (put into their parts,
+//! so history shows descriptions instead of placeholders) and the recalled memories. The
+//! window itself is decided by the core (`agent_core::context::window`).
 
 use super::TurnError;
 use crate::chat::memory::{self, Memories};
@@ -12,6 +13,7 @@ use agent_core::config::HistoryFormat;
 use agent_core::context::{self as window, Limits, Loaded, Note, Window};
 use agent_core::conversation::ConvKey;
 use agent_core::history::BotTurn;
+use agent_core::media::{self, Described};
 use std::collections::BTreeMap;
 
 /// Everything a turn's prompt is made from.
@@ -26,6 +28,8 @@ pub struct Context {
     pub memories: Memories,
     /// The newest message seq an earlier turn answered (what is newer is what this turn answers).
     pub answered_seq: i64,
+    /// What is known of the media in the window (already put into their parts).
+    pub known_media: Vec<Described>,
 }
 
 /// Loads a turn's context; `None` when there is nothing to answer (the chat blocked the bot,
@@ -49,23 +53,34 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64) -> Result
         token_budget: ctx.cfg.history_token_budget,
         structured: ctx.cfg.history_format == HistoryFormat::Structured,
     };
-    let Some(window) = window::window(loaded, limits, now) else { return Ok(None) };
-    let (notes, turns, memories) = load_recall(ctx, conv, &window, limits.structured).await?;
-    Ok(Some(Context { window, chat: first.chat, plan: first.conversation.plan, notes, turns, memories, answered_seq }))
+    let Some(mut window) = window::window(loaded, limits, now) else { return Ok(None) };
+    let (notes, turns, memories, known_media) = load_recall(ctx, conv, &window, limits.structured).await?;
+    media::annotate(&mut window.messages, &known_media);
+    Ok(Some(Context { window, chat: first.chat, plan: first.conversation.plan, notes, turns, memories, answered_seq, known_media }))
 }
 
-/// Notes, the bot's stored turns and recall, in one round trip. A failed recall is logged and
-/// the turn goes on without memories.
-async fn load_recall(ctx: &Ctx, conv: &ConvKey, w: &Window, structured: bool) -> Result<(Vec<Note>, BTreeMap<String, BotTurn>, Memories), TurnError> {
+/// What the second round trip brings: notes, stored turns, memories, known media.
+type Recalled = (Vec<Note>, BTreeMap<String, BotTurn>, Memories, Vec<Described>);
+
+/// Notes, the bot's stored turns, what is known of the window's media (only when it has some)
+/// and recall, in one round trip. A failed recall is logged and the turn goes on without
+/// memories.
+async fn load_recall(ctx: &Ctx, conv: &ConvKey, w: &Window, structured: bool) -> Result<Recalled, TurnError> {
     let db = ctx.db();
     let mut stmts = vec![storage::notes::notes_stmt(&db, conv.chat_id, &w.people)?, storage::turns::bot_turns_stmt(&db, &w.messages)?];
+    let media_ids = media::unique_ids(&w.messages);
+    if !media_ids.is_empty() {
+        stmts.push(storage::media::known_stmt(&db, &media_ids)?);
+    }
+    let recall_at = stmts.len();
     stmts.extend(memory::recall_statements(&db, conv, &w.people, &w.messages)?);
     let results = db.batch(stmts).await?;
     let notes: Vec<Note> = storage::rows(&results[0])?;
     let turns = if structured { storage::turns::bot_turns(&results[1])? } else { BTreeMap::new() };
-    let memories = memory::recall(ctx, conv, &w.people, &w.messages, results.get(2..).unwrap_or_default()).await.unwrap_or_else(|e| {
+    let known: Vec<Described> = if media_ids.is_empty() { Vec::new() } else { storage::rows(&results[2])? };
+    let memories = memory::recall(ctx, conv, &w.people, &w.messages, results.get(recall_at..).unwrap_or_default()).await.unwrap_or_else(|e| {
         worker::console_warn!("recall failed (the turn goes on without memories): {e}");
         Default::default()
     });
-    Ok((notes, turns, memories))
+    Ok((notes, turns, memories, known))
 }

@@ -7,10 +7,17 @@
 //! - A failure (an expired file id, "file is too big", a 404, a cut download) makes that item
 //!   a "not viewed" part with the reason; the turn always goes on.
 //! - Each item costs two subrequests; past the turn's tool budget the rest are not fetched.
+//! - An item is described once (`MEDIA_MODEL`, at most `MEDIA_DESCRIBE_BUDGET` a turn, from
+//!   the bytes the turn already has); the description is kept by `file_unique_id`, a failed
+//!   attempt too, so no turn asks again.
 
 use super::tools::TURN_TOOL_BUDGET;
-use crate::config::Ctx;
+use crate::config::{now_ms, prompts, Ctx};
+use crate::storage::{self, media::Made};
+use agent_core::conversation::ConvKey;
+use agent_core::gemini::Outcome;
 use agent_core::media::{self, MediaLimits, Seen, Treatment, Wanted};
+use agent_core::turn::{CallRecord, ModelPort};
 use base64::Engine;
 
 /// What became of each item the turn wants (`agent_core::media::by_message` makes the parts).
@@ -57,4 +64,46 @@ async fn fetch(ctx: &Ctx, w: &Wanted, mime: &str, limits: &MediaLimits, used: u6
     }
     let base64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
     Ok((bytes.len() as u64, Seen::Inline { mime: mime.to_string(), base64 }))
+}
+
+/// Describes the items `agent_core::media::to_describe` picked (their bytes are in `items`)
+/// and stores the descriptions and the calls, in one round trip. A failure is stored as such;
+/// nothing here fails the turn.
+pub async fn describe(ctx: &Ctx, conv: &ConvKey, turn_id: &str, items: &[(Wanted, Seen)], chosen: &[usize]) {
+    let model = ctx.cfg.media_model.clone();
+    let mut made = Vec::new();
+    let mut calls = Vec::new();
+    for &i in chosen {
+        let Some((w, Seen::Inline { mime, base64 })) = items.get(i) else { continue };
+        if ctx.meter.count() + 2 > TURN_TOOL_BUDGET {
+            break;
+        }
+        let request = media::describe_request(prompts::media_prompt(), w, mime, base64);
+        let started = now_ms();
+        let result = ctx.gemini().generate(&model, &request).await;
+        calls.push(CallRecord::of(&model, &result, now_ms() - started));
+        let described = match result.map(|r| r.outcome()) {
+            Ok(Outcome::Content(c)) => serde_json::from_str(c.visible_text().trim()).ok().and_then(|v| media::parse_description(&v)),
+            _ => None,
+        };
+        if described.is_none() {
+            worker::console_warn!("media {:?} of message {:?}: no description", w.unique_id, w.message_id);
+        }
+        made.push((w, mime.clone(), base64.len() as u64 / 4 * 3, described));
+    }
+    if made.is_empty() {
+        return;
+    }
+    let db = ctx.db();
+    let now = now_ms();
+    let conv_s = conv.to_string();
+    let mut stmts = Vec::new();
+    for (w, mime, size, described) in made {
+        let m = Made { unique_id: w.unique_id.as_deref().unwrap_or_default(), kind: &w.kind, mime: &mime, size, described, model: &model };
+        stmts.extend(storage::media::record_stmt(&db, &m, now).ok());
+    }
+    stmts.extend(calls.iter().filter_map(|c| storage::usage::model_call_stmt(&db, Some(turn_id), Some(&conv_s), Some(conv.chat_id), "media", c, now).ok()));
+    if let Err(e) = db.batch(stmts).await {
+        worker::console_error!("media descriptions not stored: {e}");
+    }
 }

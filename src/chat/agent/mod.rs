@@ -27,7 +27,7 @@ use agent_core::conversation::ConvKey;
 use agent_core::plan::Step;
 use agent_core::status::TurnStatus;
 use agent_core::gemini::ModelError;
-use agent_core::media::{any_inline, by_message, without_bytes};
+use agent_core::media::{any_inline, by_message, to_describe, without_bytes};
 use agent_core::turn;
 
 /// How a turn ended.
@@ -72,7 +72,9 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
 async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context, model: &str, now: i64) -> Result<turn::TurnResult, turn::TurnFailure> {
     let items = media::load(ctx, &agent_core::media::wanted(&c.window.messages, c.answered_seq)).await;
     let request = request::build(ctx, conv, turn, c, model, &by_message(&items), now);
-    let outcome = call_model(ctx, conv, c, &request).await;
+    // New media are described while the model answers (for later turns' history).
+    let chosen = to_describe(&items, &c.known_media, ctx.cfg.media_describe_budget);
+    let (outcome, ()) = futures::join!(call_model(ctx, conv, c, &request), media::describe(ctx, conv, &turn.turn_id, &items, &chosen));
     if !(refused_media(&outcome) && any_inline(&items)) {
         return outcome;
     }
