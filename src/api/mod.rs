@@ -5,12 +5,13 @@
 //! (`agent_core::policy::is_api_chat_id`), so they never rewrite a Telegram chat.
 //!
 //! status, sessions (paged), a session's messages (paged), session reset, costs, memories,
-//! pairings, users' access, a chat's model, notify (send as the bot), chat (synchronous: text
-//! in, the bot's reply out), and the chat object's state for debugging.
+//! media descriptions, pairings, users' access, a chat's model, notify (send as the bot), chat
+//! (synchronous: text in, the bot's reply out), and the chat object's state for debugging.
 
 mod access;
 mod chats;
 mod costs;
+mod media;
 mod memories;
 mod sessions;
 mod status;
@@ -65,6 +66,8 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
         (Method::Delete, ["memories"]) => memories::forget_user(ctx, &url).await,
         (Method::Delete, ["memories", id]) => memories::forget_one(ctx, id).await,
         (Method::Post, ["notes"]) => memories::add_note(ctx, &body).await,
+        (Method::Get, ["media"]) => media::list(ctx, &url).await,
+        (Method::Put, ["media", id]) => media::set(ctx, id, &body).await,
         (Method::Get, ["pairings"]) => access::pairings(ctx).await,
         (Method::Post, ["pairings", code, "approve"]) => access::approve(ctx, code).await,
         (Method::Put, ["users", id, "access"]) => access::set_user(ctx, id, &body).await,

@@ -42,3 +42,43 @@ pub fn record_stmt(db: &Db, m: &Made<'_>, now: i64) -> Result<D1PreparedStatemen
         args![m.unique_id, m.kind, m.mime, m.size, status, description, transcript, m.model, now],
     )
 }
+
+/// A row of `media` as the operator sees it.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct MediaLine {
+    pub file_unique_id: String,
+    pub kind: String,
+    pub mime: Option<String>,
+    pub size: Option<i64>,
+    pub status: String,
+    pub attempts: i64,
+    pub description: Option<String>,
+    pub transcript: Option<String>,
+    /// `operator` for a curated description, else the model that made it.
+    pub model: Option<String>,
+    pub updated_at: i64,
+}
+
+/// Descriptions, newest first.
+pub async fn list(db: &Db, limit: i64) -> Result<Vec<MediaLine>> {
+    db.all(
+        "SELECT file_unique_id, kind, mime, size, status, attempts, description, transcript, model, updated_at
+         FROM media ORDER BY updated_at DESC LIMIT ?1",
+        args![limit],
+    )
+    .await
+}
+
+/// Sets a curated description (model `operator`): it replaces any generated one, and no turn
+/// describes an item that has a description.
+pub async fn set_curated(db: &Db, unique_id: &str, kind: &str, description: &str, transcript: Option<&str>, now: i64) -> Result<()> {
+    db.run(
+        "INSERT INTO media (file_unique_id, kind, status, attempts, description, transcript, model, created_at, updated_at)
+         VALUES (?1, ?2, 'ok', 0, ?3, ?4, 'operator', ?5, ?5)
+         ON CONFLICT (file_unique_id) DO UPDATE SET status = 'ok', description = excluded.description,
+           transcript = COALESCE(excluded.transcript, media.transcript), model = 'operator', updated_at = excluded.updated_at",
+        args![unique_id, kind, description, transcript, now],
+    )
+    .await?;
+    Ok(())
+}

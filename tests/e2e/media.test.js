@@ -5,7 +5,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { startStack, privateText, uniqueId, messageId, updateId, ROOT } from "../support/stack.js";
+import { startStack, privateText, uniqueId, messageId, updateId, ROOT, ADMIN_TOKEN } from "../support/stack.js";
 
 let s;
 before(async () => {
@@ -171,4 +171,29 @@ test("a sticker sent again and again is described once; a voice note's transcrip
   const history = s.gemini.calls(uid).at(-1).body.contents.flatMap((c) => c.parts).map((p) => p.text ?? "").join("\n");
   assert.ok(history.includes(`said: \"spoken words, ${voice.length} bytes\"`), history);
   assert.equal(s.gemini.calls(uid).at(-1).body.contents.flatMap((c) => c.parts).filter((p) => p.inlineData).length, 0);
+});
+
+test("a curated description wins: the photo is not described again and history shows the operator's words", async () => {
+  const api = async (method, p, body) => {
+    const r = await s.fetch(`/api/v1/${p}`, { method, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" }, body: body && JSON.stringify(body) });
+    return { status: r.status, json: await r.json() };
+  };
+  const uid = uniqueId();
+  const bytes = Buffer.from(`JFIF curated ${uid}`);
+  s.tg.addFile(`cur-${uid}`, bytes);
+  const update = photoUpdate(uid, `cur-${uid}`);
+  const key = update.message.photo.at(-1).file_unique_id;
+  assert.equal((await api("PUT", `media/${key}`, { kind: "photo" })).status, 400, "a description is required");
+  const put = await api("PUT", `media/${key}`, { description: "the team photo from the summer trip", kind: "photo" });
+  assert.equal(put.status, 200);
+  await s.webhook(update);
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the answer");
+  await s.webhook(privateText(uid, "who was in it?"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 15_000, "the follow-up");
+  assert.equal(describeCalls(bytes).length, 0, "never described by the model");
+  assert.ok(s.gemini.calls(uid).at(-1).body.contents.flatMap((c) => c.parts).some((p) => (p.text ?? "").includes("the team photo from the summer trip")));
+  const listed = await api("GET", "media?limit=500");
+  const row = listed.json.media.find((m) => m.file_unique_id === key);
+  assert.equal(row.model, "operator");
+  assert.ok(listed.json.media.some((m) => m.status === "ok" && m.model === "gemini-3.5-flash-lite"), "generated ones are listed too");
 });
