@@ -1,6 +1,7 @@
 //! Memory consolidation: the cron finds conversations with messages not yet consolidated and
 //! queues one job each (fan-out keeps every invocation small); a job reads the new messages,
-//! asks Gemini (through the model port, like turns) for structured memories, merges them (`agent_core::memory::merge`), writes a
+//! (with what is known of their media: descriptions, what a voice note said) asks Gemini
+//! (through the model port, like turns) for structured memories, merges them (`agent_core::memory::merge`), writes a
 //! summary of older history when it no longer fits the budget, and moves the watermark.
 //!
 //! Invariants:
@@ -23,7 +24,7 @@ use crate::config::{now_ms, prompts, Ctx};
 use crate::outbound::queues;
 use crate::storage::consolidation::{self as rows, Lease};
 use crate::storage::turns::HISTORY_ROWS;
-use crate::storage::Db;
+use crate::storage::{self, Db};
 use agent_core::conversation::ConvKey;
 use agent_core::gemini::{Content, GenerateContentRequest, GenerationConfig, ModelError, Outcome, Part};
 use agent_core::history::{self, HistoryMessage};
@@ -137,8 +138,20 @@ impl From<ModelError> for Failed {
     }
 }
 
+/// Messages with what is known of their media put in (descriptions, what a voice note said),
+/// so memories can come from what was shown and said, not only typed.
+async fn with_media_known(db: &Db, mut messages: Vec<HistoryMessage>) -> worker::Result<Vec<HistoryMessage>> {
+    let known = storage::media::known(db, &agent_core::media::unique_ids(&messages)).await?;
+    agent_core::media::annotate(&mut messages, &known);
+    Ok(messages)
+}
+
 async fn consolidate(ctx: &Ctx, db: &Db, conv: &ConvKey, watermark: i64, lease: Lease) -> JobOutcome {
     let messages = match rows::messages(db, conv, watermark, i64::MAX, BATCH, false).await {
+        Ok(m) => m,
+        Err(e) => return storage_retry(e),
+    };
+    let messages = match with_media_known(db, messages).await {
         Ok(m) => m,
         Err(e) => return storage_retry(e),
     };
@@ -246,7 +259,7 @@ async fn summary_statement(ctx: &Ctx, db: &Db, conv: &ConvKey, calls: &mut Vec<C
     } else {
         return Ok(None);
     };
-    let older = rows::messages(db, conv, until, cut_seq, SUMMARY_BATCH, false).await?;
+    let older = with_media_known(db, rows::messages(db, conv, until, cut_seq, SUMMARY_BATCH, false).await?).await?;
     if (older.len() as i64) < (ctx.cfg.consolidate_min_messages as i64).min(SUMMARY_BATCH) {
         return Ok(None);
     }

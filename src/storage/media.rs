@@ -82,3 +82,13 @@ pub async fn set_curated(db: &Db, unique_id: &str, kind: &str, description: &str
     .await?;
     Ok(())
 }
+
+/// What is known of these items (one round trip; none when there are no items).
+pub async fn known(db: &Db, unique_ids: &[String]) -> Result<Vec<agent_core::media::Described>> {
+    if unique_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let stmt = known_stmt(db, unique_ids)?;
+    let results = db.batch(vec![stmt]).await?;
+    results.first().map(crate::storage::rows).transpose().map(Option::unwrap_or_default)
+}

@@ -171,6 +171,22 @@ test("a sticker sent again and again is described once; a voice note's transcrip
   const history = s.gemini.calls(uid).at(-1).body.contents.flatMap((c) => c.parts).map((p) => p.text ?? "").join("\n");
   assert.ok(history.includes(`said: \"spoken words, ${voice.length} bytes\"`), history);
   assert.equal(s.gemini.calls(uid).at(-1).body.contents.flatMap((c) => c.parts).filter((p) => p.inlineData).length, 0);
+
+  // Memory consolidation reads what was said, too.
+  await s.scheduled();
+  const said = `said: "spoken words, ${voice.length} bytes"`;
+  const deadline = Date.now() + 15_000;
+  const consolidations = () => s.gemini.requests.filter((r) => r.body?.generationConfig?.responseSchema?.properties?.facts);
+  while (!consolidations().some((r) => JSON.stringify(r.body.contents).includes(said.replaceAll('"', '\\"'))) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.ok(consolidations().some((r) => JSON.stringify(r.body.contents).includes(said.replaceAll('"', '\\"'))), "consolidation saw the transcript");
+  // No bytes were stored anywhere in D1: not in messages, not in media.
+  const b64 = voice.toString("base64");
+  const stored = await s.sql(`SELECT (SELECT COUNT(*) FROM messages WHERE parts LIKE '%${b64}%') + (SELECT COUNT(*) FROM media WHERE description LIKE '%${b64}%' OR transcript LIKE '%${b64}%') AS n`);
+  assert.equal(stored[0].n, 0);
+  const row = await s.sql(`SELECT status, mime, model FROM media WHERE file_unique_id = 'vou-${uid}'`);
+  assert.deepEqual(row[0], { status: "ok", mime: "audio/ogg", model: "gemini-3.5-flash-lite" });
 });
 
 test("a curated description wins: the photo is not described again and history shows the operator's words", async () => {
