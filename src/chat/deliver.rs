@@ -283,6 +283,7 @@ async fn sticker(
                 file_id: Some(chosen.file_id.clone()),
                 file_unique_id: None,
                 mime_type: None,
+                thumb_file_id: None,
             }];
             let sent = Sent { key: &key, conv, message_id: Some(id), plain: false, parts, turn_id };
             if let Err(e) = record_sent(ctx, sent).await {

@@ -108,11 +108,17 @@ test("a voice note goes as audio/ogg; what is not viewed is named with the reaso
   await s.tg.waitFor(() => s.tg.sent(uid).length === 3, 15_000, "the expired-file answer");
   assert.ok(textsOf(uid).some((t) => /not viewed: could not be fetched \(.*invalid file_id/.test(t)), textsOf(uid).join("\n"));
 
-  // Over Telegram's 20 MB: getFile refuses it.
+  // Over Telegram's 20 MB: getFile refuses it; its thumbnail is viewed instead.
   s.tg.addFile(`big-${uid}`, Buffer.from("x"), { size: 48 * 1024 * 1024 });
-  await s.webhook(fileUpdate(uid, "video", { duration: 60, width: 640, height: 360, mime_type: "video/mp4", file_id: `big-${uid}`, file_unique_id: `bu-${uid}`, file_size: 48 * 1024 * 1024 }));
+  const thumb = Buffer.from(`JFIF thumbnail ${uid}`);
+  s.tg.addFile(`bigthumb-${uid}`, thumb);
+  await s.webhook(fileUpdate(uid, "video", { duration: 60, width: 640, height: 360, mime_type: "video/mp4", file_id: `big-${uid}`, file_unique_id: `bu-${uid}`, file_size: 48 * 1024 * 1024, thumbnail: { file_id: `bigthumb-${uid}`, file_unique_id: `btu-${uid}`, width: 320, height: 180 } }));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 4, 15_000, "the big-video answer");
-  assert.ok(textsOf(uid).some((t) => /video .*not viewed: could not be fetched \(.*file is too big/.test(t)), textsOf(uid).join("\n"));
+  assert.ok(textsOf(uid).some((t) => /video .*not viewed: could not be fetched \(.*file is too big\); its thumbnail is attached/.test(t)), textsOf(uid).join("\n"));
+  const last = s.gemini.calls(uid).at(-1).body.contents.flatMap((c) => c.parts).filter((p) => p.inlineData);
+  assert.equal(last.length, 1);
+  assert.equal(last[0].inlineData.mimeType, "image/jpeg");
+  assert.deepEqual(Buffer.from(last[0].inlineData.data, "base64"), thumb);
 
   // Within Telegram's cap but over this turn's limit (MEDIA_BYTES_PER_TURN is 6000 here).
   s.tg.addFile(`long-${uid}`, Buffer.alloc(9000, 7));

@@ -41,6 +41,7 @@ pub fn group_500() -> (Vec<HistoryMessage>, BTreeMap<String, BotTurn>) {
                 file_id: Some("file".into()),
                 file_unique_id: None,
                 mime_type: None,
+                thumb_file_id: None,
             });
         }
         if !text.is_empty() {

@@ -138,9 +138,8 @@ pub enum Part {
         entities: Vec<Entity>,
     },
     /// An attachment or structured content: photo, sticker, voice, location, poll, ...
-    /// `detail` is the compact text the prompt shows. The file ids are stored with the message
-    /// but nothing reads them yet: the model sees only `detail` (no media is fetched or
-    /// described today).
+    /// `detail` is the compact text the prompt shows. A turn that answers the message fetches
+    /// the file (`core::media`); later turns show its description in `detail`.
     Media {
         kind: String,
         detail: String,
@@ -150,6 +149,9 @@ pub enum Part {
         file_unique_id: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mime_type: Option<String>,
+        /// Its thumbnail's file id, shown instead when the file itself cannot be viewed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thumb_file_id: Option<String>,
     },
     /// A service event: a join, a pin, a title change, a topic created, ...
     Event { kind: String, detail: String },
@@ -276,6 +278,7 @@ mod tests {
             file_id: Some("f".into()),
             file_unique_id: None,
             mime_type: None,
+            thumb_file_id: None,
         };
         assert_eq!(p.render_compact(), "[photo: 1280x720]");
         assert_eq!(Part::Unknown { kind: "story".into() }.render_compact(), "[story]");

@@ -95,6 +95,8 @@ pub struct Wanted {
     pub file_id: String,
     /// Telegram's `file_unique_id`: the key of the item's description.
     pub unique_id: Option<String>,
+    /// Its thumbnail's file id: viewed instead when the item itself cannot be.
+    pub thumb: Option<String>,
     pub treatment: Treatment,
 }
 
@@ -113,11 +115,11 @@ pub fn wanted(messages: &[HistoryMessage], answered_seq: i64) -> Vec<Wanted> {
     let mut out = Vec::new();
     for m in chosen {
         for p in &m.parts {
-            if let MsgPart::Media { kind, detail, file_id: Some(file_id), mime_type, file_unique_id } = p {
+            if let MsgPart::Media { kind, detail, file_id: Some(file_id), mime_type, file_unique_id, thumb_file_id } = p {
                 let label = if detail.is_empty() { kind.clone() } else { format!("{kind} {detail}") };
                 let treatment = treatment(kind, mime_type.as_deref(), detail);
-                let unique_id = file_unique_id.clone();
-                out.push(Wanted { seq: m.seq, message_id: m.message_id, kind: kind.clone(), label, file_id: file_id.clone(), unique_id, treatment });
+                let (unique_id, thumb) = (file_unique_id.clone(), thumb_file_id.clone());
+                out.push(Wanted { seq: m.seq, message_id: m.message_id, kind: kind.clone(), label, file_id: file_id.clone(), unique_id, thumb, treatment });
             }
         }
     }
@@ -146,11 +148,23 @@ pub fn human_size(bytes: u64) -> String {
     }
 }
 
-/// What became of one item: its bytes (base64) or why it was not viewed.
+/// What became of one item: its bytes (base64), its thumbnail's instead, or why it was not
+/// viewed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Seen {
     Inline { mime: String, base64: String },
+    /// The item was not viewed (`reason`), its thumbnail was.
+    Thumbnail { mime: String, base64: String, reason: String },
     NotViewed { reason: String },
+}
+
+/// The MIME type of a kind's thumbnail: stickers have WEBP ones, the rest JPEG.
+pub fn thumbnail_mime(kind: &str) -> &'static str {
+    if kind == "sticker" {
+        "image/webp"
+    } else {
+        "image/jpeg"
+    }
 }
 
 /// The parts an item adds to its message: a label, then the bytes or the reason.
@@ -161,6 +175,11 @@ pub fn parts(w: &Wanted, seen: &Seen) -> Vec<Part> {
             let mut inline = Part::default();
             inline.extra.insert("inlineData".into(), json!({"mimeType": mime, "data": base64}));
             vec![Part::text(format!("[{id} {}, attached]", w.label)), inline]
+        }
+        Seen::Thumbnail { mime, base64, reason } => {
+            let mut inline = Part::default();
+            inline.extra.insert("inlineData".into(), json!({"mimeType": mime, "data": base64}));
+            vec![Part::text(format!("[{id} {}: not viewed: {reason}; its thumbnail is attached]", w.label)), inline]
         }
         Seen::NotViewed { reason } => vec![Part::text(format!("[{id} {}: not viewed: {reason}]", w.label))],
     }
@@ -177,7 +196,7 @@ pub fn by_message(items: &[(Wanted, Seen)]) -> BTreeMap<i64, Vec<Part>> {
 
 /// Whether any item goes to the model as bytes.
 pub fn any_inline(items: &[(Wanted, Seen)]) -> bool {
-    items.iter().any(|(_, s)| matches!(s, Seen::Inline { .. }))
+    items.iter().any(|(_, s)| matches!(s, Seen::Inline { .. } | Seen::Thumbnail { .. }))
 }
 
 /// The same items with no bytes: each one that was to be sent is named with `reason` instead
@@ -187,6 +206,7 @@ pub fn without_bytes(items: &[(Wanted, Seen)], reason: &str) -> Vec<(Wanted, See
         .iter()
         .map(|(w, s)| match s {
             Seen::Inline { .. } => (w.clone(), Seen::NotViewed { reason: reason.to_string() }),
+            Seen::Thumbnail { reason: why, .. } => (w.clone(), Seen::NotViewed { reason: why.clone() }),
             other => (w.clone(), other.clone()),
         })
         .collect()
@@ -309,7 +329,7 @@ mod tests {
     use crate::conversation::Part as M;
 
     fn media(kind: &str, detail: &str, file: &str, mime: Option<&str>) -> M {
-        M::Media { kind: kind.into(), detail: detail.into(), file_id: Some(file.into()), file_unique_id: None, mime_type: mime.map(String::from) }
+        M::Media { kind: kind.into(), detail: detail.into(), file_id: Some(file.into()), file_unique_id: None, mime_type: mime.map(String::from), thumb_file_id: None }
     }
 
     fn msg(seq: i64, role: Role, parts: Vec<M>, reply_to: Option<i64>) -> HistoryMessage {
@@ -387,10 +407,15 @@ mod tests {
 
     #[test]
     fn a_viewed_item_is_a_label_then_inline_data_and_the_rest_say_why() {
-        let w = Wanted { seq: 1, message_id: Some(35), kind: "photo".into(), label: "photo 2x2".into(), file_id: "f".into(), unique_id: None, treatment: Treatment::Inline { mime: "image/jpeg".into() } };
+        let w = Wanted { seq: 1, message_id: Some(35), kind: "photo".into(), label: "photo 2x2".into(), file_id: "f".into(), unique_id: None, thumb: None, treatment: Treatment::Inline { mime: "image/jpeg".into() } };
         let p = parts(&w, &Seen::Inline { mime: "image/jpeg".into(), base64: "AAEC".into() });
         assert_eq!(p[0].text.as_deref(), Some("[#35 photo 2x2, attached]"));
         assert_eq!(serde_json::to_value(&p[1]).unwrap(), json!({"inlineData": {"mimeType": "image/jpeg", "data": "AAEC"}}));
+        let p = parts(&w, &Seen::Thumbnail { mime: "image/jpeg".into(), base64: "AAEC".into(), reason: "video, 48.0 MB, too large to view".into() });
+        assert_eq!(p[0].text.as_deref(), Some("[#35 photo 2x2: not viewed: video, 48.0 MB, too large to view; its thumbnail is attached]"));
+        assert!(p[1].extra.contains_key("inlineData"));
+        assert_eq!(thumbnail_mime("sticker"), "image/webp");
+        assert_eq!(thumbnail_mime("video"), "image/jpeg");
         let p = parts(&w, &Seen::NotViewed { reason: "could not be fetched".into() });
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].text.as_deref(), Some("[#35 photo 2x2: not viewed: could not be fetched]"));
@@ -398,7 +423,7 @@ mod tests {
 
     #[test]
     fn without_bytes_names_what_was_to_be_sent_and_keeps_the_other_reasons() {
-        let w = |seq, kind: &str| Wanted { seq, message_id: Some(seq), kind: kind.into(), label: kind.into(), file_id: "f".into(), unique_id: None, treatment: Treatment::Inline { mime: "image/jpeg".into() } };
+        let w = |seq, kind: &str| Wanted { seq, message_id: Some(seq), kind: kind.into(), label: kind.into(), file_id: "f".into(), unique_id: None, thumb: None, treatment: Treatment::Inline { mime: "image/jpeg".into() } };
         let items = vec![
             (w(1, "photo"), Seen::Inline { mime: "image/jpeg".into(), base64: "AAAA".into() }),
             (w(1, "sticker"), Seen::NotViewed { reason: "an animated sticker, which I cannot view".into() }),
@@ -414,7 +439,7 @@ mod tests {
 
     #[test]
     fn known_descriptions_and_transcripts_show_in_history_and_the_rest_stay_placeholders() {
-        let part = |u: &str, detail: &str| M::Media { kind: "photo".into(), detail: detail.into(), file_id: Some("f".into()), file_unique_id: Some(u.into()), mime_type: None };
+        let part = |u: &str, detail: &str| M::Media { kind: "photo".into(), detail: detail.into(), file_id: Some("f".into()), file_unique_id: Some(u.into()), mime_type: None, thumb_file_id: None };
         let mut msgs = vec![msg(1, Role::User, vec![part("a", "720x1280"), part("b", ""), part("c", "3s"), part("d", "")], None)];
         let known = vec![
             Described { file_unique_id: "a".into(), status: "ok".into(), description: Some("a tabby cat".into()), transcript: None },
@@ -432,7 +457,7 @@ mod tests {
     #[test]
     fn each_unknown_viewed_key_is_described_once_within_the_budget() {
         let item = |u: Option<&str>, inline: bool| {
-            let w = Wanted { seq: 1, message_id: Some(1), kind: "sticker".into(), label: "sticker".into(), file_id: "f".into(), unique_id: u.map(String::from), treatment: Treatment::Inline { mime: "image/webp".into() } };
+            let w = Wanted { seq: 1, message_id: Some(1), kind: "sticker".into(), label: "sticker".into(), file_id: "f".into(), unique_id: u.map(String::from), thumb: None, treatment: Treatment::Inline { mime: "image/webp".into() } };
             let seen = if inline { Seen::Inline { mime: "image/webp".into(), base64: "AAAA".into() } } else { Seen::NotViewed { reason: "x".into() } };
             (w, seen)
         };

@@ -77,10 +77,12 @@ fn group_command_with_mention_keeps_entities() {
 #[test]
 fn media_parts_keep_file_ids_and_details() {
     let sticker = message("016");
-    let Part::Media { kind, detail, file_unique_id, .. } = &sticker.parts[0] else { panic!() };
+    let Part::Media { kind, detail, file_unique_id, thumb_file_id, .. } = &sticker.parts[0] else { panic!() };
     assert_eq!(kind, "sticker");
     assert!(detail.contains("😡") && detail.contains("AdvenTimeAnim") && detail.contains("animated"));
     assert!(file_unique_id.is_some());
+    // An animated sticker cannot be viewed; its thumbnail can.
+    assert_eq!(thumb_file_id.as_deref(), Some("AAMCAgADGQEAARIt0GMwiZ6n4nRbxdpM3pL8vPX6PVAhAAIjAAOw0PgMaabKAcaXKCABAAdtAAMpBA"));
 
     let photo = message("015");
     assert!(matches!(&photo.parts[0], Part::Media { kind, .. } if kind == "photo"));

@@ -233,7 +233,7 @@ pub fn long_conversation(n: usize) -> (Vec<HistoryMessage>, BTreeMap<String, Bot
         }
         let (uid, name) = people[i % people.len()];
         let parts = if i % 17 == 5 {
-            vec![Part::Media { kind: "photo".into(), detail: "1280x960".into(), file_id: Some("f".into()), file_unique_id: None, mime_type: None }]
+            vec![Part::Media { kind: "photo".into(), detail: "1280x960".into(), file_id: Some("f".into()), file_unique_id: None, mime_type: None, thumb_file_id: None }]
         } else {
             vec![Part::text(lines[i % lines.len()])]
         };

@@ -4,8 +4,9 @@
 //!
 //! Invariants:
 //! - Bytes go only into this turn's request: never into D1, logs or errors.
-//! - A failure (an expired file id, "file is too big", a 404, a cut download) makes that item
-//!   a "not viewed" part with the reason; the turn always goes on.
+//! - A failure (an expired file id, "file is too big", a 404, a cut download) or a kind that
+//!   cannot be viewed (an animated sticker) makes that item a "not viewed" part with the
+//!   reason, with its thumbnail when it has one that fits; the turn always goes on.
 //! - Each item costs two subrequests; past the turn's tool budget the rest are not fetched.
 //! - An item is described once (`MEDIA_MODEL`, at most `MEDIA_DESCRIBE_BUDGET` a turn, from
 //!   the bytes the turn already has); the description is kept by `file_unique_id`, a failed
@@ -26,44 +27,57 @@ pub async fn load(ctx: &Ctx, wanted: &[Wanted]) -> Vec<(Wanted, Seen)> {
     let mut used = 0u64;
     let mut out = Vec::new();
     for w in wanted {
-        let seen = match &w.treatment {
-            Treatment::NotViewed { reason } => Seen::NotViewed { reason: reason.clone() },
-            Treatment::Inline { mime } => match fetch(ctx, w, mime, &limits, used).await {
-                Ok((bytes, seen)) => {
-                    used += bytes;
-                    seen
+        let fetched = match &w.treatment {
+            Treatment::NotViewed { reason } => Err(reason.clone()),
+            Treatment::Inline { mime } => fetch(ctx, &w.kind, &w.file_id, &limits, used).await.map(|(n, base64)| (n, Seen::Inline { mime: mime.clone(), base64 })),
+        };
+        let seen = match fetched {
+            Ok((n, seen)) => {
+                used += n;
+                seen
+            }
+            Err(reason) => {
+                worker::console_warn!("media of message {:?} ({}) not viewed: {reason}", w.message_id, w.kind);
+                match thumbnail(ctx, w, &limits, used).await {
+                    Some((n, mime, base64)) => {
+                        used += n;
+                        Seen::Thumbnail { mime, base64, reason }
+                    }
+                    None => Seen::NotViewed { reason },
                 }
-                Err(reason) => {
-                    worker::console_warn!("media of message {:?} ({}) not viewed: {reason}", w.message_id, w.kind);
-                    Seen::NotViewed { reason }
-                }
-            },
+            }
         };
         out.push((w.clone(), seen));
     }
     out
 }
 
-/// Fetches one item within the turn's limits: its size and what the model gets.
-async fn fetch(ctx: &Ctx, w: &Wanted, mime: &str, limits: &MediaLimits, used: u64) -> Result<(u64, Seen), String> {
+/// The item's thumbnail, when it has one that fits: its size, MIME type and base64.
+async fn thumbnail(ctx: &Ctx, w: &Wanted, limits: &MediaLimits, used: u64) -> Option<(u64, String, String)> {
+    let thumb = w.thumb.as_deref()?;
+    let (n, base64) = fetch(ctx, "thumbnail", thumb, limits, used).await.ok()?;
+    Some((n, media::thumbnail_mime(&w.kind).to_string(), base64))
+}
+
+/// Fetches one file within the turn's limits: its size and its bytes as base64.
+async fn fetch(ctx: &Ctx, kind: &str, file_id: &str, limits: &MediaLimits, used: u64) -> Result<(u64, String), String> {
     if ctx.meter.count() + 2 > TURN_TOOL_BUDGET {
         return Err("not fetched: this turn's request budget is spent".into());
     }
     let tg = ctx.telegram();
-    let file = tg.get_file(&w.file_id).await.map_err(|e| format!("could not be fetched ({e})"))?;
+    let file = tg.get_file(file_id).await.map_err(|e| format!("could not be fetched ({e})"))?;
     let path = file.file_path.ok_or("could not be fetched (no file path)")?;
     let size = file.file_size.unwrap_or(0);
-    media::admit(&w.kind, size, used, limits)?;
+    media::admit(kind, size, used, limits)?;
     let room = limits.bytes_per_turn.saturating_sub(used).min(media::TELEGRAM_DOWNLOAD_CAP) as usize;
     let (bytes, cut) = tg.download(&path, room).await.map_err(|e| format!("could not be downloaded ({e})"))?;
     if cut {
-        return Err(format!("{}, larger than it said, over this turn's media limit", w.kind));
+        return Err(format!("{kind}, larger than it said, over this turn's media limit"));
     }
     if bytes.is_empty() {
         return Err("the file is empty".into());
     }
-    let base64 = base64::engine::general_purpose::STANDARD.encode(&bytes);
-    Ok((bytes.len() as u64, Seen::Inline { mime: mime.to_string(), base64 }))
+    Ok((bytes.len() as u64, base64::engine::general_purpose::STANDARD.encode(&bytes)))
 }
 
 /// Describes the items `agent_core::media::to_describe` picked (their bytes are in `items`)

@@ -207,6 +207,26 @@ pub struct FileMeta {
     pub set_name: Option<String>,
     pub is_animated: Option<bool>,
     pub is_video: Option<bool>,
+    /// A small picture of it (stickers, videos, animations, documents). Telegram still sends
+    /// the pre-6.6 name `thumb` alongside it, so both are read (an alias would refuse the pair).
+    pub thumbnail: Option<Thumbnail>,
+    pub thumb: Option<Thumbnail>,
+}
+
+impl FileMeta {
+    /// The thumbnail, under either name.
+    pub fn thumbnail(&self) -> Option<&Thumbnail> {
+        self.thumbnail.as_ref().or(self.thumb.as_ref())
+    }
+}
+
+/// A thumbnail (`PhotoSize`): a small JPEG or WEBP picture of a file.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default)]
+pub struct Thumbnail {
+    pub file_id: String,
+    pub file_unique_id: String,
+    pub file_size: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
