@@ -56,16 +56,36 @@ function structured(body, model) {
   return answer(body, model, [{ text: JSON.stringify({ facts, episodes: [], commitments: [], commitment_updates: [], aliases: [] }) }]);
 }
 
+/** What files the newest user content carries, in words: "image/png (3 KB)". */
+function filesSent(body) {
+  const user = [...(body.contents ?? [])].reverse().find((c) => c.role === "user");
+  return (user?.parts ?? [])
+    .filter((p) => p.inlineData)
+    .map((p) => {
+      const bytes = Buffer.from(p.inlineData.data ?? "", "base64").length;
+      const size = bytes >= 1024 ? `${Math.round(bytes / 1024)} KB` : `${bytes} bytes`;
+      return `${p.inlineData.mimeType} (${size})`;
+    });
+}
+
 /** Answers one generateContent request body. */
 export function offlineAnswer(body, model) {
+  const files = filesSent(body);
+  if (body.generationConfig?.responseSchema?.properties?.description) {
+    // A media description: say what was received.
+    return answer(body, model, [{ text: JSON.stringify({ description: `(${LABEL}) ${files[0] ?? "nothing"}`, transcript: "" }) }]);
+  }
   if (body.generationConfig?.responseMimeType === "application/json") return structured(body, model);
   const last = body.contents?.at(-1);
-  if (last?.parts?.some((p) => p.functionResponse)) {
+  // Tool results end the request only within a turn; a person's new message after a replayed
+  // action shares that content (it has its [meta] part), and is answered.
+  const newMessage = last?.parts?.some((p) => (p.text ?? "").startsWith("[meta]"));
+  if (last?.parts?.some((p) => p.functionResponse) && !newMessage) {
     // After tool results (or when function calling is off): a plain answer.
     return answer(body, model, [{ text: `(${LABEL}) Done.` }]);
   }
   const text = lastUserText(body);
-  const parts = [{ text: `(${LABEL}) You said: “${text.slice(0, 300)}”` }];
+  const parts = [{ text: files.length ? `(${LABEL}) I received ${files.join(", ")}.` : `(${LABEL}) You said: “${text.slice(0, 300)}”` }];
   const target = targetMessage(body);
   const toolsOn = !body.toolConfig && (body.tools ?? []).length > 0;
   if (toolsOn && target) parts.push({ functionCall: { name: "react", args: { message_id: target, emoji: "👍" } } });

@@ -13,6 +13,7 @@
 // (which no cross-site form can send and no cross-site fetch can without a CORS preflight,
 // which is never granted). Everything else gets 403 or 415 and reaches no webhook.
 import http from "node:http";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -82,13 +83,45 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
     if (!res.ok) throw new Error(`the worker answered ${res.status}`);
   }
 
-  async function send({ chat, as, text, reply_to }) {
+  /** Puts a file a person sends into the Telegram stand-in (getFile and the download serve it)
+   *  and into the message as Telegram would: a photo, voice note, audio, video, sticker or
+   *  document, by its MIME type (or `kind`). At most 20 MB, like the Bot API. */
+  function attach(message, file) {
+    const bytes = Buffer.from(String(file.data ?? ""), "base64");
+    if (!bytes.length) throw new Error("the file is empty");
+    if (bytes.length > 20 * 1024 * 1024) throw new Error("files up to 20 MB");
+    const mime = String(file.mime ?? "application/octet-stream").toLowerCase();
+    const name = String(file.name ?? "file").replace(/[^\w.\- ]/g, "_").slice(0, 60);
+    const hash = crypto.createHash("sha256").update(bytes).digest("hex").slice(0, 16);
+    const fileId = `pg-${hash}-${message.message_id}`;
+    const meta = { file_id: fileId, file_unique_id: `pgu-${hash}`, file_size: bytes.length };
+    telegram.addFile(fileId, bytes, { uniqueId: meta.file_unique_id, path: `files/${fileId}/${name}` });
+    const kind = file.kind ?? (mime === "image/webp" ? "sticker" : mime.startsWith("image/") ? "photo" : mime === "audio/ogg" ? "voice" : mime.startsWith("audio/") ? "audio" : mime.startsWith("video/") ? "video" : "document");
+    if (kind === "photo") message.photo = [meta];
+    else if (kind === "sticker") message.sticker = { ...meta, type: "regular", width: 512, height: 512, emoji: "🙂", is_animated: false, is_video: false };
+    else if (kind === "voice") message.voice = { ...meta, mime_type: mime, duration: 1 };
+    else if (kind === "audio") message.audio = { ...meta, mime_type: mime, file_name: name, duration: 1 };
+    else if (kind === "video") message.video = { ...meta, mime_type: mime, file_name: name, duration: 1 };
+    else message.document = { ...meta, mime_type: mime, file_name: name };
+    return `[${kind} ${name}, ${bytes.length} bytes]`;
+  }
+
+  async function send({ chat, as, text, reply_to, file }) {
     const c = CHATS[chat];
     const from = PEOPLE[chat === "dm" ? "you" : as] ?? PEOPLE.alice;
-    if (!c || typeof text !== "string" || !text.trim()) throw new Error("chat and text are required");
-    const message = { message_id: telegram.nextMessageId(), from: { ...from, is_bot: false }, chat: c, date: Math.floor(Date.now() / 1000), text };
+    text = typeof text === "string" ? text : "";
+    if (!c || (!text.trim() && !file)) throw new Error("chat and text (or a file) are required");
+    const message = { message_id: telegram.nextMessageId(), from: { ...from, is_bot: false }, chat: c, date: Math.floor(Date.now() / 1000) };
     const entities = entitiesOf(text);
-    if (entities.length) message.entities = entities;
+    let shown = text;
+    if (file) {
+      shown = `${attach(message, file)}${text ? ` ${text}` : ""}`;
+      if (text) message.caption = text;
+      if (entities.length) message.caption_entities = entities;
+    } else {
+      message.text = text;
+      if (entities.length) message.entities = entities;
+    }
     if (reply_to) {
       const original = log.find((e) => e.type === "message" && e.chat === chat && e.message_id === reply_to);
       if (original) {
@@ -96,7 +129,7 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
         message.reply_to_message = { message_id: reply_to, from: author, chat: c, date: message.date, text: original.text };
       }
     }
-    publish({ type: "message", chat, from: from.first_name, as: chat === "dm" ? "you" : as, message_id: message.message_id, text, reply_to: reply_to ?? null });
+    publish({ type: "message", chat, from: from.first_name, as: chat === "dm" ? "you" : as, message_id: message.message_id, text: shown, reply_to: reply_to ?? null });
     await deliver({ update_id: nextUpdateId++, message });
     return message.message_id;
   }
@@ -116,7 +149,7 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
   const server = http.createServer(async (req, res) => {
     const url = new URL(req.url, "http://x");
     try {
-      if (url.pathname.startsWith("/bot")) return await telegram.handle(req, res);
+      if (url.pathname.startsWith("/bot") || url.pathname.startsWith("/file/bot")) return await telegram.handle(req, res);
       if (offlineModel && (await handleOfflineModel(req, res))) return;
       if (!sameSite(req, server.address().port)) {
         res.writeHead(403, { "content-type": "text/plain" });
@@ -140,7 +173,10 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
           return res.end("send application/json");
         }
         let raw = "";
-        for await (const chunk of req) raw += chunk;
+        for await (const chunk of req) {
+          raw += chunk;
+          if (raw.length > 28 * 1024 * 1024) throw new Error("the request is too large (files up to 20 MB)");
+        }
         const body = JSON.parse(raw || "{}");
         const id = url.pathname === "/api/send" ? await send(body) : await react(body);
         res.writeHead(200, { "content-type": "application/json" });

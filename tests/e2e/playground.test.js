@@ -58,3 +58,17 @@ test("the web chat: a private message gets the offline model's reply and a react
   fs.mkdirSync(path.join(ROOT, ".tmp"), { recursive: true });
   await page.screenshot({ path: path.join(ROOT, ".tmp/playground.png"), fullPage: true });
 });
+
+test("the web chat sends a photo: the bot fetches it from the stand-in and the offline model says what it received", async () => {
+  const page = await browser.newPage();
+  await page.goto(playground.base);
+  const png = Buffer.from("89504e470d0a1a0a0000000d4948445200000001000000010806000000", "hex");
+  await page.fill("#input-dm", "what is in this picture?");
+  await page.setInputFiles("#file-dm", { name: "cat.png", mimeType: "image/png", buffer: png });
+  await page.locator("#log-dm .msg.me", { hasText: `[photo cat.png, ${png.length} bytes] what is in this picture?` }).waitFor({ timeout: 10_000 });
+  const reply = page.locator("#log-dm .msg.bot", { hasText: `I received image/jpeg (${png.length} bytes)` });
+  await reply.waitFor({ timeout: 15_000 });
+  // The worker fetched the file through getFile and the download, as from Telegram.
+  assert.ok(playground.telegram.calls("getFile").length >= 1);
+  assert.ok(playground.telegram.calls("download").some((c) => c.body.file_path.endsWith("/cat.png")));
+});
