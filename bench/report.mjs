@@ -66,6 +66,25 @@ message, so a failed hand-off is redelivered rather than lost.
 | D1 round trips per turn | mean ${fmt(w.turn.d1_round_trips.mean, 1)}, max ${w.turn.d1_round_trips.max} (${w.turn.d1_statements.max} statements) | |
 | per message sent | 1 Telegram call + 2 D1 round trips (outbox before, sent + stored after) | |
 
+## Media
+
+One private chat sends 100 photos, one at a time, each answered (DEBOUNCE_MS 100); they are
+${w.media.distinct_files} distinct files, each sent several times. Each file is described once, from the bytes the
+turn that first sees it already has; later turns see the description and get the bytes only for
+the photo they answer.
+
+| measure | result | goal |
+|---|---|---|
+| description calls for ${w.media.messages} photos of ${w.media.distinct_files} distinct files | ${w.media.description_calls} | ${w.media.distinct_files} ${mark(w.media.description_calls === w.media.distinct_files)} |
+| turn model calls | ${w.media.turn_calls} | |
+| bytes of media in the turns' requests / the photos' own bytes | ${kb(w.media.bytes_in_turns)} / ${kb(w.media.bytes_of_the_photos)} (each photo sent once, with the turn that answers it) | |
+| bytes of media in the description calls | ${kb(w.media.bytes_in_descriptions)} | |
+| a turn with a 1 MB photo, webhook to reply (5 runs; fake Gemini answers in 300 ms) | p50 ${fmt(w.media.one_mb_photo_turn_ms.p50, 0)} ms, max ${fmt(w.media.one_mb_photo_turn_ms.max, 0)} ms | |
+| subrequests of that turn | ${w.media.one_mb_photo_subrequests} | < 50 |
+
+The CPU time of that turn is not measured here: the local runtime does not report a worker's
+CPU time (issue 17 is about the Free plan's CPU limit).
+
 ## Size and start-up
 
 | measure | result | target |

@@ -1,6 +1,7 @@
 // Worker benchmarks under local workerd with the fake Telegram and a fake Gemini answering
 // after a fixed 300 ms, so the bot's own cost stands out. Prints JSON (read by report.mjs).
 import fs from "node:fs";
+import crypto from "node:crypto";
 import path from "node:path";
 import zlib from "node:zlib";
 import { performance } from "node:perf_hooks";
@@ -152,6 +153,57 @@ s = await startStack({ latencyMs: 300, vars: { DEBOUNCE_MS: "4000", DEBOUNCE_MAX
 const burstsLong = await bursts(s, 84_000_000);
 await s.close();
 
+// Media: one chat sends 100 photos, one at a time, each answered; they are 15 distinct files
+// (sent again and again). How many description calls and how many bytes reach Gemini. Then
+// the wall time of a turn with a 1 MB photo (webhook to reply). A short debounce: this is
+// about media, not bursts.
+s = await startStack({ latencyMs: 300, vars: { DEBOUNCE_MS: "100", DEBOUNCE_MAX_MS: "500" } });
+function photoMessage(uid, fileId, uniqueId, size, caption) {
+  const u = privateText(uid, caption);
+  delete u.message.text;
+  u.message.caption = caption;
+  u.message.photo = [{ file_id: fileId, file_unique_id: uniqueId, width: 800, height: 600, file_size: size }];
+  return u;
+}
+const isDescribe = (r) => Boolean(r.body?.generationConfig?.responseSchema?.properties?.description);
+const inlineBytes = (r) => (r.body?.contents ?? []).flatMap((c) => c.parts ?? []).filter((p) => p.inlineData).reduce((n, p) => n + Buffer.from(p.inlineData.data, "base64").length, 0);
+async function mediaRun(uid) {
+  const files = Array.from({ length: 15 }, (_, i) => Buffer.alloc(20_000 + i * 1000, i + 1));
+  files.forEach((b, i) => s.tg.addFile(`bm-${uid}-${i}`, b, { uniqueId: `bmu-${uid}-${i}` }));
+  const before = s.gemini.requests.length;
+  for (let n = 0; n < 100; n++) {
+    const i = (n * 7) % 15;
+    await s.webhook(photoMessage(uid, `bm-${uid}-${i}`, `bmu-${uid}-${i}`, files[i].length, `picture ${n}`));
+    await s.tg.waitFor(() => s.tg.sent(uid).length >= n + 1, 60_000, `media reply ${n}`);
+  }
+  await quiesce();
+  const reqs = s.gemini.requests.slice(before).filter((r) => r.body);
+  const turnsOnly = reqs.filter((r) => !isDescribe(r));
+  return {
+    messages: 100,
+    distinct_files: files.length,
+    description_calls: reqs.filter(isDescribe).length,
+    turn_calls: turnsOnly.length,
+    bytes_in_turns: turnsOnly.reduce((n, r) => n + inlineBytes(r), 0),
+    bytes_in_descriptions: reqs.filter(isDescribe).reduce((n, r) => n + inlineBytes(r), 0),
+    bytes_of_the_photos: Array.from({ length: 100 }, (_, n) => files[(n * 7) % 15].length).reduce((a, b) => a + b, 0),
+  };
+}
+const media = await mediaRun(86_000_001);
+const bigPhoto = [];
+for (let k = 0; k < 5; k++) {
+  const uid = 86_100_000 + k;
+  s.tg.addFile(`big-${uid}`, crypto.randomBytes(1024 * 1024), { uniqueId: `bigu-${uid}` });
+  const t1 = performance.now();
+  await s.webhook(photoMessage(uid, `big-${uid}`, `bigu-${uid}`, 1024 * 1024, "what is this?"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length >= 1, 60_000, "the 1 MB photo's reply");
+  bigPhoto.push(performance.now() - t1);
+}
+media.one_mb_photo_turn_ms = { p50: percentile(bigPhoto, 50), max: Math.max(...bigPhoto) };
+const bigTurns = await s.sql("SELECT subrequests FROM turns WHERE conv LIKE '861000%' AND subrequests IS NOT NULL");
+media.one_mb_photo_subrequests = Math.max(...bigTurns.map((r) => r.subrequests));
+await s.close();
+
 console.log(JSON.stringify({
   startup: { stack_ms: started, first_request_ms: firstRequestMs, warm_request_p50_ms: percentile(warm, 50) },
   webhook: {
@@ -175,5 +227,6 @@ console.log(JSON.stringify({
     d1_statements: { mean: mean(turns.map((r) => r.d1_statements)), max: Math.max(...turns.map((r) => r.d1_statements)) },
     delivered_messages: outbox[0].n,
   },
+  media,
   size: { wasm_bytes: wasm.length, wasm_gzip_bytes: zlib.gzipSync(wasm, { level: 9 }).length, js_bytes: js.length },
 }));
