@@ -156,8 +156,8 @@ await s.close();
 // Media: one chat sends 100 photos, one at a time, each answered; they are 15 distinct files
 // (sent again and again). How many description calls and how many bytes reach Gemini. Then
 // the wall time of a turn with a 1 MB photo (webhook to reply). A short debounce: this is
-// about media, not bursts.
-s = await startStack({ latencyMs: 300, vars: { DEBOUNCE_MS: "100", DEBOUNCE_MAX_MS: "500" } });
+// about media, not bursts (and not the per-person turn budget).
+s = await startStack({ latencyMs: 300, vars: { DEBOUNCE_MS: "100", DEBOUNCE_MAX_MS: "500", USER_TURNS_PER_HOUR: "0" } });
 function photoMessage(uid, fileId, uniqueId, size, caption) {
   const u = privateText(uid, caption);
   delete u.message.text;
