@@ -207,9 +207,9 @@ fn classify_v6(ip: Ipv6Addr) -> HostClass {
 }
 
 /// Name suffixes that never name a public host.
-const INTERNAL_SUFFIXES: [&str; 16] = [
+const INTERNAL_SUFFIXES: [&str; 21] = [
     "local", "localdomain", "internal", "intranet", "lan", "home", "corp", "private", "home.arpa", "arpa", "test",
-    "invalid", "example", "onion", "alt", "internal.cloudapp.net",
+    "invalid", "example", "onion", "alt", "internal.cloudapp.net", "svc", "cluster", "intra", "priv", "workgroup",
 ];
 /// Wildcard-DNS services whose names resolve to the address they spell (`127.0.0.1.nip.io`).
 const WILDCARD_DNS: [&str; 10] = [
@@ -759,6 +759,9 @@ mod tests {
         ("http://224.0.0.1/", "multicast"),
         ("http://255.255.255.255/", "broadcast"),
         ("http://localhost:8787/x", "localhost"),
+        ("http://redis.default.svc/", "a Kubernetes service name"),
+        ("http://api.default.svc.cluster.local/", "a Kubernetes cluster name"),
+        ("http://db.cluster/", "a cluster-internal name"),
         ("http://LOCALHOST./", "localhost, upper case and trailing dot"),
         ("http://api.localhost/", "a .localhost name"),
         ("http://printer/", "single label"),
