@@ -13,7 +13,7 @@ use crate::storage::Db;
 use agent_core::commands::ForgetTarget;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::history::{HistoryMessage, Role};
-use agent_core::memory::{cosine, fts_query, render, Memory};
+use agent_core::memory::{cosine, fts_query, render, search_terms, Memory};
 use agent_core::scope::Scope;
 
 /// What a turn recalls beyond the notes: learned memories and the summary of older history.
@@ -91,10 +91,12 @@ async fn similar(ctx: &Ctx, scope: &Scope, text: &str) -> Result<Vec<Memory>, St
 }
 
 /// `search_memory`: full-text search over the memories and notes the conversation may see
-/// (`people`: those present, for operator notes about a person).
+/// (`people`: those present, for operator notes about a person), and over what the media sent
+/// in this chat showed or said.
 pub async fn search(ctx: &Ctx, conv: &ConvKey, people: &[i64], query: &str, limit: i64) -> worker::Result<Vec<String>> {
     let Some(q) = fts_query(query, 12) else { return Ok(Vec::new()) };
-    rows::search(&ctx.db(), &chat_scope(conv, people), &q, limit).await
+    let terms = search_terms(query, 4);
+    rows::search(&ctx.db(), &chat_scope(conv, people), conv.chat_id, &q, &terms, limit).await
 }
 
 /// `/memory`: what this chat remembers about the user (and about the chat itself): the

@@ -113,13 +113,16 @@ pub async fn embedded(db: &Db, scope: &Scope) -> Result<Vec<Embedded>> {
     .await
 }
 
-/// Full-text search over the memories and notes `scope` may see: `[ref] content` lines.
-pub async fn search(db: &Db, scope: &Scope, fts: &str, limit: i64) -> Result<Vec<String>> {
+/// Full-text search over the memories and notes `scope` may see, and over the descriptions and
+/// transcripts of media sent in `chat_id` (what a photo showed, what a voice note said):
+/// `[ref] content` lines, memories and notes first. One round trip.
+pub async fn search(db: &Db, scope: &Scope, chat_id: i64, fts: &str, terms: &[String], limit: i64) -> Result<Vec<String>> {
     #[derive(Deserialize)]
     struct Row {
         r#ref: String,
         content: String,
     }
+    let limit = limit.clamp(1, 50);
     let on_m = scope.memories("m", 3);
     let on_n = scope.notes("n", 3 + on_m.binds.len());
     let sql = format!(
@@ -131,8 +134,36 @@ pub async fn search(db: &Db, scope: &Scope, fts: &str, limit: i64) -> Result<Vec
          ORDER BY bm25(memory_fts) LIMIT ?2",
         on_m.sql, on_n.sql
     );
-    let found: Vec<Row> = db.all(&sql, with_scope(with_scope(args![fts, limit.clamp(1, 50)], &on_m), &on_n)).await?;
-    Ok(found.into_iter().map(|r| format!("[{}] {}", r.r#ref, r.content)).collect())
+    let mut stmts = vec![db.stmt(&sql, with_scope(with_scope(args![fts, limit], &on_m), &on_n))?];
+    if !terms.is_empty() {
+        stmts.push(media_search_stmt(db, chat_id, terms, limit)?);
+    }
+    let results = db.batch(stmts).await?;
+    let mut found: Vec<Row> = rows(&results[0])?;
+    if let Some(media) = results.get(1) {
+        found.extend(rows::<Row>(media)?);
+    }
+    Ok(found.into_iter().take(limit as usize).map(|r| format!("[{}] {}", r.r#ref, r.content)).collect())
+}
+
+/// Described media whose description or transcript has one of `terms` (plain words: letters
+/// and digits only), among the files sent in this chat by people it admits (a file's id is in
+/// the message's stored parts). ?1 chat, ?2 limit, then one pattern per term.
+fn media_search_stmt(db: &Db, chat_id: i64, terms: &[String], limit: i64) -> Result<D1PreparedStatement> {
+    let likes: Vec<String> = (0..terms.len()).map(|i| format!("(md.description LIKE ?{0} OR md.transcript LIKE ?{0})", i + 3)).collect();
+    let sql = format!(
+        "SELECT 'media ' || md.kind AS ref,
+           md.description || CASE WHEN md.transcript IS NULL THEN '' ELSE '; said: \"' || substr(md.transcript, 1, 500) || '\"' END AS content
+         FROM media md
+         WHERE md.status = 'ok' AND ({})
+           AND EXISTS (SELECT 1 FROM messages m WHERE m.chat_id = ?1 AND m.excluded = 0
+                       AND instr(m.parts, '\"file_unique_id\":\"' || md.file_unique_id || '\"') > 0)
+         ORDER BY md.updated_at DESC LIMIT ?2",
+        likes.join(" OR ")
+    );
+    let mut values = args![chat_id, limit];
+    values.extend(terms.iter().map(|t| Arg::from(format!("%{t}%"))));
+    db.stmt(&sql, values)
 }
 
 /// A note as `/memory` lists it.

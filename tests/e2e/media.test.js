@@ -219,3 +219,23 @@ test("a curated description wins: the photo is not described again and history s
   assert.equal(row.model, "operator");
   assert.ok(listed.json.media.some((m) => m.status === "ok" && m.model === "gemini-3.5-flash-lite"), "generated ones are listed too");
 });
+
+test("search_memory finds what a voice note said, in the chat it was sent in only", async () => {
+  const uid = uniqueId();
+  const other = uniqueId();
+  const voice = Buffer.from(`OggS searchable ${uid}`);
+  s.tg.addFile(`sv-${uid}`, voice, { uniqueId: `svu-${uid}` });
+  await s.webhook(fileUpdate(uid, "voice", { duration: 3, mime_type: "audio/ogg", file_id: `sv-${uid}`, file_unique_id: `svu-${uid}`, file_size: voice.length }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the voice answer");
+  const search = (q) => [{ calls: [{ name: "search_memory", args: { query: q } }] }, { text: "done searching" }];
+  const found = (who) => JSON.stringify(s.gemini.calls(who).at(-1).body.contents.flatMap((c) => c.parts).filter((p) => p.functionResponse?.name === "search_memory").map((p) => p.functionResponse.response));
+  s.gemini.script(uid, search("spoken words"));
+  await s.webhook(privateText(uid, "what did I say in that voice note?"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 15_000, "the search answer");
+  assert.ok(found(uid).includes(`said: \\"spoken words, ${voice.length} bytes\\"`), found(uid));
+  // Another chat, where it was never sent, does not find it.
+  s.gemini.script(other, search("spoken words"));
+  await s.webhook(privateText(other, "search please"));
+  await s.tg.waitFor(() => s.tg.sent(other).length === 1, 15_000, "the other chat's answer");
+  assert.ok(!found(other).includes("[media"), found(other));
+});

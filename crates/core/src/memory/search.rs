@@ -10,9 +10,9 @@ const STOPWORDS: [&str; 48] = [
     "does", "did", "what", "who", "how", "when", "where", "why", "can", "could", "would", "will", "just", "so", "not",
 ];
 
-/// An FTS5 MATCH expression for free text: its distinct words (no stopwords, quoted so FTS
-/// syntax in user text cannot break the query), OR-ed. `None` when nothing is left.
-pub fn fts_query(text: &str, max_terms: usize) -> Option<String> {
+/// The distinct words of free text worth searching for: lower case, letters and digits only
+/// (so no FTS or LIKE syntax survives), at least 3 characters, no stopwords, at most `max_terms`.
+pub fn search_terms(text: &str, max_terms: usize) -> Vec<String> {
     let mut terms: Vec<String> = Vec::new();
     for word in text.split(|c: char| !c.is_alphanumeric()) {
         let w = word.to_lowercase();
@@ -24,6 +24,13 @@ pub fn fts_query(text: &str, max_terms: usize) -> Option<String> {
             break;
         }
     }
+    terms
+}
+
+/// An FTS5 MATCH expression for free text: its [`search_terms`], quoted so FTS syntax in user
+/// text cannot break the query, OR-ed. `None` when nothing is left.
+pub fn fts_query(text: &str, max_terms: usize) -> Option<String> {
+    let terms = search_terms(text, max_terms);
     (!terms.is_empty()).then(|| terms.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(" OR "))
 }
 
@@ -55,6 +62,13 @@ mod tests {
         // FTS operators in user text become plain quoted terms.
         assert_eq!(fts_query("\" OR * NEAR(", 8).as_deref(), Some("\"near\""));
         assert_eq!(fts_query("the a an", 8), None);
+    }
+
+    #[test]
+    fn search_terms_are_plain_words() {
+        assert_eq!(search_terms("What did I say in that voice note, 100% sure_x?", 8), vec!["say", "voice", "note", "100", "sure"]);
+        assert!(search_terms("%%% ___ the", 8).is_empty());
+        assert_eq!(search_terms("one two three four", 2), vec!["one", "two"]);
     }
 
     #[test]
