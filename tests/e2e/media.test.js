@@ -5,7 +5,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { startStack, privateText, uniqueId, messageId, updateId, ROOT, ADMIN_TOKEN } from "../support/stack.js";
+import { startStack, privateText, groupText, mention, uniqueId, messageId, updateId, ROOT, ADMIN_TOKEN } from "../support/stack.js";
 
 let s;
 before(async () => {
@@ -238,4 +238,33 @@ test("search_memory finds what a voice note said, in the chat it was sent in onl
   await s.webhook(privateText(other, "search please"));
   await s.tg.waitFor(() => s.tg.sent(other).length === 1, 15_000, "the other chat's answer");
   assert.ok(!found(other).includes("[media"), found(other));
+});
+
+test("media over one turn's describe budget are described by the next turns, so a later question finds them all", async () => {
+  const chat = -1_000_000_000_000 - uniqueId();
+  const bob = uniqueId();
+  const alice = uniqueId();
+  // Six photos posted as group chatter (MEDIA_DESCRIBE_BUDGET is 4 by default).
+  const photos = Array.from({ length: 6 }, (_, i) => Buffer.from(`JFIF chatter ${chat} ${"x".repeat(i)}`)); // six sizes
+  for (const [i, bytes] of photos.entries()) {
+    s.tg.addFile(`gc-${bob}-${i}`, bytes, { uniqueId: `gcu-${bob}-${i}` });
+    const chatter = groupText(chat, bob, "x", { name: "Bob" });
+    delete chatter.message.text;
+    chatter.message.photo = [{ file_id: `gc-${bob}-${i}`, file_unique_id: `gcu-${bob}-${i}`, width: 640, height: 480, file_size: bytes.length }];
+    await s.webhook(chatter);
+  }
+  const ask = (text) => groupText(chat, alice, text, { name: "Alice", entities: mention(text, "edge_test_bot") });
+  const described = () => photos.filter((b) => describeCalls(b).length === 1).length;
+  await s.webhook(ask("@edge_test_bot look at these"));
+  await s.tg.waitFor(() => s.tg.sent(chat).length === 1, 15_000, "the first answer");
+  assert.equal(described(), 4, "the first turn describes four of the six it looks at");
+  await s.webhook(ask("@edge_test_bot nice, right?"));
+  await s.tg.waitFor(() => s.tg.sent(chat).length === 2, 15_000, "the second answer");
+  assert.equal(described(), 6, "the next turn fills in the other two from the history window");
+  assert.equal(s.gemini.calls(alice).at(-1).body.contents.flatMap((c) => c.parts).filter((p) => p.inlineData).length, 0, "and sends no old bytes");
+  assert.ok(photos.every((b) => describeCalls(b).length === 1), "each once");
+  await s.webhook(ask("@edge_test_bot what was in the last photo?"));
+  await s.tg.waitFor(() => s.tg.sent(chat).length === 3, 15_000, "the third answer");
+  const history = s.gemini.calls(alice).at(-1).body.contents.flatMap((c) => c.parts).map((p) => p.text ?? "").join("\n");
+  for (const b of photos) assert.ok(history.includes(`image/jpeg of ${b.length} bytes`), history);
 });

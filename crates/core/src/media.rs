@@ -280,6 +280,41 @@ pub fn to_describe(items: &[(Wanted, Seen)], known: &[Described], budget: usize)
     out
 }
 
+/// Media of the window that no turn has described and this turn does not look at (chatter
+/// nobody asked about, or items over an earlier turn's budget), newest first, at most `budget`,
+/// each key once: a turn fills them in alongside its own call, so a later question about them
+/// finds a description. Only kinds that can be viewed; people's messages only.
+pub fn undescribed(messages: &[HistoryMessage], known: &[Described], looked_at: &[Wanted], budget: usize) -> Vec<Wanted> {
+    let mut out: Vec<Wanted> = Vec::new();
+    for m in messages.iter().rev().filter(|m| m.role == Role::User) {
+        for p in &m.parts {
+            let MsgPart::Media { kind, detail, file_id: Some(file_id), mime_type, file_unique_id: Some(key), thumb_file_id } = p else { continue };
+            let seen = known.iter().any(|d| &d.file_unique_id == key)
+                || looked_at.iter().any(|w| w.unique_id.as_ref() == Some(key))
+                || out.iter().any(|w| w.unique_id.as_ref() == Some(key));
+            let treatment = treatment(kind, mime_type.as_deref(), detail);
+            if seen || !matches!(treatment, Treatment::Inline { .. }) {
+                continue;
+            }
+            if out.len() >= budget {
+                return out;
+            }
+            let label = if detail.is_empty() { kind.clone() } else { format!("{kind} {detail}") };
+            out.push(Wanted {
+                seq: m.seq,
+                message_id: m.message_id,
+                kind: kind.clone(),
+                label,
+                file_id: file_id.clone(),
+                unique_id: Some(key.clone()),
+                thumb: thumb_file_id.clone(),
+                treatment,
+            });
+        }
+    }
+    out
+}
+
 /// The JSON a description call answers with.
 pub fn describe_schema() -> serde_json::Value {
     json!({
@@ -476,5 +511,23 @@ mod tests {
         assert_eq!(parse_description(&json!({"transcript": "hi"})), None);
         let long = parse_description(&json!({"description": "é".repeat(5000)})).unwrap();
         assert_eq!(long.0.chars().count(), 600);
+    }
+
+    #[test]
+    fn undescribed_window_media_are_filled_in_newest_first_within_the_budget() {
+        let part = |u: &str, kind: &str| M::Media { kind: kind.into(), detail: String::new(), file_id: Some(format!("f-{u}")), file_unique_id: Some(u.into()), mime_type: None, thumb_file_id: None };
+        let msgs = vec![
+            msg(1, Role::User, vec![part("old", "photo")], None),
+            msg(2, Role::User, vec![part("known", "photo"), part("anim", "location")], None),
+            msg(3, Role::Bot, vec![part("bots", "sticker")], None),
+            msg(4, Role::User, vec![part("new", "photo"), part("new", "photo")], None),
+            msg(5, Role::User, vec![part("current", "photo")], None),
+        ];
+        let known = vec![Described { file_unique_id: "known".into(), status: "ok".into(), description: None, transcript: None }];
+        let current = wanted(&msgs, 4);
+        let keys = |w: Vec<Wanted>| w.into_iter().filter_map(|w| w.unique_id).collect::<Vec<_>>();
+        assert_eq!(keys(undescribed(&msgs, &known, &current, 4)), vec!["new", "old"]);
+        assert_eq!(keys(undescribed(&msgs, &known, &current, 1)), vec!["new"]);
+        assert_eq!(keys(undescribed(&msgs, &known, &current, 0)), Vec::<String>::new());
     }
 }

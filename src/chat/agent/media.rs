@@ -80,43 +80,66 @@ async fn fetch(ctx: &Ctx, kind: &str, file_id: &str, limits: &MediaLimits, used:
     Ok((bytes.len() as u64, base64::engine::general_purpose::STANDARD.encode(&bytes)))
 }
 
-/// Describes the items `agent_core::media::to_describe` picked (their bytes are in `items`)
-/// and stores the descriptions and the calls, in one round trip. A failure is stored as such;
-/// nothing here fails the turn.
-pub async fn describe(ctx: &Ctx, conv: &ConvKey, turn_id: &str, items: &[(Wanted, Seen)], chosen: &[usize]) {
-    let model = ctx.cfg.media_model.clone();
-    let mut made = Vec::new();
-    let mut calls = Vec::new();
-    for &i in chosen {
-        let Some((w, Seen::Inline { mime, base64 })) = items.get(i) else { continue };
-        if ctx.meter.count() + 2 > TURN_TOOL_BUDGET {
-            break;
-        }
-        let request = media::describe_request(prompts::media_prompt(), w, mime, base64);
-        let started = now_ms();
-        let result = ctx.gemini().generate(&model, &request).await;
-        calls.push(CallRecord::of(&model, &result, now_ms() - started));
-        let described = match result.map(|r| r.outcome()) {
-            Ok(Outcome::Content(c)) => serde_json::from_str(c.visible_text().trim()).ok().and_then(|v| media::parse_description(&v)),
+/// Describes, alongside the turn's own call, the new items the turn looks at
+/// (`agent_core::media::to_describe`: their bytes are in `items`) and then media of the window
+/// no turn has described (`extra`: fetched here), and stores the descriptions and the calls in
+/// one round trip. The description calls run at once, not one after another. A failure is
+/// stored as such; nothing here fails the turn.
+pub async fn describe(ctx: &Ctx, conv: &ConvKey, turn_id: &str, items: &[(Wanted, Seen)], chosen: &[usize], extra: &[Wanted]) {
+    let mut todo: Vec<(Wanted, String, String)> = chosen
+        .iter()
+        .filter_map(|&i| match items.get(i) {
+            Some((w, Seen::Inline { mime, base64 })) => Some((w.clone(), mime.clone(), base64.clone())),
             _ => None,
-        };
-        if described.is_none() {
-            worker::console_warn!("media {:?} of message {:?}: no description", w.unique_id, w.message_id);
+        })
+        .collect();
+    let limits = MediaLimits { bytes_per_turn: ctx.cfg.media_bytes_per_turn };
+    for w in extra {
+        let Treatment::Inline { mime } = &w.treatment else { continue };
+        match fetch(ctx, &w.kind, &w.file_id, &limits, 0).await {
+            Ok((_, base64)) => todo.push((w.clone(), mime.clone(), base64)),
+            Err(reason) => worker::console_warn!("media {:?} of message {:?} not described: {reason}", w.unique_id, w.message_id),
         }
-        made.push((w, mime.clone(), base64.len() as u64 / 4 * 3, described));
     }
-    if made.is_empty() {
+    // Each call is one subrequest; the turn's tool budget bounds them.
+    let room = TURN_TOOL_BUDGET.saturating_sub(ctx.meter.count() + 1) as usize;
+    todo.truncate(room);
+    if todo.is_empty() {
         return;
     }
+    let model = ctx.cfg.media_model.clone();
+    let calls = futures::future::join_all(todo.iter().map(|(w, mime, base64)| describe_one(ctx, &model, w, mime, base64))).await;
+    store(ctx, conv, turn_id, &model, &todo, calls).await;
+}
+
+/// One description call: its record and, when it answered as asked, the description.
+async fn describe_one(ctx: &Ctx, model: &str, w: &Wanted, mime: &str, base64: &str) -> (CallRecord, Option<(String, Option<String>)>) {
+    let request = media::describe_request(prompts::media_prompt(), w, mime, base64);
+    let started = now_ms();
+    let result = ctx.gemini().generate(model, &request).await;
+    let call = CallRecord::of(model, &result, now_ms() - started);
+    let described = match result.map(|r| r.outcome()) {
+        Ok(Outcome::Content(c)) => serde_json::from_str(c.visible_text().trim()).ok().and_then(|v| media::parse_description(&v)),
+        _ => None,
+    };
+    if described.is_none() {
+        worker::console_warn!("media {:?} of message {:?}: no description", w.unique_id, w.message_id);
+    }
+    (call, described)
+}
+
+/// Stores descriptions (or failed attempts) and their calls, in one round trip.
+async fn store(ctx: &Ctx, conv: &ConvKey, turn_id: &str, model: &str, todo: &[(Wanted, String, String)], calls: Vec<(CallRecord, Option<(String, Option<String>)>)>) {
     let db = ctx.db();
     let now = now_ms();
     let conv_s = conv.to_string();
     let mut stmts = Vec::new();
-    for (w, mime, size, described) in made {
-        let m = Made { unique_id: w.unique_id.as_deref().unwrap_or_default(), kind: &w.kind, mime: &mime, size, described, model: &model };
+    for ((w, mime, base64), (call, described)) in todo.iter().zip(calls) {
+        let size = base64.len() as u64 / 4 * 3;
+        let m = Made { unique_id: w.unique_id.as_deref().unwrap_or_default(), kind: &w.kind, mime, size, described, model };
         stmts.extend(storage::media::record_stmt(&db, &m, now).ok());
+        stmts.extend(storage::usage::model_call_stmt(&db, Some(turn_id), Some(&conv_s), Some(conv.chat_id), "media", &call, now).ok());
     }
-    stmts.extend(calls.iter().filter_map(|c| storage::usage::model_call_stmt(&db, Some(turn_id), Some(&conv_s), Some(conv.chat_id), "media", c, now).ok()));
     if let Err(e) = db.batch(stmts).await {
         worker::console_error!("media descriptions not stored: {e}");
     }

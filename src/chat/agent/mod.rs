@@ -27,7 +27,7 @@ use agent_core::conversation::ConvKey;
 use agent_core::plan::Step;
 use agent_core::status::TurnStatus;
 use agent_core::gemini::ModelError;
-use agent_core::media::{any_inline, by_message, to_describe, without_bytes};
+use agent_core::media::{any_inline, by_message, to_describe, undescribed, without_bytes};
 use agent_core::turn;
 
 /// How a turn ended.
@@ -70,11 +70,16 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
 /// Fetches the media the turn answers and asks the model. If Gemini refuses the request with
 /// the files in it, it asks once more with the files named instead (both calls are recorded).
 async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context, model: &str, now: i64) -> Result<turn::TurnResult, turn::TurnFailure> {
-    let items = media::load(ctx, &agent_core::media::wanted(&c.window.messages, c.answered_seq)).await;
+    let wanted = agent_core::media::wanted(&c.window.messages, c.answered_seq);
+    let items = media::load(ctx, &wanted).await;
     let request = request::build(ctx, conv, turn, c, model, &by_message(&items), now);
-    // New media are described while the model answers (for later turns' history).
-    let chosen = to_describe(&items, &c.known_media, ctx.cfg.media_describe_budget);
-    let (outcome, ()) = futures::join!(call_model(ctx, conv, c, &request), media::describe(ctx, conv, &turn.turn_id, &items, &chosen));
+    // New media are described while the model answers (for later turns' history): those the
+    // turn looks at, then, within the budget, others of the window no turn described yet.
+    let budget = ctx.cfg.media_describe_budget;
+    let chosen = to_describe(&items, &c.known_media, budget);
+    let extra = undescribed(&c.window.messages, &c.known_media, &wanted, budget.saturating_sub(chosen.len()));
+    let describing = media::describe(ctx, conv, &turn.turn_id, &items, &chosen, &extra);
+    let (outcome, ()) = futures::join!(call_model(ctx, conv, c, &request), describing);
     if !(refused_media(&outcome) && any_inline(&items)) {
         return outcome;
     }
