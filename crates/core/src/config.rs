@@ -129,6 +129,9 @@ pub struct Config {
     pub max_output_tokens: u32,
     /// Prices per million tokens, `model=input/output` pairs separated by commas.
     pub prices: Vec<(String, f64, f64)>,
+    /// `PRICES` entries' third number: USD per million input tokens served from Gemini's cache
+    /// (`model=input/output/cached`); without one, a quarter of the input price.
+    pub cached_prices: Vec<(String, f64)>,
     pub pairing_code_ttl_secs: i64,
     /// Messages a session must have beyond the budget before consolidation writes a summary.
     pub consolidate_min_messages: usize,
@@ -271,14 +274,26 @@ impl Config {
             }),
         };
         let mut prices = Vec::new();
+        let mut cached_prices = Vec::new();
         for entry in list("PRICES") {
             let parsed = entry.split_once('=').and_then(|(model, p)| {
-                let (i, o) = p.split_once('/')?;
-                Some((model.trim().to_string(), i.trim().parse().ok()?, o.trim().parse().ok()?))
+                let mut n = p.split('/').map(|x| x.trim().parse::<f64>().ok());
+                let (i, o, c) = (n.next()??, n.next()??, n.next().map(|c| c.ok_or(())));
+                let cached = match c {
+                    None => None,
+                    Some(Ok(c)) => Some(c),
+                    Some(Err(())) => return None,
+                };
+                (n.next().is_none()).then(|| (model.trim().to_string(), i, o, cached))
             });
             match parsed {
-                Some(p) => prices.push(p),
-                None => warnings.push(format!("PRICES: {entry:?} is not model=input/output")),
+                Some((m, i, o, c)) => {
+                    if let Some(c) = c {
+                        cached_prices.push((m.clone(), c));
+                    }
+                    prices.push((m, i, o));
+                }
+                None => warnings.push(format!("PRICES: {entry:?} is not model=input/output or model=input/output/cached")),
             }
         }
         if prices.is_empty() {
@@ -326,11 +341,22 @@ impl Config {
             thinking_level: get("THINKING_LEVEL").unwrap_or_default().to_ascii_lowercase(),
             max_output_tokens,
             prices,
+            cached_prices,
             pairing_code_ttl_secs: pairing_ttl,
             consolidate_min_messages,
             embeddings_model: get("EMBEDDINGS_MODEL").unwrap_or_default(),
             warnings,
             budgets,
+        }
+    }
+
+    /// USD per million cached input tokens for a model (`cachedContentTokenCount`): the price
+    /// `PRICES` gives, else a quarter of the input price (Gemini's implicit-cache discount).
+    pub fn cached_price(&self, model: &str) -> Option<f64> {
+        let matches = |m: &str| m == model || model.starts_with(&format!("{m}-"));
+        match self.cached_prices.iter().find(|(m, _)| matches(m)) {
+            Some((_, c)) => Some(*c),
+            None => self.price(model).map(|(i, _)| i * CACHED_SHARE_OF_INPUT),
         }
     }
 
@@ -342,6 +368,9 @@ impl Config {
             .map(|(_, i, o)| (*i, *o))
     }
 }
+
+/// What a cached input token costs, as a share of an input token, when `PRICES` does not say.
+pub const CACHED_SHARE_OF_INPUT: f64 = 0.25;
 
 /// Published list prices (USD per 1M tokens, November 2026) for the models people are likely
 /// to configure; `PRICES` replaces the table.
@@ -393,6 +422,17 @@ mod tests {
         assert_eq!(c.dm_allowlist, vec![12, 34]);
         assert_eq!(c.gemini_api_base, "http://127.0.0.1:9");
         assert_eq!(c.warnings.len(), 4, "{:?}", c.warnings);
+    }
+
+    #[test]
+    fn cached_prices_are_given_or_a_quarter_of_the_input_price() {
+        let c = Config::from_vars(&vars(&[("PRICES", "gemini-x=1/2/0.1, gemini-y=4/8, bad=1/2/x, worse=1/2/3/4")]));
+        assert_eq!(c.cached_price("gemini-x-001"), Some(0.1));
+        assert_eq!(c.cached_price("gemini-y"), Some(1.0));
+        assert_eq!(c.cached_price("other"), None);
+        assert_eq!(c.price("bad"), None);
+        assert_eq!(c.price("worse"), None);
+        assert_eq!(c.warnings.len(), 2);
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Model usage and what it costs: the totals read from `model_calls`, priced with the
 //! configured table (`Config::price`), and the `/usage` text.
 //!
-//! Invariant: thinking tokens are billed as output; a model the price table does not know
-//! has no cost (shown without one), never a guessed one.
+//! Invariant: thinking tokens are billed as output, cached input tokens at the cached price;
+//! a model the price table does not know has no cost (shown without one), never a guessed one.
 
 use crate::config::Config;
 use serde::Deserialize;
@@ -18,10 +18,14 @@ pub struct ModelUsage {
     pub cached_tokens: i64,
 }
 
-/// Cost in USD of a usage row, if the price table knows its model.
+/// Cost in USD of a usage row, if the price table knows its model. Input tokens served from
+/// Gemini's cache (part of the prompt tokens) are billed at the cached price.
 pub fn cost(cfg: &Config, r: &ModelUsage) -> Option<f64> {
     let (input, output) = cfg.price(&r.model)?;
-    Some((r.prompt_tokens as f64 * input + (r.candidates_tokens + r.thoughts_tokens) as f64 * output) / 1e6)
+    let cached_price = cfg.cached_price(&r.model).unwrap_or(input);
+    let cached = r.cached_tokens.clamp(0, r.prompt_tokens.max(0));
+    let fresh = r.prompt_tokens - cached;
+    Some((fresh as f64 * input + cached as f64 * cached_price + (r.candidates_tokens + r.thoughts_tokens) as f64 * output) / 1e6)
 }
 
 /// `/usage`'s lines about a chat's model calls (one per model) and their estimated cost.
@@ -66,10 +70,22 @@ mod tests {
     }
 
     #[test]
+    fn cached_input_is_billed_at_the_cached_price() {
+        let c = cfg("m=2/10/0.5, n=4/8");
+        let r = ModelUsage { model: "m".into(), calls: 1, prompt_tokens: 1_000_000, candidates_tokens: 0, thoughts_tokens: 0, cached_tokens: 600_000 };
+        assert_eq!(cost(&c, &r), Some(0.4 * 2.0 + 0.6 * 0.5));
+        let n = ModelUsage { model: "n".into(), cached_tokens: 1_000_000, ..r.clone() };
+        assert_eq!(cost(&c, &n), Some(1.0), "a quarter of the input price when PRICES does not say");
+        let odd = ModelUsage { cached_tokens: 5_000_000, ..r };
+        assert_eq!(cost(&c, &odd), Some(0.5), "never more cached than prompt tokens");
+    }
+
+    #[test]
     fn thinking_is_billed_as_output_and_unknown_models_have_no_cost() {
         let c = cfg("m=2/10");
-        assert_eq!(cost(&c, &row("m", 1_000_000, 100_000, 100_000)), Some(2.0 + 2.0));
-        assert_eq!(cost(&c, &row("m-002", 500_000, 0, 0)), Some(1.0));
+        let uncached = |r: ModelUsage| ModelUsage { cached_tokens: 0, ..r };
+        assert_eq!(cost(&c, &uncached(row("m", 1_000_000, 100_000, 100_000))), Some(2.0 + 2.0));
+        assert_eq!(cost(&c, &uncached(row("m-002", 500_000, 0, 0))), Some(1.0));
         assert_eq!(cost(&c, &row("other", 1_000_000, 0, 0)), None);
     }
 
