@@ -5,7 +5,7 @@
 //! (`agent_core::policy::is_api_chat_id`), so they never rewrite a Telegram chat.
 //!
 //! status, sessions (paged), a session's messages (paged), session reset, costs, memories,
-//! media descriptions, pairings, users' access, a chat's model, notify (send as the bot), chat
+//! media descriptions, schedules, pairings, users' access, a chat's model, notify (send as the bot), chat
 //! (synchronous: text in, the bot's reply out), and the chat object's state for debugging.
 
 mod access;
@@ -13,6 +13,7 @@ mod chats;
 mod costs;
 mod media;
 mod memories;
+mod schedules;
 mod sessions;
 mod status;
 
@@ -68,6 +69,8 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
         (Method::Post, ["notes"]) => memories::add_note(ctx, &body).await,
         (Method::Get, ["media"]) => media::list(ctx, &url).await,
         (Method::Put, ["media", id]) => media::set(ctx, id, &body).await,
+        (Method::Get, ["schedules"]) => schedules::list(ctx, &url).await,
+        (Method::Delete, ["schedules", id]) => schedules::cancel(ctx, id).await,
         (Method::Get, ["pairings"]) => access::pairings(ctx).await,
         (Method::Post, ["pairings", code, "approve"]) => access::approve(ctx, code).await,
         (Method::Put, ["users", id, "access"]) => access::set_user(ctx, id, &body).await,

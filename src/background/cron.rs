@@ -1,11 +1,18 @@
-//! The cron (`[triggers] crons` in wrangler.toml): queues one consolidation job per
-//! conversation with new messages, then prunes what is past retention.
+//! The cron (`[triggers] crons` in wrangler.toml): re-arms chat objects whose next schedule
+//! run has passed without firing (a lost alarm never loses a reminder), queues one
+//! consolidation job per conversation with new messages, then prunes what is past retention.
 
 use crate::config::{now_ms, Ctx};
+use crate::outbound::objects;
 use crate::storage;
 
 /// Runs the scheduled work; each step logs its own outcome and never fails the run.
 pub async fn run(ctx: &Ctx, cron: &str) {
+    match rearm_overdue_schedules(ctx).await {
+        Ok(0) => {}
+        Ok(n) => worker::console_warn!("cron {cron}: {n} chats had a schedule overdue (a lost alarm?); re-armed"),
+        Err(e) => worker::console_error!("cron {cron}: could not check schedules: {e}"),
+    }
     match super::consolidate::enqueue_due(ctx).await {
         Ok(n) => worker::console_log!("cron {cron}: queued {n} consolidation jobs"),
         Err(e) => worker::console_error!("cron {cron}: could not queue consolidation: {e}"),
@@ -15,4 +22,28 @@ pub async fn run(ctx: &Ctx, cron: &str) {
         Ok(_) => {}
         Err(e) => worker::console_error!("cron {cron}: could not prune old rows: {e}"),
     }
+}
+
+/// Schedules this late (past their run) without firing count as overdue: their object's alarm
+/// was lost. Earlier than that the alarm is about to fire them itself.
+const OVERDUE_AFTER_MS: i64 = 60_000;
+/// Chat objects re-armed per cron run at most (the rest in the next run).
+const REARM_PER_RUN: i64 = 50;
+
+/// Tells each chat object with an overdue schedule to re-read it; the object fires it (once:
+/// the run is claimed in D1) or skips it if it is too late.
+async fn rearm_overdue_schedules(ctx: &Ctx) -> worker::Result<usize> {
+    let convs = storage::schedules::overdue(&ctx.db(), now_ms() - OVERDUE_AFTER_MS, REARM_PER_RUN).await?;
+    let mut n = 0;
+    for conv in convs {
+        match objects::call_ok(ctx, &conv, "/schedules", &serde_json::json!({})).await {
+            Ok(mut resp) => {
+                // Read to the end: an unread body keeps the invocation open.
+                let _ = resp.text().await;
+                n += 1;
+            }
+            Err(e) => worker::console_error!("cron: chat {conv} could not be re-armed: {e}"),
+        }
+    }
+    Ok(n)
 }

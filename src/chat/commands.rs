@@ -1,9 +1,11 @@
 //! Bot commands at the edge: answered from D1 without a model call, each reply sent once
-//! (outbox key `cmd:chat:message`).
+//! (outbox key `cmd:chat:message`). `/cancel` changes the chat's schedules; the inbox then
+//! re-reads the next run.
 
 use crate::config::{now_ms, Ctx};
 use super::{access, deliver, memory, usage};
-use crate::storage::conversations::{self, NewSession};
+use crate::storage::{self, conversations::{self, NewSession}};
+use agent_core::schedule;
 use agent_core::commands::{self, Command, StatusInfo};
 use agent_core::conversation::{ConvKey, InboundMessage};
 
@@ -48,6 +50,24 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> 
         Command::Memory => memory::list_for_user(ctx, conv, user_id).await?,
         Command::Forget(what) => memory::forget_for_user(ctx, conv, m.chat.kind, user_id, &what).await?,
         Command::Usage => usage::chat_usage_text(ctx, conv.chat_id, user_id).await?,
+        Command::Reminders => {
+            let items = storage::schedules::list_active(&db, conv).await?;
+            let zone = storage::schedules::zone(&db, conv.chat_id).await?.unwrap_or_else(|| ctx.cfg.timezone.clone());
+            schedule::list_text(&items, &zone)
+        }
+        Command::Cancel(None) => "Which one? /reminders lists them with their ids; then /cancel <id>.".to_string(),
+        Command::Cancel(Some(id)) => {
+            // In a group, people cancel what they set; operators anything.
+            let is_admin = user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
+            let who = (m.chat.kind.is_group() && !is_admin).then_some(user_id.unwrap_or_default());
+            if storage::schedules::cancel(&db, conv, id, who, now_ms()).await? {
+                format!("Cancelled reminder #{id}.")
+            } else if who.is_some() {
+                format!("You have no active reminder #{id} in this chat.")
+            } else {
+                format!("There is no active reminder #{id} in this chat.")
+            }
+        }
         Command::Approve(code) => {
             let is_admin = user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
             if !is_admin {

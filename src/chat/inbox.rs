@@ -55,6 +55,7 @@ impl ChatObject {
         if let Some(m) = &inbox.message {
             if let Some(cmd) = core_commands::parse(m, &inbox.bot_username) {
                 let is_new = matches!(cmd, core_commands::Command::New);
+                let cancels = matches!(cmd, core_commands::Command::Cancel(Some(_)));
                 self.update(|st| {
                     st.mark_seen(inbox.update_id);
                     if is_new {
@@ -65,6 +66,9 @@ impl ChatObject {
                 })
                 .await;
                 commands::run(ctx, &conv, m, cmd).await;
+                if cancels {
+                    self.refresh_schedules(ctx).await;
+                }
                 self.arm(ctx).await;
                 return;
             }

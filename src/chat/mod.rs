@@ -6,12 +6,15 @@
 //! decides. This file is the object's shell: its routes, its state in storage, its one alarm.
 //! The object's work is in [`inbox`] (a reply-asking message), [`turn`] (running a turn and
 //! what follows it), [`plan`] (carrying out steps), [`jobs`] (retry jobs and dead letters) and
-//! [`api_chat`] (the synchronous API chat); what a conversation does is in [`agent`] (one
+//! [`api_chat`] (the synchronous API chat), [`schedules`] (firing due schedules); what a
+//! conversation does is in [`agent`] (one
 //! turn), [`deliver`] (the outbox), [`access`], [`commands`], [`memory`] and [`usage`].
 //!
 //! Routes (from the worker only): `POST /inbox` a reply-asking message or reaction,
 //! `POST /job` a retry job (answers a `JobOutcome`), `POST /dead` a dead-lettered job,
-//! `POST /chat` an API chat turn, `GET /state` the state (for tests and debugging).
+//! `POST /chat` an API chat turn, `POST /schedules` re-read the chat's next schedule run (after
+//! a change made elsewhere, or the cron's check), `GET /state` the state (for tests and
+//! debugging).
 //!
 //! Invariants:
 //! - The state lives in memory and is written to storage after every change; every handler
@@ -36,6 +39,7 @@ mod inbox;
 mod jobs;
 pub mod memory;
 mod plan;
+mod schedules;
 mod turn;
 pub mod usage;
 
@@ -145,6 +149,10 @@ impl DurableObject for ChatObject {
                 let job: Job = req.json().await?;
                 self.dead(&ctx, job).await;
                 Response::ok("ok")
+            }
+            (Method::Post, "/schedules") => {
+                let next = self.refresh_schedules(&ctx).await;
+                Response::from_json(&serde_json::json!({ "next_run_ms": next }))
             }
             (Method::Get, "/state") => {
                 self.ensure_loaded().await;
@@ -318,6 +326,7 @@ impl ChatObject {
                     self.queue_step_retry(ctx, retry).await;
                 }
             }
+            Due::Schedules => self.fire_schedules(ctx).await,
             Due::Nothing => {}
         }
         self.arm(ctx).await;

@@ -54,7 +54,10 @@ impl ChatObject {
         result: std::result::Result<agent::TurnOutput, agent::TurnError>,
     ) -> JobOutcome {
         match result {
-            Ok(agent::TurnOutput::Planned { steps }) => {
+            Ok(agent::TurnOutput::Planned { steps, schedules_changed }) => {
+                if schedules_changed {
+                    self.refresh_schedules(ctx).await;
+                }
                 let nothing_to_send = steps.is_empty();
                 let finish = self.update(|st| st.finish_turn(turn_id, steps, now_ms())).await;
                 match finish {
@@ -117,9 +120,11 @@ impl ChatObject {
         let Some((conv, _)) = self.conv() else { return };
         loop {
             let now = now_ms();
-            let Some(turn_id) = self.update(|st| st.apology_due(now)).await else { return };
+            let Some((turn_id, scheduled_text)) = self.update(|st| st.apology_due(now)).await else { return };
             let key = format!("{turn_id}/apology");
-            match deliver::send_text(ctx, &conv, &key, APOLOGY, None, Some(&turn_id)).await {
+            // A scheduled run the model could not word: its text goes out as it was set.
+            let text = scheduled_text.map_or_else(|| APOLOGY.to_string(), |t| format!("⏰ {}", agent_core::format::escape_markdown(&t)));
+            match deliver::send_text(ctx, &conv, &key, &text, None, Some(&turn_id)).await {
                 Ok(_) => self.update(|st| st.apology_done(&turn_id)).await,
                 Err(e @ deliver::StepError::Fatal { .. }) => {
                     worker::console_error!("turn {turn_id}: the apology cannot be sent: {}", e.message());

@@ -23,6 +23,7 @@ pub mod notes;
 pub mod outbox;
 pub mod overview;
 pub mod retention;
+pub mod schedules;
 pub mod turns;
 pub mod usage;
 

@@ -58,9 +58,10 @@ const SELECT_RECENT_MESSAGES: &str = "SELECT m.seq, m.message_id, m.role, m.user
      WHERE m.conv = ?1 AND m.seq >= COALESCE((SELECT session_start_seq FROM conversations WHERE conv = ?1), 0)
        AND m.excluded = 0
      ORDER BY m.seq DESC LIMIT ?2";
-/// The newest message an earlier turn (not this one, which may be a retry) answered.
+/// The newest message an earlier turn (not this one, which may be a retry) answered. A
+/// scheduled run answers nobody: people's messages it saw still get their own turn.
 const SELECT_ANSWERED: &str = "SELECT MAX(upto_seq) AS upto_seq FROM turns
-     WHERE conv = ?1 AND turn_id != ?2 AND status IN ('planned', 'done')";
+     WHERE conv = ?1 AND turn_id != ?2 AND status IN ('planned', 'done') AND COALESCE(trigger, '') != 'schedule'";
 const SELECT_TURNS: &str = "SELECT turn_id, contents, step_outcomes FROM turns
      WHERE turn_id IN (SELECT value FROM json_each(?1))";
 

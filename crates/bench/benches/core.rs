@@ -51,6 +51,7 @@ fn prompt_500(c: &mut Criterion) {
                     reaction: None,
                     format,
                     history_cut_without_summary: first > 0,
+                    scheduled: None,
                 };
                 let system = system_instruction(&PromptInput {
                     situation: &situation,

@@ -26,11 +26,19 @@
 //!   until it is sent, so a send that yields or fails is tried again by the alarm.
 //! - A plan step is carried out only while it is the current step of the current plan; the
 //!   edge asks [`ChatState::is_current_step`] after every await of a step.
+//! - The one alarm also serves the chat's schedules: `next_schedule_ms` (a hint read from D1,
+//!   which holds the truth) competes with the debounce deadline, earliest first, and a due
+//!   schedule waits for a running turn or plan (never two model calls at once). A scheduled
+//!   turn carries its run ([`ScheduledRun`]) in the state, so a restart resumes it; it never
+//!   goes stale, its plan is not cancelled by people's messages (they get their own turn
+//!   after it), and giving it up owes the scheduled text itself instead of an apology.
 
 use crate::gating::Trigger;
 use crate::plan::Step;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
+
+pub use crate::schedule::ScheduledRun;
 
 /// Replans in a row before a stale plan is carried out anyway.
 pub const MAX_REPLANS: u32 = 2;
@@ -92,7 +100,11 @@ pub struct TurnRun {
     /// When a waiting turn's job counts as lost (the object then takes the turn over).
     #[serde(default)]
     pub wait_deadline_ms: Option<i64>,
+    /// A scheduled run: the turn answers it, not people's messages.
+    #[serde(default)]
+    pub scheduled: Option<ScheduledRun>,
 }
+
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanRun {
@@ -110,6 +122,9 @@ pub struct PlanRun {
     /// When the step's retry job counts as lost (the object then retries the step itself).
     #[serde(default)]
     pub job_deadline_ms: Option<i64>,
+    /// The plan of a scheduled run: people's messages do not cancel it.
+    #[serde(default)]
+    pub scheduled: Option<ScheduledRun>,
 }
 
 impl PlanRun {
@@ -135,6 +150,9 @@ pub struct ChatState {
     /// Alarms handled (a statistic, so tests and operators can see an alarm storm).
     #[serde(default)]
     pub alarms: u64,
+    /// The chat's next schedule run as last read from D1 (`schedules`), if any.
+    #[serde(default)]
+    pub next_schedule_ms: Option<i64>,
 }
 
 /// An apology the user is owed for a turn that could not be answered.
@@ -143,6 +161,9 @@ pub struct Apology {
     pub turn_id: String,
     pub attempts: u32,
     pub not_before_ms: i64,
+    /// A scheduled run that could not be worded: its text is sent instead of the apology.
+    #[serde(default)]
+    pub text: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -158,6 +179,8 @@ pub enum SignalOutcome {
 pub enum Due {
     StartTurn,
     AdvancePlan,
+    /// A schedule of the chat is due (read D1 and fire it).
+    Schedules,
     Nothing,
 }
 
@@ -237,7 +260,12 @@ impl ChatState {
                 trigger: s.trigger,
             },
         });
-        let cancelled = self.plan.take().map(|p| (p.turn_id, p.next));
+        // A scheduled run's plan goes on: the message gets its own turn after it.
+        let cancelled = if self.plan.as_ref().is_some_and(|p| p.scheduled.is_none()) {
+            self.plan.take().map(|p| (p.turn_id, p.next))
+        } else {
+            None
+        };
         SignalOutcome::Accepted { cancelled }
     }
 
@@ -256,10 +284,39 @@ impl ChatState {
             let ready = if plan.waiting_job { job_lost(plan.job_deadline_ms, now) } else { now >= plan.not_before_ms };
             return if ready { Due::AdvancePlan } else { Due::Nothing };
         }
-        match self.debounce_deadline(t) {
-            Some(deadline) if now >= deadline => Due::StartTurn,
-            _ => Due::Nothing,
+        // People's burst and the chat's next schedule: whichever is due first.
+        let burst = self.debounce_deadline(t).filter(|d| now >= *d);
+        let schedule = self.next_schedule_ms.filter(|s| now >= *s);
+        match (burst, schedule) {
+            (Some(b), Some(s)) if s < b => Due::Schedules,
+            (Some(_), _) => Due::StartTurn,
+            (None, Some(_)) => Due::Schedules,
+            (None, None) => Due::Nothing,
         }
+    }
+
+    /// Records the chat's next schedule run, as just read from D1.
+    pub fn set_next_schedule(&mut self, next: Option<i64>) {
+        self.next_schedule_ms = next;
+    }
+
+    /// Starts the turn of a due schedule's run (claimed by the caller). People's pending
+    /// messages stay pending: they get their own turn afterwards.
+    pub fn begin_scheduled_turn(&mut self, now: i64, conv: &str, nonce: u64, run: ScheduledRun) -> TurnRun {
+        self.turns_started += 1;
+        let turn = TurnRun {
+            turn_id: turn_id(conv, now, nonce),
+            started_ms: now,
+            generation: self.generation,
+            target_message_id: None,
+            trigger: Trigger::Schedule,
+            attempt: 1,
+            waiting_retry: false,
+            wait_deadline_ms: None,
+            scheduled: Some(run),
+        };
+        self.turn = Some(turn.clone());
+        turn
     }
 
     /// A turn recorded as running that this instance is not running: the instance that ran it
@@ -276,8 +333,9 @@ impl ChatState {
             return None;
         }
         let generation = self.generation;
-        let pending = self.pending.take();
-        let turn = self.turn.as_mut().expect("orphaned implies a turn");
+        let scheduled = self.turn.as_ref().is_some_and(|t| t.scheduled.is_some());
+        let pending = if scheduled { None } else { self.pending.take() };
+        let turn = self.turn.as_mut()?;
         turn.attempt += 1;
         turn.started_ms = now;
         turn.generation = generation;
@@ -309,7 +367,10 @@ impl ChatState {
         } else if let Some(plan) = &self.plan {
             Some(if plan.waiting_job { plan.job_deadline_ms.unwrap_or(now + t.job_grace_ms) } else { plan.not_before_ms })
         } else {
-            self.debounce_deadline(t)
+            match (self.debounce_deadline(t), self.next_schedule_ms) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
         };
         match (main, apology) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -331,6 +392,7 @@ impl ChatState {
             attempt: 1,
             waiting_retry: false,
             wait_deadline_ms: None,
+            scheduled: None,
         };
         self.turn = Some(turn.clone());
         turn
@@ -339,8 +401,8 @@ impl ChatState {
     /// Resumes a waiting turn for its retry job; it now also answers anything pending.
     pub fn resume_turn(&mut self, turn_id: &str, attempt: u32, now: i64) -> Option<TurnRun> {
         let generation = self.generation;
-        let pending = self.pending.take();
         let turn = self.turn.as_mut().filter(|t| t.turn_id == turn_id && t.waiting_retry)?;
+        let pending = if turn.scheduled.is_some() { None } else { self.pending.take() };
         turn.waiting_retry = false;
         turn.wait_deadline_ms = None;
         turn.attempt = attempt;
@@ -357,8 +419,10 @@ impl ChatState {
         let Some(turn) = self.turn.as_ref().filter(|t| t.turn_id == turn_id) else {
             return Finish::Superseded;
         };
-        let stale = self.generation != turn.generation;
+        // A scheduled run never goes stale: newer messages get their own turn after it.
+        let stale = self.generation != turn.generation && turn.scheduled.is_none();
         let target = turn.target_message_id;
+        let scheduled = turn.scheduled.clone();
         self.turn = None;
         if stale && self.replans_in_row < MAX_REPLANS {
             self.replans_in_row += 1;
@@ -375,6 +439,7 @@ impl ChatState {
                 target_message_id: target,
                 step_starts: 0,
                 job_deadline_ms: None,
+                scheduled,
             });
         }
         Finish::Execute
@@ -453,20 +518,29 @@ impl ChatState {
     /// per turn, however often this is called). A turn that is no longer here (it finished, or
     /// was given up before) is owed nothing: a late dead letter never apologises for a reply
     /// that went out.
+    /// A scheduled run's text is owed instead of the apology: a reminder is never lost.
     pub fn give_up(&mut self, turn_id: &str, now: i64) {
+        let scheduled = self
+            .turn
+            .as_ref()
+            .filter(|t| t.turn_id == turn_id)
+            .and_then(|t| t.scheduled.clone())
+            .or_else(|| self.plan.as_ref().filter(|p| p.turn_id == turn_id).and_then(|p| p.scheduled.clone()));
         let had_turn = self.turn.as_ref().is_some_and(|t| t.turn_id == turn_id);
         let had_plan = self.drop_plan(turn_id);
         self.end_turn(turn_id);
         if (had_turn || had_plan) && !self.apologies.iter().any(|a| a.turn_id == turn_id) {
-            self.apologies.push(Apology { turn_id: turn_id.to_string(), attempts: 0, not_before_ms: now });
+            let text = scheduled.map(|s| s.text);
+            self.apologies.push(Apology { turn_id: turn_id.to_string(), attempts: 0, not_before_ms: now, text });
         }
     }
 
-    /// The owed apology to send at `now`, if any (counts the attempt).
-    pub fn apology_due(&mut self, now: i64) -> Option<String> {
+    /// The owed apology to send at `now`, if any (counts the attempt): its turn, and the
+    /// scheduled text to send instead when it was a scheduled run.
+    pub fn apology_due(&mut self, now: i64) -> Option<(String, Option<String>)> {
         let a = self.apologies.iter_mut().find(|a| a.not_before_ms <= now)?;
         a.attempts += 1;
-        Some(a.turn_id.clone())
+        Some((a.turn_id.clone(), a.text.clone()))
     }
 
     /// The apology for `turn_id` was sent (or can never be: the chat blocked the bot).
@@ -774,7 +848,7 @@ mod tests {
         assert!(s.turn.is_none());
         assert_eq!(s.apologies.len(), 1, "one apology per turn");
         assert_eq!(s.next_wake(&T, false, 2000), Some(2000));
-        assert_eq!(s.apology_due(2000).as_deref(), Some(t.turn_id.as_str()));
+        assert_eq!(s.apology_due(2000).map(|a| a.0), Some(t.turn_id.clone()));
         // The send yielded (budget) or failed: it stays owed, later.
         assert!(s.apology_later(&t.turn_id, 2000, 1000));
         assert_eq!(s.apology_due(2500), None);
@@ -797,5 +871,100 @@ mod tests {
         assert!(s.apology_due(i64::MAX / 2).is_some());
         assert!(!s.apology_later(&x, 0, 10));
         assert!(s.apologies.is_empty());
+    }
+
+    fn run(id: i64, due_ms: i64) -> ScheduledRun {
+        ScheduledRun { schedule_id: id, due_ms, next_ms: None, late_ms: 0, text: "call mum".into(), timezone: "UTC".into(), repeat: None, creator_user_id: Some(5) }
+    }
+
+    #[test]
+    fn a_schedule_shares_the_one_alarm_with_the_debounce_earliest_first() {
+        let mut s = ChatState::default();
+        s.set_next_schedule(Some(10_000));
+        assert_eq!(s.next_wake(&T, false, 0), Some(10_000));
+        assert_eq!(s.due(9_999, &T), Due::Nothing);
+        assert_eq!(s.due(10_000, &T), Due::Schedules);
+        // A burst due earlier than the schedule goes first, and the reverse.
+        s.signal(&sig(1, 500));
+        assert_eq!(s.next_wake(&T, false, 0), Some(1_500));
+        assert_eq!(s.due(20_000, &T), Due::StartTurn, "the burst was due first");
+        s.set_next_schedule(Some(1_000));
+        assert_eq!(s.due(20_000, &T), Due::Schedules, "the schedule was due first");
+        s.set_next_schedule(Some(30_000));
+        assert_eq!(s.due(20_000, &T), Due::StartTurn);
+        // Never while a turn runs: single flight.
+        let t = s.begin_turn(20_000, "c", 1);
+        assert_eq!(s.due(40_000, &T), Due::Nothing);
+        s.finish_turn(&t.turn_id, vec![send("a")], 40_000);
+        assert_eq!(s.due(40_000, &T), Due::AdvancePlan, "and not before the plan is done");
+        s.step_done(&t.turn_id, 0, 40_000);
+        assert_eq!(s.due(40_000, &T), Due::Schedules);
+        s.set_next_schedule(None);
+        assert_eq!(s.next_wake(&T, false, 40_000), None);
+    }
+
+    #[test]
+    fn a_scheduled_turn_leaves_peoples_messages_to_their_own_turn() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let t = s.begin_scheduled_turn(100, "c", 3, run(7, 100));
+        assert_eq!(t.trigger, Trigger::Schedule);
+        assert_eq!(t.target_message_id, None);
+        assert!(s.pending.is_some(), "the pending burst stays pending");
+        // A message during the scheduled call does not make it stale.
+        s.signal(&sig(2, 200));
+        assert_eq!(s.finish_turn(&t.turn_id, vec![send("reminder"), send("more")], 300), Finish::Execute);
+        // A message while its plan runs does not cancel it.
+        assert_eq!(s.signal(&sig(3, 400)), SignalOutcome::Accepted { cancelled: None });
+        assert!(s.plan.is_some());
+        assert_eq!(s.due(5_000, &T), Due::AdvancePlan);
+        s.step_done(&t.turn_id, 0, 500);
+        s.step_done(&t.turn_id, 1, 500);
+        assert_eq!(s.due(5_000, &T), Due::StartTurn, "then the people's turn");
+    }
+
+    #[test]
+    fn a_scheduled_turn_survives_a_restart_without_absorbing_messages() {
+        let mut s = ChatState::default();
+        let t = s.begin_scheduled_turn(100, "c", 3, run(7, 100));
+        s.signal(&sig(1, 150));
+        let r = s.recover_turn(200, false).expect("taken over");
+        assert_eq!(r.turn_id, t.turn_id);
+        assert_eq!(r.scheduled, Some(run(7, 100)), "the run is carried, so it is neither lost nor fired twice");
+        assert!(s.pending.is_some());
+        s.turn_waiting(&t.turn_id, 9_000);
+        let r = s.resume_turn(&t.turn_id, 3, 1_000).unwrap();
+        assert!(r.scheduled.is_some() && s.pending.is_some());
+    }
+
+    #[test]
+    fn giving_up_a_scheduled_run_owes_its_text_not_an_apology() {
+        let mut s = ChatState::default();
+        let t = s.begin_scheduled_turn(100, "c", 3, run(7, 100));
+        s.give_up(&t.turn_id, 200);
+        assert_eq!(s.apology_due(200), Some((t.turn_id.clone(), Some("call mum".into()))));
+        // Its plan failing for good owes the text too; an ordinary turn owes the apology.
+        let mut s = ChatState::default();
+        let t = s.begin_scheduled_turn(100, "c", 3, run(7, 100));
+        s.finish_turn(&t.turn_id, vec![send("x")], 150);
+        s.give_up(&t.turn_id, 200);
+        assert_eq!(s.apology_due(200).and_then(|a| a.1), Some("call mum".into()));
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let t = s.begin_turn(100, "c", 3);
+        s.give_up(&t.turn_id, 200);
+        assert_eq!(s.apology_due(200), Some((t.turn_id, None)));
+    }
+
+    #[test]
+    fn a_state_stored_before_schedules_still_loads() {
+        let old = serde_json::json!({"generation": 3, "pending": null, "turn": {"turn_id": "c/1-0", "started_ms": 1, "generation": 3,
+            "target_message_id": 4, "trigger": "private", "attempt": 1, "waiting_retry": false}, "plan": null, "turns_started": 3,
+            "replans_in_row": 0, "seen": [1, 2], "apologies": [{"turn_id": "c/0-0", "attempts": 1, "not_before_ms": 5}]});
+        let loaded = load(Some(old));
+        assert_eq!(loaded.error, None);
+        assert_eq!(loaded.state.next_schedule_ms, None);
+        assert_eq!(loaded.state.turn.unwrap().scheduled, None);
+        assert_eq!(loaded.state.apologies[0].text, None);
     }
 }

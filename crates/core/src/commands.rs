@@ -1,5 +1,6 @@
 //! Bot commands, answered without a model call: `/start`, `/help`, `/new`, `/reset`,
-//! `/status`, `/whoami`, `/memory`, `/forget`, `/usage`, and `/approve` for operators.
+//! `/status`, `/whoami`, `/memory`, `/forget`, `/usage`, `/reminders`, `/cancel`, and
+//! `/approve` for operators.
 
 use crate::conversation::InboundMessage;
 use crate::format::escape_markdown as esc;
@@ -19,6 +20,10 @@ pub enum Command {
     Usage,
     /// `/approve <code>`: an operator approves a pairing code.
     Approve(String),
+    /// `/reminders`: the chat's active schedules.
+    Reminders,
+    /// `/cancel <id>`: cancel one (`None`: the id is missing or unclear).
+    Cancel(Option<i64>),
 }
 
 /// What `/forget` names: everything about the speaker, one note (`n12`) or memory (`m7`) as
@@ -90,6 +95,8 @@ pub fn parse(m: &InboundMessage, bot_username: &str) -> Option<Command> {
         "forget" => Command::Forget(parse_forget(&args)),
         "usage" => Command::Usage,
         "approve" => Command::Approve(args),
+        "reminders" | "schedules" => Command::Reminders,
+        "cancel" => Command::Cancel(crate::schedule::parse_id(&args)),
         _ => return None,
     })
 }
@@ -102,6 +109,8 @@ pub fn menu() -> Vec<BotCommand> {
         ("memory", "What I remember about you"),
         ("forget", "Forget a memory: /forget <id> or /forget all"),
         ("usage", "Model usage and cost of this chat"),
+        ("reminders", "Reminders and follow-ups set in this chat"),
+        ("cancel", "Cancel a reminder: /cancel <id>"),
         ("whoami", "Your Telegram ids"),
         ("help", "What I can do"),
     ]
@@ -122,6 +131,7 @@ pub fn help_text(bot_name: &str) -> String {
          /memory – what I remember about you\n\
          /forget <id> or /forget all – erase memories\n\
          /usage – tokens and cost of this chat\n\
+         /reminders – reminders set in this chat; /cancel <id> cancels one\n\
          /whoami – your ids"
     )
 }
@@ -202,6 +212,9 @@ mod tests {
         assert_eq!(parse(&text("/forget é1"), "edge_bot"), Some(Command::Forget(ForgetTarget::Unclear)));
         assert_eq!(parse(&text("/status@other_bot"), "edge_bot"), None);
         assert_eq!(parse(&text("/unknown"), "edge_bot"), None);
+        assert_eq!(parse(&text("/reminders"), "edge_bot"), Some(Command::Reminders));
+        assert_eq!(parse(&text("/cancel #12"), "edge_bot"), Some(Command::Cancel(Some(12))));
+        assert_eq!(parse(&text("/cancel soon"), "edge_bot"), Some(Command::Cancel(None)));
         assert_eq!(parse(&text("hello /start"), "edge_bot"), None);
     }
 

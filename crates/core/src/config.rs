@@ -75,8 +75,12 @@ pub struct Config {
     pub debounce_ms: u64,
     /// The longest a burst may postpone the model call.
     pub debounce_max_ms: u64,
-    /// IANA time zone name for the "current time" line of the prompt.
+    /// IANA time zone name for the "current time" line of the prompt, and schedules' default.
     pub timezone: String,
+    /// `WEB_SEARCH`: Gemini's Google Search grounding rides along with the functions.
+    pub web_search: bool,
+    /// `MAX_SCHEDULES_PER_CHAT`, `SCHEDULE_MIN_REPEAT_MINUTES`, `SCHEDULE_MAX_LATE_MINUTES`.
+    pub schedule_limits: crate::schedule::Limits,
     pub bot_name: String,
     /// The bot's @username without the @; when empty it is read with getMe.
     pub bot_username: String,
@@ -143,7 +147,7 @@ pub struct Config {
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 41] = [
+pub const VAR_NAMES: [&str; 45] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -185,6 +189,10 @@ pub const VAR_NAMES: [&str; 41] = [
     "USER_TURNS_PER_HOUR",
     "CHAT_TOKENS_PER_DAY",
     "GLOBAL_TOKENS_PER_DAY",
+    "WEB_SEARCH",
+    "MAX_SCHEDULES_PER_CHAT",
+    "SCHEDULE_MIN_REPEAT_MINUTES",
+    "SCHEDULE_MAX_LATE_MINUTES",
 ];
 
 impl Default for Config {
@@ -226,6 +234,11 @@ impl Config {
         let consolidate_min_messages = num("CONSOLIDATE_MIN_MESSAGES", 40) as usize;
         let media_bytes_per_turn = num("MEDIA_BYTES_PER_TURN", 10 << 20).clamp(1, 15 << 20);
         let media_describe_budget = num("MEDIA_DESCRIBE_BUDGET", 4).min(10) as usize;
+        let schedule_limits = crate::schedule::Limits {
+            max_active: num("MAX_SCHEDULES_PER_CHAT", 25).clamp(1, 1000) as usize,
+            min_repeat_minutes: num("SCHEDULE_MIN_REPEAT_MINUTES", 15).clamp(1, 10_080) as i64,
+            max_late_ms: num("SCHEDULE_MAX_LATE_MINUTES", 360).clamp(1, 10_080) as i64 * 60_000,
+        };
         let max_fetches_per_turn =
             num("MAX_FETCHES_PER_TURN", crate::fetch::DEFAULT_MAX_FETCHES_PER_TURN as u64).min(20) as usize;
         let budgets = crate::limits::Budgets {
@@ -314,6 +327,8 @@ impl Config {
             debounce_ms,
             debounce_max_ms,
             timezone: get("TIMEZONE").unwrap_or_else(|| "UTC".into()),
+            web_search: flag("WEB_SEARCH", false),
+            schedule_limits,
             bot_name: get("BOT_NAME").unwrap_or_else(|| "Edge".into()),
             bot_username: get("BOT_USERNAME").map(|u| u.trim_start_matches('@').to_string()).unwrap_or_default(),
             name_trigger: flag("NAME_TRIGGER", true),
@@ -386,6 +401,24 @@ pub fn default_prices() -> Vec<(String, f64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_setting_read_is_a_name_the_edge_passes() {
+        // The edge passes only VAR_NAMES to from_vars: a setting read here but missing there
+        // would silently keep its default in the worker.
+        let src = include_str!("config.rs");
+        let code = &src[..src.find("#[cfg(test)]").unwrap()];
+        let mut read = Vec::new();
+        for reader in ["get(\"", "num(\"", "flag(\"", "list(\"", "ids(\""] {
+            for (at, _) in code.match_indices(reader) {
+                let rest = &code[at + reader.len()..];
+                read.push(rest[..rest.find('"').unwrap()].to_string());
+            }
+        }
+        assert!(read.len() > 40, "{read:?}");
+        let missing: Vec<&String> = read.iter().filter(|n| !VAR_NAMES.contains(&n.as_str())).collect();
+        assert!(missing.is_empty(), "read but not passed by the edge: {missing:?}");
+    }
 
     fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

@@ -5,6 +5,7 @@
 //! Invariants:
 //! - A turn with nothing new from people since the last answered turn has no context (no
 //!   model call): a late redelivery or a recovered signal never answers the same thing twice.
+//!   A scheduled run is the exception: it was asked for earlier, and happens regardless.
 //! - The window is the current session (an idle gap after the stored start begins a new one),
 //!   at most `row_limit` rows, cut from the oldest end to the token budget. What exists but is
 //!   not shown is never dropped silently: `last_cut` is the newest such message, and the
@@ -28,6 +29,8 @@ pub struct Loaded {
     /// `conversations.session_start_seq` and `session_started_at`.
     pub stored_start: i64,
     pub stored_started_at: Option<i64>,
+    /// The turn is a scheduled run: it happens with nothing new from people too.
+    pub scheduled: bool,
 }
 
 /// The settings the window depends on.
@@ -64,7 +67,7 @@ pub struct Window {
 /// answered turn (the turn makes no model call).
 pub fn window(loaded: Loaded, limits: Limits, now_ms: i64) -> Option<Window> {
     let newest_seq = loaded.messages.last().map_or(0, |m| m.seq);
-    if !loaded.messages.iter().any(|m| m.seq > loaded.answered_seq && m.role != Role::Bot) {
+    if !loaded.scheduled && !loaded.messages.iter().any(|m| m.seq > loaded.answered_seq && m.role != Role::Bot) {
         return None;
     }
     let stored_start = loaded.stored_start;
@@ -162,7 +165,7 @@ mod tests {
     }
 
     fn loaded(messages: Vec<HistoryMessage>, answered_seq: i64) -> Loaded {
-        Loaded { messages, answered_seq, stored_start: 0, stored_started_at: Some(1) }
+        Loaded { messages, answered_seq, stored_start: 0, stored_started_at: Some(1), scheduled: false }
     }
 
     #[test]
@@ -171,6 +174,18 @@ mod tests {
         assert_eq!(window(loaded(msgs.clone(), 1), limits(), 99), None);
         assert!(window(loaded(msgs, 0), limits(), 99).is_some());
         assert_eq!(window(loaded(vec![], 0), limits(), 99), None);
+    }
+
+    #[test]
+    fn a_scheduled_run_has_a_context_with_nothing_new_and_even_with_no_history() {
+        let msgs = vec![user(1, 0, 7), msg(2, 5, Role::Bot, 0, "hi")];
+        let mut l = loaded(msgs, 2);
+        l.scheduled = true;
+        let w = window(l, limits(), 99).expect("a scheduled run always has a turn");
+        assert_eq!(w.messages.len(), 2);
+        let mut empty = loaded(vec![], 0);
+        empty.scheduled = true;
+        assert!(window(empty, limits(), 99).is_some_and(|w| w.messages.is_empty()));
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub enum Trigger {
     Command,
     Name,
     Reaction,
+    /// A schedule the bot set came due (`schedule_message`): no person asked just now.
+    Schedule,
 }
 
 /// The trigger for `m`, or `None` when it is context only.

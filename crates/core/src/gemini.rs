@@ -107,7 +107,11 @@ pub struct FunctionDeclaration {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Tool {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub function_declarations: Vec<FunctionDeclaration>,
+    /// Gemini's built-in Google Search grounding (`WEB_SEARCH`): `{}` turns it on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub google_search: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
@@ -151,6 +155,34 @@ pub struct Candidate {
     pub content: Option<Content>,
     #[serde(default)]
     pub finish_reason: Option<String>,
+    /// Google Search grounding: the pages the answer relied on.
+    #[serde(default)]
+    pub grounding_metadata: Option<GroundingMetadata>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct GroundingMetadata {
+    #[serde(default)]
+    pub grounding_chunks: Vec<GroundingChunk>,
+    #[serde(default)]
+    pub web_search_queries: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct GroundingChunk {
+    #[serde(default)]
+    pub web: Option<WebChunk>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct WebChunk {
+    #[serde(default)]
+    pub uri: String,
+    #[serde(default)]
+    pub title: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
@@ -201,6 +233,15 @@ pub enum Outcome {
 }
 
 impl GenerateContentResponse {
+    /// The web pages the first candidate was grounded on: (title, URL), in Gemini's order.
+    pub fn grounding_sources(&self) -> Vec<(String, String)> {
+        self.candidates
+            .first()
+            .and_then(|c| c.grounding_metadata.as_ref())
+            .map(|g| g.grounding_chunks.iter().filter_map(|c| c.web.as_ref()).map(|w| (w.title.clone(), w.uri.clone())).collect())
+            .unwrap_or_default()
+    }
+
     pub fn finish_reason(&self) -> Option<&str> {
         self.candidates.first().and_then(|c| c.finish_reason.as_deref())
     }

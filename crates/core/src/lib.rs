@@ -30,6 +30,7 @@ pub mod plan;
 pub mod policy;
 pub mod prompt;
 pub mod retention;
+pub mod schedule;
 pub mod scope;
 pub mod secret;
 pub mod session;

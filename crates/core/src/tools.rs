@@ -33,8 +33,11 @@ pub fn for_round(tools: &[Tool], untrusted_in_view: bool) -> Vec<Tool> {
     }
     tools
         .iter()
-        .map(|t| Tool { function_declarations: t.function_declarations.iter().filter(|d| !writes(&d.name)).cloned().collect() })
-        .filter(|t| !t.function_declarations.is_empty())
+        .map(|t| Tool {
+            function_declarations: t.function_declarations.iter().filter(|d| !writes(&d.name)).cloned().collect(),
+            google_search: t.google_search.clone(),
+        })
+        .filter(|t| !t.function_declarations.is_empty() || t.google_search.is_some())
         .collect()
 }
 
@@ -49,13 +52,25 @@ pub enum ToolCall {
     SearchMemory { query: String },
     /// Stay silent on purpose (a reaction or a passing mention that needs no answer).
     NoReply,
+    /// `schedule_message`, its arguments checked for shape (the time math needs the clock).
+    Schedule(crate::schedule::Request),
+    ListSchedules,
+    CancelSchedule { id: i64 },
     Invalid { name: String, error: String },
 }
 
 impl ToolCall {
     /// Tools whose results the model needs before it can go on.
     pub fn needs_result(&self) -> bool {
-        matches!(self, ToolCall::FetchUrl { .. } | ToolCall::SearchMemory { .. } | ToolCall::Invalid { .. })
+        matches!(
+            self,
+            ToolCall::FetchUrl { .. }
+                | ToolCall::SearchMemory { .. }
+                | ToolCall::Invalid { .. }
+                | ToolCall::Schedule(_)
+                | ToolCall::ListSchedules
+                | ToolCall::CancelSchedule { .. }
+        )
     }
 }
 
@@ -127,8 +142,29 @@ pub fn parse_call(call: &FunctionCall, sticker_sets: &[String]) -> ToolCall {
             None => invalid("query is required"),
         },
         "no_reply" => ToolCall::NoReply,
+        "schedule_message" => match crate::schedule::parse_request(a) {
+            Ok(r) => ToolCall::Schedule(r),
+            Err(e) => invalid(&e.to_string()),
+        },
+        "list_schedules" => ToolCall::ListSchedules,
+        "cancel_schedule" => match int_arg(a, "id") {
+            Some(id) => ToolCall::CancelSchedule { id },
+            None => invalid("id is required (as list_schedules gives it)"),
+        },
         other => ToolCall::Invalid { name: other.to_string(), error: "unknown function".into() },
     }
+}
+
+/// The function declarations sent with every turn; with `web_search`, Gemini's Google Search
+/// grounding rides in the same tool (Gemini 3 combines built-in tools with function calling).
+pub fn declarations_with_search(sticker_sets: &[String], web_search: bool) -> Vec<Tool> {
+    let mut tools = declarations(sticker_sets);
+    if web_search {
+        if let Some(t) = tools.first_mut() {
+            t.google_search = Some(json!({}));
+        }
+    }
+    tools
 }
 
 /// The function declarations sent with every turn.
@@ -190,6 +226,29 @@ pub fn declarations(sticker_sets: &[String]) -> Vec<Tool> {
             json!({"type": "OBJECT", "properties": {"query": {"type": "STRING"}}, "required": ["query"]}),
         ),
         decl(
+            "schedule_message",
+            "Schedule a message or follow-up for later: a reminder someone asked for, or checking back with them. \
+             At that time you get a turn to write it (in context, tools available). Give exactly one of `at` or \
+             `in_minutes`. Returns the schedule id and its next run: confirm that time to the person.",
+            json!({"type": "OBJECT", "properties": {
+                "text": {"type": "STRING", "description": "What to say or do then, e.g. 'Remind Alice to call her mum'."},
+                "at": {"type": "STRING", "description": "When: RFC 3339 with offset (2026-05-01T09:00:00+02:00), or a local time (2026-05-01 09:00) in `timezone`."},
+                "in_minutes": {"type": "NUMBER", "description": "When, as minutes from now (fractions allowed)."},
+                "repeat": {"type": "STRING", "description": "Optional: daily, weekdays, weekly (at the first run's local time), or a 5-field cron expression."},
+                "timezone": {"type": "STRING", "description": "Optional IANA zone (Europe/Berlin); default the chat's."}
+            }, "required": ["text"]}),
+        ),
+        decl(
+            "list_schedules",
+            "List this chat's active schedules (reminders and follow-ups) with their ids and next runs.",
+            Value::Null,
+        ),
+        decl(
+            "cancel_schedule",
+            "Cancel one of this chat's schedules by its id.",
+            json!({"type": "OBJECT", "properties": {"id": {"type": "INTEGER"}}, "required": ["id"]}),
+        ),
+        decl(
             "no_reply",
             "Stay silent on purpose: call this, and nothing else, when nothing needs an answer from you \
              (for example a reaction or a passing mention of your name).",
@@ -210,7 +269,7 @@ pub fn declarations(sticker_sets: &[String]) -> Vec<Tool> {
             ),
         );
     }
-    vec![Tool { function_declarations: fns }]
+    vec![Tool { function_declarations: fns, google_search: None }]
 }
 
 #[cfg(test)]
@@ -253,7 +312,7 @@ mod tests {
         };
         assert!(!names(&[]).contains(&"send_sticker".to_string()));
         assert!(names(&["Cats".into()]).contains(&"send_sticker".to_string()));
-        assert_eq!(names(&[]).len(), 8);
+        assert_eq!(names(&[]).len(), 11);
     }
 
     #[test]
@@ -266,8 +325,26 @@ mod tests {
         let tainted = names(&for_round(&all, true));
         assert!(!tainted.iter().any(|n| writes(n)), "{tainted:?}");
         assert!(!tainted.contains(&"remember".to_string()) && !tainted.contains(&"set_plan".to_string()));
-        for kept in ["send_message", "react", "wait", "fetch_url", "search_memory"] {
+        for kept in ["send_message", "react", "wait", "fetch_url", "search_memory", "list_schedules"] {
             assert!(tainted.contains(&kept.to_string()), "{kept}");
         }
+        assert!(!tainted.contains(&"schedule_message".to_string()) && !tainted.contains(&"cancel_schedule".to_string()));
+        // Web search survives the filter; without it the tool carries no google_search.
+        let searching = declarations_with_search(&[], true);
+        assert_eq!(for_round(&searching, true)[0].google_search, Some(json!({})));
+        assert_eq!(all[0].google_search, None);
+    }
+
+    #[test]
+    fn schedule_calls_parse_or_explain() {
+        assert!(matches!(call("schedule_message", json!({"text": "tea", "in_minutes": 5})), ToolCall::Schedule(_)));
+        match call("schedule_message", json!({"text": "tea"})) {
+            ToolCall::Invalid { error, .. } => assert!(error.contains("exactly one of at"), "{error}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(call("cancel_schedule", json!({"id": "#4"})), ToolCall::CancelSchedule { id: 4 });
+        assert!(matches!(call("cancel_schedule", json!({})), ToolCall::Invalid { .. }));
+        assert_eq!(call("list_schedules", Value::Null), ToolCall::ListSchedules);
+        assert!(ToolCall::ListSchedules.needs_result());
     }
 }

@@ -57,6 +57,14 @@ pub trait ToolPort {
     async fn search_memory(&self, query: &str) -> Vec<String>;
     async fn remember(&self, content: &str, about_user_id: Option<i64>) -> Result<i64, String>;
     async fn set_plan(&self, content: &str) -> Result<(), String>;
+    /// Creates a schedule in this chat (the edge plans it with `schedule::plan` over the chat's
+    /// zone and active count). `Ok` is what the model reads (`schedule::created_value`); `Err`
+    /// a reason it reads (time in the past, unknown zone, too many schedules...).
+    async fn schedule(&self, request: &crate::schedule::Request) -> Result<Value, String>;
+    /// This chat's active schedules (`schedule::list_value`).
+    async fn list_schedules(&self) -> Result<Value, String>;
+    /// Cancels one of this chat's schedules.
+    async fn cancel_schedule(&self, id: i64) -> Result<Value, String>;
 }
 
 pub trait Clock {
@@ -166,6 +174,10 @@ pub struct TurnResult {
     pub finish_reason: Option<String>,
     /// The model chose to say nothing (`no_reply`, or an empty answer where that is allowed).
     pub silent: bool,
+    /// A schedule was created or cancelled (the chat object re-reads its next run).
+    pub schedules_changed: bool,
+    /// Web pages Google Search grounded the answer on (title, URL), as Gemini listed them.
+    pub sources: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -236,9 +248,24 @@ pub fn build_request(req: &TurnRequest, contents: &[Content], last_round: bool) 
         system_instruction: Some(Content { role: None, parts: vec![Part::text(req.system_instruction.clone())] }),
         contents: contents.to_vec(),
         tools: crate::tools::for_round(&req.tools, untrusted_in_view(req, contents)),
-        tool_config: last_round.then(|| json!({"functionCallingConfig": {"mode": "NONE"}})),
+        tool_config: tool_config(req, last_round),
         generation_config: req.generation_config.clone(),
     }
+}
+
+/// The request's `toolConfig`: the last round disables function calling; with Google Search
+/// on, the server's own tool calls come back in the content (to be replayed, like thought
+/// signatures).
+fn tool_config(req: &TurnRequest, last_round: bool) -> Option<Value> {
+    let search = req.tools.iter().any(|t| t.google_search.is_some());
+    let mut config = serde_json::Map::new();
+    if last_round {
+        config.insert("functionCallingConfig".into(), json!({"mode": "NONE"}));
+    }
+    if search {
+        config.insert("includeServerSideToolInvocations".into(), json!(true));
+    }
+    (!config.is_empty()).then_some(Value::Object(config))
 }
 
 /// Fetches one checked URL, following redirects by hand: every hop is checked like the first
@@ -275,6 +302,8 @@ pub async fn run_turn(
         empty_reason: None,
         finish_reason: None,
         silent: false,
+        schedules_changed: false,
+        sources: Vec::new(),
     };
     let mut call_index = 0usize;
     let mut fetched: BTreeSet<String> = BTreeSet::new();
@@ -304,6 +333,11 @@ pub async fn run_turn(
             }
         };
         result.finish_reason = response.finish_reason().map(str::to_string);
+        for source in response.grounding_sources() {
+            if result.sources.len() < MAX_SOURCES && !result.sources.iter().any(|(_, u)| *u == source.1) {
+                result.sources.push(source);
+            }
+        }
 
         let content = match response.outcome() {
             Outcome::Content(c) => without_thoughts(c),
@@ -412,6 +446,29 @@ pub async fn run_turn(
                     needs_round = true; // the model must answer after all
                     json!({"error": "not available: this message asks for an answer"})
                 }
+                ToolCall::Schedule(request) => {
+                    let r = match tools.schedule(&request).await {
+                        Ok(v) => {
+                            result.schedules_changed = true;
+                            v
+                        }
+                        Err(e) => json!({"error": e}),
+                    };
+                    result.turn.outcomes.insert(index, r.clone());
+                    r
+                }
+                ToolCall::ListSchedules => tools.list_schedules().await.unwrap_or_else(|e| json!({"error": e})),
+                ToolCall::CancelSchedule { id } => {
+                    let r = match tools.cancel_schedule(id).await {
+                        Ok(v) => {
+                            result.schedules_changed = true;
+                            v
+                        }
+                        Err(e) => json!({"error": e}),
+                    };
+                    result.turn.outcomes.insert(index, r.clone());
+                    r
+                }
                 ToolCall::Invalid { error, .. } => json!({"error": error}),
             };
             responses.push(Part::function_response(&call.name, call.id.clone(), response));
@@ -425,12 +482,38 @@ pub async fn run_turn(
         contents.push(response_content);
         round += 1;
     }
+    if let Some(Step::Send { text, .. }) = result.steps.iter_mut().rev().find(|s| matches!(s, Step::Send { .. })) {
+        text.push_str(&sources_line(&result.sources));
+    }
     for step in &mut result.steps {
         if let Step::Send { text, no_link_preview, .. } = step {
             *no_link_preview = fetch::needs_preview_off(text, &req.safety.people_links);
         }
     }
     Ok(result)
+}
+
+/// Sources listed under a grounded answer at most.
+pub const MAX_SOURCES: usize = 5;
+
+/// The sources line appended to a grounded answer (Markdown; titles escaped, only http(s)
+/// links), or nothing.
+pub fn sources_line(sources: &[(String, String)]) -> String {
+    let links: Vec<String> = sources
+        .iter()
+        .filter(|(_, uri)| uri.starts_with("https://") || uri.starts_with("http://"))
+        .filter(|(_, uri)| !uri.contains(|c: char| c.is_whitespace() || c == ')' || c == '<' || c == '>'))
+        .map(|(title, uri)| {
+            let title: String = title.chars().take(60).collect();
+            let title = if title.trim().is_empty() { "source".to_string() } else { title };
+            format!("[{}]({uri})", crate::format::escape_markdown(&title))
+        })
+        .collect();
+    if links.is_empty() {
+        String::new()
+    } else {
+        format!("\n\nSources: {}", links.join(" · "))
+    }
 }
 
 /// The function response recorded for an action step once it ran.
@@ -503,6 +586,19 @@ mod tests {
         }
         async fn set_plan(&self, _c: &str) -> Result<(), String> {
             Ok(())
+        }
+        async fn schedule(&self, r: &crate::schedule::Request) -> Result<Value, String> {
+            self.remembered.borrow_mut().push(format!("schedule {}", r.text));
+            if r.text == "refuse" {
+                return Err("that time is in the past".into());
+            }
+            Ok(json!({"ok": true, "id": 9, "next_run": "Thursday, 2026-11-26 09:00 (UTC)"}))
+        }
+        async fn list_schedules(&self) -> Result<Value, String> {
+            Ok(json!({"schedules": []}))
+        }
+        async fn cancel_schedule(&self, id: i64) -> Result<Value, String> {
+            Err(format!("no active schedule #{id} in this chat"))
         }
     }
 
@@ -858,5 +954,60 @@ mod tests {
         assert_eq!(fixed[0].role.as_deref(), Some("user"));
         assert_eq!(fixed[1].parts, vec![Part::text("visible")]);
         assert_eq!(fixed[1].function_calls().count(), 0);
+    }
+
+    #[test]
+    fn schedule_tools_answer_the_model_and_mark_the_change() {
+        let model = FakeModel::new(vec![
+            answer(json!([{"functionCall": {"name": "schedule_message", "args": {"text": "call mum", "in_minutes": 60}}}])),
+            answer(json!([{"text": "Done: I'll remind you at 09:00."}])),
+        ]);
+        let tools = FakeTools::default();
+        let r = run(&model, &tools).unwrap();
+        assert!(r.schedules_changed);
+        assert_eq!(tools.remembered.borrow().as_slice(), ["schedule call mum"]);
+        let second = responses(&model, 1);
+        assert_eq!(second[0]["id"], 9, "the model reads the id and next run: {second:?}");
+        assert_eq!(r.steps.len(), 1);
+        // A refusal is the model's to explain, and nothing changed.
+        let model = FakeModel::new(vec![
+            answer(json!([{"functionCall": {"name": "schedule_message", "args": {"text": "refuse", "in_minutes": 1}}},
+                          {"functionCall": {"name": "cancel_schedule", "args": {"id": 3}}}])),
+            answer(json!([{"text": "Sorry."}])),
+        ]);
+        let r = run(&model, &FakeTools::default()).unwrap();
+        assert!(!r.schedules_changed);
+        let second = responses(&model, 1);
+        assert_eq!(second[0]["error"], "that time is in the past");
+        assert_eq!(second[1]["error"], "no active schedule #3 in this chat");
+    }
+
+    #[test]
+    fn web_search_rides_with_the_functions_and_sources_are_linked() {
+        let mut req = request();
+        req.tools = crate::tools::declarations_with_search(&[], true);
+        let grounded = Ok(json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "It is sunny in Utqiagvik."}]},
+            "finishReason": "STOP", "groundingMetadata": {"webSearchQueries": ["weather utqiagvik"], "groundingChunks": [
+                {"web": {"uri": "https://vertexaisearch.cloud.google.com/grounding-api-redirect/abc", "title": "weather.gov [official]"}},
+                {"web": {"uri": "javascript:alert(1)", "title": "bad"}},
+                {"web": {"uri": "https://vertexaisearch.cloud.google.com/grounding-api-redirect/abc", "title": "dupe"}}]}}],
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}}));
+        let model = FakeModel::new(vec![grounded]);
+        let r = run_with(&req, &model, &FakeTools::default()).unwrap();
+        let sent = model.seen.borrow()[0].clone();
+        let body = serde_json::to_value(&sent).unwrap();
+        assert_eq!(body["tools"][0]["googleSearch"], json!({}));
+        assert!(body["tools"][0]["functionDeclarations"].as_array().is_some_and(|d| d.len() > 5));
+        assert_eq!(body["toolConfig"]["includeServerSideToolInvocations"], true);
+        let Step::Send { text, no_link_preview, .. } = &r.steps[0] else { panic!("{:?}", r.steps) };
+        assert!(text.starts_with("It is sunny in Utqiagvik.\n\nSources: [weather"), "{text}");
+        assert!(text.contains("](https://vertexaisearch.cloud.google.com/grounding-api-redirect/abc)"), "{text}");
+        assert!(!text.contains("javascript:") && !text.contains("dupe"), "{text}");
+        assert!(*no_link_preview, "a link no person posted goes out without a preview");
+        // Without web search, no google_search and no server-side flag.
+        let model = FakeModel::new(vec![answer(json!([{"text": "hi"}]))]);
+        run(&model, &FakeTools::default()).unwrap();
+        let body = serde_json::to_value(&model.seen.borrow()[0]).unwrap();
+        assert!(body["tools"][0].get("googleSearch").is_none() && body.get("toolConfig").is_none(), "{body}");
     }
 }

@@ -99,6 +99,7 @@ fn system(r: &Recorded, format: HistoryFormat) -> String {
         reaction: None,
         format,
         history_cut_without_summary: false,
+        scheduled: None,
     };
     let values: BTreeMap<String, String> =
         [("bot_name", "Edge"), ("bot_username", "edge_bot")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();

@@ -30,6 +30,8 @@ pub struct Context {
     pub answered_seq: i64,
     /// What is known of the media in the window (already put into their parts).
     pub known_media: Vec<Described>,
+    /// The scheduled run this turn carries out, if it is one.
+    pub scheduled: Option<agent_core::chat_state::ScheduledRun>,
 }
 
 /// Loads a turn's context; `None` when there is nothing to answer (the chat blocked the bot,
@@ -46,6 +48,7 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64) -> Result
         answered_seq: first.answered_seq,
         stored_start: first.conversation.session_start_seq,
         stored_started_at: first.conversation.session_started_at,
+        scheduled: turn.scheduled.is_some(),
     };
     let limits = Limits {
         row_limit: storage::turns::HISTORY_ROWS as usize,
@@ -56,7 +59,8 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64) -> Result
     let Some(mut window) = window::window(loaded, limits, now) else { return Ok(None) };
     let (notes, turns, memories, known_media) = load_recall(ctx, conv, &window, limits.structured).await?;
     media::annotate(&mut window.messages, &known_media);
-    Ok(Some(Context { window, chat: first.chat, plan: first.conversation.plan, notes, turns, memories, answered_seq, known_media }))
+    let scheduled = turn.scheduled.clone();
+    Ok(Some(Context { window, chat: first.chat, plan: first.conversation.plan, notes, turns, memories, answered_seq, known_media, scheduled }))
 }
 
 /// What the second round trip brings: notes, stored turns, memories, known media.

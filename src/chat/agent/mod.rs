@@ -33,7 +33,8 @@ use agent_core::turn;
 /// How a turn ended.
 pub enum TurnOutput {
     /// The model answered (or a stored answer was found): carry out these steps.
-    Planned { steps: Vec<Step> },
+    /// `schedules_changed`: the turn created or cancelled a schedule.
+    Planned { steps: Vec<Step>, schedules_changed: bool },
     /// Nothing new to answer, or the chat is blocked: no model call was made.
     NothingToDo,
 }
@@ -52,9 +53,17 @@ impl From<worker::Error> for TurnError {
 /// Runs one turn of `conv` (or finds its stored result).
 pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -> Result<TurnOutput, TurnError> {
     if let Some(steps) = stored_result(ctx, turn).await? {
-        return Ok(TurnOutput::Planned { steps });
+        return Ok(TurnOutput::Planned { steps, schedules_changed: false });
     }
     let now = now_ms();
+    if let Some(run) = &turn.scheduled {
+        // Claimed here, on every attempt (idempotent): a turn taken over after a crash between
+        // the state's write and the claim still claims, and a run cancelled meanwhile is not run.
+        if !storage::schedules::claim(&ctx.db(), run.schedule_id, run.due_ms, run.next_ms, &turn.turn_id, now).await? {
+            worker::console_log!("turn {}: schedule #{} was cancelled or already run; nothing to do", turn.turn_id, run.schedule_id);
+            return Ok(TurnOutput::NothingToDo);
+        }
+    }
     let Some(c) = context::load(ctx, conv, turn, now).await? else {
         return Ok(TurnOutput::NothingToDo);
     };
@@ -101,7 +110,12 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context,
 
 /// Runs the core's turn loop on `request`.
 async fn call_model(ctx: &Ctx, conv: &ConvKey, c: &context::Context, request: &turn::TurnRequest) -> Result<turn::TurnResult, turn::TurnFailure> {
-    let tools = tools::EdgeTools { ctx, conv: *conv, people: c.window.people.clone() };
+    // Who asked: the newest person's message (a scheduled run: who set it).
+    let creator = match &c.scheduled {
+        Some(run) => run.creator_user_id,
+        None => c.window.messages.iter().rev().find(|m| m.role == agent_core::history::Role::User).and_then(|m| m.user_id),
+    };
+    let tools = tools::EdgeTools { ctx, conv: *conv, people: c.window.people.clone(), creator };
     turn::run_turn(request, &ctx.gemini(), &tools, &tools::WorkerClock).await
 }
 

@@ -112,7 +112,7 @@ pub async fn finish(
             } else if let Some(reason) = &result.empty_reason {
                 worker::console_warn!("turn {}: no usable answer ({reason}); sending a graceful reply", turn.turn_id);
             }
-            Ok(TurnOutput::Planned { steps: result.steps })
+            Ok(TurnOutput::Planned { steps: result.steps, schedules_changed: result.schedules_changed })
         }
         Err(failure) => {
             let error = failure.error.to_string();

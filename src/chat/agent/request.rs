@@ -12,7 +12,8 @@ use agent_core::fetch::{self, LinkSet};
 use agent_core::gating::Trigger;
 use agent_core::gemini::{GenerationConfig, Part as GeminiPart, ThinkingConfig};
 use agent_core::history::{self, Role};
-use agent_core::prompt::{self, ChatDetails, PromptInput, Reaction, Situation};
+use agent_core::prompt::{self, ChatDetails, PromptInput, Reaction, ScheduledSituation, Situation};
+use agent_core::schedule;
 use agent_core::turn::{TurnRequest, TurnSafety};
 use std::collections::BTreeMap;
 
@@ -34,6 +35,19 @@ fn reaction_of(messages: &[history::HistoryMessage]) -> Option<Reaction> {
     Some(Reaction { emoji: emoji.to_string(), message_id: id.parse().ok()?, by: m.name.clone() })
 }
 
+/// What the situation says about a scheduled run: its time in its zone, how late, how it
+/// repeats.
+fn scheduled_situation(run: &agent_core::chat_state::ScheduledRun) -> ScheduledSituation {
+    let tz = schedule::zone(&run.timezone).unwrap_or(schedule::Tz::UTC);
+    ScheduledSituation {
+        schedule_id: run.schedule_id,
+        text: run.text.clone(),
+        due_local: schedule::local_text(run.due_ms, tz),
+        late_minutes: (run.late_ms > schedule::LATE_NOTICE_MS).then_some(run.late_ms / 60_000),
+        repeat: run.repeat.as_deref().zip(run.next_ms).map(|(r, next)| (schedule::repeat_label(r), schedule::local_text(next, tz))),
+    }
+}
+
 /// The system instruction of a turn.
 fn system_instruction(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str, now: i64) -> String {
     let w = &c.window;
@@ -47,6 +61,7 @@ fn system_instruction(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, mo
         reaction: if turn.trigger == Trigger::Reaction { reaction_of(&w.messages) } else { None },
         format: ctx.cfg.history_format,
         history_cut_without_summary: uncovered,
+        scheduled: c.scheduled.as_ref().map(scheduled_situation),
     };
     let chat = ChatDetails {
         kind: c.chat.as_ref().map_or(ChatKind::Private, |ch| ChatKind::from_telegram(&ch.kind, 0)),
@@ -74,16 +89,22 @@ fn system_instruction(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, mo
 /// The whole request of a turn.
 pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str, media: &BTreeMap<i64, Vec<GeminiPart>>, now: i64) -> TurnRequest {
     let messages = &c.window.messages;
-    let history = if ctx.cfg.history_format == HistoryFormat::Structured {
+    let mut history = if ctx.cfg.history_format == HistoryFormat::Structured {
         history::render_structured_with_media(messages, &c.turns, media)
     } else {
         history::render_compact_with_media(messages, turn.target_message_id, media)
     };
+    if let Some(run) = &c.scheduled {
+        // The model answers a user turn: the run's marker closes the history (the situation
+        // says what it is), and a history with no messages is not empty.
+        history.push(agent_core::gemini::Content::user(vec![GeminiPart::text(schedule::marker(run))]));
+        history = history::normalize_contents(history);
+    }
     TurnRequest {
         model: model.to_string(),
         system_instruction: system_instruction(ctx, conv, turn, c, model, now),
         history,
-        tools: agent_core::tools::declarations(&ctx.cfg.sticker_sets),
+        tools: agent_core::tools::declarations_with_search(&ctx.cfg.sticker_sets, ctx.cfg.web_search),
         generation_config: Some(GenerationConfig {
             max_output_tokens: Some(ctx.cfg.max_output_tokens),
             thinking_config: (!ctx.cfg.thinking_level.is_empty()).then(|| ThinkingConfig {

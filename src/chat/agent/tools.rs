@@ -1,5 +1,5 @@
 //! The turn's ports at the edge: the tools the model can call that return results
-//! (`fetch_url`, `search_memory`, `remember`, `set_plan`) and the clock.
+//! (`fetch_url`, `search_memory`, `remember`, `set_plan`, the schedule functions) and the clock.
 //!
 //! Invariant: a turn spends at most `TURN_TOOL_BUDGET` of its invocation's subrequests on
 //! tools and typing; past it a tool answers with an error the model can read, and the model
@@ -11,6 +11,7 @@ use crate::outbound::net;
 use crate::storage;
 use agent_core::conversation::ConvKey;
 use agent_core::fetch::FetchResponse;
+use agent_core::schedule;
 use agent_core::turn::{Clock, ToolPort};
 use std::time::Duration;
 
@@ -31,6 +32,8 @@ pub struct EdgeTools<'a> {
     pub conv: ConvKey,
     /// The people present (for the memory scope of `search_memory`).
     pub people: Vec<i64>,
+    /// Who asked (a new schedule's creator).
+    pub creator: Option<i64>,
 }
 
 impl EdgeTools<'_> {
@@ -79,6 +82,41 @@ impl ToolPort for EdgeTools<'_> {
     async fn set_plan(&self, content: &str) -> Result<(), String> {
         self.within_budget()?;
         storage::conversations::set_plan(&self.ctx.db(), &self.conv, content, now_ms()).await.map_err(|e| e.to_string())
+    }
+
+    /// Planned by the core over the chat's zone (else `TIMEZONE`) and its active count; the
+    /// insert checks the limit again in the same statement.
+    async fn schedule(&self, request: &schedule::Request) -> Result<serde_json::Value, String> {
+        self.within_budget()?;
+        if agent_core::policy::is_api_chat_id(self.conv.chat_id) {
+            return Err("schedules are not available in API conversations (nothing could deliver them)".into());
+        }
+        let db = self.ctx.db();
+        let limits = self.ctx.cfg.schedule_limits;
+        let (zone, active) = storage::schedules::zone_and_count(&db, self.conv.chat_id).await.map_err(|e| e.to_string())?;
+        let zone = zone.unwrap_or_else(|| self.ctx.cfg.timezone.clone());
+        let now = chrono::DateTime::from_timestamp_millis(now_ms()).unwrap_or_default();
+        let new = schedule::plan(request, now, &zone, &limits, active).map_err(|e| e.to_string())?;
+        match storage::schedules::insert(&db, &self.conv, self.creator, &new, limits.max_active, now_ms()).await {
+            Ok(Some(id)) => Ok(schedule::created_value(id, &new)),
+            Ok(None) => Err(schedule::ScheduleError::TooMany(limits.max_active).to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    async fn list_schedules(&self) -> Result<serde_json::Value, String> {
+        self.within_budget()?;
+        let items = storage::schedules::list_active(&self.ctx.db(), &self.conv).await.map_err(|e| e.to_string())?;
+        Ok(schedule::list_value(&items))
+    }
+
+    async fn cancel_schedule(&self, id: i64) -> Result<serde_json::Value, String> {
+        self.within_budget()?;
+        match storage::schedules::cancel(&self.ctx.db(), &self.conv, id, None, now_ms()).await {
+            Ok(true) => Ok(serde_json::json!({"ok": true, "cancelled": id})),
+            Ok(false) => Err(format!("no active schedule #{id} in this chat")),
+            Err(e) => Err(e.to_string()),
+        }
     }
 }
 

@@ -1,0 +1,91 @@
+//! The object's schedules: the one alarm also wakes for the chat's next schedule run
+//! (`ChatState::next_schedule_ms`, read from D1, which holds the truth). A due run is decided
+//! by the core (`agent_core::schedule::on_due`: fire, late or not, or skip beyond the lateness
+//! limit), started as a scheduled turn in the object's state, and claimed in D1 by that turn
+//! (`agent::run`), so it fires once whatever is retried or restarted.
+//!
+//! Invariants:
+//! - One run per alarm, and never while a turn or plan is in progress (the state machine only
+//!   says `Due::Schedules` when neither is).
+//! - The hint is re-read after every change and after every firing; when D1 cannot be read
+//!   the object looks again a minute later, never in a loop.
+
+use super::ChatObject;
+use crate::config::{now_ms, Ctx};
+use crate::storage;
+use agent_core::chat_state::ScheduledRun;
+use agent_core::schedule::{self, DueRun};
+
+/// How long to wait before looking again when the schedules cannot be read.
+const RETRY_READ_MS: i64 = 60_000;
+
+impl ChatObject {
+    /// Re-reads the chat's next schedule run from D1, stores it in the state and re-arms.
+    pub(super) async fn refresh_schedules(&self, ctx: &Ctx) -> Option<i64> {
+        let (conv, _) = self.conv()?;
+        let next = match storage::schedules::next_run(&ctx.db(), &conv).await {
+            Ok(next) => next,
+            Err(e) => {
+                worker::console_error!("chat {conv}: schedules could not be read: {e}");
+                Some(now_ms() + RETRY_READ_MS)
+            }
+        };
+        self.update(|st| st.set_next_schedule(next)).await;
+        self.arm(ctx).await;
+        next
+    }
+
+    /// The alarm's `Due::Schedules`: skips runs too late to be useful, fires the first one
+    /// that is not, then re-reads the next run.
+    pub(super) async fn fire_schedules(&self, ctx: &Ctx) {
+        let Some((conv, _)) = self.conv() else {
+            self.update(|st| st.set_next_schedule(None)).await;
+            return;
+        };
+        let now = now_ms();
+        let db = ctx.db();
+        let due = match storage::schedules::due(&db, &conv, now).await {
+            Ok((due, _)) => due,
+            Err(e) => {
+                worker::console_error!("chat {conv}: due schedules could not be read: {e}");
+                self.update(|st| st.set_next_schedule(Some(now + RETRY_READ_MS))).await;
+                return;
+            }
+        };
+        for row in due {
+            match schedule::on_due(row.next_run_ms, row.repeat.as_deref(), &row.timezone, now, &ctx.cfg.schedule_limits) {
+                DueRun::Skip { late_ms, next_ms } => {
+                    worker::console_warn!(
+                        "chat {conv}: schedule #{} skipped: {} minutes late, over SCHEDULE_MAX_LATE_MINUTES",
+                        row.id,
+                        late_ms / 60_000
+                    );
+                    if let Err(e) = storage::schedules::skip(&db, row.id, row.next_run_ms, next_ms, now).await {
+                        worker::console_error!("chat {conv}: schedule #{} could not be skipped: {e}", row.id);
+                    }
+                }
+                DueRun::Fire { late_ms, next_ms } => {
+                    let run = ScheduledRun {
+                        schedule_id: row.id,
+                        due_ms: row.next_run_ms,
+                        next_ms,
+                        late_ms,
+                        text: row.text,
+                        timezone: row.timezone,
+                        repeat: row.repeat,
+                        creator_user_id: row.creator_user_id,
+                    };
+                    let conv_s = conv.to_string();
+                    let nonce = u64::from_le_bytes(crate::config::random_bytes::<8>());
+                    // In the state first: from here a restart resumes this run (the turn claims
+                    // it in D1 on every attempt, idempotently).
+                    let turn = self.update(|st| st.begin_scheduled_turn(now, &conv_s, nonce, run)).await;
+                    worker::console_log!("chat {conv}: schedule #{} fires (turn {})", row.id, turn.turn_id);
+                    self.run_turn(ctx, turn).await;
+                    break;
+                }
+            }
+        }
+        self.refresh_schedules(ctx).await;
+    }
+}
