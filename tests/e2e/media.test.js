@@ -6,10 +6,11 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { startStack, privateText, groupText, mention, uniqueId, messageId, updateId, ROOT, ADMIN_TOKEN } from "../support/stack.js";
+import { requestText } from "../support/fake-gemini.js";
 
 let s;
 before(async () => {
-  s = await startStack({ vars: { MEDIA_BYTES_PER_TURN: "6000" } });
+  s = await startStack({ vars: { MEDIA_BYTES_PER_TURN: "6000", STICKER_SETS: "Fun" } });
 });
 after(async () => {
   await s?.close();
@@ -114,7 +115,8 @@ test("a voice note goes as audio/ogg; what is not viewed is named with the reaso
   s.tg.addFile(`bigthumb-${uid}`, thumb);
   await s.webhook(fileUpdate(uid, "video", { duration: 60, width: 640, height: 360, mime_type: "video/mp4", file_id: `big-${uid}`, file_unique_id: `bu-${uid}`, file_size: 48 * 1024 * 1024, thumbnail: { file_id: `bigthumb-${uid}`, file_unique_id: `btu-${uid}`, width: 320, height: 180 } }));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 4, 15_000, "the big-video answer");
-  assert.ok(textsOf(uid).some((t) => /video .*not viewed: could not be fetched \(.*file is too big\); its thumbnail is attached/.test(t)), textsOf(uid).join("\n"));
+  assert.ok(textsOf(uid).some((t) => /video .*not viewed: video, 48\.0 MB, too large to view; its thumbnail is attached/.test(t)), textsOf(uid).join("\n"));
+  assert.equal(s.tg.calls("getFile").filter((c) => c.body.file_id === `big-${uid}`).length, 0, "its stated size said enough: not asked for");
   const last = s.gemini.calls(uid).at(-1).body.contents.flatMap((c) => c.parts).filter((p) => p.inlineData);
   assert.equal(last.length, 1);
   assert.equal(last[0].inlineData.mimeType, "image/jpeg");
@@ -267,4 +269,129 @@ test("media over one turn's describe budget are described by the next turns, so 
   await s.tg.waitFor(() => s.tg.sent(chat).length === 3, 15_000, "the third answer");
   const history = s.gemini.calls(alice).at(-1).body.contents.flatMap((c) => c.parts).map((p) => p.text ?? "").join("\n");
   for (const b of photos) assert.ok(history.includes(`image/jpeg of ${b.length} bytes`), history);
+});
+
+/** The admin API. */
+const api = async (method, p, body) => {
+  const r = await s.fetch(`/api/v1/${p}`, { method, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" }, body: body && JSON.stringify(body) });
+  return { status: r.status, json: await r.json() };
+};
+
+test("what can never be viewed is kept in media with its reason, listed for the operator, and never tried again", async () => {
+  const uid = uniqueId();
+  const zip = () => fileUpdate(uid, "document", { file_name: "a.zip", mime_type: "application/zip", file_id: `nz-${uid}`, file_unique_id: `nzu-${uid}`, file_size: 100 });
+  await s.webhook(zip());
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the archive answer");
+  // Over Telegram's 20 MB by the size the message gives: never asked for.
+  await s.webhook(fileUpdate(uid, "video", { duration: 60, width: 640, height: 360, mime_type: "video/mp4", file_id: `nb-${uid}`, file_unique_id: `nbu-${uid}`, file_size: 48 * 1024 * 1024 }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 15_000, "the big-video answer");
+  // No size in the message, and getFile says it is too big.
+  s.tg.addFile(`nt-${uid}`, Buffer.from("x"), { size: 30 * 1024 * 1024 });
+  await s.webhook(fileUpdate(uid, "video", { duration: 90, width: 640, height: 360, mime_type: "video/mp4", file_id: `nt-${uid}`, file_unique_id: `ntu-${uid}` }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 3, 15_000, "the refused-video answer");
+  const rows = await s.sql(`SELECT file_unique_id, kind, mime, size, status, attempts, reason, description FROM media WHERE file_unique_id IN ('nzu-${uid}', 'nbu-${uid}', 'ntu-${uid}') ORDER BY file_unique_id`);
+  assert.deepEqual(rows, [
+    { file_unique_id: `nbu-${uid}`, kind: "video", mime: "video/mp4", size: 48 * 1024 * 1024, status: "too_large", attempts: 0, reason: "video, 48.0 MB, too large to view", description: null },
+    { file_unique_id: `ntu-${uid}`, kind: "video", mime: "video/mp4", size: null, status: "too_large", attempts: 0, reason: "video, over Telegram's 20 MB download limit", description: null },
+    { file_unique_id: `nzu-${uid}`, kind: "document", mime: "application/zip", size: 100, status: "unsupported", attempts: 0, reason: "a document of a type I cannot read (application/zip)", description: null },
+  ]);
+  assert.equal(s.tg.calls("getFile").filter((c) => c.body.file_id === `nb-${uid}` || c.body.file_id === `nz-${uid}`).length, 0);
+  const listed = (await api("GET", "media?limit=500")).json.media;
+  assert.equal(listed.find((m) => m.file_unique_id === `nzu-${uid}`)?.reason, "a document of a type I cannot read (application/zip)");
+  assert.equal(listed.find((m) => m.file_unique_id === `nbu-${uid}`)?.status, "too_large");
+  // Sent again, and a later turn with all three in its window: nothing is tried again.
+  const before = await s.sql(`SELECT file_unique_id, updated_at FROM media WHERE file_unique_id IN ('nzu-${uid}', 'nbu-${uid}', 'ntu-${uid}') ORDER BY file_unique_id`);
+  await s.webhook(zip());
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 4, 15_000, "the second archive answer");
+  await s.webhook(privateText(uid, "and now?"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 5, 15_000, "the follow-up");
+  assert.deepEqual(await s.sql(`SELECT file_unique_id, updated_at FROM media WHERE file_unique_id IN ('nzu-${uid}', 'nbu-${uid}', 'ntu-${uid}') ORDER BY file_unique_id`), before);
+  assert.equal(s.tg.calls("getFile").filter((c) => [`nb-${uid}`, `nz-${uid}`].includes(c.body.file_id)).length, 0);
+  assert.equal(s.tg.calls("getFile").filter((c) => c.body.file_id === `nt-${uid}`).length, 1, "the refused one was asked for once, by the turn that answered it");
+});
+
+test("consolidation describes the media of the messages it reads that no turn described, within the budget", async () => {
+  const chat = -1_000_000_000_000 - uniqueId();
+  const bob = uniqueId();
+  // Five photos and an archive posted as chatter: no turn looks at them.
+  const photos = Array.from({ length: 5 }, (_, i) => Buffer.from(`JFIF consolidated ${chat} ${"y".repeat(i + 20)}`));
+  for (const [i, bytes] of photos.entries()) {
+    s.tg.addFile(`cp-${bob}-${i}`, bytes, { uniqueId: `cpu-${bob}-${i}` });
+    const chatter = groupText(chat, bob, "x", { name: "Bob" });
+    delete chatter.message.text;
+    chatter.message.photo = [{ file_id: `cp-${bob}-${i}`, file_unique_id: `cpu-${bob}-${i}`, width: 640, height: 480, file_size: bytes.length }];
+    await s.webhook(chatter);
+  }
+  const doc = groupText(chat, bob, "x", { name: "Bob" });
+  delete doc.message.text;
+  doc.message.document = { file_name: "b.rar", mime_type: "application/vnd.rar", file_id: `cr-${bob}`, file_unique_id: `cru-${bob}`, file_size: 2048 };
+  await s.webhook(doc);
+  assert.equal(photos.filter((b) => describeCalls(b).length > 0).length, 0, "chatter costs nothing until then");
+  await s.scheduled();
+  const consolidation = () => s.gemini.requests.find((r) => r.body?.generationConfig?.responseSchema?.properties?.facts && requestText(r.body).includes(`#${bob}`));
+  await s.gemini.waitFor(() => consolidation(), 20_000, "the consolidation call");
+  // The newest four (MEDIA_DESCRIBE_BUDGET) were described first, each once, and the
+  // consolidation call read their descriptions.
+  assert.deepEqual(photos.map((b) => describeCalls(b).length), [0, 1, 1, 1, 1]);
+  const text = requestText(consolidation().body);
+  for (const b of photos.slice(1)) assert.ok(text.includes(`image/jpeg of ${b.length} bytes`), text);
+  const calls = await s.sql(`SELECT COUNT(*) AS n FROM model_calls WHERE chat_id = ? AND purpose = 'media' AND turn_id IS NULL`, chat);
+  assert.equal(calls[0].n, 4, "recorded as media calls of no turn");
+  const rar = await s.sql(`SELECT status, reason FROM media WHERE file_unique_id = 'cru-${bob}'`);
+  assert.deepEqual(rar[0], { status: "unsupported", reason: "a document of a type I cannot read (application/vnd.rar)" });
+});
+
+test("an album is one unit: sent whole, shown as one message, and a reply to any of its items sends them all", async () => {
+  const uid = uniqueId();
+  // A real album item (tests/fixtures/telegram/051_media_group_video.json), three times.
+  const group = `album-${uid}`;
+  const clips = [0, 1, 2].map((i) => Buffer.from(`ftypmp4 clip ${i} ${uid}`));
+  const items = clips.map((bytes, i) => {
+    const u = JSON.parse(fs.readFileSync(path.join(ROOT, "tests/fixtures/telegram/051_media_group_video.json"), "utf8"));
+    u.update_id = updateId();
+    const m = u.message;
+    m.message_id = messageId();
+    m.from = { ...m.from, id: uid };
+    m.chat = { ...m.chat, id: uid };
+    m.date = Math.floor(Date.now() / 1000);
+    m.media_group_id = group;
+    m.video = { ...m.video, file_id: `al-${uid}-${i}`, file_unique_id: `alu-${uid}-${i}`, file_size: bytes.length, thumbnail: undefined };
+    if (i === 0) m.caption = "our trip";
+    s.tg.addFile(`al-${uid}-${i}`, bytes);
+    return u;
+  });
+  for (const u of items) await s.webhook(u);
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the album answer");
+  const metas = (req) => req.body.contents.flatMap((c) => c.parts).filter((p) => (p.text ?? "").startsWith("[meta]"));
+  const sentBytes = (req) => req.body.contents.flatMap((c) => c.parts).filter((p) => p.inlineData).map((p) => Buffer.from(p.inlineData.data, "base64"));
+  const first = s.gemini.calls(uid)[0];
+  assert.deepEqual(sentBytes(first), clips, "all three, in order");
+  assert.equal(metas(first).length, 1, "one message");
+  assert.ok(metas(first)[0].text.includes(`#${items[0].message.message_id}`), metas(first)[0].text);
+  // History shows the album as one message with its three items described.
+  await s.webhook(privateText(uid, "nice, right?"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 15_000, "the second answer");
+  const second = s.gemini.calls(uid)[1];
+  assert.equal(metas(second).length, 2, "the album and the new message");
+  assert.equal(sentBytes(second).length, 0);
+  // A reply to its second item sends the whole album again.
+  await s.webhook(privateText(uid, "what happens in this one?", { reply_to_message: items[1].message }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 3, 15_000, "the reply answer");
+  assert.deepEqual(sentBytes(s.gemini.calls(uid)[2]), clips);
+});
+
+test("the stickers offered to send_sticker say what they show, once one of them was seen", async () => {
+  const uid = uniqueId();
+  const webp = Buffer.from(`RIFF catalog sticker ${uid}`);
+  s.tg.addFile(`cs-${uid}`, webp);
+  const sendSticker = (req) => req.body.tools[0].functionDeclarations.find((d) => d.name === "send_sticker").description;
+  await s.webhook(fileUpdate(uid, "sticker", { file_id: `cs-${uid}`, file_unique_id: `csu-${uid}`, type: "regular", width: 512, height: 512, is_animated: false, is_video: false, emoji: "🐙", set_name: "Fun" }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the sticker answer");
+  assert.ok(!sendSticker(s.gemini.calls(uid)[0]).includes("🐙"), "not known before it was described");
+  const row = await s.sql(`SELECT set_name, emoji, status FROM media WHERE file_unique_id = 'csu-${uid}'`);
+  assert.deepEqual(row[0], { set_name: "Fun", emoji: "🐙", status: "ok" });
+  await s.webhook(privateText(uid, "send me one like that"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 15_000, "the second answer");
+  const listed = sendSticker(s.gemini.calls(uid)[1]);
+  assert.ok(listed.includes(`Fun 🐙: "image/webp of ${webp.length} bytes"`), listed);
 });

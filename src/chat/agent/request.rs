@@ -79,11 +79,13 @@ pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str
     } else {
         history::render_compact_with_media(messages, turn.target_message_id, media)
     };
+    let mut tools = agent_core::tools::declarations(&ctx.cfg.sticker_sets);
+    agent_core::media::sticker_catalog(&mut tools, &ctx.cfg.sticker_sets, &c.stickers);
     TurnRequest {
         model: model.to_string(),
         system_instruction: system_instruction(ctx, conv, turn, c, model, now),
         history,
-        tools: agent_core::tools::declarations(&ctx.cfg.sticker_sets),
+        tools,
         generation_config: Some(GenerationConfig {
             max_output_tokens: Some(ctx.cfg.max_output_tokens),
             thinking_config: (!ctx.cfg.thinking_level.is_empty()).then(|| ThinkingConfig {
