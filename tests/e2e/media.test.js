@@ -45,8 +45,12 @@ const partsOf = (uid) => s.gemini.calls(uid).flatMap((r) => r.body.contents.flat
 const inlineOf = (uid) => partsOf(uid).filter((p) => p.inlineData);
 const textsOf = (uid) => partsOf(uid).map((p) => p.text ?? "");
 
-// Bytes that stand for a small JPEG (any bytes go: only Gemini decodes them).
-const JPEG = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0]), Buffer.from("a small photo of a cat"), Buffer.from([0xff, 0xd9])]);
+/** A small real file of tests/fixtures/media (made by its make.sh). */
+const media = (name) => fs.readFileSync(path.join(ROOT, "tests/fixtures/media", name));
+/** A real file made distinct by bytes after its end (decoders stop before them; the fake
+ *  Gemini checks the start), for tests that tell files apart by their bytes. */
+const distinct = (name, tag) => Buffer.concat([media(name), Buffer.from(`\n${tag}`)]);
+const JPEG = media("photo.jpg");
 
 test("a photo DM reaches Gemini as inlineData with its exact bytes, after its [meta] part", async () => {
   const uid = uniqueId();
@@ -91,7 +95,7 @@ test("the next turn's history shows the photo without its bytes; a reply to it s
 
 test("a voice note goes as audio/ogg; what is not viewed is named with the reason and the turn still answers", async () => {
   const uid = uniqueId();
-  const voice = Buffer.from("OggS fake opus payload");
+  const voice = media("voice.ogg");
   s.tg.addFile(`voice-${uid}`, voice);
   await s.webhook(fileUpdate(uid, "voice", { duration: 1, mime_type: "audio/ogg", file_id: `voice-${uid}`, file_unique_id: `vu-${uid}`, file_size: voice.length }));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the voice answer");
@@ -111,7 +115,7 @@ test("a voice note goes as audio/ogg; what is not viewed is named with the reaso
 
   // Over Telegram's 20 MB: getFile refuses it; its thumbnail is viewed instead.
   s.tg.addFile(`big-${uid}`, Buffer.from("x"), { size: 48 * 1024 * 1024 });
-  const thumb = Buffer.from(`JFIF thumbnail ${uid}`);
+  const thumb = distinct("photo.jpg", `thumbnail ${uid}`);
   s.tg.addFile(`bigthumb-${uid}`, thumb);
   await s.webhook(fileUpdate(uid, "video", { duration: 60, width: 640, height: 360, mime_type: "video/mp4", file_id: `big-${uid}`, file_unique_id: `bu-${uid}`, file_size: 48 * 1024 * 1024, thumbnail: { file_id: `bigthumb-${uid}`, file_unique_id: `btu-${uid}`, width: 320, height: 180 } }));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 4, 15_000, "the big-video answer");
@@ -158,7 +162,7 @@ const describeCalls = (bytes) =>
 
 test("a sticker sent again and again is described once; a voice note's transcript is in later history", async () => {
   const uid = uniqueId();
-  const webp = Buffer.from(`RIFF sticker ${uid}`);
+  const webp = distinct("sticker.webp", `sticker ${uid}`);
   s.tg.addFile(`st-${uid}`, webp, { uniqueId: `stu-${uid}` });
   const sticker = () => fileUpdate(uid, "sticker", { file_id: `st-${uid}`, file_unique_id: `stu-${uid}`, type: "regular", width: 512, height: 512, is_animated: false, is_video: false, emoji: "😂", set_name: "Fun" });
   for (let n = 1; n <= 3; n++) {
@@ -170,7 +174,7 @@ test("a sticker sent again and again is described once; a voice note's transcrip
   // Later turns show the sticker by its description.
   assert.ok(s.gemini.calls(uid).at(-1).body.contents.flatMap((c) => c.parts).some((p) => (p.text ?? "").includes(`image/webp of ${webp.length} bytes`)));
 
-  const voice = Buffer.from(`OggS voice ${uid}`);
+  const voice = distinct("voice.ogg", `voice ${uid}`);
   s.tg.addFile(`vo-${uid}`, voice, { uniqueId: `vou-${uid}` });
   await s.webhook(fileUpdate(uid, "voice", { duration: 2, mime_type: "audio/ogg", file_id: `vo-${uid}`, file_unique_id: `vou-${uid}`, file_size: voice.length }));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 4, 15_000, "the voice answer");
@@ -203,7 +207,7 @@ test("a curated description wins: the photo is not described again and history s
     return { status: r.status, json: await r.json() };
   };
   const uid = uniqueId();
-  const bytes = Buffer.from(`JFIF curated ${uid}`);
+  const bytes = distinct("photo.jpg", `curated ${uid}`);
   s.tg.addFile(`cur-${uid}`, bytes);
   const update = photoUpdate(uid, `cur-${uid}`);
   const key = update.message.photo.at(-1).file_unique_id;
@@ -225,7 +229,7 @@ test("a curated description wins: the photo is not described again and history s
 test("search_memory finds what a voice note said, in the chat it was sent in only", async () => {
   const uid = uniqueId();
   const other = uniqueId();
-  const voice = Buffer.from(`OggS searchable ${uid}`);
+  const voice = distinct("voice.ogg", `searchable ${uid}`);
   s.tg.addFile(`sv-${uid}`, voice, { uniqueId: `svu-${uid}` });
   await s.webhook(fileUpdate(uid, "voice", { duration: 3, mime_type: "audio/ogg", file_id: `sv-${uid}`, file_unique_id: `svu-${uid}`, file_size: voice.length }));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the voice answer");
@@ -247,7 +251,7 @@ test("media over one turn's describe budget are described by the next turns, so 
   const bob = uniqueId();
   const alice = uniqueId();
   // Six photos posted as group chatter (MEDIA_DESCRIBE_BUDGET is 4 by default).
-  const photos = Array.from({ length: 6 }, (_, i) => Buffer.from(`JFIF chatter ${chat} ${"x".repeat(i)}`)); // six sizes
+  const photos = Array.from({ length: 6 }, (_, i) => distinct("photo.jpg", `chatter ${chat} ${"x".repeat(i)}`)); // six sizes
   for (const [i, bytes] of photos.entries()) {
     s.tg.addFile(`gc-${bob}-${i}`, bytes, { uniqueId: `gcu-${bob}-${i}` });
     const chatter = groupText(chat, bob, "x", { name: "Bob" });
@@ -314,7 +318,7 @@ test("consolidation describes the media of the messages it reads that no turn de
   const chat = -1_000_000_000_000 - uniqueId();
   const bob = uniqueId();
   // Five photos and an archive posted as chatter: no turn looks at them.
-  const photos = Array.from({ length: 5 }, (_, i) => Buffer.from(`JFIF consolidated ${chat} ${"y".repeat(i + 20)}`));
+  const photos = Array.from({ length: 5 }, (_, i) => distinct("photo.jpg", `consolidated ${chat} ${"y".repeat(i + 20)}`));
   for (const [i, bytes] of photos.entries()) {
     s.tg.addFile(`cp-${bob}-${i}`, bytes, { uniqueId: `cpu-${bob}-${i}` });
     const chatter = groupText(chat, bob, "x", { name: "Bob" });
@@ -345,7 +349,7 @@ test("an album is one unit: sent whole, shown as one message, and a reply to any
   const uid = uniqueId();
   // A real album item (tests/fixtures/telegram/051_media_group_video.json), three times.
   const group = `album-${uid}`;
-  const clips = [0, 1, 2].map((i) => Buffer.from(`ftypmp4 clip ${i} ${uid}`));
+  const clips = [0, 1, 2].map((i) => distinct("video.mp4", `clip ${i} ${uid}`));
   const items = clips.map((bytes, i) => {
     const u = JSON.parse(fs.readFileSync(path.join(ROOT, "tests/fixtures/telegram/051_media_group_video.json"), "utf8"));
     u.update_id = updateId();
@@ -382,7 +386,7 @@ test("an album is one unit: sent whole, shown as one message, and a reply to any
 
 test("the stickers offered to send_sticker say what they show, once one of them was seen", async () => {
   const uid = uniqueId();
-  const webp = Buffer.from(`RIFF catalog sticker ${uid}`);
+  const webp = distinct("sticker.webp", `catalog sticker ${uid}`);
   s.tg.addFile(`cs-${uid}`, webp);
   const sendSticker = (req) => req.body.tools[0].functionDeclarations.find((d) => d.name === "send_sticker").description;
   await s.webhook(fileUpdate(uid, "sticker", { file_id: `cs-${uid}`, file_unique_id: `csu-${uid}`, type: "regular", width: 512, height: 512, is_animated: false, is_video: false, emoji: "🐙", set_name: "Fun" }));
@@ -394,4 +398,73 @@ test("the stickers offered to send_sticker say what they show, once one of them 
   await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 15_000, "the second answer");
   const listed = sendSticker(s.gemini.calls(uid)[1]);
   assert.ok(listed.includes(`Fun 🐙: "image/webp of ${webp.length} bytes"`), listed);
+});
+
+/** A real update of tests/fixtures/telegram (`name`) from this user now, its file (`kind`)
+ *  pointing at `fileId` with these bytes. */
+function realUpdate(name, uid, kind, fileId, bytes, changes = {}) {
+  const u = JSON.parse(fs.readFileSync(path.join(ROOT, "tests/fixtures/telegram", name), "utf8"));
+  u.update_id = updateId();
+  const m = u.message;
+  Object.assign(m, { message_id: messageId(), from: { ...m.from, id: uid }, chat: { ...m.chat, id: uid }, date: Math.floor(Date.now() / 1000) });
+  m[kind] = { ...m[kind], file_id: fileId, file_unique_id: `${fileId}-u`, file_size: bytes.length, ...changes };
+  if (kind === "animation") m.document = { ...m.document, file_id: fileId, file_unique_id: `${fileId}-u`, file_size: bytes.length };
+  return u;
+}
+
+test("real files of each kind reach Gemini whole, as the type it reads; an animated sticker through its thumbnail", async () => {
+  const uid = uniqueId();
+  const cases = [
+    ["019_voice.json", "voice", "voice.ogg", {}, "audio/ogg"],
+    ["020_audio_duplicate_key_quirk.json", "audio", "audio.mp3", {}, "audio/mp3"],
+    ["021_video.json", "video", "video.mp4", { thumbnail: undefined }, "video/mp4"],
+    ["022_video_note.json", "video_note", "video.mp4", { thumbnail: undefined, thumb: undefined }, "video/mp4"],
+    ["018_animation.json", "animation", "video.mp4", {}, "video/mp4"],
+    ["023_document_cyrillic_filename.json", "document", "document.pdf", { file_name: "invoice.pdf", mime_type: "application/pdf" }, "application/pdf"],
+    ["023_document_cyrillic_filename.json", "document", "image.png", { file_name: "red.png", mime_type: "image/png" }, "image/png"],
+    ["014_photo_private.json", "photo", "photo.jpg", {}, "image/jpeg"],
+  ];
+  for (const [i, [fixture, kind, file, changes, mime]] of cases.entries()) {
+    const bytes = distinct(file, `${uid} ${i}`);
+    s.tg.addFile(`rk-${uid}-${i}`, bytes);
+    const u = kind === "photo" ? photoUpdate(uid, `rk-${uid}-${i}`) : realUpdate(fixture, uid, kind, `rk-${uid}-${i}`, bytes, changes);
+    await s.webhook(u);
+    await s.tg.waitFor(() => s.tg.sent(uid).length === i + 1, 15_000, `the ${file} answer`);
+    const inline = s.gemini.calls(uid).at(-1).body.contents.at(-1).parts.filter((p) => p.inlineData);
+    assert.equal(inline.length, 1, file);
+    assert.equal(inline[0].inlineData.mimeType, mime, file);
+    assert.deepEqual(Buffer.from(inline[0].inlineData.data, "base64"), bytes, file);
+    assert.equal(describeCalls(bytes).length, 1, `${file} described once`);
+  }
+  // A real animated sticker update (.tgs): the sticker itself is never fetched; its thumbnail is
+  // viewed and is what describes it, once.
+  const tgs = media("sticker.tgs");
+  const thumb = distinct("sticker-thumb.webp", `thumb ${uid}`);
+  s.tg.addFile(`tgs-${uid}`, tgs);
+  s.tg.addFile(`tgst-${uid}`, thumb);
+  const animated = () => realUpdate("016_sticker_animated.json", uid, "sticker", `tgs-${uid}`, tgs, { thumbnail: { file_id: `tgst-${uid}`, file_unique_id: `tgstu-${uid}`, file_size: thumb.length, width: 100, height: 100 } });
+  await s.webhook(animated());
+  await s.tg.waitFor(() => s.tg.sent(uid).length === cases.length + 1, 15_000, "the animated sticker answer");
+  const last = s.gemini.calls(uid).at(-1).body.contents.at(-1).parts;
+  assert.ok(last.some((p) => /sticker .*animated.*not viewed: an animated sticker, which I cannot view; its thumbnail is attached/.test(p.text ?? "")), JSON.stringify(last.map((p) => p.text)));
+  assert.deepEqual(last.filter((p) => p.inlineData).map((p) => [p.inlineData.mimeType, Buffer.from(p.inlineData.data, "base64").equals(thumb)]), [["image/webp", true]]);
+  assert.equal(s.tg.calls("getFile").filter((c) => c.body.file_id === `tgs-${uid}`).length, 0);
+  await s.webhook(animated());
+  await s.tg.waitFor(() => s.tg.sent(uid).length === cases.length + 2, 15_000, "the second animated sticker answer");
+  assert.equal(describeCalls(thumb).length, 1, "described once, from its thumbnail");
+  const row = await s.sql(`SELECT status, description FROM media WHERE file_unique_id = 'tgs-${uid}-u'`);
+  assert.deepEqual(row[0], { status: "ok", description: `image/webp of ${thumb.length} bytes` });
+  assert.ok(s.gemini.calls(uid).every((r) => r.status === 200), "every request passed the fake Gemini's checks");
+});
+
+test("a file whose bytes are not what its type says is refused the way Gemini refuses it, and the turn still answers", async () => {
+  const uid = uniqueId();
+  s.tg.addFile(`lie-${uid}`, media("document.pdf"));
+  await s.webhook(photoUpdate(uid, `lie-${uid}`, { caption: "look" }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the answer");
+  const [first, second] = s.gemini.calls(uid);
+  assert.equal(first.status, 400);
+  assert.match(first.error, /Unable to process input image/);
+  assert.equal(second.status, 200);
+  assert.ok(second.body.contents.flatMap((c) => c.parts).some((p) => /photo 720x1280: not viewed: the model could not read this file/.test(p.text ?? "")));
 });
