@@ -61,12 +61,13 @@ pub fn record_stmt(db: &Db, m: &Made<'_>, now: i64) -> Result<D1PreparedStatemen
     )
 }
 
-/// The statement keeping an item that can never be viewed (`unsupported`, `too_large`) with
-/// the reason; an item already known (described, curated, kept) is left as it is.
+/// The statement keeping an item that can never be viewed (`unsupported`, `too_large`) or
+/// whose file is gone (`failed`, one attempt) with the reason; an item already known
+/// (described, curated, kept) is left as it is.
 pub fn unviewable_stmt(db: &Db, u: &Unviewable, now: i64) -> Result<D1PreparedStatement> {
     db.stmt(
         "INSERT INTO media (file_unique_id, kind, mime, size, status, attempts, reason, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?7, ?7)
+         VALUES (?1, ?2, ?3, ?4, ?5, CASE WHEN ?5 = 'failed' THEN 1 ELSE 0 END, ?6, ?7, ?7)
          ON CONFLICT (file_unique_id) DO NOTHING",
         args![u.unique_id.as_str(), u.kind.as_str(), u.mime.clone(), u.size, u.status, u.reason.as_str(), now],
     )

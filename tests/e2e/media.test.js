@@ -311,15 +311,26 @@ test("what can never be viewed is kept in media with its reason, listed for the 
   const listed = (await api("GET", "media?limit=500")).json.media;
   assert.equal(listed.find((m) => m.file_unique_id === `nzu-${uid}`)?.reason, "a document of a type I cannot read (application/zip)");
   assert.equal(listed.find((m) => m.file_unique_id === `nbu-${uid}`)?.status, "too_large");
-  // Sent again, and a later turn with all three in its window: nothing is tried again.
-  const before = await s.sql(`SELECT file_unique_id, updated_at FROM media WHERE file_unique_id IN ('nzu-${uid}', 'nbu-${uid}', 'ntu-${uid}') ORDER BY file_unique_id`);
+  // A file Telegram no longer has (an expired file id): kept as failed, with the reason.
+  const gone = photoUpdate(uid, `ng-${uid}`);
+  const goneKey = gone.message.photo.at(-1).file_unique_id;
+  await s.webhook(gone);
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 4, 15_000, "the expired-photo answer");
+  const failed = await s.sql(`SELECT status, attempts, reason FROM media WHERE file_unique_id = ?`, goneKey);
+  assert.equal(failed[0].status, "failed");
+  assert.equal(failed[0].attempts, 1);
+  assert.match(failed[0].reason, /^could not be fetched \(bad request: .*invalid file_id\)$/);
+  // Sent again, and a later turn with all of them in its window: nothing is tried again.
+  const keys = `'nzu-${uid}', 'nbu-${uid}', 'ntu-${uid}', '${goneKey}'`;
+  const before = await s.sql(`SELECT file_unique_id, updated_at FROM media WHERE file_unique_id IN (${keys}) ORDER BY file_unique_id`);
   await s.webhook(zip());
-  await s.tg.waitFor(() => s.tg.sent(uid).length === 4, 15_000, "the second archive answer");
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 5, 15_000, "the second archive answer");
   await s.webhook(privateText(uid, "and now?"));
-  await s.tg.waitFor(() => s.tg.sent(uid).length === 5, 15_000, "the follow-up");
-  assert.deepEqual(await s.sql(`SELECT file_unique_id, updated_at FROM media WHERE file_unique_id IN ('nzu-${uid}', 'nbu-${uid}', 'ntu-${uid}') ORDER BY file_unique_id`), before);
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 6, 15_000, "the follow-up");
+  assert.deepEqual(await s.sql(`SELECT file_unique_id, updated_at FROM media WHERE file_unique_id IN (${keys}) ORDER BY file_unique_id`), before);
   assert.equal(s.tg.calls("getFile").filter((c) => [`nb-${uid}`, `nz-${uid}`].includes(c.body.file_id)).length, 0);
   assert.equal(s.tg.calls("getFile").filter((c) => c.body.file_id === `nt-${uid}`).length, 1, "the refused one was asked for once, by the turn that answered it");
+  assert.equal(s.tg.calls("getFile").filter((c) => c.body.file_id === `ng-${uid}`).length, 1, "the expired one too");
 });
 
 test("consolidation describes the media of the messages it reads that no turn described, within the budget", async () => {

@@ -351,16 +351,17 @@ pub fn undescribed(messages: &[HistoryMessage], known: &[Described], looked_at: 
     out
 }
 
-/// Why an item can never be viewed under the current limits: kept in `media` with this status
-/// (and the reason), so the operator sees it and no turn or job tries it again.
+/// Why an item can never be viewed under the current limits (or its file is gone): kept in
+/// `media` with this status and the reason, so the operator sees it and no turn or job tries
+/// it again for its own sake (a turn that answers it, or a reply to it, still tries once).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unviewable {
     pub unique_id: String,
     pub kind: String,
     pub mime: Option<String>,
     pub size: Option<u64>,
-    /// `unsupported` (a type Gemini does not read) or `too_large` (over Telegram's download cap
-    /// or over a whole turn's media limit).
+    /// `unsupported` (a type Gemini does not read), `too_large` (over Telegram's download cap
+    /// or over a whole turn's media limit) or `failed` (the file is gone: see [`fetch_refused`]).
     pub status: &'static str,
     pub reason: String,
 }
@@ -382,17 +383,23 @@ pub fn telegram_too_big(error: &str) -> bool {
     error.contains("file is too big")
 }
 
-/// The item as `too_large` when fetching it failed because Telegram said it is over its cap
-/// (the message did not say its size).
+/// What a failed fetch of `w` says for good (kept, so no turn's look at the window fetches it
+/// again): `too_large` when Telegram said it is over its download cap (the message did not say
+/// its size), `failed` when Telegram refused the file id (expired, unknown), the download is
+/// gone (404) or the file is empty. Anything else (the turn's subrequest or byte budget, a
+/// network or server error) may pass: `None`.
 pub fn fetch_refused(w: &Wanted, reason: &str) -> Option<Unviewable> {
-    telegram_too_big(reason).then(|| Unviewable {
-        unique_id: w.unique_id.clone().unwrap_or_default(),
-        kind: w.kind.clone(),
-        mime: w.mime_type.clone(),
-        size: w.size,
-        status: "too_large",
-        reason: format!("{}, over Telegram's 20 MB download limit", w.kind),
-    }).filter(|u| !u.unique_id.is_empty())
+    let (status, reason) = if telegram_too_big(reason) {
+        ("too_large", format!("{}, over Telegram's 20 MB download limit", w.kind))
+    } else if reason.ends_with("too large to view") {
+        ("too_large", reason.to_string())
+    } else if reason.starts_with("could not be fetched (bad request") || reason.ends_with("answered 404)") || reason == "the file is empty" {
+        ("failed", reason.to_string())
+    } else {
+        return None;
+    };
+    let unique_id = w.unique_id.clone().filter(|u| !u.is_empty())?;
+    Some(Unviewable { unique_id, kind: w.kind.clone(), mime: w.mime_type.clone(), size: w.size, status, reason })
 }
 
 /// A sticker's set and emoji, from its detail as `normalize` writes it (`😀, set Fun, video,
@@ -718,7 +725,7 @@ mod tests {
     }
 
     #[test]
-    fn a_sticker_keeps_its_set_and_emoji_and_telegrams_refusal_is_too_large() {
+    fn a_sticker_keeps_its_set_and_emoji_and_what_a_failed_fetch_says_for_good() {
         let part = |kind: &str, detail: &str| M::Media { kind: kind.into(), detail: detail.into(), file_id: Some("f".into()), file_unique_id: Some("u".into()), mime_type: None, thumb_file_id: None, size: None };
         let of = |kind: &str, detail: &str| Wanted::of(&msg(1, Role::User, vec![], None), &part(kind, detail)).unwrap();
         assert_eq!(sticker_of(&of("sticker", "😂, set Fun, id u")), (Some("Fun".into()), Some("😂".into())));
@@ -727,7 +734,12 @@ mod tests {
         assert_eq!(sticker_of(&of("photo", "😂, set Fun")), (None, None));
         let refused = fetch_refused(&of("video", "90s"), "could not be fetched (Bad Request: file is too big)").unwrap();
         assert_eq!((refused.status, refused.reason.as_str()), ("too_large", "video, over Telegram's 20 MB download limit"));
-        assert_eq!(fetch_refused(&of("video", ""), "could not be fetched (Bad Request: invalid file_id)"), None);
+        let gone = fetch_refused(&of("photo", ""), "could not be fetched (bad request: Bad Request: invalid file_id)").unwrap();
+        assert_eq!((gone.status, gone.reason.as_str()), ("failed", "could not be fetched (bad request: Bad Request: invalid file_id)"));
+        assert_eq!(fetch_refused(&of("photo", ""), "could not be downloaded (the download answered 404)").unwrap().status, "failed");
+        assert_eq!(fetch_refused(&of("photo", ""), "could not be fetched (rate limited; retry after 3s)"), None);
+        assert_eq!(fetch_refused(&of("photo", ""), "not fetched: this turn's request budget is spent"), None);
+        assert_eq!(fetch_refused(&of("photo", ""), "photo, 6.0 MB, over this turn's media limit"), None);
     }
 
     #[test]

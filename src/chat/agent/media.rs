@@ -13,7 +13,9 @@
 //!   `file_unique_id`, a failed attempt too, so no turn asks again.
 //! - An item that can never be viewed (its type; over Telegram's cap or a whole turn's limit,
 //!   by its stated size or by Telegram's refusal) is kept in `media` as `unsupported` or
-//!   `too_large` with the reason, and is never fetched for its own sake.
+//!   `too_large` with the reason, and is never fetched for its own sake; one whose file is
+//!   gone (an expired file id, a 404) is kept as `failed`, so only a turn that answers it (or
+//!   a reply to it) tries again.
 
 use super::tools::TURN_TOOL_BUDGET;
 use crate::config::{now_ms, prompts, Ctx};
@@ -25,8 +27,9 @@ use agent_core::turn::{CallRecord, ModelPort};
 use base64::Engine;
 
 /// What became of each item the turn wants (`agent_core::media::by_message` makes the parts),
-/// and the items Telegram refused as over its download cap (kept as `too_large`; items that can
-/// never be viewed by their type or stated size are not asked for at all).
+/// and the items whose fetch failed for good (`agent_core::media::fetch_refused`: over
+/// Telegram's cap, or the file is gone; kept so no look at the window fetches them again).
+/// Items that can never be viewed by their type or stated size are not asked for at all.
 pub async fn load(ctx: &Ctx, wanted: &[Wanted]) -> (Vec<(Wanted, Seen)>, Vec<Unviewable>) {
     let limits = MediaLimits { bytes_per_turn: ctx.cfg.media_bytes_per_turn };
     let mut used = 0u64;
@@ -36,7 +39,13 @@ pub async fn load(ctx: &Ctx, wanted: &[Wanted]) -> (Vec<(Wanted, Seen)>, Vec<Unv
         let fetched = match (media::never_viewable(w, &limits), &w.treatment) {
             (Some(never), _) => Err(never.reason),
             (None, Treatment::NotViewed { reason }) => Err(reason.clone()),
-            (None, Treatment::Inline { mime }) => fetch(ctx, &w.kind, &w.file_id, &limits, used).await.map(|(n, base64)| (n, Seen::Inline { mime: mime.clone(), base64 })),
+            (None, Treatment::Inline { mime }) => {
+                let got = fetch(ctx, &w.kind, &w.file_id, &limits, used).await;
+                if let Err(reason) = &got {
+                    refused.extend(media::fetch_refused(w, reason));
+                }
+                got.map(|(n, base64)| (n, Seen::Inline { mime: mime.clone(), base64 }))
+            }
         };
         let seen = match fetched {
             Ok((n, seen)) => {
@@ -45,7 +54,6 @@ pub async fn load(ctx: &Ctx, wanted: &[Wanted]) -> (Vec<(Wanted, Seen)>, Vec<Unv
             }
             Err(reason) => {
                 worker::console_warn!("media of message {:?} ({}) not viewed: {reason}", w.message_id, w.kind);
-                refused.extend(media::fetch_refused(w, &reason));
                 match thumbnail(ctx, w, &limits, used).await {
                     Some((n, mime, base64)) => {
                         used += n;
