@@ -10,6 +10,10 @@
 //!   file over Telegram's download cap is fetched. An item that is not viewed becomes a text
 //!   part saying what it is and why; the turn always happens.
 //! - Only MIME types Gemini reads inline are sent; anything else is named, never sent.
+//! - An album (one person's messages sharing a `media_group_id`) is one unit: one message
+//!   ([`join_albums`]), so a turn answering or replying to any of it sees all its items.
+//! - What can never be viewed (its type, its stated size) or whose file is gone is
+//!   [`Unviewable`]: kept with its status and reason, so nothing fetches it for its own sake.
 
 use crate::conversation::Part as MsgPart;
 use crate::gemini::{Content, GenerateContentRequest, GenerationConfig, Part, Tool};
