@@ -166,9 +166,12 @@ function photoMessage(uid, fileId, uniqueId, size, caption) {
   return u;
 }
 const isDescribe = (r) => Boolean(r.body?.generationConfig?.responseSchema?.properties?.description);
+// Photos of a given size that start as a real JPEG does (the fake Gemini checks the magic bytes).
+const JPEG = fs.readFileSync(path.join(ROOT, "tests/fixtures/media/photo.jpg"));
+const jpegOf = (size, fill) => Buffer.concat([JPEG, Buffer.isBuffer(fill) ? fill : Buffer.alloc(size - JPEG.length, fill)]).subarray(0, size);
 const inlineBytes = (r) => (r.body?.contents ?? []).flatMap((c) => c.parts ?? []).filter((p) => p.inlineData).reduce((n, p) => n + Buffer.from(p.inlineData.data, "base64").length, 0);
 async function mediaRun(uid) {
-  const files = Array.from({ length: 15 }, (_, i) => Buffer.alloc(20_000 + i * 1000, i + 1));
+  const files = Array.from({ length: 15 }, (_, i) => jpegOf(20_000 + i * 1000, i + 1));
   files.forEach((b, i) => s.tg.addFile(`bm-${uid}-${i}`, b, { uniqueId: `bmu-${uid}-${i}` }));
   const before = s.gemini.requests.length;
   for (let n = 0; n < 100; n++) {
@@ -193,7 +196,7 @@ const media = await mediaRun(86_000_001);
 const bigPhoto = [];
 for (let k = 0; k < 5; k++) {
   const uid = 86_100_000 + k;
-  s.tg.addFile(`big-${uid}`, crypto.randomBytes(1024 * 1024), { uniqueId: `bigu-${uid}` });
+  s.tg.addFile(`big-${uid}`, jpegOf(1024 * 1024, crypto.randomBytes(1024 * 1024)), { uniqueId: `bigu-${uid}` });
   const t1 = performance.now();
   await s.webhook(photoMessage(uid, `big-${uid}`, `bigu-${uid}`, 1024 * 1024, "what is this?"));
   await s.tg.waitFor(() => s.tg.sent(uid).length >= 1, 60_000, "the 1 MB photo's reply");

@@ -1,6 +1,7 @@
 //! Memory consolidation: the cron finds conversations with messages not yet consolidated and
 //! queues one job each (fan-out keeps every invocation small); a job reads the new messages,
-//! (with what is known of their media: descriptions, what a voice note said) asks Gemini
+//! (with what is known of their media: descriptions, what a voice note said; media no turn
+//! described are described first, within `MEDIA_DESCRIBE_BUDGET`) asks Gemini
 //! (through the model port, like turns) for structured memories, merges them (`agent_core::memory::merge`), writes a
 //! summary of older history when it no longer fits the budget, and moves the watermark.
 //!
@@ -20,6 +21,7 @@
 //! - The summary covers messages up to `summaries.until_seq`; a turn whose history is cut
 //!   beyond what it covers says so in its prompt (never a silent drop).
 
+use crate::chat::agent::media as agent_media;
 use crate::config::{now_ms, prompts, Ctx};
 use crate::outbound::queues;
 use crate::storage::consolidation::{self as rows, Lease};
@@ -29,6 +31,7 @@ use agent_core::conversation::ConvKey;
 use agent_core::gemini::{Content, GenerateContentRequest, GenerationConfig, ModelError, Outcome, Part};
 use agent_core::history::{self, HistoryMessage};
 use agent_core::jobs::{Job, JobOutcome};
+use agent_core::media;
 use agent_core::memory::{self as mem, Extraction};
 use agent_core::turn::{CallRecord, ModelPort};
 use serde_json::Value;
@@ -139,10 +142,19 @@ impl From<ModelError> for Failed {
 }
 
 /// Messages with what is known of their media put in (descriptions, what a voice note said),
-/// so memories can come from what was shown and said, not only typed.
-async fn with_media_known(db: &Db, mut messages: Vec<HistoryMessage>) -> worker::Result<Vec<HistoryMessage>> {
-    let known = storage::media::known(db, &agent_core::media::unique_ids(&messages)).await?;
-    agent_core::media::annotate(&mut messages, &known);
+/// so memories can come from what was shown and said, not only typed. With `describe`, media
+/// no turn has described are described first (at most `MEDIA_DESCRIBE_BUDGET`, the newest
+/// first, through the turns' own path) and what can never be viewed is kept as such.
+async fn with_media_known(ctx: &Ctx, db: &Db, conv: &ConvKey, mut messages: Vec<HistoryMessage>, describe: bool) -> worker::Result<Vec<HistoryMessage>> {
+    let mut known = storage::media::known(db, &media::unique_ids(&messages)).await?;
+    if describe {
+        let extra = media::undescribed(&messages, &known, &[], ctx.cfg.media_describe_budget);
+        let never = media::unviewable(&messages, &known, &media::MediaLimits { bytes_per_turn: ctx.cfg.media_bytes_per_turn });
+        if !extra.is_empty() || !never.is_empty() {
+            known.extend(agent_media::describe(ctx, conv, None, &[], &[], &extra, never).await);
+        }
+    }
+    media::annotate(&mut messages, &known);
     Ok(messages)
 }
 
@@ -151,7 +163,7 @@ async fn consolidate(ctx: &Ctx, db: &Db, conv: &ConvKey, watermark: i64, lease: 
         Ok(m) => m,
         Err(e) => return storage_retry(e),
     };
-    let messages = match with_media_known(db, messages).await {
+    let messages = match with_media_known(ctx, db, conv, messages, true).await {
         Ok(m) => m,
         Err(e) => return storage_retry(e),
     };
@@ -214,7 +226,10 @@ async fn extract(ctx: &Ctx, db: &Db, conv: &ConvKey, messages: &[HistoryMessage]
     let existing = rows::existing(db, conv.chat_id).await?;
     let (template, _) = prompts::memory_prompts();
     let system = mem::consolidation_instruction(template, &existing, &today());
-    let value = structured_call(ctx, system, history::compact_lines(messages), mem::extraction_schema(), calls).await?;
+    // An album is one unit here too: one line with all its items.
+    let mut lines = messages.to_vec();
+    media::join_albums(&mut lines);
+    let value = structured_call(ctx, system, history::compact_lines(&lines), mem::extraction_schema(), calls).await?;
     let extraction: Extraction = serde_json::from_value(value).unwrap_or_default();
     let mut people: Vec<i64> = messages.iter().filter(|m| m.role == history::Role::User).filter_map(|m| m.user_id).collect();
     people.sort_unstable();
@@ -259,7 +274,7 @@ async fn summary_statement(ctx: &Ctx, db: &Db, conv: &ConvKey, calls: &mut Vec<C
     } else {
         return Ok(None);
     };
-    let older = with_media_known(db, rows::messages(db, conv, until, cut_seq, SUMMARY_BATCH, false).await?).await?;
+    let older = with_media_known(ctx, db, conv, rows::messages(db, conv, until, cut_seq, SUMMARY_BATCH, false).await?, false).await?;
     if (older.len() as i64) < (ctx.cfg.consolidate_min_messages as i64).min(SUMMARY_BATCH) {
         return Ok(None);
     }

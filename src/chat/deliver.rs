@@ -284,6 +284,7 @@ async fn sticker(
                 file_unique_id: None,
                 mime_type: None,
                 thumb_file_id: None,
+                size: None,
             }];
             let sent = Sent { key: &key, conv, message_id: Some(id), plain: false, parts, turn_id };
             if let Err(e) = record_sent(ctx, sent).await {

@@ -220,6 +220,8 @@ pub struct MessageRow {
     pub edited_at: Option<i64>,
     pub turn_id: Option<String>,
     pub turn_upto_seq: Option<i64>,
+    #[serde(default)]
+    pub media_group_id: Option<String>,
 }
 
 impl MessageRow {
@@ -247,6 +249,8 @@ impl MessageRow {
             edited: self.edited_at.is_some(),
             turn_id: self.turn_id,
             answered_upto: self.turn_upto_seq,
+            media_group_id: self.media_group_id,
+            album_ids: Vec::new(),
         }
     }
 }

@@ -53,7 +53,7 @@ const SELECT_CHAT: &str = "SELECT kind, title, model, blocked_at FROM chats WHER
 /// The newest messages of the current session (it starts at `conversations.session_start_seq`).
 const SELECT_RECENT_MESSAGES: &str = "SELECT m.seq, m.message_id, m.role, m.user_id, m.name, m.username, m.parts,
        m.reply_to, m.reply_to_user_id, m.reply_to_name, m.reply_excerpt, m.forwarded_from, m.date, m.edited_at, m.turn_id,
-       t.upto_seq AS turn_upto_seq
+       t.upto_seq AS turn_upto_seq, m.media_group_id
      FROM messages m LEFT JOIN turns t ON t.turn_id = m.turn_id
      WHERE m.conv = ?1 AND m.seq >= COALESCE((SELECT session_start_seq FROM conversations WHERE conv = ?1), 0)
        AND m.excluded = 0

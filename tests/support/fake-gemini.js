@@ -2,7 +2,8 @@
 // bot depends on it: the key only in the x-goog-api-key header (400 API_KEY_INVALID
 // otherwise), the google.rpc.Status error envelope, request validation with Gemini's own
 // messages (roles, empty parts, unknown fields, function call/response pairing), thought
-// signatures issued on function calls and checked when they come back, usageMetadata on every
+// signatures issued on function calls and checked when they come back, inline files whose bytes
+// must be what their mimeType says (magic bytes), usageMetadata on every
 // answer. Answers are scripted per user id (the bot's prompts name the sender), so tests that
 // share one worker do not interfere.
 import http from "node:http";
@@ -25,6 +26,29 @@ const INLINE_TYPES = new Set([
   "video/mp4", "video/mpeg", "video/mov", "video/avi", "video/x-flv", "video/mpg", "video/webm", "video/wmv", "video/3gpp",
   "application/pdf", "text/plain", "text/markdown", "text/csv", "text/html", "text/xml",
 ]);
+
+/** Whether `bytes` start the way a file of `mime` does: Gemini decodes inline files and refuses
+ *  one that is not what its mimeType says (text types and rarer containers are not checked). */
+export function looksLike(mime, bytes) {
+  const at = (offset, magic) => bytes.subarray(offset, offset + magic.length).equals(Buffer.from(magic, "latin1"));
+  const sync = bytes[0] === 0xff && (bytes[1] & 0xe0) === 0xe0; // an MPEG audio frame
+  switch (mime) {
+    case "image/jpeg": return at(0, "\xff\xd8\xff");
+    case "image/png": return at(0, "\x89PNG\r\n\x1a\n");
+    case "image/webp": return at(0, "RIFF") && at(8, "WEBP");
+    case "image/heic": case "image/heif": return at(4, "ftyp");
+    case "audio/ogg": return at(0, "OggS");
+    case "audio/mp3": return at(0, "ID3") || sync;
+    case "audio/wav": return at(0, "RIFF") && at(8, "WAVE");
+    case "audio/flac": return at(0, "fLaC");
+    case "audio/aac": return at(4, "ftyp") || sync;
+    case "audio/aiff": return at(0, "FORM");
+    case "video/mp4": case "video/mov": case "video/3gpp": return at(4, "ftyp");
+    case "video/webm": return at(0, "\x1a\x45\xdf\xa3");
+    case "application/pdf": return at(0, "%PDF-");
+    default: return true;
+  }
+}
 
 function validate(body, issued) {
   for (const key of Object.keys(body)) {
@@ -53,6 +77,11 @@ function validate(body, issued) {
         if (!INLINE_TYPES.has(mimeType)) return error(400, "INVALID_ARGUMENT", `Unsupported MIME type: ${mimeType}`);
         if (typeof data !== "string" || data === "" || !/^[A-Za-z0-9+/]*={0,2}$/.test(data) || data.length % 4 !== 0) {
           return error(400, "INVALID_ARGUMENT", "Invalid value at 'contents[0].parts[1].inline_data.data' (TYPE_BYTES), Base64 decoding failed");
+        }
+        if (!looksLike(mimeType, Buffer.from(data, "base64"))) {
+          return mimeType.startsWith("image/")
+            ? error(400, "INVALID_ARGUMENT", "Unable to process input image. Please retry or report in https://developers.generativeai.google/guide/troubleshooting")
+            : error(400, "INVALID_ARGUMENT", "Request contains an invalid argument.");
         }
       }
     }

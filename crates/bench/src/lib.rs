@@ -42,6 +42,7 @@ pub fn group_500() -> (Vec<HistoryMessage>, BTreeMap<String, BotTurn>) {
                 file_unique_id: None,
                 mime_type: None,
                 thumb_file_id: None,
+                size: None,
             });
         }
         if !text.is_empty() {
@@ -81,6 +82,8 @@ pub fn group_500() -> (Vec<HistoryMessage>, BTreeMap<String, BotTurn>) {
             edited: false,
             turn_id,
             answered_upto: bot.then_some(seq - 1),
+            media_group_id: None,
+            album_ids: Vec::new(),
         });
     }
     (msgs, turns)

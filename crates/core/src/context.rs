@@ -153,6 +153,8 @@ mod tests {
             edited: false,
             turn_id: (role == Role::Bot).then(|| format!("t{seq}")),
             answered_upto: (role == Role::Bot).then_some(seq - 1),
+            media_group_id: None,
+            album_ids: Vec::new(),
         }
     }
 

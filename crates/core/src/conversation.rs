@@ -152,6 +152,9 @@ pub enum Part {
         /// Its thumbnail's file id, shown instead when the file itself cannot be viewed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         thumb_file_id: Option<String>,
+        /// Its size in bytes, as Telegram said (decides "too large" without asking for it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<u64>,
     },
     /// A service event: a join, a pin, a title change, a topic created, ...
     Event { kind: String, detail: String },
@@ -279,6 +282,7 @@ mod tests {
             file_unique_id: None,
             mime_type: None,
             thumb_file_id: None,
+            size: None,
         };
         assert_eq!(p.render_compact(), "[photo: 1280x720]");
         assert_eq!(Part::Unknown { kind: "story".into() }.render_compact(), "[story]");

@@ -907,6 +907,8 @@ mod tests {
             edited: false,
             turn_id: None,
             answered_upto: None,
+            media_group_id: None,
+            album_ids: Vec::new(),
         };
         let msgs = vec![msg(Role::User, "read https://a.example/1", false), msg(Role::Bot, "or https://b.example/2", false)];
         let set = LinkSet::from_people(&msgs);

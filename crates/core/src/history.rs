@@ -80,6 +80,11 @@ pub struct HistoryMessage {
     /// For the bot's messages: the newest message seq their turn saw. A reply belongs right
     /// after what it answers, even when it was stored after newer messages arrived.
     pub answered_upto: Option<i64>,
+    /// The album (Telegram's `media_group_id`) the message belongs to.
+    pub media_group_id: Option<String>,
+    /// For an album joined into one message (`core::media::join_albums`): the message ids of
+    /// all its messages (a reply to any of them is a reply to the album).
+    pub album_ids: Vec<i64>,
 }
 
 impl HistoryMessage {
@@ -104,6 +109,8 @@ impl HistoryMessage {
             edited: m.edit_date.is_some(),
             turn_id: None,
             answered_upto: None,
+            media_group_id: m.media_group_id.clone(),
+            album_ids: Vec::new(),
         }
     }
 
@@ -571,6 +578,8 @@ mod tests {
             edited: false,
             turn_id: None,
             answered_upto: None,
+            media_group_id: None,
+            album_ids: Vec::new(),
         }
     }
 

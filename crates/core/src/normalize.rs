@@ -234,6 +234,7 @@ fn media(kind: &str, detail: String, file: Option<&FileMeta>) -> Part {
         file_unique_id: file.map(|f| f.file_unique_id.clone()).filter(|s| !s.is_empty()),
         mime_type: file.and_then(|f| f.mime_type.clone()),
         thumb_file_id: file.and_then(FileMeta::thumbnail).map(|t| t.file_id.clone()).filter(|s| !s.is_empty()),
+        size: file.and_then(|f| f.file_size),
     }
 }
 

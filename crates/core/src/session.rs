@@ -50,6 +50,8 @@ mod tests {
             edited: false,
             turn_id: None,
             answered_upto,
+            media_group_id: None,
+            album_ids: Vec::new(),
         }
     }
 

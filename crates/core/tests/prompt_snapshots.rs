@@ -64,6 +64,8 @@ fn recorded() -> Recorded {
                 edited: false,
                 turn_id: bot["turn_id"].as_str().map(String::from),
                 answered_upto: bot["answered_upto"].as_i64(),
+                media_group_id: None,
+                album_ids: Vec::new(),
             });
         }
     }
@@ -229,12 +231,14 @@ pub fn long_conversation(n: usize) -> (Vec<HistoryMessage>, BTreeMap<String, Bot
                 edited: false,
                 turn_id: Some(turn_id),
                 answered_upto: Some(seq - 1),
+                media_group_id: None,
+                album_ids: Vec::new(),
             });
             continue;
         }
         let (uid, name) = people[i % people.len()];
         let parts = if i % 17 == 5 {
-            vec![Part::Media { kind: "photo".into(), detail: "1280x960".into(), file_id: Some("f".into()), file_unique_id: None, mime_type: None, thumb_file_id: None }]
+            vec![Part::Media { kind: "photo".into(), detail: "1280x960".into(), file_id: Some("f".into()), file_unique_id: None, mime_type: None, thumb_file_id: None, size: None }]
         } else {
             vec![Part::text(lines[i % lines.len()])]
         };
@@ -253,6 +257,8 @@ pub fn long_conversation(n: usize) -> (Vec<HistoryMessage>, BTreeMap<String, Bot
             edited: false,
             turn_id: None,
             answered_upto: None,
+            media_group_id: None,
+            album_ids: Vec::new(),
         });
     }
     (msgs, turns)

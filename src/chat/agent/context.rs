@@ -1,7 +1,8 @@
 //! What a turn loads, in two D1 round trips: first the conversation, the chat, the session's
 //! newest messages and the last answered seq; then (they depend on who and what is shown) the
 //! notes, the bot's stored turns, what is known of the window's media (put into their parts,
-//! so history shows descriptions instead of placeholders) and the recalled memories. The
+//! so history shows descriptions instead of placeholders; an album is joined into one
+//! message), the described stickers `send_sticker` may send, and the recalled memories. The
 //! window itself is decided by the core (`agent_core::context::window`).
 
 use super::TurnError;
@@ -13,7 +14,7 @@ use agent_core::config::HistoryFormat;
 use agent_core::context::{self as window, Limits, Loaded, Note, Window};
 use agent_core::conversation::ConvKey;
 use agent_core::history::BotTurn;
-use agent_core::media::{self, Described};
+use agent_core::media::{self, Described, KnownSticker};
 use std::collections::BTreeMap;
 
 /// Everything a turn's prompt is made from.
@@ -32,6 +33,8 @@ pub struct Context {
     pub known_media: Vec<Described>,
     /// The scheduled run this turn carries out, if it is one.
     pub scheduled: Option<agent_core::chat_state::ScheduledRun>,
+    /// The described stickers of the sets `send_sticker` may send from.
+    pub stickers: Vec<KnownSticker>,
 }
 
 /// Loads a turn's context; `None` when there is nothing to answer (the chat blocked the bot,
@@ -57,17 +60,21 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64) -> Result
         structured: ctx.cfg.history_format == HistoryFormat::Structured,
     };
     let Some(mut window) = window::window(loaded, limits, now) else { return Ok(None) };
-    let (notes, turns, memories, known_media) = load_recall(ctx, conv, &window, limits.structured).await?;
+    // An album is one unit: one message with all its items (a turn answering any of it sees
+    // them all).
+    media::join_albums(&mut window.messages);
+    let (notes, turns, memories, (known_media, stickers)) = load_recall(ctx, conv, &window, limits.structured).await?;
     media::annotate(&mut window.messages, &known_media);
     let scheduled = turn.scheduled.clone();
-    Ok(Some(Context { window, chat: first.chat, plan: first.conversation.plan, notes, turns, memories, answered_seq, known_media, scheduled }))
+    Ok(Some(Context { window, chat: first.chat, plan: first.conversation.plan, notes, turns, memories, answered_seq, known_media, stickers, scheduled }))
 }
 
-/// What the second round trip brings: notes, stored turns, memories, known media.
-type Recalled = (Vec<Note>, BTreeMap<String, BotTurn>, Memories, Vec<Described>);
+/// What the second round trip brings: notes, stored turns, memories, known media and stickers.
+type Recalled = (Vec<Note>, BTreeMap<String, BotTurn>, Memories, (Vec<Described>, Vec<KnownSticker>));
 
-/// Notes, the bot's stored turns, what is known of the window's media (only when it has some)
-/// and recall, in one round trip. A failed recall is logged and the turn goes on without
+/// Notes, the bot's stored turns, what is known of the window's media (only when it has some),
+/// the described stickers of the configured sets (only when there are some) and recall, in one
+/// round trip. A failed recall is logged and the turn goes on without
 /// memories.
 async fn load_recall(ctx: &Ctx, conv: &ConvKey, w: &Window, structured: bool) -> Result<Recalled, TurnError> {
     let db = ctx.db();
@@ -76,15 +83,20 @@ async fn load_recall(ctx: &Ctx, conv: &ConvKey, w: &Window, structured: bool) ->
     if !media_ids.is_empty() {
         stmts.push(storage::media::known_stmt(&db, &media_ids)?);
     }
+    let sets = &ctx.cfg.sticker_sets;
+    if !sets.is_empty() {
+        stmts.push(storage::media::stickers_stmt(&db, sets)?);
+    }
     let recall_at = stmts.len();
     stmts.extend(memory::recall_statements(&db, conv, &w.people, &w.messages)?);
     let results = db.batch(stmts).await?;
     let notes: Vec<Note> = storage::rows(&results[0])?;
     let turns = if structured { storage::turns::bot_turns(&results[1])? } else { BTreeMap::new() };
     let known: Vec<Described> = if media_ids.is_empty() { Vec::new() } else { storage::rows(&results[2])? };
+    let stickers: Vec<KnownSticker> = if sets.is_empty() { Vec::new() } else { storage::rows(&results[recall_at - 1])? };
     let memories = memory::recall(ctx, conv, &w.people, &w.messages, results.get(recall_at..).unwrap_or_default()).await.unwrap_or_else(|e| {
         worker::console_warn!("recall failed (the turn goes on without memories): {e}");
         Default::default()
     });
-    Ok((notes, turns, memories, known))
+    Ok((notes, turns, memories, (known, stickers)))
 }

@@ -12,7 +12,7 @@
 //! - Every model call's usage is stored, failed calls included.
 
 mod context;
-mod media;
+pub mod media;
 mod record;
 mod request;
 mod tools;
@@ -80,15 +80,19 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
 /// the files in it, it asks once more with the files named instead (both calls are recorded).
 async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context, model: &str, now: i64) -> Result<turn::TurnResult, turn::TurnFailure> {
     let wanted = agent_core::media::wanted(&c.window.messages, c.answered_seq);
-    let items = media::load(ctx, &wanted).await;
+    let (items, refused) = media::load(ctx, &wanted).await;
     let request = request::build(ctx, conv, turn, c, model, &by_message(&items), now);
     // New media are described while the model answers (for later turns' history): those the
-    // turn looks at, then, within the budget, others of the window no turn described yet.
+    // turn looks at, then, within the budget, others of the window no turn described yet; what
+    // can never be viewed is kept as such.
     let budget = ctx.cfg.media_describe_budget;
     let chosen = to_describe(&items, &c.known_media, budget);
     let extra = undescribed(&c.window.messages, &c.known_media, &wanted, budget.saturating_sub(chosen.len()));
-    let describing = media::describe(ctx, conv, &turn.turn_id, &items, &chosen, &extra);
-    let (outcome, ()) = futures::join!(call_model(ctx, conv, c, &request), describing);
+    let limits = agent_core::media::MediaLimits { bytes_per_turn: ctx.cfg.media_bytes_per_turn };
+    let mut never = agent_core::media::unviewable(&c.window.messages, &c.known_media, &limits);
+    never.extend(refused);
+    let describing = media::describe(ctx, conv, Some(&turn.turn_id), &items, &chosen, &extra, never);
+    let (outcome, _) = futures::join!(call_model(ctx, conv, c, &request), describing);
     if !(refused_media(&outcome) && any_inline(&items)) {
         return outcome;
     }

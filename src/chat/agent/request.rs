@@ -100,11 +100,13 @@ pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str
         history.push(agent_core::gemini::Content::user(vec![GeminiPart::text(schedule::marker(run))]));
         history = history::normalize_contents(history);
     }
+    let mut tools = agent_core::tools::declarations_with_search(&ctx.cfg.sticker_sets, ctx.cfg.web_search);
+    agent_core::media::sticker_catalog(&mut tools, &ctx.cfg.sticker_sets, &c.stickers);
     TurnRequest {
         model: model.to_string(),
         system_instruction: system_instruction(ctx, conv, turn, c, model, now),
         history,
-        tools: agent_core::tools::declarations_with_search(&ctx.cfg.sticker_sets, ctx.cfg.web_search),
+        tools,
         generation_config: Some(GenerationConfig {
             max_output_tokens: Some(ctx.cfg.max_output_tokens),
             thinking_config: (!ctx.cfg.thinking_level.is_empty()).then(|| ThinkingConfig {
