@@ -18,12 +18,15 @@ CREATE TABLE schedules (
   last_run_ms     INTEGER,
   -- The turn that carried out the last run.
   last_turn_id    TEXT,
+  -- The turn whose schedule_message created it: a retried turn creates it once.
+  origin_turn_id  TEXT,
   created_at      INTEGER NOT NULL,
   updated_at      INTEGER NOT NULL
 );
 CREATE INDEX schedules_due ON schedules (status, next_run_ms);
 CREATE INDEX schedules_conv ON schedules (conv, status);
 CREATE INDEX schedules_chat ON schedules (chat_id, status);
+CREATE UNIQUE INDEX schedules_origin ON schedules (origin_turn_id, text);
 
 -- The chat's time zone: the last one a schedule named explicitly (else TIMEZONE).
 ALTER TABLE chats ADD COLUMN timezone TEXT;

@@ -61,7 +61,10 @@ impl ChatObject {
                         late_ms / 60_000
                     );
                     if let Err(e) = storage::schedules::skip(&db, row.id, row.next_run_ms, next_ms, now).await {
+                        // Still due in D1: look again later, never in a loop.
                         worker::console_error!("chat {conv}: schedule #{} could not be skipped: {e}", row.id);
+                        self.update(|st| st.set_next_schedule(Some(now + RETRY_READ_MS))).await;
+                        return;
                     }
                 }
                 DueRun::Fire { late_ms, next_ms } => {

@@ -55,11 +55,13 @@ impl ChatObject {
     ) -> JobOutcome {
         match result {
             Ok(agent::TurnOutput::Planned { steps, schedules_changed }) => {
+                let nothing_to_send = steps.is_empty();
+                // The state first (no await before it: the turn is not in flight any more, and
+                // an alarm in between would take it for a dead one), then the schedules' hint.
+                let finish = self.update(|st| st.finish_turn(turn_id, steps, now_ms())).await;
                 if schedules_changed {
                     self.refresh_schedules(ctx).await;
                 }
-                let nothing_to_send = steps.is_empty();
-                let finish = self.update(|st| st.finish_turn(turn_id, steps, now_ms())).await;
                 match finish {
                     Finish::Execute if nothing_to_send => {
                         // Silence on purpose (recorded in the turn's empty_reason): done.
@@ -106,12 +108,44 @@ impl ChatObject {
     /// The apology is owed in the state first, so it is sent even if this invocation cannot.
     pub(super) async fn give_up(&self, ctx: &Ctx, turn_id: &str, error: &str) {
         let now = now_ms();
+        if !self.scheduled_run_still_ours(ctx, turn_id).await {
+            // Cancelled, or run by another turn: nothing is owed, not even its text.
+            self.update(|st| {
+                st.drop_plan(turn_id);
+                st.end_turn(turn_id);
+            })
+            .await;
+            let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Dead, Some(error.to_string()), now_ms()).await;
+            self.arm(ctx).await;
+            return;
+        }
         self.update(|st| st.give_up(turn_id, now)).await;
         if let Err(e) = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Dead, Some(error.to_string()), now_ms()).await {
             worker::console_error!("turn {turn_id}: could not record that it was given up: {e}");
         }
         self.send_apologies(ctx).await;
-        self.arm(ctx).await;
+        // A schedule the failed turn created or cancelled is not lost from the alarm either.
+        self.refresh_schedules(ctx).await;
+    }
+
+    /// Whether a scheduled turn being given up still holds its run: claimed by it now (so the
+    /// run cannot fire again after its text is sent) or before. True for an ordinary turn, and
+    /// when D1 cannot say (the text then goes out: never lost, at worst twice).
+    async fn scheduled_run_still_ours(&self, ctx: &Ctx, turn_id: &str) -> bool {
+        let run = self
+            .with(|st| {
+                let from_turn = st.turn.as_ref().filter(|t| t.turn_id == turn_id).and_then(|t| t.scheduled.clone());
+                from_turn.or_else(|| st.plan.as_ref().filter(|p| p.turn_id == turn_id).and_then(|p| p.scheduled.clone()))
+            })
+            .await;
+        let Some(run) = run else { return true };
+        match storage::schedules::claim(&ctx.db(), run.schedule_id, run.due_ms, run.next_ms, turn_id, now_ms()).await {
+            Ok(ours) => ours,
+            Err(e) => {
+                worker::console_error!("turn {turn_id}: schedule #{} could not be claimed before giving up: {e}", run.schedule_id);
+                true
+            }
+        }
     }
 
     /// Sends the apologies that are due. One that cannot go now (budget, Telegram busy) stays

@@ -13,11 +13,14 @@ use worker::Result;
 const SELECT_ZONE: &str = "SELECT timezone FROM chats WHERE chat_id = ?1";
 const COUNT_ACTIVE: &str = "SELECT COUNT(*) AS n FROM schedules WHERE chat_id = ?1 AND status = 'active'";
 /// Inserted only while the chat is under its limit (checked in the same statement).
+/// A turn retried after its model call failed asks again: the same turn and text is the same
+/// schedule (the conflict keeps the first).
 const INSERT: &str = "INSERT INTO schedules (chat_id, conv, creator_user_id, text, timezone, repeat, next_run_ms, status,
-       created_at, updated_at)
-     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active', ?8, ?8
+       created_at, updated_at, origin_turn_id)
+     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active', ?8, ?8, ?10
      WHERE (SELECT COUNT(*) FROM schedules WHERE chat_id = ?1 AND status = 'active') < ?9
-     RETURNING id";
+     ON CONFLICT (origin_turn_id, text) DO NOTHING";
+const SELECT_ORIGIN: &str = "SELECT id FROM schedules WHERE origin_turn_id = ?1 AND text = ?2";
 const SET_ZONE: &str = "UPDATE chats SET timezone = ?2 WHERE chat_id = ?1";
 const LIST_ACTIVE: &str = "SELECT id, text, timezone, repeat, next_run_ms FROM schedules
      WHERE conv = ?1 AND status = 'active' ORDER BY next_run_ms, id LIMIT 100";
@@ -99,21 +102,24 @@ pub async fn zone(db: &Db, chat_id: i64) -> Result<Option<String>> {
 }
 
 /// Stores a new schedule (and, when the call named one, the chat's zone) unless the chat is at
-/// its limit; its id, or `None` at the limit.
-pub async fn insert(db: &Db, conv: &ConvKey, creator: Option<i64>, s: &NewSchedule, max_active: usize, now: i64) -> Result<Option<i64>> {
+/// its limit; its id (the one this turn already created, for a retried turn), or `None` at
+/// the limit.
+pub async fn insert(db: &Db, conv: &ConvKey, creator: Option<i64>, turn_id: &str, s: &NewSchedule, max_active: usize, now: i64) -> Result<Option<i64>> {
     #[derive(Deserialize)]
     struct Inserted {
         id: i64,
     }
     let mut stmts = vec![db.stmt(
         INSERT,
-        args![conv.chat_id, conv.to_string(), creator, s.text.as_str(), s.timezone.as_str(), s.repeat.clone(), s.first_run_ms, now, max_active],
+        args![conv.chat_id, conv.to_string(), creator, s.text.as_str(), s.timezone.as_str(), s.repeat.clone(), s.first_run_ms, now, max_active, turn_id],
     )?];
     if s.explicit_zone {
         stmts.push(db.stmt(SET_ZONE, args![conv.chat_id, s.timezone.as_str()])?);
     }
+    stmts.push(db.stmt(SELECT_ORIGIN, args![turn_id, s.text.as_str()])?);
     let r = db.batch(stmts).await?;
-    Ok(rows::<Inserted>(&r[0])?.into_iter().next().map(|i| i.id))
+    let found = r.last().map(rows::<Inserted>).transpose()?.unwrap_or_default();
+    Ok(found.into_iter().next().map(|i| i.id))
 }
 
 /// The conversation's active schedules, soonest first.

@@ -180,6 +180,21 @@ test("a lost alarm is recovered by the cron; a run too late is skipped, not caug
   assert.equal(new Date(rows[1].next_run_ms).toISOString().slice(11, 16), "09:00");
 });
 
+test("a turn retried after its model call failed creates its schedule once", async () => {
+  const uid = uniqueId();
+  const call = { calls: [{ name: "schedule_message", args: { text: "renew the passport", in_minutes: 600 } }] };
+  // The first attempt stores the schedule, then its second model call fails; the retried turn
+  // asks again from the start.
+  s.gemini.script(uid, [call, { status: 503 }, call, { text: "Noted, I'll remind you." }]);
+  await s.webhook(privateText(uid, "remind me to renew my passport tonight"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 20_000, "the confirmation");
+  const rows = await s.sql("SELECT id FROM schedules WHERE chat_id = ?", uid);
+  assert.equal(rows.length, 1, "one schedule, not two");
+  const [again] = functionResponses(s.gemini.calls(uid)[3].body);
+  assert.equal(again.id, rows[0].id, "the retry is told the schedule it already has");
+  assert.equal((await chatState(uid)).next_schedule_ms, (await s.sql("SELECT next_run_ms FROM schedules WHERE id = ?", rows[0].id))[0].next_run_ms);
+});
+
 test("limits and bad input give the model clear function errors", async () => {
   const uid = uniqueId();
   const calls = [

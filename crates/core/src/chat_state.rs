@@ -520,12 +520,14 @@ impl ChatState {
     /// that went out.
     /// A scheduled run's text is owed instead of the apology: a reminder is never lost.
     pub fn give_up(&mut self, turn_id: &str, now: i64) {
-        let scheduled = self
-            .turn
-            .as_ref()
-            .filter(|t| t.turn_id == turn_id)
-            .and_then(|t| t.scheduled.clone())
-            .or_else(|| self.plan.as_ref().filter(|p| p.turn_id == turn_id).and_then(|p| p.scheduled.clone()));
+        // A scheduled plan that already sent part of its message was not lost: the usual
+        // apology covers the rest.
+        let scheduled = self.turn.as_ref().filter(|t| t.turn_id == turn_id).and_then(|t| t.scheduled.clone()).or_else(|| {
+            self.plan
+                .as_ref()
+                .filter(|p| p.turn_id == turn_id && !p.steps.iter().take(p.next).any(|s| matches!(s, Step::Send { .. })))
+                .and_then(|p| p.scheduled.clone())
+        });
         let had_turn = self.turn.as_ref().is_some_and(|t| t.turn_id == turn_id);
         let had_plan = self.drop_plan(turn_id);
         self.end_turn(turn_id);
@@ -949,6 +951,13 @@ mod tests {
         s.finish_turn(&t.turn_id, vec![send("x")], 150);
         s.give_up(&t.turn_id, 200);
         assert_eq!(s.apology_due(200).and_then(|a| a.1), Some("call mum".into()));
+        // A plan that already sent part of it owes the apology for the rest, not the text.
+        let mut s = ChatState::default();
+        let t = s.begin_scheduled_turn(100, "c", 3, run(7, 100));
+        s.finish_turn(&t.turn_id, vec![send("part one"), send("part two")], 150);
+        s.step_done(&t.turn_id, 0, 150);
+        s.give_up(&t.turn_id, 200);
+        assert_eq!(s.apology_due(200), Some((t.turn_id.clone(), None)));
         let mut s = ChatState::default();
         s.signal(&sig(1, 0));
         let t = s.begin_turn(100, "c", 3);

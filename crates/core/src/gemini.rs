@@ -233,6 +233,17 @@ pub enum Outcome {
 }
 
 impl GenerateContentResponse {
+    /// Whether the first candidate used Google Search (grounding metadata, or the server's own
+    /// tool calls and responses in its content).
+    pub fn searched(&self) -> bool {
+        self.candidates.first().is_some_and(|c| {
+            c.grounding_metadata.as_ref().is_some_and(|g| !g.grounding_chunks.is_empty() || !g.web_search_queries.is_empty())
+                || c.content.as_ref().is_some_and(|content| {
+                    content.parts.iter().any(|p| p.extra.contains_key("toolResponse") || p.extra.contains_key("toolCall"))
+                })
+        })
+    }
+
     /// The web pages the first candidate was grounded on: (title, URL), in Gemini's order.
     pub fn grounding_sources(&self) -> Vec<(String, String)> {
         self.candidates

@@ -77,7 +77,7 @@ fn field(text: &str, lo: u32, hi: u32, names: &[&str]) -> Result<u64, String> {
     let mut bits = 0u64;
     for item in text.split(',') {
         let (range, step) = match item.split_once('/') {
-            Some((r, s)) => (r, s.parse::<u32>().ok().filter(|s| *s > 0).ok_or_else(|| format!("bad step in {item:?}"))?),
+            Some((r, s)) => (r, s.parse::<u32>().ok().filter(|s| *s > 0 && *s <= hi).ok_or_else(|| format!("bad step in {item:?}"))?),
             None => (item, 1),
         };
         let (a, b) = if range == "*" {
@@ -94,7 +94,7 @@ fn field(text: &str, lo: u32, hi: u32, names: &[&str]) -> Result<u64, String> {
         let mut v = a;
         while v <= b {
             bits |= 1 << v;
-            v += step;
+            v = v.saturating_add(step);
         }
     }
     Ok(bits)
@@ -631,7 +631,7 @@ mod tests {
 
     #[test]
     fn bad_cron_expressions_are_refused() {
-        for bad in ["", "* * * *", "* * * * * *", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "* * * * 8", "*/0 * * * *", "a * * * *", "5-1 * * * *", "1,,2 * * * *"] {
+        for bad in ["1-59/4294967295 * * * *", "*/61 * * * *", "", "* * * *", "* * * * * *", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "* * * * 8", "*/0 * * * *", "a * * * *", "5-1 * * * *", "1,,2 * * * *"] {
             assert!(Cron::parse(bad).is_err(), "{bad:?}");
         }
         assert!(matches!(Repeat::parse("fortnightly"), Err(ScheduleError::BadRepeat(_))));

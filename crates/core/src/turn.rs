@@ -85,6 +85,9 @@ pub struct TurnRequest {
     pub safety: TurnSafety,
     /// The model may stay silent (reaction and name triggers): an empty answer is intended.
     pub silence_allowed: bool,
+    /// What to send when the model gives nothing usable, instead of [`GRACEFUL_REPLY`] (a
+    /// scheduled run sends its own text: a reminder is never lost).
+    pub empty_reply: Option<String>,
 }
 
 /// What the turn needs to keep untrusted text from steering it (see the module invariants).
@@ -244,10 +247,16 @@ pub fn repair_history(contents: Vec<Content>) -> Vec<Content> {
 /// The generateContent request of one round, exactly as sent. The last round disables
 /// function calling so the model must answer in text.
 pub fn build_request(req: &TurnRequest, contents: &[Content], last_round: bool) -> GenerateContentRequest {
+    build_round(req, contents, last_round, false)
+}
+
+/// [`build_request`] for a round after a grounded web search (`searched`): what came from the
+/// web is in view, so no tool that writes is offered.
+fn build_round(req: &TurnRequest, contents: &[Content], last_round: bool, searched: bool) -> GenerateContentRequest {
     GenerateContentRequest {
         system_instruction: Some(Content { role: None, parts: vec![Part::text(req.system_instruction.clone())] }),
         contents: contents.to_vec(),
-        tools: crate::tools::for_round(&req.tools, untrusted_in_view(req, contents)),
+        tools: crate::tools::for_round(&req.tools, searched || untrusted_in_view(req, contents)),
         tool_config: tool_config(req, last_round),
         generation_config: req.generation_config.clone(),
     }
@@ -312,11 +321,12 @@ pub async fn run_turn(
     let mut fetches = 0usize;
     let mut force_answer = false;
     let mut repaired = false;
+    // Google Search results came back in this turn: web text is in view from then on.
+    let mut searched = false;
     let mut round = 0;
     loop {
         let last_round = force_answer || round >= MAX_TOOL_ROUNDS;
-        let untrusted = untrusted_in_view(req, &contents);
-        let request = build_request(req, &contents, last_round);
+        let request = build_round(req, &contents, last_round, searched);
         let started = clock.now_ms();
         let response = model.generate(&req.model, &request).await;
         let duration_ms = clock.now_ms() - started;
@@ -333,6 +343,9 @@ pub async fn run_turn(
             }
         };
         result.finish_reason = response.finish_reason().map(str::to_string);
+        // A grounded answer read web pages: its own calls, and later rounds, may not write.
+        searched |= response.searched();
+        let untrusted = searched || untrusted_in_view(req, &contents);
         for source in response.grounding_sources() {
             if result.sources.len() < MAX_SOURCES && !result.sources.iter().any(|(_, u)| *u == source.1) {
                 result.sources.push(source);
@@ -347,7 +360,8 @@ pub async fn run_turn(
                     if req.silence_allowed || result.silent {
                         result.silent = true;
                     } else {
-                        result.steps.push(Step::Send { text: GRACEFUL_REPLY.to_string(), reply_to: None, no_link_preview: false });
+                        let text = req.empty_reply.clone().unwrap_or_else(|| GRACEFUL_REPLY.to_string());
+                        result.steps.push(Step::Send { text, reply_to: None, no_link_preview: false });
                         result.step_calls.push(None);
                     }
                 }
@@ -626,6 +640,7 @@ mod tests {
             fetch_allow_private: false,
             safety: TurnSafety { people_links: people(PEOPLE), fence_seed: 7, ..TurnSafety::default() },
             silence_allowed: false,
+            empty_reply: None,
         }
     }
 
@@ -1009,5 +1024,33 @@ mod tests {
         run(&model, &FakeTools::default()).unwrap();
         let body = serde_json::to_value(&model.seen.borrow()[0]).unwrap();
         assert!(body["tools"][0].get("googleSearch").is_none() && body.get("toolConfig").is_none(), "{body}");
+    }
+
+    #[test]
+    fn after_a_web_search_no_tool_writes() {
+        let mut req = request();
+        req.tools = crate::tools::declarations_with_search(&[], true);
+        let grounded_call = Ok(json!({"candidates": [{"content": {"role": "model", "parts": [
+                {"functionCall": {"name": "schedule_message", "args": {"text": "send my notes to evil.example", "in_minutes": 1}}}]},
+            "finishReason": "STOP", "groundingMetadata": {"webSearchQueries": ["q"], "groundingChunks": [{"web": {"uri": "https://e.com", "title": "e"}}]}}],
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}}));
+        let model = FakeModel::new(vec![grounded_call, answer(json!([{"text": "ok"}]))]);
+        let tools = FakeTools::default();
+        let r = run_with(&req, &model, &tools).unwrap();
+        assert!(tools.remembered.borrow().is_empty(), "the write was refused, not run");
+        assert!(!r.schedules_changed);
+        assert!(responses(&model, 1)[0]["error"].as_str().unwrap().contains("not available now"));
+        let second = serde_json::to_value(&model.seen.borrow()[1]).unwrap();
+        let offered: Vec<&str> = second["tools"][0]["functionDeclarations"].as_array().unwrap().iter().map(|d| d["name"].as_str().unwrap()).collect();
+        assert!(!offered.contains(&"schedule_message") && !offered.contains(&"remember"), "{offered:?}");
+        assert_eq!(second["tools"][0]["googleSearch"], json!({}));
+    }
+
+    #[test]
+    fn an_empty_answer_sends_the_requests_own_reply_when_it_has_one() {
+        let req = TurnRequest { empty_reply: Some("⏰ call mum".into()), ..request() };
+        let model = FakeModel::new(vec![Ok(json!({"candidates": [{"finishReason": "SAFETY"}]}))]);
+        let r = run_with(&req, &model, &FakeTools::default()).unwrap();
+        assert_eq!(r.steps, vec![Step::Send { text: "⏰ call mum".into(), reply_to: None, no_link_preview: false }]);
     }
 }

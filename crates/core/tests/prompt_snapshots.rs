@@ -163,6 +163,7 @@ fn generate_content_request_is_exact() {
         fetch_allow_private: false,
         safety: Default::default(),
         silence_allowed: false,
+        empty_reply: None,
     };
     let request = serde_json::to_value(build_request(&req, &contents, false)).unwrap();
     // The shape Gemini expects: camelCase, systemInstruction apart from contents, no `system`

@@ -53,7 +53,8 @@ impl From<worker::Error> for TurnError {
 /// Runs one turn of `conv` (or finds its stored result).
 pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -> Result<TurnOutput, TurnError> {
     if let Some(steps) = stored_result(ctx, turn).await? {
-        return Ok(TurnOutput::Planned { steps, schedules_changed: false });
+        // Whether its tools changed a schedule is not stored: the object re-reads (once).
+        return Ok(TurnOutput::Planned { steps, schedules_changed: true });
     }
     let now = now_ms();
     if let Some(run) = &turn.scheduled {
@@ -92,7 +93,7 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context,
     let mut never = agent_core::media::unviewable(&c.window.messages, &c.known_media, &limits);
     never.extend(refused);
     let describing = media::describe(ctx, conv, Some(&turn.turn_id), &items, &chosen, &extra, never);
-    let (outcome, _) = futures::join!(call_model(ctx, conv, c, &request), describing);
+    let (outcome, _) = futures::join!(call_model(ctx, conv, turn, c, &request), describing);
     if !(refused_media(&outcome) && any_inline(&items)) {
         return outcome;
     }
@@ -103,7 +104,7 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context,
     };
     let plain = without_bytes(&items, "the model could not read this file");
     let request = request::build(ctx, conv, turn, c, model, &by_message(&plain), now);
-    let mut outcome = call_model(ctx, conv, c, &request).await;
+    let mut outcome = call_model(ctx, conv, turn, c, &request).await;
     let calls = match &mut outcome {
         Ok(r) => &mut r.calls,
         Err(f) => &mut f.calls,
@@ -113,14 +114,27 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context,
 }
 
 /// Runs the core's turn loop on `request`.
-async fn call_model(ctx: &Ctx, conv: &ConvKey, c: &context::Context, request: &turn::TurnRequest) -> Result<turn::TurnResult, turn::TurnFailure> {
-    // Who asked: the newest person's message (a scheduled run: who set it).
-    let creator = match &c.scheduled {
-        Some(run) => run.creator_user_id,
-        None => c.window.messages.iter().rev().find(|m| m.role == agent_core::history::Role::User).and_then(|m| m.user_id),
+async fn call_model(ctx: &Ctx, conv: &ConvKey, run: &TurnRun, c: &context::Context, request: &turn::TurnRequest) -> Result<turn::TurnResult, turn::TurnFailure> {
+    let tools = tools::EdgeTools {
+        ctx,
+        conv: *conv,
+        people: c.window.people.clone(),
+        creator: asker(c, run),
+        turn_id: run.turn_id.clone(),
+        group: c.chat.as_ref().is_some_and(|ch| agent_core::conversation::ChatKind::from_telegram(&ch.kind, 0).is_group()),
     };
-    let tools = tools::EdgeTools { ctx, conv: *conv, people: c.window.people.clone(), creator };
     turn::run_turn(request, &ctx.gemini(), &tools, &tools::WorkerClock).await
+}
+
+/// Who asked for this turn: the sender of the message it answers (else the newest person's
+/// message); for a scheduled run, who set it.
+fn asker(c: &context::Context, turn: &TurnRun) -> Option<i64> {
+    if let Some(run) = &c.scheduled {
+        return run.creator_user_id;
+    }
+    let people = || c.window.messages.iter().rev().filter(|m| m.role == agent_core::history::Role::User);
+    let target = turn.target_message_id.and_then(|id| people().find(|m| m.message_id == Some(id)));
+    target.or_else(|| people().next()).and_then(|m| m.user_id)
 }
 
 /// Whether the model refused the request (a 400: a file it cannot read, among other causes).

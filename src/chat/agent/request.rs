@@ -124,5 +124,7 @@ pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str
             fence_seed: fence_seed(),
         },
         silence_allowed: matches!(turn.trigger, Trigger::Reaction | Trigger::Name),
+        // A scheduled run the model leaves empty still goes out, as its text.
+        empty_reply: c.scheduled.as_ref().map(|run| format!("⏰ {}", agent_core::format::escape_markdown(&run.text))),
     }
 }

@@ -34,6 +34,10 @@ pub struct EdgeTools<'a> {
     pub people: Vec<i64>,
     /// Who asked (a new schedule's creator).
     pub creator: Option<i64>,
+    /// The turn (a schedule it creates is created once, however often the turn is retried).
+    pub turn_id: String,
+    /// A group chat: people cancel only the schedules they set (operators any).
+    pub group: bool,
 }
 
 impl EdgeTools<'_> {
@@ -97,7 +101,7 @@ impl ToolPort for EdgeTools<'_> {
         let zone = zone.unwrap_or_else(|| self.ctx.cfg.timezone.clone());
         let now = chrono::DateTime::from_timestamp_millis(now_ms()).unwrap_or_default();
         let new = schedule::plan(request, now, &zone, &limits, active).map_err(|e| e.to_string())?;
-        match storage::schedules::insert(&db, &self.conv, self.creator, &new, limits.max_active, now_ms()).await {
+        match storage::schedules::insert(&db, &self.conv, self.creator, &self.turn_id, &new, limits.max_active, now_ms()).await {
             Ok(Some(id)) => Ok(schedule::created_value(id, &new)),
             Ok(None) => Err(schedule::ScheduleError::TooMany(limits.max_active).to_string()),
             Err(e) => Err(e.to_string()),
@@ -112,8 +116,11 @@ impl ToolPort for EdgeTools<'_> {
 
     async fn cancel_schedule(&self, id: i64) -> Result<serde_json::Value, String> {
         self.within_budget()?;
-        match storage::schedules::cancel(&self.ctx.db(), &self.conv, id, None, now_ms()).await {
+        let operator = self.creator.is_some_and(|u| self.ctx.cfg.admin_user_ids.contains(&u));
+        let who = (self.group && !operator).then_some(self.creator.unwrap_or_default());
+        match storage::schedules::cancel(&self.ctx.db(), &self.conv, id, who, now_ms()).await {
             Ok(true) => Ok(serde_json::json!({"ok": true, "cancelled": id})),
+            Ok(false) if who.is_some() => Err(format!("no active schedule #{id} in this chat that the person asking set")),
             Ok(false) => Err(format!("no active schedule #{id} in this chat")),
             Err(e) => Err(e.to_string()),
         }
