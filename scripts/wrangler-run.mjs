@@ -2,6 +2,7 @@
 // said, the deploy's local record (.deploy.vars), hidden prompts, and wrangler.toml's names.
 import { spawn } from "node:child_process";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { readVars } from "../tools/util.js";
@@ -24,7 +25,8 @@ export function wrangler(args, { input, env = {} } = {}) {
   return new Promise((resolve) => {
     const child = spawn(fs.existsSync(bin) ? bin : "wrangler", args, {
       cwd: root,
-      env: { ...process.env, WRANGLER_SEND_METRICS: "false", FORCE_COLOR: "0", ...env },
+      // Node's compile cache makes each of the deploy's wrangler runs start faster.
+      env: { NODE_COMPILE_CACHE: path.join(os.tmpdir(), "edge-agent-node-compile-cache"), ...process.env, WRANGLER_SEND_METRICS: "false", FORCE_COLOR: "0", ...env },
       stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
     });
     let stdout = "";

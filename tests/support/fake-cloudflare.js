@@ -112,6 +112,8 @@ export async function startFakeCloudflare({ accountId = FAKE_ACCOUNT_ID, token =
     if (method === "GET" && path === "/accounts") return ok(res, [{ id: accountId, name: "Test account" }], { result_info: { page: 1, per_page: 20, count: 1, total_count: 1 } });
     if (method === "GET" && path === "/memberships") return ok(res, [{ id: "m", account: { id: accountId, name: "Test account" }, permissions: {} }], { result_info: { page: 1, per_page: 20, count: 1, total_count: 1 } });
     if (method === "GET" && path === `${a}/workers/subdomain`) return ok(res, { subdomain });
+    // Looked at by wrangler delete (Workers Sites namespaces, containers): none here.
+    if (method === "GET" && (path === `${a}/storage/kv/namespaces` || path === `${a}/containers/applications`)) return ok(res, [], { result_info: { page: 1, per_page: 100, count: 0, total_count: 0 } });
     if (path.startsWith("/accounts/") && !path.startsWith(a)) return err(res, 403, 10000, "Authentication error");
 
     // --- D1 -----------------------------------------------------------------------------
@@ -351,7 +353,8 @@ export async function startFakeCloudflare({ accountId = FAKE_ACCOUNT_ID, token =
       return err(res, 400, 9106, "Missing X-Auth-Key, X-Auth-Email or Authorization headers");
     }
     let body = {};
-    if ((req.headers["content-type"] ?? "").includes("json") && raw.length) {
+    // Some calls send JSON without a content type (queue consumers): parse all but uploads.
+    if (!(req.headers["content-type"] ?? "").startsWith("multipart/") && raw.length) {
       try {
         body = JSON.parse(raw.toString());
       } catch {
