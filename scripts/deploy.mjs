@@ -75,6 +75,8 @@ async function worker(name, state) {
   if (state.WORKER_NAME !== name) {
     // Not deployed from here before: make sure it is this bot before replacing it.
     const d = await wrangler(["deployments", "status", "--name", name, "--json"]);
+    // A worker with no deployment is a draft (secrets put before any upload): nothing to lose.
+    if (d.code !== 0 && !/has no deployments/i.test(d.output)) fail(`could not read the worker ${name}: ${wranglerError(d)}`);
     if (d.code === 0) {
       const versions = parseJson(d.stdout).versions ?? [];
       const current = [...versions].sort((a, b) => b.percentage - a.percentage)[0]?.version_id;

@@ -88,10 +88,16 @@ test("a second run creates nothing, sets no secret again and uploads again", asy
   const before = { calls: cf.calls.length, uploads: uploads(cf).length, secretsPuts: cf.callsTo("PATCH", /secrets-bulk$/).length };
   const webhookSecret = cf.secrets.get("edge-agent").get("TELEGRAM_WEBHOOK_SECRET");
   // No environment this time: the token and the generated secrets come from .deploy.vars.
+  // Without its record of where it deployed (another checkout), the deploy looks at the
+  // existing worker and recognises it as this bot.
+  const file = main.env.DEPLOY_VARS_FILE;
+  fs.writeFileSync(file, fs.readFileSync(file, "utf8").replace(/^WORKER_(NAME|URL)=.*\n/gm, ""));
   const r = await deploy(main, {});
   assert.equal(r.code, 0, r.all);
   assert.deepEqual(cf.unknown, []);
   const calls = cf.calls.slice(before.calls);
+  assert.ok(calls.some((c) => c.method === "GET" && /\/workers\/scripts\/edge-agent\/versions\/[^/]+$/.test(c.path)), "the existing worker's bindings were looked at");
+  assert.equal(main.vars().WORKER_NAME, "edge-agent");
   assert.deepEqual(calls.filter((c) => c.method === "POST" && /\/(d1\/database|queues)$/.test(c.path)), [], "nothing created");
   assert.equal(cf.databases.size, 1);
   assert.equal(cf.queues.size, 2);
