@@ -91,11 +91,12 @@ export function writeState(vars) {
 /** Asks a question on the terminal; `hidden` echoes nothing (for secrets). */
 export function ask(question, { hidden = false } = {}) {
   const stdin = process.stdin;
+  // Echo goes off before the question shows, so nothing typed after it is ever shown.
+  if (hidden) stdin.setRawMode(true);
   process.stderr.write(question);
   return new Promise((resolve) => {
     let value = "";
     stdin.setEncoding("utf8");
-    if (hidden) stdin.setRawMode(true);
     stdin.resume();
     const done = () => {
       stdin.off("data", onData);

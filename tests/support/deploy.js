@@ -74,6 +74,29 @@ export function run(acct, script, { env = {}, args = [] } = {}) {
   });
 }
 
+/**
+ * Runs scripts/<script> on a terminal (util-linux `script` gives it a pseudo-terminal) and
+ * types each answer when its prompt (a RegExp) has appeared. Resolves {code, output}: all the
+ * terminal showed. Null when `script` is not installed.
+ */
+export function runOnTerminal(acct, scriptName, answers, { env = {} } = {}) {
+  const tool = ["/usr/bin/script", "/bin/script"].find((p) => fs.existsSync(p));
+  if (!tool) return null;
+  const command = [process.execPath, path.join(ROOT, "scripts", scriptName)].map((a) => `'${a}'`).join(" ");
+  return new Promise((resolve) => {
+    const child = spawn(tool, ["-qec", command, "/dev/null"], { cwd: ROOT, env: { ...acct.env, ...env }, stdio: ["pipe", "pipe", "pipe"] });
+    let output = "";
+    const pending = [...answers];
+    const onData = (d) => {
+      output += d;
+      while (pending.length && pending[0].prompt.test(output)) child.stdin.write(`${pending.shift().answer}\r`);
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.on("close", (code) => resolve({ code, output, unanswered: pending.length }));
+  });
+}
+
 export const deploy = (acct, env) => run(acct, "deploy.mjs", { env });
 export const firstDeployEnv = { TELEGRAM_BOT_TOKEN: TOKEN, GEMINI_API_KEY: GEMINI_KEY };
 export const creations = (cf) => cf.calls.filter((c) => c.method === "POST" && /\/(d1\/database|queues)$/.test(c.path));
