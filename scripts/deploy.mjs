@@ -18,7 +18,12 @@
 //
 // Without a terminal nothing is asked: values come from the environment, e.g.
 // `TELEGRAM_BOT_TOKEN=... GEMINI_API_KEY=... npm run deploy`. Secrets never reach the output
-// or a command line (wrangler gets them on stdin).
+// or a command line (wrangler gets them on stdin). WORKER_NAME deploys under another name.
+//
+// For the tests (tests/support/deploy.js): DEPLOY_VARS_FILE moves the record,
+// DEPLOY_WORKER_ORIGIN reaches the worker's /health and /telegram/commands somewhere else than
+// its workers.dev URL, DEPLOY_HEALTH_WAIT_MS bounds the wait for it (default 90 s);
+// TELEGRAM_API_BASE and wrangler's CLOUDFLARE_API_BASE_URL point at the fakes.
 import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
