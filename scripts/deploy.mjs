@@ -203,6 +203,10 @@ async function main() {
   await database(list, names.database);
   const url = await deployWorker(name, names.worker, s.put);
   writeState({ ...readState(), WORKER_NAME: name, WORKER_URL: url });
+  // Shown as soon as the worker has it (once: a later run finds it set and keeps it).
+  if (s.generated.includes("ADMIN_TOKEN")) {
+    console.log(`Admin token for the admin API (shown once; also in ${path.basename(process.env.DEPLOY_VARS_FILE || ".deploy.vars")}): ${s.adminToken}`);
+  }
 
   let registered;
   try {
@@ -235,9 +239,6 @@ async function main() {
     `  Worker:   ${url}`,
     `  Webhook:  ${webhookState}`,
   ];
-  if (s.generated.includes("ADMIN_TOKEN")) {
-    lines.push(`  Admin token (shown once; also in ${path.basename(process.env.DEPLOY_VARS_FILE || ".deploy.vars")}): ${s.adminToken}`);
-  }
   lines.push("", `Next: message @${bot.username} in Telegram (https://t.me/${bot.username}).`, "");
   console.log(lines.join("\n"));
   if (info.url !== registered.url.href) process.exit(1);

@@ -4,7 +4,7 @@
 // wrong and what to do, exits non-zero, and leaves nothing half-done where it matters.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { WORKER_URL, MIGRATIONS, account, deploy, firstDeployEnv, creations, uploads } from "../support/deploy.js";
+import { WORKER_URL, MIGRATIONS, account, deploy, firstDeployEnv, creations, uploads, occurrences } from "../support/deploy.js";
 
 test("a worker of that name that is not this bot: stops before creating anything and says how to deploy under another name", async () => {
   const acct = await account();
@@ -55,5 +55,6 @@ test("Telegram refuses the webhook URL: says so and what to do; the worker and s
   assert.match(r.stderr, /run npm run deploy again/);
   assert.equal(acct.cf.scripts.get("edge-agent").uploads.length, 1);
   assert.equal(acct.cf.secrets.get("edge-agent").size, 4);
+  assert.equal(occurrences(r.stdout, acct.cf.secrets.get("edge-agent").get("ADMIN_TOKEN")), 1, "the generated admin token was shown despite the failure");
   assert.equal(acct.tg.webhook.url, "");
 });
