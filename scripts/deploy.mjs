@@ -151,6 +151,7 @@ async function deployWorker(name, tomlName, put) {
   const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "edge-agent-deploy-")), "output.json");
   const args = ["deploy"];
   if (name !== tomlName) args.push("--name", name);
+  say(`worker ${name}: building and uploading (the first build compiles the Rust worker: several minutes)...`);
   const d = await wrangler(args, { env: { WRANGLER_OUTPUT_FILE_PATH: out } });
   let targets = [];
   try {
