@@ -352,13 +352,19 @@ pub fn parse_request(args: &Value) -> Result<Request, ScheduleError> {
 
 /// Parses `at`: RFC 3339 with an offset, or a local date and time in `tz`.
 pub fn parse_at(at: &str, tz: Tz) -> Result<DateTime<Utc>, ScheduleError> {
+    parse_at_wall(at, tz).map(|(t, _)| t)
+}
+
+/// [`parse_at`], and the local wall time asked for when `at` named one (a repeat rule is
+/// anchored there, not where a clock change moved the first run).
+fn parse_at_wall(at: &str, tz: Tz) -> Result<(DateTime<Utc>, Option<NaiveDateTime>), ScheduleError> {
     let at = at.trim();
     if let Ok(t) = DateTime::parse_from_rfc3339(at) {
-        return Ok(t.with_timezone(&Utc));
+        return Ok((t.with_timezone(&Utc), None));
     }
     for format in ["%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"] {
         if let Ok(wall) = NaiveDateTime::parse_from_str(at, format) {
-            return Ok(resolve(tz, wall));
+            return Ok((resolve(tz, wall), Some(wall)));
         }
     }
     Err(ScheduleError::BadTime(at.chars().take(64).collect()))
@@ -378,8 +384,8 @@ pub fn plan(req: &Request, now: DateTime<Utc>, zone_name: &str, limits: &Limits,
     }
     let zone_name = req.timezone.as_deref().unwrap_or(zone_name);
     let tz = zone(zone_name)?;
-    let first = match &req.when {
-        When::At(at) => parse_at(at, tz)?,
+    let (first, wall) = match &req.when {
+        When::At(at) => parse_at_wall(at, tz)?,
         When::InMinutes(m) => {
             if !m.is_finite() || *m <= 0.0 {
                 return Err(ScheduleError::InPast { local_now: local_text(now.timestamp_millis(), tz) });
@@ -387,7 +393,7 @@ pub fn plan(req: &Request, now: DateTime<Utc>, zone_name: &str, limits: &Limits,
             if *m > (MAX_AHEAD_DAYS * 1440) as f64 {
                 return Err(ScheduleError::TooFar);
             }
-            now + Duration::milliseconds((m * 60_000.0).round().max(1000.0) as i64)
+            (now + Duration::milliseconds((m * 60_000.0).round().max(1000.0) as i64), None)
         }
     };
     if first <= now {
@@ -399,7 +405,8 @@ pub fn plan(req: &Request, now: DateTime<Utc>, zone_name: &str, limits: &Limits,
     let repeat = match &req.repeat {
         None => None,
         Some(r) => {
-            let cron_text = Repeat::parse(r)?.to_cron(first.with_timezone(&tz).naive_local());
+            let anchor = wall.unwrap_or_else(|| first.with_timezone(&tz).naive_local());
+            let cron_text = Repeat::parse(r)?.to_cron(anchor);
             let cron = Cron::parse(&cron_text).map_err(ScheduleError::BadRepeat)?;
             let gap = cron.shortest_gap(tz, first).ok_or(ScheduleError::NeverRuns)?;
             if gap < Duration::minutes(limits.min_repeat_minutes) {
@@ -662,6 +669,12 @@ mod tests {
         assert_eq!(s.first_run_ms, utc("2026-11-26T14:00:00Z").timestamp_millis());
         let s = plan(&req(json!({"text": "x", "at": "2026-11-26T09:00:00+05:30"})), now(), "America/New_York", &l, 0).unwrap();
         assert_eq!(s.first_run_ms, utc("2026-11-26T03:30:00Z").timestamp_millis());
+        // "Daily at 02:30" first set on the night 02:30 does not exist: the first run is at
+        // 03:30, the rule stays 02:30.
+        let n = utc("2027-03-27T12:00:00Z");
+        let s = plan(&req(json!({"text": "x", "at": "2027-03-28 02:30", "timezone": "Europe/Berlin", "repeat": "daily"})), n, "UTC", &l, 0).unwrap();
+        assert_eq!(s.first_run_ms, utc("2027-03-28T01:30:00Z").timestamp_millis(), "03:30 CEST");
+        assert_eq!(s.repeat.as_deref(), Some("30 2 * * *"));
         // Seconds are fine for short follow-ups.
         let s = plan(&req(json!({"text": "x", "in_minutes": 0.05})), now(), "UTC", &l, 0).unwrap();
         assert_eq!(s.first_run_ms - now().timestamp_millis(), 3000);
