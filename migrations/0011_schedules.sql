@@ -30,3 +30,6 @@ CREATE UNIQUE INDEX schedules_origin ON schedules (origin_turn_id, text);
 
 -- The chat's time zone: the last one a schedule named explicitly (else TIMEZONE).
 ALTER TABLE chats ADD COLUMN timezone TEXT;
+
+-- Google Search queries a grounded call ran (WEB_SEARCH): billed per query, not per token.
+ALTER TABLE model_calls ADD COLUMN search_queries INTEGER NOT NULL DEFAULT 0;

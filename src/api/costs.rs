@@ -45,6 +45,7 @@ pub async fn get(ctx: &Ctx, url: &Url) -> Result<Response> {
                 "output_tokens": r.usage.candidates_tokens,
                 "thinking_tokens": r.usage.thoughts_tokens,
                 "cached_tokens": r.usage.cached_tokens,
+                "search_queries": r.usage.search_queries,
                 "cost_usd": cost,
             })
         })

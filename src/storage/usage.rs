@@ -7,8 +7,9 @@ use serde::Deserialize;
 use worker::Result;
 
 const INSERT_MODEL_CALL: &str = "INSERT INTO model_calls (turn_id, conv, chat_id, purpose, model, status, prompt_tokens,
-       candidates_tokens, cached_tokens, thoughts_tokens, total_tokens, finish_reason, error, duration_ms, created_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+       candidates_tokens, cached_tokens, thoughts_tokens, total_tokens, finish_reason, error, duration_ms, created_at,
+       search_queries)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 
 pub fn model_call_stmt(
     db: &Db,
@@ -37,7 +38,8 @@ pub fn model_call_stmt(
             call.finish_reason.clone(),
             call.error.clone(),
             call.duration_ms,
-            now
+            now,
+            call.search_queries
         ],
     )
 }
@@ -57,7 +59,7 @@ pub async fn totals(db: &Db, chat_id: Option<i64>, since_ms: i64, by_day: bool) 
     db.all(
         "SELECT chat_id, CASE WHEN ?3 THEN strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') ELSE '' END AS day, model,
            COUNT(*) AS calls, SUM(prompt_tokens) AS prompt_tokens, SUM(candidates_tokens) AS candidates_tokens,
-           SUM(thoughts_tokens) AS thoughts_tokens, SUM(cached_tokens) AS cached_tokens
+           SUM(thoughts_tokens) AS thoughts_tokens, SUM(cached_tokens) AS cached_tokens, SUM(search_queries) AS search_queries
          FROM model_calls WHERE created_at >= ?1 AND (?2 IS NULL OR chat_id = ?2)
          GROUP BY chat_id, day, model ORDER BY day DESC, chat_id, model LIMIT 1000",
         args![since_ms, chat_id, by_day],

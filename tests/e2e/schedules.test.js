@@ -308,6 +308,12 @@ test("web search: the request carries Google Search grounding and the reply link
   assert.match(call.body.text, /<a href="https:\/\/vertexaisearch\.cloud\.google\.com\/grounding-api-redirect\/AbC">weather\.gov<\/a>/);
   assert.match(call.body.text, /Wikipedia &lt;Utqiagvik&gt;<\/a>/);
   assert.equal(call.body.link_preview_options?.is_disabled, true, "no preview for links no person posted");
-  const [cost] = await s.sql("SELECT prompt_tokens, candidates_tokens FROM model_calls WHERE chat_id = ?", uid);
-  assert.deepEqual(cost, { prompt_tokens: 1200, candidates_tokens: 30 }, "the grounded call's usage is recorded like any call");
+  const [cost] = await s.sql("SELECT prompt_tokens, candidates_tokens, search_queries FROM model_calls WHERE chat_id = ?", uid);
+  assert.deepEqual(cost, { prompt_tokens: 1200, candidates_tokens: 30, search_queries: 1 }, "the grounded call's usage is recorded like any call, and its search");
+  const costs = await (await s.fetch("/api/v1/costs?period=today", { headers: admin })).json();
+  const row = costs.rows.find((r) => r.chat_id === uid);
+  assert.equal(row.search_queries, 1);
+  await s.webhook(privateText(uid, "/usage"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 10_000, "/usage");
+  assert.match(s.tg.sent(uid)[1], /1 web searches/);
 });

@@ -79,6 +79,8 @@ pub struct Config {
     pub timezone: String,
     /// `WEB_SEARCH`: Gemini's Google Search grounding rides along with the functions.
     pub web_search: bool,
+    /// `SEARCH_PRICE_PER_1000`: USD per 1,000 Google Search queries a grounded call ran.
+    pub search_price_per_1000: f64,
     /// `MAX_SCHEDULES_PER_CHAT`, `SCHEDULE_MIN_REPEAT_MINUTES`, `SCHEDULE_MAX_LATE_MINUTES`.
     pub schedule_limits: crate::schedule::Limits,
     pub bot_name: String,
@@ -147,7 +149,7 @@ pub struct Config {
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 45] = [
+pub const VAR_NAMES: [&str; 46] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -193,6 +195,7 @@ pub const VAR_NAMES: [&str; 45] = [
     "MAX_SCHEDULES_PER_CHAT",
     "SCHEDULE_MIN_REPEAT_MINUTES",
     "SCHEDULE_MAX_LATE_MINUTES",
+    "SEARCH_PRICE_PER_1000",
 ];
 
 impl Default for Config {
@@ -328,6 +331,7 @@ impl Config {
             debounce_max_ms,
             timezone: get("TIMEZONE").unwrap_or_else(|| "UTC".into()),
             web_search: flag("WEB_SEARCH", false),
+            search_price_per_1000: get("SEARCH_PRICE_PER_1000").and_then(|v| v.parse::<f64>().ok()).filter(|p| p.is_finite() && *p >= 0.0).unwrap_or(14.0),
             schedule_limits,
             bot_name: get("BOT_NAME").unwrap_or_else(|| "Edge".into()),
             bot_username: get("BOT_USERNAME").map(|u| u.trim_start_matches('@').to_string()).unwrap_or_default(),

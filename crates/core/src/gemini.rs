@@ -244,6 +244,11 @@ impl GenerateContentResponse {
         })
     }
 
+    /// How many Google Search queries the first candidate ran (grounding metadata).
+    pub fn search_queries(&self) -> u32 {
+        self.candidates.first().and_then(|c| c.grounding_metadata.as_ref()).map_or(0, |g| g.web_search_queries.len() as u32)
+    }
+
     /// The web pages the first candidate was grounded on: (title, URL), in Gemini's order.
     pub fn grounding_sources(&self) -> Vec<(String, String)> {
         self.candidates

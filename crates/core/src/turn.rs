@@ -132,6 +132,8 @@ pub struct CallRecord {
     pub finish_reason: Option<String>,
     /// HTTP status, 200 on success.
     pub status: u16,
+    /// Google Search queries the call ran (grounding), billed per query.
+    pub search_queries: u32,
     pub error: Option<String>,
 }
 
@@ -147,6 +149,7 @@ impl CallRecord {
                 duration_ms,
                 finish_reason: response.finish_reason().map(str::to_string),
                 status: 200,
+                search_queries: response.search_queries(),
                 error: None,
             },
             Err(error) => CallRecord {
@@ -154,6 +157,7 @@ impl CallRecord {
                 usage: UsageMetadata::default(),
                 duration_ms,
                 finish_reason: None,
+                search_queries: 0,
                 status: match error {
                     ModelError::Http { status, .. } => *status,
                     _ => 0,

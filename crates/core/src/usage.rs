@@ -16,6 +16,9 @@ pub struct ModelUsage {
     pub candidates_tokens: i64,
     pub thoughts_tokens: i64,
     pub cached_tokens: i64,
+    /// Google Search queries the model ran (`WEB_SEARCH`), billed per query.
+    #[serde(default)]
+    pub search_queries: i64,
 }
 
 /// Cost in USD of a usage row, if the price table knows its model. Input tokens served from
@@ -25,7 +28,8 @@ pub fn cost(cfg: &Config, r: &ModelUsage) -> Option<f64> {
     let cached_price = cfg.cached_price(&r.model).unwrap_or(input);
     let cached = r.cached_tokens.clamp(0, r.prompt_tokens.max(0));
     let fresh = r.prompt_tokens - cached;
-    Some((fresh as f64 * input + cached as f64 * cached_price + (r.candidates_tokens + r.thoughts_tokens) as f64 * output) / 1e6)
+    let tokens = (fresh as f64 * input + cached as f64 * cached_price + (r.candidates_tokens + r.thoughts_tokens) as f64 * output) / 1e6;
+    Some(tokens + r.search_queries.max(0) as f64 * cfg.search_price_per_1000 / 1000.0)
 }
 
 /// `/usage`'s lines about a chat's model calls (one per model) and their estimated cost.
@@ -45,6 +49,9 @@ pub fn chat_totals_text(cfg: &Config, rows: &[ModelUsage]) -> String {
             r.thoughts_tokens,
             r.cached_tokens
         ));
+        if r.search_queries > 0 {
+            out.push_str(&format!(", {} web searches", r.search_queries));
+        }
         if let Some(c) = cost(cfg, r) {
             total += c;
             out.push_str(&format!(", ${c:.4}"));
@@ -66,13 +73,13 @@ mod tests {
     }
 
     fn row(model: &str, prompt: i64, out: i64, thinking: i64) -> ModelUsage {
-        ModelUsage { model: model.into(), calls: 2, prompt_tokens: prompt, candidates_tokens: out, thoughts_tokens: thinking, cached_tokens: 5 }
+        ModelUsage { model: model.into(), calls: 2, prompt_tokens: prompt, candidates_tokens: out, thoughts_tokens: thinking, cached_tokens: 5, search_queries: 0 }
     }
 
     #[test]
     fn cached_input_is_billed_at_the_cached_price() {
         let c = cfg("m=2/10/0.5, n=4/8");
-        let r = ModelUsage { model: "m".into(), calls: 1, prompt_tokens: 1_000_000, candidates_tokens: 0, thoughts_tokens: 0, cached_tokens: 600_000 };
+        let r = ModelUsage { model: "m".into(), calls: 1, prompt_tokens: 1_000_000, candidates_tokens: 0, thoughts_tokens: 0, cached_tokens: 600_000, search_queries: 0 };
         assert_eq!(cost(&c, &r), Some(0.4 * 2.0 + 0.6 * 0.5));
         let n = ModelUsage { model: "n".into(), cached_tokens: 1_000_000, ..r.clone() };
         assert_eq!(cost(&c, &n), Some(1.0), "a quarter of the input price when PRICES does not say");
@@ -101,5 +108,16 @@ mod tests {
              Estimated cost: $3.5000"
         );
         assert_eq!(chat_totals_text(&c, &[]), "No model calls in this chat yet.");
+    }
+
+    #[test]
+    fn web_searches_are_counted_and_priced_per_query() {
+        let mut vars = BTreeMap::new();
+        vars.insert("PRICES".to_string(), "m=2/10".to_string());
+        vars.insert("SEARCH_PRICE_PER_1000".to_string(), "14".to_string());
+        let c = Config::from_vars(&vars);
+        let r = ModelUsage { search_queries: 3, cached_tokens: 0, ..row("m", 0, 0, 0) };
+        assert_eq!(cost(&c, &r), Some(3.0 * 14.0 / 1000.0));
+        assert!(chat_totals_text(&c, &[r]).contains("(0 thinking, 0 cached), 3 web searches, $0.0420"));
     }
 }
