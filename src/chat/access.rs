@@ -93,6 +93,20 @@ pub async fn budget_usage(ctx: &Ctx, chat_id: i64, user_id: Option<i64>) -> work
 /// Applies the model budgets to an admitted, reply-asking message. True: go ahead (the person
 /// is charged one). False: over a budget; the refusal is recorded and the chat told once per
 /// window. If D1 cannot be read the message goes ahead (a budget is not worth silence).
+/// Whether a scheduled run may call the model: the chat's and the bot's token budgets (no
+/// person asked just now, so no person's turns are counted or charged, and nothing is
+/// notified). A failed check lets it through, like `within_budget`.
+pub async fn tokens_within_budget(ctx: &Ctx, conv: &ConvKey) -> bool {
+    let now = now_ms();
+    match rows::budget_state(&ctx.db(), conv.chat_id, None, now).await {
+        Ok((usage, _)) => matches!(limits::check(&ctx.cfg.budgets, &usage, false, |_| None, now), Verdict::Within),
+        Err(e) => {
+            worker::console_error!("budget check failed, letting the scheduled run through: {e}");
+            true
+        }
+    }
+}
+
 pub async fn within_budget(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>, message_id: i64) -> bool {
     let budgets: Budgets = ctx.cfg.budgets;
     let is_admin = user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));

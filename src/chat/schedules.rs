@@ -10,7 +10,7 @@
 //! - The hint is re-read after every change and after every firing; when D1 cannot be read
 //!   the object looks again a minute later, never in a loop.
 
-use super::ChatObject;
+use super::{access, ChatObject};
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::chat_state::ScheduledRun;
@@ -80,6 +80,10 @@ impl ChatObject {
                     };
                     let conv_s = conv.to_string();
                     let nonce = u64::from_le_bytes(crate::config::random_bytes::<8>());
+                    if !access::tokens_within_budget(ctx, &conv).await {
+                        self.send_without_model(ctx, &conv_s, nonce, run, now).await;
+                        break;
+                    }
                     // In the state first: from here a restart resumes this run (the turn claims
                     // it in D1 on every attempt, idempotently).
                     let turn = self.update(|st| st.begin_scheduled_turn(now, &conv_s, nonce, run)).await;
@@ -90,5 +94,23 @@ impl ChatObject {
             }
         }
         self.refresh_schedules(ctx).await;
+    }
+
+    /// Over the token budget: the run's text goes out as it was set, with no model call. Owed
+    /// in the state before the run is claimed (a crash between sends it and may fire the run
+    /// once more; never neither), then claimed, then sent like an apology (at most once).
+    async fn send_without_model(&self, ctx: &Ctx, conv: &str, nonce: u64, run: ScheduledRun, now: i64) {
+        let turn_id = agent_core::chat_state::turn_id(conv, now, nonce);
+        worker::console_warn!("chat {conv}: schedule #{} fires over the token budget: its text, no model call", run.schedule_id);
+        self.update(|st| st.owe_text(&turn_id, run.text.clone(), now)).await;
+        match storage::schedules::claim(&ctx.db(), run.schedule_id, run.due_ms, run.next_ms, &turn_id, now).await {
+            Ok(true) => {}
+            Ok(false) => {
+                self.update(|st| st.apology_done(&turn_id)).await;
+                return;
+            }
+            Err(e) => worker::console_error!("chat {conv}: schedule #{} could not be claimed: {e}", run.schedule_id),
+        }
+        self.send_apologies(ctx).await;
     }
 }

@@ -317,3 +317,24 @@ test("web search: the request carries Google Search grounding and the reply link
   await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 10_000, "/usage");
   assert.match(s.tg.sent(uid)[1], /1 web searches/);
 });
+
+test("over the chat's token budget a reminder goes out as its text, with no model call", async () => {
+  const b = await startStack({ vars: { CHAT_TOKENS_PER_DAY: "500", RETRY_BASE_MS: "300" } });
+  try {
+    const uid = uniqueId();
+    // The first turn is within the budget (nothing used yet) and uses it up.
+    b.gemini.script(uid, [{ calls: [{ name: "schedule_message", args: { text: "take the *pills*", in_minutes: 0.05 } }] }, { text: "Will do." }]);
+    await b.webhook(privateText(uid, "remind me to take my pills in a moment"));
+    await b.tg.waitFor(() => b.tg.sent(uid).length === 1, 15_000, "the confirmation");
+    const [used] = await b.sql("SELECT SUM(total_tokens) AS n FROM model_calls WHERE chat_id = ?", uid);
+    assert.ok(used.n > 500, `the chat used ${used.n} tokens`);
+    await b.tg.waitFor(() => b.tg.sent(uid).length === 2, 15_000, "the reminder");
+    await sleep(1500);
+    assert.deepEqual(b.tg.sent(uid).slice(1), ["⏰ take the *pills*"]);
+    assert.equal(b.gemini.calls(uid).length, 2, "no model call for the run");
+    const [row] = await b.sql("SELECT status, runs FROM schedules WHERE chat_id = ?", uid);
+    assert.deepEqual(row, { status: "done", runs: 1 });
+  } finally {
+    await b.close();
+  }
+});

@@ -537,6 +537,15 @@ impl ChatState {
         }
     }
 
+    /// Owes a scheduled run's text without a turn (the chat or the bot is over its token
+    /// budget: the reminder goes out as it was set, with no model call). Sent like an apology,
+    /// under `turn_id`, at most once.
+    pub fn owe_text(&mut self, turn_id: &str, text: String, now: i64) {
+        if !self.apologies.iter().any(|a| a.turn_id == turn_id) {
+            self.apologies.push(Apology { turn_id: turn_id.to_string(), attempts: 0, not_before_ms: now, text: Some(text) });
+        }
+    }
+
     /// The owed apology to send at `now`, if any (counts the attempt): its turn, and the
     /// scheduled text to send instead when it was a scheduled run.
     pub fn apology_due(&mut self, now: i64) -> Option<(String, Option<String>)> {
@@ -963,6 +972,18 @@ mod tests {
         let t = s.begin_turn(100, "c", 3);
         s.give_up(&t.turn_id, 200);
         assert_eq!(s.apology_due(200), Some((t.turn_id, None)));
+    }
+
+    #[test]
+    fn a_text_owed_without_a_turn_is_sent_once() {
+        let mut s = ChatState::default();
+        s.owe_text("c/1-a", "call mum".into(), 100);
+        s.owe_text("c/1-a", "call mum".into(), 100);
+        assert_eq!(s.apologies.len(), 1);
+        assert_eq!(s.next_wake(&T, false, 50), Some(100));
+        assert_eq!(s.apology_due(100), Some(("c/1-a".into(), Some("call mum".into()))));
+        s.apology_done("c/1-a");
+        assert_eq!(s.next_wake(&T, false, 150), None);
     }
 
     #[test]
