@@ -29,9 +29,12 @@ impl ChatObject {
 
     pub(super) async fn handle_inbox(&self, ctx: &Ctx, inbox: &Inbox) {
         let kind = inbox.message.as_ref().map(|m| m.chat.kind).or(inbox.reaction.as_ref().map(|r| r.chat.kind));
-        let conv = match (&inbox.message, &inbox.reaction, self.conv()) {
+        // The key the object already knows (not `conv()`, which would warn that the kind is
+        // unknown on a chat's very first message, before the kind below is remembered).
+        let known = self.meta.borrow().as_ref().map(|m| m.conv);
+        let conv = match (&inbox.message, &inbox.reaction, known) {
             (Some(m), _, _) => m.conv,
-            (None, _, Some((c, _))) => c,
+            (None, _, Some(c)) => c,
             (None, Some(r), None) => ConvKey::chat(r.chat.id),
             (None, None, None) => return,
         };
