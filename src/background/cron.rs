@@ -36,12 +36,8 @@ async fn rearm_overdue_schedules(ctx: &Ctx) -> worker::Result<usize> {
     let convs = storage::schedules::overdue(&ctx.db(), now_ms() - OVERDUE_AFTER_MS, REARM_PER_RUN).await?;
     let mut n = 0;
     for conv in convs {
-        match objects::call_ok(ctx, &conv, "/schedules", &serde_json::json!({})).await {
-            Ok(mut resp) => {
-                // Read to the end: an unread body keeps the invocation open.
-                let _ = resp.text().await;
-                n += 1;
-            }
+        match objects::notify(ctx, &conv, "/schedules", &serde_json::json!({})).await {
+            Ok(()) => n += 1,
             Err(e) => worker::console_error!("cron: chat {conv} could not be re-armed: {e}"),
         }
     }

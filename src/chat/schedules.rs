@@ -45,7 +45,7 @@ impl ChatObject {
         let now = now_ms();
         let db = ctx.db();
         let due = match storage::schedules::due(&db, &conv, now).await {
-            Ok((due, _)) => due,
+            Ok(due) => due,
             Err(e) => {
                 worker::console_error!("chat {conv}: due schedules could not be read: {e}");
                 self.update(|st| st.set_next_schedule(Some(now + RETRY_READ_MS))).await;

@@ -1,5 +1,6 @@
 //! The chat Durable Object client: one object per conversation, named by its key, called with
-//! a JSON body on one of its routes (`/inbox`, `/job`, `/dead`, `/chat`, `/state`).
+//! a JSON body on one of its routes (`/inbox`, `/job`, `/dead`, `/chat`, `/schedules`,
+//! `/state`).
 //!
 //! Invariant: the conversation key travels as the object's name and in the `conv` query
 //! parameter (so an object learns its own key on its first call); nothing else in the URL.
@@ -28,6 +29,14 @@ pub async fn call_ok<T: Serialize>(ctx: &Ctx, conv: &ConvKey, route: &str, body:
         return Err(worker::Error::RustError(format!("chat object answered {}", resp.status_code())));
     }
     Ok(resp)
+}
+
+/// Tells an object something that needs no answer (re-read its schedules): the call must be
+/// answered 200, and its body is read to the end (an unread body keeps the caller's
+/// invocation open: a cron run would never finish).
+pub async fn notify<T: Serialize>(ctx: &Ctx, conv: &ConvKey, route: &str, body: &T) -> Result<()> {
+    let mut resp = call_ok(ctx, conv, route, body).await?;
+    resp.text().await.map(|_| ())
 }
 
 /// The object's state, for the admin API (`GET /state`).

@@ -132,12 +132,9 @@ pub async fn cancel(db: &Db, conv: &ConvKey, id: i64, who: Option<i64>, now: i64
     Ok(!db.all::<IdRow>(CANCEL, args![id, conv.to_string(), now, who]).await?.is_empty())
 }
 
-/// What is due in the conversation at `now`, and its next run (one round trip).
-pub async fn due(db: &Db, conv: &ConvKey, now: i64) -> Result<(Vec<DueRow>, Option<i64>)> {
-    let c = conv.to_string();
-    let r = db.batch(vec![db.stmt(DUE, args![c.as_str(), now])?, db.stmt(NEXT, args![c.as_str()])?]).await?;
-    let next = rows::<NextRow>(&r[1])?.into_iter().next().and_then(|n| n.next);
-    Ok((rows(&r[0])?, next))
+/// What is due in the conversation at `now`, soonest first.
+pub async fn due(db: &Db, conv: &ConvKey, now: i64) -> Result<Vec<DueRow>> {
+    db.all(DUE, args![conv.to_string(), now]).await
 }
 
 /// The conversation's next run, if any.

@@ -263,13 +263,20 @@ test("in a group, people cancel only the reminders they set", async () => {
   await s.tg.waitFor(() => s.tg.sent(chat).length === 1, 15_000, "the confirmation");
   const [row] = await s.sql("SELECT id, creator_user_id FROM schedules WHERE chat_id = ?", chat);
   assert.equal(row.creator_user_id, alice);
+  // Asking the bot is no way around it: cancel_schedule acts as the person who asked.
+  s.gemini.script(bob, [{ calls: [{ name: "cancel_schedule", args: { id: row.id } }] }, { text: "I can't." }]);
+  const ask = `@edge_bot cancel reminder ${row.id}`;
+  await s.webhook(groupText(chat, bob, ask, { entities: mention(ask, "edge_bot") }));
+  await s.tg.waitFor(() => s.tg.sent(chat).length === 2, 15_000, "the answer to bob");
+  assert.match(functionResponses(s.gemini.calls(bob)[1].body)[0].error, new RegExp(`no active schedule #${row.id} in this chat that the person asking set`));
+  assert.equal((await s.sql("SELECT status FROM schedules WHERE id = ?", row.id))[0].status, "active");
   const command = (t) => ({ entities: [{ type: "bot_command", offset: 0, length: t.split(" ")[0].length }] });
   await s.webhook(groupText(chat, bob, `/cancel ${row.id}`, command("/cancel")));
-  await s.tg.waitFor(() => s.tg.sent(chat).length === 2, 10_000, "bob's reply");
-  assert.equal(s.tg.sent(chat)[1], `You have no active reminder #${row.id} in this chat.`);
+  await s.tg.waitFor(() => s.tg.sent(chat).length === 3, 10_000, "bob's reply");
+  assert.equal(s.tg.sent(chat)[2], `You have no active reminder #${row.id} in this chat.`);
   await s.webhook(groupText(chat, alice, `/cancel ${row.id}`, command("/cancel")));
-  await s.tg.waitFor(() => s.tg.sent(chat).length === 3, 10_000, "alice's reply");
-  assert.equal(s.tg.sent(chat)[2], `Cancelled reminder #${row.id}.`);
+  await s.tg.waitFor(() => s.tg.sent(chat).length === 4, 10_000, "alice's reply");
+  assert.equal(s.tg.sent(chat)[3], `Cancelled reminder #${row.id}.`);
 });
 
 test("web search: the request carries Google Search grounding and the reply links its sources", async () => {

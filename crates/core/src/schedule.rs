@@ -22,6 +22,8 @@ use std::fmt;
 
 /// Characters of a schedule's text at most.
 pub const MAX_TEXT_CHARS: usize = 1000;
+/// Characters of `at`, `repeat` and `timezone` at most (each is short when it is valid).
+const MAX_FIELD_CHARS: usize = 100;
 /// How far ahead a schedule may first run.
 pub const MAX_AHEAD_DAYS: i64 = 731;
 /// How late a fired run must be before the bot says it is late.
@@ -341,6 +343,16 @@ pub fn parse_request(args: &Value) -> Result<Request, ScheduleError> {
         Some(Value::String(t)) => Some(t.trim().parse::<f64>().map_err(|_| ScheduleError::BadTime(t.clone()))?),
         Some(other) => return Err(ScheduleError::BadTime(other.to_string())),
     };
+    let too_long = |k: &str| s(k).is_some_and(|v| v.chars().count() > MAX_FIELD_CHARS);
+    if too_long("at") {
+        return Err(ScheduleError::BadTime(s("at").unwrap_or_default().chars().take(64).collect()));
+    }
+    if too_long("repeat") {
+        return Err(ScheduleError::BadRepeat(format!("longer than {MAX_FIELD_CHARS} characters")));
+    }
+    if too_long("timezone") {
+        return Err(ScheduleError::UnknownZone(s("timezone").unwrap_or_default().chars().take(64).collect()));
+    }
     let when = match (s("at"), minutes) {
         (Some(_), Some(_)) => return Err(ScheduleError::BothTimes),
         (Some(at), None) => When::At(at),
@@ -702,6 +714,17 @@ mod tests {
         assert!(e(json!({"text": "x", "in_minutes": 5, "repeat": "0 0 30 2 *"}), 0).contains("never matches"));
         assert!(e(json!({"text": "x", "in_minutes": 5}), 25).contains("25 active schedules"));
         assert!(e(json!({"text": "é".repeat(1001), "in_minutes": 5}), 0).contains("too long"));
+        // Every other field is short when valid; a huge one is refused without echoing it.
+        for (k, v) in [("repeat", "* ".repeat(5000)), ("at", "9".repeat(5000)), ("timezone", "Z".repeat(5000))] {
+            let mut args = json!({"text": "x", "in_minutes": 5});
+            if k == "at" {
+                args = json!({"text": "x", "at": v});
+            } else {
+                args[k] = json!(v);
+            }
+            let err = e(args, 0);
+            assert!(err.len() < 300, "{k}: {err}");
+        }
         // Two runs 10 minutes apart in one hour, then a day: the shortest gap counts.
         assert!(e(json!({"text": "x", "in_minutes": 5, "repeat": "0,10 9 * * *"}), 0).contains("too often"));
         assert!(plan(&req(json!({"text": "x", "in_minutes": 5, "repeat": "0,30 9 * * *"})), now(), "UTC", &l, 0).is_ok());

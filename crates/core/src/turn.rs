@@ -464,29 +464,9 @@ pub async fn run_turn(
                     needs_round = true; // the model must answer after all
                     json!({"error": "not available: this message asks for an answer"})
                 }
-                ToolCall::Schedule(request) => {
-                    let r = match tools.schedule(&request).await {
-                        Ok(v) => {
-                            result.schedules_changed = true;
-                            v
-                        }
-                        Err(e) => json!({"error": e}),
-                    };
-                    result.turn.outcomes.insert(index, r.clone());
-                    r
-                }
+                ToolCall::Schedule(request) => schedule_changed(&mut result, index, tools.schedule(&request).await),
                 ToolCall::ListSchedules => tools.list_schedules().await.unwrap_or_else(|e| json!({"error": e})),
-                ToolCall::CancelSchedule { id } => {
-                    let r = match tools.cancel_schedule(id).await {
-                        Ok(v) => {
-                            result.schedules_changed = true;
-                            v
-                        }
-                        Err(e) => json!({"error": e}),
-                    };
-                    result.turn.outcomes.insert(index, r.clone());
-                    r
-                }
+                ToolCall::CancelSchedule { id } => schedule_changed(&mut result, index, tools.cancel_schedule(id).await),
                 ToolCall::Invalid { error, .. } => json!({"error": error}),
             };
             responses.push(Part::function_response(&call.name, call.id.clone(), response));
@@ -509,6 +489,20 @@ pub async fn run_turn(
         }
     }
     Ok(result)
+}
+
+/// Records what a schedule function did (kept in the stored turn, like `remember`'s answer)
+/// and whether it changed the chat's schedules; returns what the model reads.
+fn schedule_changed(result: &mut TurnResult, index: usize, outcome: Result<Value, String>) -> Value {
+    let r = match outcome {
+        Ok(v) => {
+            result.schedules_changed = true;
+            v
+        }
+        Err(e) => json!({"error": e}),
+    };
+    result.turn.outcomes.insert(index, r.clone());
+    r
 }
 
 /// Sources listed under a grounded answer at most.
