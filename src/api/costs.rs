@@ -45,10 +45,13 @@ pub async fn get(ctx: &Ctx, url: &Url) -> Result<Response> {
                 "output_tokens": r.usage.candidates_tokens,
                 "thinking_tokens": r.usage.thoughts_tokens,
                 "cached_tokens": r.usage.cached_tokens,
+                "cached_share": agent_core::usage::cached_share(&r.usage),
                 "search_queries": r.usage.search_queries,
                 "cost_usd": cost,
             })
         })
         .collect();
-    Response::from_json(&json!({"period": period, "since": since, "rows": items, "total_cost_usd": total, "budgets": budgets}))
+    let all: Vec<_> = rows.iter().map(|r| r.usage.clone()).collect();
+    let cached_share = agent_core::usage::total_cached_share(&all);
+    Response::from_json(&json!({"period": period, "since": since, "rows": items, "total_cost_usd": total, "cached_share": cached_share, "budgets": budgets}))
 }

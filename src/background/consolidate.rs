@@ -262,17 +262,33 @@ async fn after_commit(ctx: &Ctx, db: &Db, conv: &ConvKey, more: bool) {
 async fn summary_statement(ctx: &Ctx, db: &Db, conv: &ConvKey, calls: &mut Vec<CallRecord>, lease: Lease) -> Result<Option<D1PreparedStatement>, Failed> {
     let current = rows::summary(db, conv).await?.unwrap_or_default();
     let until = current.until_seq.unwrap_or(0);
-    // The newest messages the prompt keeps: where the budget cuts today.
-    let recent = rows::messages(db, conv, until, i64::MAX, HISTORY_ROWS, true).await?;
     let structured = ctx.cfg.history_format == agent_core::config::HistoryFormat::Structured;
-    let first_kept = history::fit_budget(&recent, ctx.cfg.history_token_budget, structured);
-    // If the loaded window starts right after `until`, everything before the cut is older.
-    let cut_seq = if first_kept > 0 {
-        recent[first_kept].seq
-    } else if recent.len() as i64 == HISTORY_ROWS {
-        recent[0].seq
-    } else {
-        return Ok(None);
+    let cut_seq = match current.history_cut_seq {
+        // Turns cut the history there (and keep that start for many turns): the summary
+        // covers what they do not show, and changes only when the cut moves.
+        Some(cut) if cut > until => cut,
+        Some(_) => return Ok(None),
+        None => {
+            // No turn has cut yet: where the next turn would cut (it starts right after the
+            // summary when what follows fits).
+            let recent = rows::messages(db, conv, until, i64::MAX, HISTORY_ROWS, true).await?;
+            let more_before = recent.len() as i64 == HISTORY_ROWS;
+            let limits = agent_core::context::Limits {
+                row_limit: HISTORY_ROWS as usize,
+                session_idle_secs: ctx.cfg.session_idle_secs,
+                token_budget: ctx.cfg.history_token_budget,
+                structured,
+            };
+            let first_kept = agent_core::context::stable_start(&recent, more_before, Default::default(), limits);
+            // If the loaded window starts right after `until`, everything before the cut is older.
+            if first_kept > 0 {
+                recent[first_kept].seq
+            } else if more_before {
+                recent[0].seq
+            } else {
+                return Ok(None);
+            }
+        }
     };
     let older = with_media_known(ctx, db, conv, rows::messages(db, conv, until, cut_seq, SUMMARY_BATCH, false).await?, false).await?;
     if (older.len() as i64) < (ctx.cfg.consolidate_min_messages as i64).min(SUMMARY_BATCH) {

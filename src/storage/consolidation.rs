@@ -200,10 +200,17 @@ pub fn merge_statements(db: &Db, conv: &ConvKey, plan: &MergePlan, now: i64, lea
 pub struct SummaryRow {
     pub summary: Option<String>,
     pub until_seq: Option<i64>,
+    /// `conversations.history_cut_seq`: where the last turn's history began, when it cut.
+    pub history_cut_seq: Option<i64>,
 }
 
 pub async fn summary(db: &Db, conv: &ConvKey) -> Result<Option<SummaryRow>> {
-    db.first("SELECT summary, until_seq FROM summaries WHERE conv = ?1", args![conv.to_string()]).await
+    db.first(
+        "SELECT (SELECT summary FROM summaries WHERE conv = ?1) AS summary, (SELECT until_seq FROM summaries WHERE conv = ?1) AS until_seq,
+           (SELECT history_cut_seq FROM conversations WHERE conv = ?1) AS history_cut_seq",
+        args![conv.to_string()],
+    )
+    .await
 }
 
 /// The statement writing a new summary that covers messages up to `until_seq` (`messages`

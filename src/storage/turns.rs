@@ -19,6 +19,10 @@ pub struct ConversationRow {
     pub session_start_seq: i64,
     pub session_started_at: Option<i64>,
     pub plan: Option<String>,
+    /// The first message the last turn showed, when it cut the history.
+    pub history_cut_seq: Option<i64>,
+    /// The newest message the conversation's summary covers.
+    pub summary_until: Option<i64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -48,7 +52,9 @@ pub struct TurnContext {
 /// Messages a turn reads at most (the token budget usually cuts earlier).
 pub const HISTORY_ROWS: i64 = 400;
 
-const SELECT_CONVERSATION: &str = "SELECT session_start_seq, session_started_at, plan FROM conversations WHERE conv = ?1";
+const SELECT_CONVERSATION: &str = "SELECT session_start_seq, session_started_at, plan, history_cut_seq,
+       (SELECT until_seq FROM summaries WHERE conv = ?1) AS summary_until
+     FROM conversations WHERE conv = ?1";
 const SELECT_CHAT: &str = "SELECT kind, title, model, blocked_at FROM chats WHERE chat_id = ?1";
 /// The newest messages of the current session (it starts at `conversations.session_start_seq`).
 const SELECT_RECENT_MESSAGES: &str = "SELECT m.seq, m.message_id, m.role, m.user_id, m.name, m.username, m.parts,

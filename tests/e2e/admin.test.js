@@ -3,6 +3,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, privateText, uniqueId, sleep, ADMIN_TOKEN } from "../support/stack.js";
+import { promptText } from "../support/prompt.js";
 
 let s;
 before(async () => {
@@ -93,7 +94,7 @@ test("operator notes are shown first; memories are listed and deleted", async ()
   assert.equal(note.status, 200);
   await s.env.DB.prepare("INSERT INTO memories (kind, chat_id, about_user_id, entity, attribute, value, created_at, updated_at) VALUES ('fact', ?, ?, 'me', 'color', 'teal', 0, 0)").bind(uid, uid).run();
   await chatWith(uid, "hi");
-  const sys = s.gemini.calls(uid).at(-1).body.systemInstruction.parts[0].text;
+  const sys = promptText(s.gemini.calls(uid).at(-1));
   assert.ok(sys.indexOf("call them Captain") < sys.indexOf("color = teal"), "curated notes come first");
   const list = await api("GET", `memories?user_id=${uid}`);
   assert.equal(list.json.memories.length, 2);

@@ -5,6 +5,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
 import { startStack, privateText, uniqueId, sleep } from "../support/stack.js";
+import { promptText as systemText } from "../support/prompt.js";
 
 let s;
 let page;
@@ -27,7 +28,6 @@ after(async () => {
   await new Promise((r) => page.close(r));
 });
 
-const systemText = (req) => req.body.systemInstruction.parts.map((p) => p.text).join("");
 
 test("two messages with a wait between arrive in order, the wait honoured", async () => {
   const uid = uniqueId();

@@ -3,6 +3,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, privateText, groupText, mention, reaction, uniqueId, sleep, BOT_ID } from "../support/stack.js";
+import { promptText as systemText } from "../support/prompt.js";
 
 let s;
 before(async () => {
@@ -13,7 +14,6 @@ after(async () => {
 });
 
 const allText = (req) => req.body.contents.flatMap((c) => c.parts).map((p) => p.text ?? "").join("\n");
-const systemText = (req) => req.body.systemInstruction.parts.map((p) => p.text).join("");
 
 test("group chatter is stored as context and not answered", async () => {
   const chat = -1000000000000 - uniqueId();

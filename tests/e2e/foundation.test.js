@@ -3,6 +3,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, privateText, uniqueId, updateId, sleep, WEBHOOK_SECRET } from "../support/stack.js";
+import { systemText, turnContext } from "../support/prompt.js";
 
 let s;
 before(async () => {
@@ -45,9 +46,9 @@ test("the Gemini request carries the system instruction, the user's text, and th
   assert.equal(req.path, "/v1beta/models/gemini-3.8-flash:generateContent");
   assert.equal(req.query, "", "no key in the URL");
   assert.equal(req.headers["x-goog-api-key"], "test-gemini-key");
-  const system = req.body.systemInstruction.parts.map((p) => p.text).join("");
+  const system = systemText(req);
   assert.match(system, /You are Edge, an AI agent that lives in Telegram/);
-  assert.match(system, /## Situation\nAnswer message #\d+/);
+  assert.match(turnContext(req), /## Situation\nAnswer message #\d+/);
   assert.ok(!req.body.contents.some((c) => c.role === "system"), "no system role in contents");
   const text = req.body.contents.flatMap((c) => c.parts).map((p) => p.text).join("\n");
   assert.match(text, /What is the capital of Peru\?/);

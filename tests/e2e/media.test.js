@@ -7,6 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { startStack, privateText, groupText, mention, uniqueId, messageId, updateId, ROOT, ADMIN_TOKEN } from "../support/stack.js";
 import { requestText } from "../support/fake-gemini.js";
+import { TURN_CONTEXT_HEADER } from "../support/prompt.js";
 
 let s;
 /** The size of each file given to the fake Telegram (photo updates state it, as Telegram does). */
@@ -384,7 +385,7 @@ test("an album is one unit: sent whole, shown as one message, and a reply to any
   for (const u of items) u.message.media_group_id = group; // the fixture's, made unique to this test
   for (const u of items) await s.webhook(u);
   await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the album answer");
-  const metas = (req) => req.body.contents.flatMap((c) => c.parts).filter((p) => (p.text ?? "").startsWith("[meta]"));
+  const metas = (req) => req.body.contents.flatMap((c) => c.parts).filter((p) => (p.text ?? "").startsWith("[meta]") && !p.text.startsWith(TURN_CONTEXT_HEADER));
   const sentBytes = (req) => req.body.contents.flatMap((c) => c.parts).filter((p) => p.inlineData).map((p) => Buffer.from(p.inlineData.data, "base64"));
   const first = s.gemini.calls(uid)[0];
   assert.deepEqual(sentBytes(first), clips, "all three, in order");

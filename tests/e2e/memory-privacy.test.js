@@ -7,6 +7,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, privateText, groupText, mention, uniqueId, sleep, ADMIN_TOKEN } from "../support/stack.js";
+import { promptText as systemText } from "../support/prompt.js";
 
 let s;
 before(async () => {
@@ -16,7 +17,6 @@ after(async () => {
   await s?.close();
 });
 
-const systemText = (body) => body.systemInstruction.parts.map((p) => p.text).join("");
 const isJson = (body) => body?.generationConfig?.responseMimeType === "application/json";
 
 async function api(method, path) {

@@ -6,6 +6,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, privateText, uniqueId, sleep } from "../support/stack.js";
 import { embedText } from "../support/fake-gemini.js";
+import { promptText as systemText } from "../support/prompt.js";
 
 let s;
 before(async () => {
@@ -15,7 +16,6 @@ after(async () => {
   await s?.close();
 });
 
-const systemText = (req) => req.body.systemInstruction.parts.map((p) => p.text).join("");
 const cmd = (uid, text) => privateText(uid, text, { entities: [{ type: "bot_command", offset: 0, length: text.split(" ")[0].length }] });
 const consolidations = () => s.gemini.requests.filter((r) => r.body?.generationConfig?.responseMimeType === "application/json").length;
 

@@ -5,6 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, privateText, groupText, mention, uniqueId, sleep, ADMIN_TOKEN } from "../support/stack.js";
+import { turnContext } from "../support/prompt.js";
 
 let s;
 before(async () => {
@@ -70,7 +71,7 @@ test("'in a few seconds' fires once, with the text in a scheduled situation, and
   await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 15_000, "the reminder");
   await sleep(2500);
   assert.deepEqual(s.tg.sent(uid), ["Okay, I'll remind you.", "Time to drink some water! 💧"], "fired exactly once");
-  const system = seen.systemInstruction.parts[0].text;
+  const system = turnContext(seen);
   assert.match(system, /This turn is a scheduled follow-up that you set earlier \(schedule #\d+/);
   assert.ok(system.includes('"drink some water"'), "the scheduled text is quoted in the situation");
   assert.match(JSON.stringify(seen.contents.at(-1)), /scheduled follow-up #\d+ due .* set by user_id=/);

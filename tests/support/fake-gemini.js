@@ -4,11 +4,12 @@
 // messages (roles, empty parts, unknown fields, function call/response pairing), thought
 // signatures issued on function calls and checked when they come back, inline files whose bytes
 // must be what their mimeType says (magic bytes), usageMetadata on every
-// answer. Answers are scripted per user id (the bot's prompts name the sender), so tests that
+// answer (with cachedContentTokenCount for a repeated prefix: fake-gemini-cache.js). Answers are scripted per user id (the bot's prompts name the sender), so tests that
 // share one worker do not interfere.
 import http from "node:http";
 import crypto from "node:crypto";
 import { waiters } from "../../tools/util.js";
+import { implicitCache } from "./fake-gemini-cache.js";
 
 const TOP_LEVEL = new Set(["contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings", "cachedContent"]);
 
@@ -153,11 +154,15 @@ export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
   const issued = new Map(); // functionCall id → thoughtSignature
   let defaultLatency = latencyMs;
   const { notify, waitFor } = waiters();
+  const cache = implicitCache();
 
-  function usage(body, outText) {
+  function usage(body, outText, model) {
     const prompt = Math.ceil(JSON.stringify(body).length / 4);
     const candidates = Math.ceil((outText ?? "").length / 4) + 1;
-    return { promptTokenCount: prompt, candidatesTokenCount: candidates, thoughtsTokenCount: 3, totalTokenCount: prompt + candidates + 3 };
+    const out = { promptTokenCount: prompt, candidatesTokenCount: candidates, thoughtsTokenCount: 3, totalTokenCount: prompt + candidates + 3 };
+    const cached = Math.min(cache.cached(body, model), prompt);
+    if (cached > 0) out.cachedContentTokenCount = cached;
+    return out;
   }
 
   function success(body, model, parts, finishReason = "STOP") {
@@ -180,7 +185,7 @@ export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
       status: 200,
       body: {
         candidates: [{ content: { role: "model", parts }, finishReason, index: 0 }],
-        usageMetadata: usage(body, text),
+        usageMetadata: usage(body, text, model),
         modelVersion: model,
         responseId: crypto.randomUUID(),
       },
@@ -202,7 +207,7 @@ export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
     }
     if (answer.raw) return { status: 200, body: answer.raw };
     if (answer.finishReason && !answer.text && !answer.calls) {
-      return { status: 200, body: { candidates: [{ finishReason: answer.finishReason, index: 0 }], usageMetadata: usage(body, ""), modelVersion: model } };
+      return { status: 200, body: { candidates: [{ finishReason: answer.finishReason, index: 0 }], usageMetadata: usage(body, "", model), modelVersion: model } };
     }
     const parts = [];
     if (answer.text) parts.push({ text: answer.text });

@@ -1,6 +1,8 @@
 //! Inputs shared by the benchmarks: the recorded 500-message conversation and real updates,
 //! loaded from `tests/fixtures`.
 
+pub mod cache;
+
 use agent_core::conversation::Part;
 use agent_core::gemini::{Content, FunctionCall, Part as GPart};
 use agent_core::history::{BotTurn, HistoryMessage, Role};

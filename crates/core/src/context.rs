@@ -31,6 +31,10 @@ pub struct Loaded {
     pub stored_started_at: Option<i64>,
     /// The turn is a scheduled run: it happens with nothing new from people too.
     pub scheduled: bool,
+    /// `conversations.history_cut_seq`: the first message the last turn showed, when it cut.
+    pub stored_cut: Option<i64>,
+    /// `summaries.until_seq`: the newest message the conversation's summary covers.
+    pub summary_until: Option<i64>,
 }
 
 /// The settings the window depends on.
@@ -71,6 +75,7 @@ pub fn window(loaded: Loaded, limits: Limits, now_ms: i64) -> Option<Window> {
         return None;
     }
     let stored_start = loaded.stored_start;
+    let stored_cut = loaded.stored_cut;
     let mut rows = loaded.messages;
     let start = session_start(&rows, stored_start, limits.session_idle_secs);
     let mut last_cut: Option<i64> = None;
@@ -82,9 +87,9 @@ pub fn window(loaded: Loaded, limits: Limits, now_ms: i64) -> Option<Window> {
     history::chronological(&mut messages);
     let new_session = start > stored_start || !messages.iter().any(|m| m.role == Role::Bot && m.turn_id.is_some());
     let session_started_at = (start != stored_start || loaded.stored_started_at.is_none()).then_some(now_ms);
-    let first = history::fit_budget(&messages, limits.token_budget, limits.structured);
+    let first = stable_start(&messages, last_cut.is_some(), Anchors { stored_cut, summary_until: loaded.summary_until }, limits);
     if first > 0 {
-        let dropped = messages[first - 1].seq;
+        let dropped = messages[..first].iter().map(|m| m.seq).max().unwrap_or(0);
         last_cut = Some(last_cut.map_or(dropped, |c| c.max(dropped)));
         messages.drain(..first);
     }
@@ -94,6 +99,49 @@ pub fn window(loaded: Loaded, limits: Limits, now_ms: i64) -> Option<Window> {
     people.dedup();
     Some(Window { messages, newest_seq, session_start: start, session_started_at, new_session, last_cut, cut_seq, people })
 }
+
+/// What a new window's start may hold on to.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Anchors {
+    /// The first message the last turn showed, when it cut.
+    pub stored_cut: Option<i64>,
+    /// The newest message the summary covers.
+    pub summary_until: Option<i64>,
+}
+
+/// Where the shown history starts (an index into `messages`), chosen so that it stays put:
+/// consecutive turns then repeat the same history prefix, which Gemini bills at the cached
+/// rate. In order:
+/// 1. the last turn's start (`stored_cut`), while it is still loaded and what follows it fits
+///    the budget;
+/// 2. the start of everything, when it all fits (no cut);
+/// 3. right after what the summary covers, when what follows fits;
+/// 4. otherwise the oldest messages go in one block, down to [`RECUT_SHARE`] of the budget and
+///    of the row limit (`more_before`: more rows exist than were loaded), and that start then
+///    holds for many turns.
+///
+/// The newest message is always shown.
+pub fn stable_start(messages: &[HistoryMessage], more_before: bool, anchors: Anchors, limits: Limits) -> usize {
+    let cost = |from: usize| -> usize { messages[from..].iter().map(|m| history::message_cost(m, limits.structured)).sum() };
+    let fits = |at: usize| at > 0 && cost(at) <= limits.token_budget;
+    if let Some(at) = anchors.stored_cut.and_then(|c| messages.iter().position(|m| m.seq == c)).filter(|&at| fits(at)) {
+        return at;
+    }
+    if !more_before && messages.len() <= limits.row_limit && cost(0) <= limits.token_budget {
+        return 0;
+    }
+    if let Some(at) = anchors.summary_until.and_then(|u| messages.iter().position(|m| m.seq > u)).filter(|&at| fits(at)) {
+        return at;
+    }
+    let (budget, rows) = (limits.token_budget * RECUT_SHARE.0 / RECUT_SHARE.1, limits.row_limit * RECUT_SHARE.0 / RECUT_SHARE.1);
+    let by_rows = messages.len().saturating_sub(rows.max(1));
+    let by_budget = history::fit_budget(messages, budget, limits.structured);
+    by_rows.max(by_budget).min(messages.len().saturating_sub(1))
+}
+
+/// When the history has to be cut anew, it is cut to this share (numerator, denominator) of
+/// the budget and the row limit, so the next cuts are many turns away.
+pub const RECUT_SHARE: (usize, usize) = (2, 3);
 
 /// The summary a turn shows, and whether the history is cut beyond what it covers (the prompt
 /// then says so). Without a cut the summary is not needed and not shown.
@@ -167,7 +215,7 @@ mod tests {
     }
 
     fn loaded(messages: Vec<HistoryMessage>, answered_seq: i64) -> Loaded {
-        Loaded { messages, answered_seq, stored_start: 0, stored_started_at: Some(1), scheduled: false }
+        Loaded { messages, answered_seq, stored_start: 0, stored_started_at: Some(1), scheduled: false, stored_cut: None, summary_until: None }
     }
 
     #[test]
@@ -222,24 +270,104 @@ mod tests {
     }
 
     #[test]
-    fn the_row_over_the_limit_is_the_newest_cut_message() {
-        let msgs: Vec<_> = (1..=4).map(|s| user(s, s, 7)).collect();
-        let w = window(loaded(msgs, 0), Limits { row_limit: 3, ..limits() }, 99).unwrap();
-        assert_eq!(w.messages.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![2, 3, 4]);
-        assert_eq!(w.last_cut, Some(1));
-        assert_eq!(w.cut_seq, Some(2));
+    fn the_row_over_the_limit_cuts_anew_to_two_thirds_of_the_rows() {
+        let msgs: Vec<_> = (1..=7).map(|s| user(s, s, 7)).collect();
+        let w = window(loaded(msgs, 0), Limits { row_limit: 6, ..limits() }, 99).unwrap();
+        assert_eq!(w.messages.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![4, 5, 6, 7]);
+        assert_eq!(w.last_cut, Some(3));
+        assert_eq!(w.cut_seq, Some(4));
     }
 
     #[test]
-    fn the_budget_cuts_the_oldest_and_the_cut_point_is_the_first_shown() {
+    fn the_budget_cuts_the_oldest_to_two_thirds_and_the_cut_point_is_the_first_shown() {
         let long = "word ".repeat(400);
-        let msgs = vec![msg(1, 0, Role::User, 7, &long), msg(2, 1, Role::User, 8, &long), user(3, 2, 9)];
-        // The smallest budget that keeps the newest two.
+        let msgs = vec![msg(1, 0, Role::User, 7, &long), msg(2, 1, Role::User, 8, &long), user(3, 2, 9), user(4, 3, 6)];
+        // A budget that holds the newest three (but not two thirds of it).
         let budget = (1..100_000).find(|&b| history::fit_budget(&msgs, b, true) == 1).unwrap();
         let w = window(loaded(msgs, 0), Limits { token_budget: budget, ..limits() }, 99).unwrap();
-        assert_eq!(w.messages.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![2, 3]);
-        assert_eq!((w.last_cut, w.cut_seq), (Some(1), Some(2)));
-        assert_eq!(w.people, vec![8, 9], "only the people shown");
+        assert_eq!(w.messages.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![3, 4]);
+        assert_eq!((w.last_cut, w.cut_seq), (Some(2), Some(3)));
+        assert_eq!(w.people, vec![6, 9], "only the people shown");
+    }
+
+    /// A conversation grows by a message per turn: each turn stores its cut and the next loads
+    /// it. The start moves rarely (so consecutive requests share their history prefix), every
+    /// window fits the budget and the row limit, and the newest message is always shown.
+    #[test]
+    fn the_cut_stays_put_for_many_turns() {
+        let lim = Limits { row_limit: 60, session_idle_secs: DAY, token_budget: 400, structured: false };
+        let mut all: Vec<HistoryMessage> = Vec::new();
+        let mut stored_cut = None;
+        let (mut moves, mut starts) = (0, Vec::new());
+        for seq in 1..=600 {
+            let words = 1 + (seq as usize * 7) % 13;
+            all.push(msg(seq, seq, Role::User, 1 + seq % 5, &"word ".repeat(words)));
+            let from = all.len().saturating_sub(lim.row_limit + 1);
+            let mut l = loaded(all[from..].to_vec(), seq - 1);
+            l.stored_cut = stored_cut;
+            let w = window(l, lim, 0).unwrap();
+            assert_eq!(w.messages.last().map(|m| m.seq), Some(seq));
+            assert!(w.messages.len() <= lim.row_limit);
+            let cost: usize = w.messages.iter().map(|m| history::message_cost(m, false)).sum();
+            assert!(cost <= lim.token_budget, "turn {seq}: {cost} tokens");
+            let start = w.messages[0].seq;
+            if starts.last().is_some_and(|&s| s != start) {
+                moves += 1;
+            }
+            starts.push(start);
+            stored_cut = w.cut_seq;
+            if let (Some(cut), Some(last)) = (w.last_cut, w.cut_seq) {
+                assert!(cut < last, "the newest cut message is before the first shown");
+            }
+        }
+        // Without stable cuts the start would move on nearly every one of the ~550 turns after
+        // the first cut.
+        assert!(moves <= 600 / 10, "the start moved {moves} times");
+        assert!(moves >= 5, "the window did move as the conversation grew ({moves})");
+    }
+
+    #[test]
+    fn without_a_stored_cut_the_window_starts_right_after_the_summary_when_that_fits() {
+        let lim = Limits { row_limit: 100, session_idle_secs: DAY, token_budget: 1000, structured: true };
+        let each = history::message_cost(&user(1, 1, 7), true);
+        let msgs: Vec<_> = (1..=20).map(|s| user(s, s, 7)).collect();
+        // Over the budget by a few messages; the summary covers the first five.
+        let tight = Limits { token_budget: 17 * each, ..lim };
+        let mut l = loaded(msgs.clone(), 0);
+        l.summary_until = Some(5);
+        let w = window(l, tight, 0).unwrap();
+        assert_eq!((w.cut_seq, w.last_cut), (Some(6), Some(5)), "the summary covers exactly what is cut");
+        assert_eq!(summary_for(w.last_cut, Some("s"), Some(5)), (Some("s"), false));
+        // A summary that leaves too much to show is not a start: cut anew to two thirds.
+        let mut l = loaded(msgs, 0);
+        l.summary_until = Some(1);
+        let w = window(l, tight, 0).unwrap();
+        assert_eq!(w.messages.len(), 17 * 2 / 3);
+    }
+
+    #[test]
+    fn a_stored_cut_is_dropped_when_it_is_not_loaded_or_no_longer_fits() {
+        let lim = Limits { row_limit: 10, session_idle_secs: DAY, token_budget: 1000, structured: true };
+        let msgs: Vec<_> = (1..=5).map(|s| user(s, s, 7)).collect();
+        // Kept: loaded, fits.
+        let mut l = loaded(msgs.clone(), 0);
+        l.stored_cut = Some(3);
+        assert_eq!(window(l, lim, 0).unwrap().cut_seq, Some(3));
+        // A cut at the first loaded row would hide nothing known: everything fits, no cut.
+        let mut l = loaded(msgs.clone(), 0);
+        l.stored_cut = Some(1);
+        let w = window(l, lim, 0).unwrap();
+        assert_eq!((w.cut_seq, w.last_cut), (None, None));
+        // Unknown seq (excluded, or another session): no cut when everything fits.
+        let mut l = loaded(msgs.clone(), 0);
+        l.stored_cut = Some(42);
+        assert_eq!(window(l, lim, 0).unwrap().cut_seq, None);
+        // No longer fits: cut anew.
+        let mut l = loaded(msgs, 0);
+        l.stored_cut = Some(2);
+        let tight = Limits { token_budget: 3 * history::message_cost(&user(1, 1, 7), true), ..lim };
+        let w = window(l, tight, 0).unwrap();
+        assert_eq!(w.messages.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![4, 5]);
     }
 
     #[test]

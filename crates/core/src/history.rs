@@ -374,6 +374,17 @@ pub fn normalize_contents(contents: Vec<Content>) -> Vec<Content> {
     out
 }
 
+/// Puts the turn context (`core::prompt::turn_context`) last: as the final part of the last
+/// user turn, or as a user turn of its own when the history ends otherwise (or is empty).
+/// The history before it is unchanged, so the next turn's request repeats this one's prefix.
+pub fn append_turn_context(contents: &mut Vec<Content>, turn_context: String) {
+    let part = Part::text(turn_context);
+    match contents.last_mut() {
+        Some(last) if !last.is_model() => last.parts.push(part),
+        _ => contents.push(Content::user(vec![part])),
+    }
+}
+
 /// Synthesised function responses for a model content's calls that got none when the turn
 /// ran (actions): what became of each, by call index.
 fn responses_for(content: &Content, first_index: usize, outcomes: &BTreeMap<usize, Value>) -> Vec<Part> {
@@ -528,7 +539,7 @@ pub fn compact_lines(msgs: &[HistoryMessage]) -> String {
 }
 
 /// Estimated cost of one message in either format (bot turns counted once, by their text).
-fn message_cost(m: &HistoryMessage, structured: bool) -> usize {
+pub fn message_cost(m: &HistoryMessage, structured: bool) -> usize {
     let text = estimate_tokens(&m.compact_text());
     if structured {
         text + estimate_tokens(&meta_line(m)) + 12

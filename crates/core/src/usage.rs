@@ -32,6 +32,21 @@ pub fn cost(cfg: &Config, r: &ModelUsage) -> Option<f64> {
     Some(tokens + r.search_queries.max(0) as f64 * cfg.search_price_per_1000 / 1000.0)
 }
 
+/// The share of input tokens served from Gemini's cache (0 to 1), when there was input.
+pub fn cached_share(r: &ModelUsage) -> Option<f64> {
+    (r.prompt_tokens > 0).then(|| r.cached_tokens.clamp(0, r.prompt_tokens) as f64 / r.prompt_tokens as f64)
+}
+
+/// The cached share of input tokens over several rows.
+pub fn total_cached_share(rows: &[ModelUsage]) -> Option<f64> {
+    let total = ModelUsage {
+        prompt_tokens: rows.iter().map(|r| r.prompt_tokens).sum(),
+        cached_tokens: rows.iter().map(|r| r.cached_tokens.clamp(0, r.prompt_tokens.max(0))).sum(),
+        ..Default::default()
+    };
+    cached_share(&total)
+}
+
 /// `/usage`'s lines about a chat's model calls (one per model) and their estimated cost.
 pub fn chat_totals_text(cfg: &Config, rows: &[ModelUsage]) -> String {
     if rows.is_empty() {
@@ -41,13 +56,14 @@ pub fn chat_totals_text(cfg: &Config, rows: &[ModelUsage]) -> String {
     let mut total = 0.0;
     for r in rows {
         out.push_str(&format!(
-            "\n{}: {} calls, {} input + {} output tokens ({} thinking, {} cached)",
+            "\n{}: {} calls, {} input + {} output tokens ({} thinking, {} cached: {:.0}% of input)",
             r.model,
             r.calls,
             r.prompt_tokens,
             r.candidates_tokens + r.thoughts_tokens,
             r.thoughts_tokens,
-            r.cached_tokens
+            r.cached_tokens,
+            cached_share(r).unwrap_or(0.0) * 100.0
         ));
         if r.search_queries > 0 {
             out.push_str(&format!(", {} web searches", r.search_queries));
@@ -103,8 +119,8 @@ mod tests {
         assert_eq!(
             text,
             "Model usage in this chat:\n\
-             m: 2 calls, 1000000 input + 150000 output tokens (50000 thinking, 5 cached), $3.5000\n\
-             other: 2 calls, 10 input + 1 output tokens (0 thinking, 5 cached)\n\
+             m: 2 calls, 1000000 input + 150000 output tokens (50000 thinking, 5 cached: 0% of input), $3.5000\n\
+             other: 2 calls, 10 input + 1 output tokens (0 thinking, 5 cached: 50% of input)\n\
              Estimated cost: $3.5000"
         );
         assert_eq!(chat_totals_text(&c, &[]), "No model calls in this chat yet.");
@@ -118,6 +134,16 @@ mod tests {
         let c = Config::from_vars(&vars);
         let r = ModelUsage { search_queries: 3, cached_tokens: 0, ..row("m", 0, 0, 0) };
         assert_eq!(cost(&c, &r), Some(3.0 * 14.0 / 1000.0));
-        assert!(chat_totals_text(&c, &[r]).contains("(0 thinking, 0 cached), 3 web searches, $0.0420"));
+        assert!(chat_totals_text(&c, &[r]).contains("(0 thinking, 0 cached: 0% of input), 3 web searches, $0.0420"));
+    }
+
+    #[test]
+    fn the_cached_share_is_of_input_tokens() {
+        let a = ModelUsage { prompt_tokens: 1000, cached_tokens: 750, ..Default::default() };
+        let b = ModelUsage { prompt_tokens: 3000, cached_tokens: 9000, ..Default::default() };
+        assert_eq!(cached_share(&a), Some(0.75));
+        assert_eq!(cached_share(&b), Some(1.0), "never more than all of the input");
+        assert_eq!(cached_share(&ModelUsage::default()), None);
+        assert_eq!(total_cached_share(&[a, b]), Some(3750.0 / 4000.0));
     }
 }

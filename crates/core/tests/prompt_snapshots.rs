@@ -9,7 +9,7 @@ use agent_core::gating::Trigger;
 use agent_core::gemini::{GenerationConfig, ThinkingConfig};
 use agent_core::history::{self, BotTurn, HistoryMessage, Role};
 use agent_core::normalize::normalize;
-use agent_core::prompt::{system_instruction, ChatDetails, PromptInput, PromptLibrary, Situation};
+use agent_core::prompt::{system_instruction, turn_context, ChatDetails, PromptInput, PromptLibrary, Situation};
 use agent_core::telegram::parse_update;
 use agent_core::turn::{build_request, TurnRequest};
 use serde_json::Value;
@@ -106,7 +106,7 @@ fn system(r: &Recorded, format: HistoryFormat) -> String {
     let values: BTreeMap<String, String> =
         [("bot_name", "Edge"), ("bot_username", "edge_bot")].iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let chat = ChatDetails { kind: ChatKind::Supergroup, title: Some("Hiking Club".into()), topic_id: Some(77) };
-    system_instruction(&PromptInput {
+    let input = PromptInput {
         situation: &situation,
         library: &library(),
         persona: "default",
@@ -120,7 +120,9 @@ fn system(r: &Recorded, format: HistoryFormat) -> String {
         timezone: &r.timezone,
         chat: &chat,
         summary: Some("Earlier this month the club hiked the Rabenkopf loop; Bob suggested more photos of routes."),
-    })
+    };
+    // The system instruction, then the turn context (the request's last part).
+    format!("{}\n\n=== turn context ===\n{}", system_instruction(&input), turn_context(&input))
 }
 
 #[test]

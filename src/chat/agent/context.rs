@@ -52,6 +52,8 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64) -> Result
         stored_start: first.conversation.session_start_seq,
         stored_started_at: first.conversation.session_started_at,
         scheduled: turn.scheduled.is_some(),
+        stored_cut: first.conversation.history_cut_seq,
+        summary_until: first.conversation.summary_until,
     };
     let limits = Limits {
         row_limit: storage::turns::HISTORY_ROWS as usize,

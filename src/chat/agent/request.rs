@@ -1,6 +1,8 @@
-//! The request of a turn: the system instruction (`agent_core::prompt`) with the turn's
-//! situation, the chat, the notes and memories; the history (structured or compact) with the
-//! media the turn looks at; the function declarations and the safety the turn runs under.
+//! The request of a turn, laid out for Gemini's implicit cache (what changes least first): the
+//! system instruction (`agent_core::prompt`: prompts, the operator's notes, the chat), the
+//! function declarations, the history (structured or compact) with the media the turn looks
+//! at, and last the turn context (situation, plan, memories, summary, time); and the safety
+//! the turn runs under.
 
 use super::context::Context;
 use super::tools::fence_seed;
@@ -48,8 +50,9 @@ fn scheduled_situation(run: &agent_core::chat_state::ScheduledRun) -> ScheduledS
     }
 }
 
-/// The system instruction of a turn.
-fn system_instruction(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str, now: i64) -> String {
+/// The system instruction of a turn (the same for every turn of the chat) and its turn context
+/// (what changes every turn: the request's last part).
+fn prompt_texts(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str, now: i64) -> (String, String) {
     let w = &c.window;
     // The summary stands in for what the budget cut; if it does not cover all of it, the
     // prompt says so.
@@ -69,7 +72,7 @@ fn system_instruction(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, mo
         topic_id: conv.thread_id,
     };
     let (curated, learned) = agent_core::context::split_notes(&c.notes, prompts::curated_notes(), c.memories.items.clone());
-    prompt::system_instruction(&PromptInput {
+    let input = PromptInput {
         situation: &situation,
         library: &prompts::library(),
         persona: &ctx.cfg.persona,
@@ -83,7 +86,8 @@ fn system_instruction(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, mo
         timezone: &ctx.cfg.timezone,
         chat: &chat,
         summary,
-    })
+    };
+    (prompt::system_instruction(&input), prompt::turn_context(&input))
 }
 
 /// The whole request of a turn.
@@ -100,11 +104,13 @@ pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str
         history.push(agent_core::gemini::Content::user(vec![GeminiPart::text(schedule::marker(run))]));
         history = history::normalize_contents(history);
     }
+    let (system_instruction, turn_context) = prompt_texts(ctx, conv, turn, c, model, now);
+    history::append_turn_context(&mut history, turn_context);
     let mut tools = agent_core::tools::declarations_with_search(&ctx.cfg.sticker_sets, ctx.cfg.web_search);
     agent_core::media::sticker_catalog(&mut tools, &ctx.cfg.sticker_sets, &c.stickers);
     TurnRequest {
         model: model.to_string(),
-        system_instruction: system_instruction(ctx, conv, turn, c, model, now),
+        system_instruction,
         history,
         tools,
         generation_config: Some(GenerationConfig {

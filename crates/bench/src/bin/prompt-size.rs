@@ -1,7 +1,11 @@
 //! Prompt size of the recorded 500-message group conversation in both history formats,
-//! whole and cut to the default budget, as JSON (read by bench/report.mjs).
+//! whole and cut to the default budget, and a simulation of Gemini's implicit cache over it
+//! in the request layouts before and after issue 17 (`agent_bench::cache`), as JSON (read by
+//! bench/report.mjs).
 
+use agent_bench::cache::{self, Layout};
 use agent_bench::group_500;
+use agent_core::config::HistoryFormat;
 use agent_core::history;
 use serde_json::json;
 
@@ -22,10 +26,22 @@ fn main() {
     let whole = measure(&msgs);
     let s_first = history::fit_budget(&msgs, 12_000, true);
     let c_first = history::fit_budget(&msgs, 12_000, false);
+    // Request layouts before and after issue 17, under the implicit cache's rule.
+    let mut sim = serde_json::Map::new();
+    for (name, format) in [("structured", HistoryFormat::Structured), ("compact", HistoryFormat::Compact)] {
+        sim.insert(
+            name.into(),
+            json!({
+                "before": cache::summary(&cache::replay(Layout::Before, format, &msgs, &turns)),
+                "after": cache::summary(&cache::replay(Layout::After, format, &msgs, &turns)),
+            }),
+        );
+    }
     println!(
         "{}",
         json!({
             "whole": whole,
+            "cache_simulation": sim,
             "budget_12000": {
                 "structured_messages_kept": msgs.len() - s_first,
                 "compact_messages_kept": msgs.len() - c_first,
