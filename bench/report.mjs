@@ -4,10 +4,12 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { cacheSection } from "./report-cache.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const worker = JSON.parse(fs.readFileSync(path.join(root, ".tmp/bench/worker.json"), "utf8"));
 const prompt = JSON.parse(fs.readFileSync(path.join(root, ".tmp/bench/prompt.json"), "utf8"));
+const cache = JSON.parse(fs.readFileSync(path.join(root, ".tmp/bench/cache.json"), "utf8"));
 const criterion = (name) => {
   const file = path.join(root, "target/criterion", name, "new/estimates.json");
   const e = JSON.parse(fs.readFileSync(file, "utf8"));
@@ -66,6 +68,7 @@ message, so a failed hand-off is redelivered rather than lost.
 | D1 round trips per turn | mean ${fmt(w.turn.d1_round_trips.mean, 1)}, max ${w.turn.d1_round_trips.max} (${w.turn.d1_statements.max} statements) | |
 | per message sent | 1 Telegram call + 2 D1 round trips (outbox before, sent + stored after) | |
 
+${cacheSection(cache, prompt)}
 ## Media
 
 One private chat sends 100 photos, one at a time, each answered (DEBOUNCE_MS 100); they are

@@ -11,4 +11,6 @@ cargo run --release -q -p agent-bench --bin prompt-size > .tmp/bench/prompt.json
 echo "== worker" >&2
 bash scripts/bundle.sh
 node bench/worker.mjs > .tmp/bench/worker.json
+echo "== model cost (implicit cache replay)" >&2
+node bench/cache.mjs > .tmp/bench/cache.json
 node bench/report.mjs
