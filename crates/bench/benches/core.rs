@@ -8,7 +8,7 @@ use agent_core::format::render_reply;
 use agent_core::gating::Trigger;
 use agent_core::history;
 use agent_core::normalize::normalize;
-use agent_core::prompt::{system_instruction, ChatDetails, PromptInput, PromptLibrary, Situation};
+use agent_core::prompt::{system_instruction, turn_context, ChatDetails, PromptInput, PromptLibrary, Situation};
 use agent_core::telegram::parse_update;
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use std::collections::BTreeMap;
@@ -53,7 +53,7 @@ fn prompt_500(c: &mut Criterion) {
                     history_cut_without_summary: first > 0,
                     scheduled: None,
                 };
-                let system = system_instruction(&PromptInput {
+                let input = PromptInput {
                     situation: &situation,
                     library: &library,
                     persona: "default",
@@ -67,11 +67,13 @@ fn prompt_500(c: &mut Criterion) {
                     timezone: "Europe/Berlin",
                     chat: &chat,
                     summary: None,
-                });
-                let contents = match format {
+                };
+                let system = system_instruction(&input);
+                let mut contents = match format {
                     HistoryFormat::Structured => history::render_structured(m, &turns),
                     HistoryFormat::Compact => history::render_compact(m, situation.target_message_id),
                 };
+                history::append_turn_context(&mut contents, turn_context(&input));
                 black_box((system.len(), serde_json::to_string(&contents).unwrap().len()))
             })
         });
