@@ -74,12 +74,12 @@ const SELECT_TURNS: &str = "SELECT turn_id, contents, step_outcomes FROM turns
 /// Loads the conversation, chat, recent messages of the current session and the last answered
 /// seq, in one round trip. (Notes, stored turns and memories depend on who and what is in the
 /// history; the turn reads them in its second round trip.)
-pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str) -> Result<TurnContext> {
+pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str, rows_limit: usize) -> Result<TurnContext> {
     let stmts = vec![
         db.stmt(SELECT_CONVERSATION, args![conv])?,
         db.stmt(SELECT_CHAT, args![chat_id])?,
         // One row more than a turn uses: if it comes back, it is the newest message cut off.
-        db.stmt(SELECT_RECENT_MESSAGES, args![conv, HISTORY_ROWS + 1])?,
+        db.stmt(SELECT_RECENT_MESSAGES, args![conv, rows_limit as i64 + 1])?,
         db.stmt(SELECT_ANSWERED, args![conv, turn_id])?,
     ];
     let r = db.batch(stmts).await?;

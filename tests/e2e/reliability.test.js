@@ -150,3 +150,29 @@ test("a sample of mutated and random webhook bodies never gives a 5xx, and inval
   }
   log(`${valid.length} mutated-but-valid bodies: no 5xx`);
 });
+
+test("a turn that failed twice over a long history goes on with a smaller window, and answers once", async () => {
+  const uid = uniqueId();
+  const conv = String(uid);
+  const now = Math.floor(Date.now() / 1000);
+  const stmts = [];
+  for (let i = 0; i < 300; i++) {
+    const text = `m${i}`;
+    stmts.push(s.env.DB.prepare(
+      `INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, is_bot, parts, text, date)
+       VALUES (?, ?, ?, 'user', ?, 'Long Talker', 0, ?, ?, ?)`,
+    ).bind(conv, uid, 700000 + i, uid, JSON.stringify([{ type: "text", text }]), text, now - (300 - i) * 5));
+  }
+  await s.env.DB.batch(stmts);
+  s.gemini.script(uid, [{ status: 503 }, { status: 503 }, { text: "here now" }]);
+  await s.webhook(privateText(uid, "still there?", { name: "Long Talker" }));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 30_000, "the reply");
+  const metas = (req) => req.body.contents.flatMap((c) => c.parts).filter((p) => /^\[meta\] message_id=/.test(p.text ?? "")).length;
+  const shown = s.gemini.calls(uid).map(metas);
+  log(`messages shown per attempt: ${shown.join(", ")}`);
+  assert.deepEqual(shown.slice(0, 2), [301, 301], "the first two attempts show the whole window");
+  assert.ok(shown[2] <= 200 && shown[2] > 50, `the third attempt shows at most 200 rows: ${shown[2]}`);
+  assert.match(s.gemini.calls(uid)[2].body.contents.at(-1).parts.at(-2).text, /still there\?/, "the newest message is still in view");
+  await sleep(1000);
+  assert.deepEqual(s.tg.sent(uid), ["here now"]);
+});

@@ -139,6 +139,19 @@ pub fn stable_start(messages: &[HistoryMessage], more_before: bool, anchors: Anc
     by_rows.max(by_budget).min(messages.len().saturating_sub(1))
 }
 
+/// The rows a turn's attempt loads at most: `base` for the first two attempts, then half as
+/// many for each further one, down to [`MIN_ROWS`]. A turn that failed twice may have run out
+/// of its invocation's CPU time over a long history (the runtime ends such an invocation and
+/// the turn is recovered as its next attempt): it goes on with a smaller window (what it cuts
+/// is what the summary covers, or the prompt says it is not shown) rather than failing again.
+pub fn rows_for_attempt(base: usize, attempt: u32) -> usize {
+    let halvings = attempt.saturating_sub(2).min(16);
+    (base >> halvings).max(MIN_ROWS.min(base))
+}
+
+/// The fewest rows a retried turn still loads.
+pub const MIN_ROWS: usize = 50;
+
 /// When the history has to be cut anew, it is cut to this share (numerator, denominator) of
 /// the budget and the row limit, so the next cuts are many turns away.
 pub const RECUT_SHARE: (usize, usize) = (2, 3);
@@ -343,6 +356,14 @@ mod tests {
         l.summary_until = Some(1);
         let w = window(l, tight, 0).unwrap();
         assert_eq!(w.messages.len(), 17 * 2 / 3);
+    }
+
+    #[test]
+    fn later_attempts_load_fewer_rows() {
+        let rows: Vec<usize> = (1..=7).map(|a| rows_for_attempt(400, a)).collect();
+        assert_eq!(rows, vec![400, 400, 200, 100, 50, 50, 50]);
+        assert_eq!(rows_for_attempt(20, 9), 20, "never more than the base");
+        assert_eq!(rows_for_attempt(400, u32::MAX), 50);
     }
 
     #[test]

@@ -41,7 +41,9 @@ pub struct Context {
 /// or nothing new from people since the last answered turn).
 pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64) -> Result<Option<Context>, TurnError> {
     let db = ctx.db();
-    let first = storage::turns::load_turn_context(&db, &conv.to_string(), conv.chat_id, &turn.turn_id).await?;
+    // A turn retried more than once loads fewer rows (it may have run out of CPU time).
+    let row_limit = window::rows_for_attempt(storage::turns::HISTORY_ROWS as usize, turn.attempt);
+    let first = storage::turns::load_turn_context(&db, &conv.to_string(), conv.chat_id, &turn.turn_id, row_limit).await?;
     if first.chat.as_ref().is_some_and(|c| c.blocked_at.is_some()) {
         return Ok(None);
     }
@@ -56,7 +58,7 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64) -> Result
         summary_until: first.conversation.summary_until,
     };
     let limits = Limits {
-        row_limit: storage::turns::HISTORY_ROWS as usize,
+        row_limit,
         session_idle_secs: ctx.cfg.session_idle_secs,
         token_budget: ctx.cfg.history_token_budget,
         structured: ctx.cfg.history_format == HistoryFormat::Structured,
