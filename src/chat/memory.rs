@@ -81,7 +81,7 @@ async fn similar(ctx: &Ctx, scope: &Scope, text: &str) -> Result<Vec<Memory>, St
     let mut scored: Vec<(f32, Memory)> = candidates
         .into_iter()
         .filter_map(|r| {
-            let v: Vec<f32> = serde_json::from_str(&r.embedding).ok()?;
+            let v = agent_core::memory::vector::decode(&r.embedding)?;
             Some((cosine(&query, &v), r.memory))
         })
         .filter(|(score, _)| *score >= 0.55)

@@ -62,6 +62,7 @@ impl GeminiClient {
         let body = json!({"requests": texts.iter().map(|t| json!({
             "model": format!("models/{model}"),
             "content": {"parts": [{"text": t}]},
+            "outputDimensionality": agent_core::memory::vector::DIMENSIONS,
         })).collect::<Vec<_>>()});
         let raw = self.post(model, "batchEmbedContents", body.to_string()).await.map_err(|e| e.to_string())?;
         let batch: Batch = serde_json::from_str(&raw).map_err(|e| e.to_string())?;

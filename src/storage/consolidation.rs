@@ -277,7 +277,7 @@ pub async fn store_embeddings(db: &Db, found: &[Unembedded], vectors: Vec<Vec<f3
         .iter()
         .zip(vectors)
         .filter_map(|(r, v)| {
-            db.stmt("UPDATE memories SET embedding = ?2 WHERE id = ?1", args![r.id, serde_json::to_string(&v).unwrap_or_default()]).ok()
+            db.stmt("UPDATE memories SET embedding = ?2 WHERE id = ?1", args![r.id, agent_core::memory::vector::encode(&v)]).ok()
         })
         .collect();
     db.batch(stmts).await?;

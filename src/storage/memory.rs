@@ -91,7 +91,7 @@ pub fn recall_rows(results: &[D1Result]) -> Result<(Option<Summary>, Vec<Memory>
     Ok((summary, found))
 }
 
-/// A memory with its embedding (JSON array of floats).
+/// A memory with its embedding (as `core::memory::vector` stores it).
 #[derive(Deserialize)]
 pub struct Embedded {
     #[serde(flatten)]

@@ -62,7 +62,10 @@ test("what a user says is consolidated, recalled later, listed by /memory and er
     ["fact", "sister's name", "Maria"],
     ["fact", "job", "nurse at the city hospital"],
   ]);
-  assert.ok(facts.every((f) => JSON.parse(f.embedding).length === 512), "embeddings stored");
+  // Stored as bytes (q8: base64 of a 4-byte scale and one byte per component), 768 of them.
+  assert.ok(facts.every((f) => f.embedding.startsWith("q8:") && Buffer.from(f.embedding.slice(3), "base64").length === 4 + 768), "embeddings stored");
+  const asked = s.gemini.requests.filter((r) => r.embed).at(-1);
+  assert.ok(asked.body.requests.every((r) => r.outputDimensionality === 768), "768 dimensions asked for");
 
   // Recall: a later turn's system instruction contains the facts.
   await s.webhook(privateText(uid, "Can you help me plan a visit to my sister?", { name: "Ana" }));
@@ -196,7 +199,7 @@ test("with embeddings configured, a memory full-text search misses is recalled b
   const text = "Allergic to peanuts";
   await s.env.DB.prepare(
     "INSERT INTO memories (kind, chat_id, conv, value, embedding, created_at, updated_at) VALUES ('episode', ?, ?, ?, ?, 0, 0)",
-  ).bind(uid, String(uid), text, JSON.stringify(embedText(text))).run();
+  ).bind(uid, String(uid), text, JSON.stringify(embedText(text, 768))).run(); // the JSON form stored before is still read
   const embedCalls = s.gemini.requests.filter((r) => r.embed).length;
   await s.webhook(privateText(uid, "my peanut allergy"));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "the reply");

@@ -117,14 +117,14 @@ function validate(body, issued) {
 
 /** A deterministic embedding of character trigrams: related words ("peanut", "peanuts")
  *  get close vectors even where full-text search sees different words. */
-export function embedText(text) {
-  const v = new Array(512).fill(0);
+export function embedText(text, dims = 512) {
+  const v = new Array(dims).fill(0);
   for (const w of text.toLowerCase().split(/[^\p{L}\p{N}]+/u).filter((x) => x.length > 2)) {
     const padded = ` ${w} `;
     for (let i = 0; i + 3 <= padded.length; i++) {
       let h = 0;
       for (const ch of padded.slice(i, i + 3)) h = (h * 31 + ch.codePointAt(0)) >>> 0;
-      v[h % 512] += 1;
+      v[h % dims] += 1;
     }
   }
   return v;
@@ -252,9 +252,9 @@ export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
     const embed = /^\/v1beta\/models\/([^:]+):batchEmbedContents$/.exec(url.pathname);
     if (embed) {
       const body = JSON.parse(raw);
-      requests.push({ path: url.pathname, embed: true, at: Date.now(), headers: req.headers });
+      requests.push({ path: url.pathname, embed: true, at: Date.now(), headers: req.headers, body });
       if (req.headers["x-goog-api-key"] !== key) return send(error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key."));
-      return send({ status: 200, body: { embeddings: body.requests.map((r) => ({ values: embedText(r.content.parts.map((p) => p.text).join(" ")) })) } });
+      return send({ status: 200, body: { embeddings: body.requests.map((r) => ({ values: embedText(r.content.parts.map((p) => p.text).join(" "), r.outputDimensionality ?? 3072) })) } });
     }
     const m = /^\/v1beta\/models\/([^:]+):generateContent$/.exec(url.pathname);
     const entry = { path: url.pathname, query: url.search, headers: req.headers, at: Date.now() };

@@ -14,6 +14,7 @@ pub mod merge;
 pub mod render;
 pub mod schema;
 pub mod search;
+pub mod vector;
 
 pub use merge::*;
 pub use render::*;
