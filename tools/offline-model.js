@@ -16,9 +16,11 @@ function lastUserText(body) {
   return last.replace(/^#\d+ [^:]*: /, "").trim();
 }
 
+/** The message the turn answers, from the turn context (the last user content's last part). */
 function targetMessage(body) {
-  const system = (body.systemInstruction?.parts ?? []).map((p) => p.text).join("\n");
-  const m = /Answer message #(\d+)/.exec(system);
+  const user = [...(body.contents ?? [])].reverse().find((c) => c.role === "user" && (c.parts ?? []).some((p) => p.text));
+  const context = (user?.parts ?? []).map((p) => p.text ?? "").filter((t) => t.startsWith("[meta] turn context")).join("\n");
+  const m = /Answer message #(\d+)/.exec(context);
   return m ? Number(m[1]) : null;
 }
 
