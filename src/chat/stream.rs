@@ -17,6 +17,9 @@
 //! - A newer message ([`Live`] turns false: the turn will be replanned) ends the drafts too,
 //!   and the half answer shown is replaced by the placeholder, so no half answer stays up.
 //! - An answer that calls functions is never drafted (it runs as a plan).
+//! - At most `MAX_DRAFTS_PER_TURN` drafts a turn: they are subrequests of the turn's invocation.
+//! - A turn that went stale (replanned) puts the placeholder back at once ([`first_sign_soon`]
+//!   from `chat/turn.rs`): the stale answer's last draft does not stay up while it replans.
 
 use crate::config::{now_ms, Ctx};
 use crate::outbound::gemini::GeminiClient;
@@ -24,7 +27,7 @@ use crate::outbound::gemini_stream::ChunkSink;
 use crate::outbound::telegram::TelegramClient;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::gemini::{GenerateContentRequest, GenerateContentResponse, ModelError};
-use agent_core::stream::{draft_id, visible_so_far, DraftPacer};
+use agent_core::stream::{draft_id, visible_so_far, DraftPacer, MAX_DRAFTS_PER_TURN};
 use agent_core::turn::ModelPort;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -68,6 +71,8 @@ struct Drafts {
     live: Live,
     /// Telegram refused a draft, or the turn was superseded: no more drafts in this turn.
     done: Cell<bool>,
+    /// Drafts sent in this turn (at most `MAX_DRAFTS_PER_TURN`).
+    sent: Cell<u32>,
 }
 
 /// The model port of a turn: streamed with drafts in a private chat, plain elsewhere.
@@ -86,6 +91,7 @@ impl StreamingModel {
             interval_ms: ctx.cfg.draft_interval_ms as i64,
             live,
             done: Cell::new(false),
+            sent: Cell::new(0),
         });
         StreamingModel { client: ctx.gemini(), drafts }
     }
@@ -112,7 +118,7 @@ struct Sink<'a> {
 impl ChunkSink for Sink<'_> {
     async fn chunk(&self, so_far: &[GenerateContentResponse]) {
         let d = self.drafts;
-        if d.done.get() {
+        if d.done.get() || d.sent.get() >= MAX_DRAFTS_PER_TURN {
             return;
         }
         let id = conv_draft_id(&d.conv);
@@ -131,7 +137,10 @@ impl ChunkSink for Sink<'_> {
         }
         let Some(html) = agent_core::format::draft::render_draft(&text, DRAFT_LIMIT) else { return };
         match d.tg.draft(d.conv.chat_id, d.conv.thread_id, id, &html).await {
-            Ok(()) => self.pacer.borrow_mut().shown(now, &text),
+            Ok(()) => {
+                self.pacer.borrow_mut().shown(now, &text);
+                d.sent.set(d.sent.get() + 1);
+            }
             Err(e) => {
                 worker::console_warn!("chat {}: a draft was refused ({e}); the answer comes as a message", d.conv);
                 d.done.set(true);

@@ -13,6 +13,10 @@
 
 use crate::gemini::{Candidate, Content, GenerateContentResponse, Part};
 
+/// Drafts one turn may send at most: each is a subrequest of the invocation that runs the
+/// turn (50 on the free plan, shared with D1, the model, tools and the plan's first steps).
+pub const MAX_DRAFTS_PER_TURN: u32 = 12;
+
 /// Splits an SSE byte stream into the `data` payloads of its events.
 #[derive(Debug, Default)]
 pub struct SseDecoder {
