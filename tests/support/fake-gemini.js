@@ -322,7 +322,8 @@ export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0 } = {})
       }
       const queue = scripts.get(entry.route);
       const answer = queue && queue.length ? queue.shift() : null;
-      const delay = answer?.delayMs ?? defaultLatency;
+      // Not streamed, the answer is whole only once its last token is: the stream's time too.
+      const delay = (answer?.delayMs ?? defaultLatency) + (streamed ? 0 : answer?.streamMs ?? defaultStreamMs);
       if (delay) await new Promise((r) => setTimeout(r, delay));
       const out = answer ? render(answer, body, entry.model) : echo(body, entry.model);
       entry.status = out.status;
