@@ -15,6 +15,7 @@ use crate::storage;
 use agent_core::chat_state::{Signal, SignalOutcome};
 use agent_core::commands as core_commands;
 use agent_core::conversation::{ChatKind, ConvKey};
+use agent_core::gating::Trigger;
 use agent_core::plan::StepOutcome;
 use agent_core::status::TurnStatus;
 
@@ -91,7 +92,7 @@ impl ChatObject {
             SignalOutcome::Accepted { cancelled } => {
                 // The first message of a burst, no turn running: show the bot is on it now.
                 if self.with(|st| st.turn.is_none() && st.pending.as_ref().is_some_and(|p| p.count == 1)).await {
-                    super::stream::first_sign_soon(ctx, conv, kind);
+                    super::stream::first_sign_soon(ctx, conv, kind, inbox.trigger != Trigger::Reaction);
                 }
                 if let Some((turn_id, from)) = cancelled {
                     self.record_cancelled(ctx, &turn_id, from).await;

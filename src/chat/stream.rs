@@ -45,10 +45,12 @@ fn conv_draft_id(conv: &ConvKey) -> i64 {
     draft_id(&conv.to_string())
 }
 
-/// Shows that the bot is on it (see the module doc). Errors are logged, never retried.
-pub async fn first_sign(ctx: &Ctx, conv: ConvKey, kind: ChatKind) {
+/// Shows that the bot is on it (see the module doc). `placeholder`: the "Thinking…" draft may
+/// be used (not for a reaction, which the model may leave unanswered on purpose: a placeholder
+/// would then linger). Errors are logged, never retried.
+pub async fn first_sign(ctx: &Ctx, conv: ConvKey, kind: ChatKind, placeholder: bool) {
     let tg = ctx.telegram();
-    if kind == ChatKind::Private && ctx.cfg.stream_drafts {
+    if placeholder && kind == ChatKind::Private && ctx.cfg.stream_drafts {
         match tg.draft(conv.chat_id, conv.thread_id, conv_draft_id(&conv), "").await {
             Ok(()) => return,
             Err(e) => worker::console_warn!("chat {conv}: the placeholder draft was refused ({e}); typing instead"),
@@ -58,9 +60,9 @@ pub async fn first_sign(ctx: &Ctx, conv: ConvKey, kind: ChatKind) {
 }
 
 /// Sends the first sign without holding up the caller (the webhook waits for the inbox).
-pub fn first_sign_soon(ctx: &Ctx, conv: ConvKey, kind: ChatKind) {
+pub fn first_sign_soon(ctx: &Ctx, conv: ConvKey, kind: ChatKind, placeholder: bool) {
     let ctx = ctx.clone();
-    worker::wasm_bindgen_futures::spawn_local(async move { first_sign(&ctx, conv, kind).await });
+    worker::wasm_bindgen_futures::spawn_local(async move { first_sign(&ctx, conv, kind, placeholder).await });
 }
 
 /// Where a turn's drafts go.

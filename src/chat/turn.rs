@@ -77,7 +77,7 @@ impl ChatObject {
                         worker::console_log!("turn {turn_id}: new messages arrived during the model call; replanning");
                         // The stale answer's draft comes down; "Thinking…" (or typing) again.
                         if let Some((conv, kind)) = self.conv() {
-                            super::stream::first_sign_soon(ctx, conv, kind);
+                            super::stream::first_sign_soon(ctx, conv, kind, true);
                         }
                         let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Stale, None, now_ms()).await;
                     }

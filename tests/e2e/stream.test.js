@@ -4,7 +4,7 @@
 // two seconds. Orders and generous bounds here; the precise figures are in `npm run bench`.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, groupText, mention, uniqueId, sleep } from "../support/stack.js";
+import { startStack, privateText, groupText, mention, reaction, uniqueId, sleep } from "../support/stack.js";
 
 let s;
 before(async () => {
@@ -137,4 +137,20 @@ test("a new message while the answer streams cancels the draft; the replanned an
   assert.equal(afterCancel.at(-1).draft, "", "the half answer was taken down (the placeholder again)");
   const turns = await s.sql("SELECT status FROM turns WHERE chat_id = ? ORDER BY created_at", uid);
   assert.deepEqual(turns.map((t) => t.status), ["stale", "done"]);
+});
+
+test("a reaction (which may be left unanswered on purpose) gets typing, never the lingering placeholder", async () => {
+  const uid = uniqueId();
+  s.gemini.script(uid, [{ text: "Hello!", streamMs: 200 }, { finishReason: "STOP" }]);
+  await post(privateText(uid, "hi"));
+  await s.tg.waitFor(() => finalSent(uid).length === 1, 20_000, "the first answer");
+  await sleep(300);
+  const botMessage = (await s.sql("SELECT message_id FROM messages WHERE chat_id = ? AND role = 'bot'", uid))[0].message_id;
+  const before = drafts(uid).length;
+  await post(reaction(uid, uid, botMessage, "👍"));
+  await s.gemini.waitFor(() => s.gemini.calls(uid).length === 2, 20_000, "the reaction's turn");
+  await sleep(1000);
+  assert.equal(drafts(uid).length, before, "no draft for the reaction");
+  assert.ok(s.tg.calls("sendChatAction", uid).some((r) => r.at < s.gemini.calls(uid)[1].at), "typing shows at once");
+  assert.equal(finalSent(uid).length, 1, "silence on purpose");
 });

@@ -182,7 +182,9 @@ async function streamAnswer(res, body, streamMs, entry) {
   const lastText = { ...textPart, text: texts.at(-1) };
   if (thoughtSignature) lastText.thoughtSignature = thoughtSignature;
   const first = texts.length === 1 ? parts.slice(0, textIndex) : [];
-  write({ candidates: [{ content: { role: "model", parts: [...first, lastText, ...parts.slice(textIndex + 1)] }, finishReason: candidate.finishReason, index: 0 }], usageMetadata: body.usageMetadata, ...meta });
+  // The last chunk carries the rest of the candidate (finishReason, groundingMetadata, ...).
+  const { content: _content, ...rest } = candidate;
+  write({ candidates: [{ ...rest, content: { role: "model", parts: [...first, lastText, ...parts.slice(textIndex + 1)] }, index: 0 }], usageMetadata: body.usageMetadata, ...meta });
   res.end();
 }
 

@@ -67,9 +67,15 @@ fn event_data(block: &str) -> Option<String> {
     (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
-/// Parses one event's data as a response chunk.
+/// Parses one event's data as a response chunk. An error sent in the stream (`{"error":
+/// {...}}`, after a 200 the status can no longer say it) is an error, not an empty chunk.
 pub fn parse_chunk(data: &str) -> Result<GenerateContentResponse, String> {
-    serde_json::from_str(data).map_err(|e| format!("a streamed chunk is not a response: {e}"))
+    let value: serde_json::Value = serde_json::from_str(data).map_err(|e| format!("a streamed chunk is not JSON: {e}"))?;
+    if let Some(error) = value.get("error") {
+        let message = error.get("message").and_then(serde_json::Value::as_str).unwrap_or("no message");
+        return Err(format!("the stream failed: {message}"));
+    }
+    serde_json::from_value(value).map_err(|e| format!("a streamed chunk is not a response: {e}"))
 }
 
 /// Whether a part is text that the next text part may be appended to.
@@ -245,6 +251,13 @@ mod tests {
         let parts = &r.candidates[0].content.as_ref().unwrap().parts;
         assert_eq!(parts.len(), 3);
         assert!(parts[2].function_call.is_some());
+    }
+
+    #[test]
+    fn an_error_in_the_stream_is_an_error() {
+        let e = parse_chunk(r#"{"error":{"code":500,"message":"Internal error","status":"INTERNAL"}}"#).unwrap_err();
+        assert!(e.contains("Internal error"), "{e}");
+        assert!(parse_chunk("not json").is_err());
     }
 
     #[test]
