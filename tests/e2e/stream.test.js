@@ -62,6 +62,8 @@ test("a single private message: the sign at once, the answer streaming in, then 
   assert.ok(final[0].at > texts.at(-1).at, "the final message comes after the drafts");
   const outbox = await s.sql("SELECT status FROM outbox WHERE chat_id = ?", uid);
   assert.deepEqual(outbox.map((r) => r.status), ["sent"], "the final message went through the outbox");
+  const [turn] = await s.sql("SELECT subrequests FROM turns WHERE chat_id = ?", uid);
+  assert.ok(turn.subrequests <= 30, `drafts keep the turn well inside the 50-subrequest limit (${turn.subrequests})`);
 });
 
 test("a five-message burst: one sign, one model call, one final message", async () => {
@@ -153,4 +155,20 @@ test("a reaction (which may be left unanswered on purpose) gets typing, never th
   assert.equal(drafts(uid).length, before, "no draft for the reaction");
   assert.ok(s.tg.calls("sendChatAction", uid).some((r) => r.at < s.gemini.calls(uid)[1].at), "typing shows at once");
   assert.equal(finalSent(uid).length, 1, "silence on purpose");
+});
+
+test("an instance reset while the answer streams: one final message, nothing lost, nothing twice", async () => {
+  const uid = uniqueId();
+  s.gemini.script(uid, [{ text: ANSWER, streamMs: 4000 }, { text: "Both questions, answered once." }]);
+  await post(privateText(uid, "first question"));
+  await s.tg.waitFor(() => accepted(uid).some((r) => r.draft !== ""), 20_000, "a streamed draft");
+  await s.restart(); // the instance streaming the answer dies; storage stays
+  await post(privateText(uid, "second question"));
+  await s.tg.waitFor(() => finalSent(uid).length === 1, 30_000, "the answer after the reset");
+  await sleep(5000);
+  assert.deepEqual(finalSent(uid).map((r) => r.text), ["Both questions, answered once."], "exactly one final message, not the cut-off one");
+  assert.equal(s.gemini.calls(uid).length, 2);
+  const text = JSON.stringify(s.gemini.calls(uid)[1].body.contents);
+  assert.match(text, /first question/);
+  assert.match(text, /second question/);
 });
