@@ -13,7 +13,9 @@
 //! - Drafts are ephemeral: the answer is sent as messages by the plan, through the outbox,
 //!   exactly as without streaming. Nothing here writes the outbox or the state.
 //! - A draft Telegram refuses (any error, 429 included) ends the drafts of that turn: the
-//!   person waits for the final message; nothing is retried.
+//!   person waits for the final message; nothing is retried. A refusal of the method itself
+//!   (a plain 400, 401/404) turns drafts off in the isolate for a while
+//!   (`core::stream::drafts_off_ms`), so a bot without drafts does not pay for them each turn.
 //! - A newer message ([`Live`] turns false: the turn will be replanned) ends the drafts too,
 //!   and the half answer shown is replaced by the placeholder, so no half answer stays up.
 //! - An answer that calls functions is never drafted (it runs as a plan).
@@ -27,13 +29,32 @@ use crate::outbound::gemini_stream::ChunkSink;
 use crate::outbound::telegram::TelegramClient;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::gemini::{GenerateContentRequest, GenerateContentResponse, ModelError};
-use agent_core::stream::{draft_id, visible_so_far, DraftPacer, MAX_DRAFTS_PER_TURN};
+use agent_core::stream::{draft_id, drafts_off_ms, visible_so_far, DraftPacer, MAX_DRAFTS_PER_TURN};
+use agent_core::telegram::api::TelegramError;
 use agent_core::turn::ModelPort;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 /// Telegram's limit on a draft's text.
 const DRAFT_LIMIT: usize = 4096;
+
+thread_local! {
+    /// Until when drafts are off in this isolate (Telegram refused the method itself).
+    static DRAFTS_OFF_UNTIL: Cell<i64> = const { Cell::new(0) };
+}
+
+/// Whether drafts may be tried now (`STREAM_DRAFTS`, and not recently refused as a method).
+fn drafts_on(ctx: &Ctx) -> bool {
+    ctx.cfg.stream_drafts && DRAFTS_OFF_UNTIL.with(Cell::get) <= now_ms()
+}
+
+/// Telegram refused a draft: maybe drafts are off for a while (`core::stream::drafts_off_ms`).
+fn refused(conv: &ConvKey, e: &TelegramError) {
+    worker::console_warn!("chat {conv}: a draft was refused ({e}); the answer comes as a message");
+    if let Some(ms) = drafts_off_ms(e) {
+        DRAFTS_OFF_UNTIL.with(|c| c.set(now_ms() + ms));
+    }
+}
 
 /// Whether the running turn is still the one to answer (no newer message came).
 #[derive(Clone)]
@@ -50,10 +71,10 @@ fn conv_draft_id(conv: &ConvKey) -> i64 {
 /// would then linger). Errors are logged, never retried.
 pub async fn first_sign(ctx: &Ctx, conv: ConvKey, kind: ChatKind, placeholder: bool) {
     let tg = ctx.telegram();
-    if placeholder && kind == ChatKind::Private && ctx.cfg.stream_drafts {
+    if placeholder && kind == ChatKind::Private && drafts_on(ctx) {
         match tg.draft(conv.chat_id, conv.thread_id, conv_draft_id(&conv), "").await {
             Ok(()) => return,
-            Err(e) => worker::console_warn!("chat {conv}: the placeholder draft was refused ({e}); typing instead"),
+            Err(e) => refused(&conv, &e),
         }
     }
     tg.typing(conv.chat_id, conv.thread_id).await;
@@ -87,7 +108,7 @@ impl StreamingModel {
     /// `private`: the chat is a private Telegram chat; `live`: the object's check that the
     /// turn is current (`None`: not a Telegram chat, e.g. the API chat).
     pub fn new(ctx: &Ctx, conv: &ConvKey, private: bool, live: Option<Live>) -> Self {
-        let drafts = live.filter(|_| private && ctx.cfg.stream_drafts).map(|live| Drafts {
+        let drafts = live.filter(|_| private && drafts_on(ctx)).map(|live| Drafts {
             tg: ctx.telegram(),
             conv: *conv,
             interval_ms: ctx.cfg.draft_interval_ms as i64,
@@ -144,7 +165,7 @@ impl ChunkSink for Sink<'_> {
                 d.sent.set(d.sent.get() + 1);
             }
             Err(e) => {
-                worker::console_warn!("chat {}: a draft was refused ({e}); the answer comes as a message", d.conv);
+                refused(&d.conv, &e);
                 d.done.set(true);
             }
         }

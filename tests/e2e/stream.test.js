@@ -172,3 +172,22 @@ test("an instance reset while the answer streams: one final message, nothing los
   assert.match(text, /first question/);
   assert.match(text, /second question/);
 });
+
+// Last in this file: it turns drafts off in the worker's isolate for ten minutes.
+test("drafts refused as a method (400) turn off for a while: typing and the final message only, no draft per turn", async () => {
+  const a = uniqueId();
+  const b = uniqueId();
+  s.gemini.script(a, [{ text: "First.", streamMs: 200 }]);
+  s.gemini.script(b, [{ text: "Second.", streamMs: 200 }]);
+  s.tg.fault({ method: "sendMessageDraft", chatId: a, status: 400, description: "Bad Request: method is not available for this bot" });
+  await post(privateText(a, "hello"));
+  await s.tg.waitFor(() => finalSent(a).length === 1, 20_000, "a's answer");
+  assert.equal(drafts(a).length, 1, "only the refused placeholder");
+  assert.ok(s.tg.calls("sendChatAction", a).length >= 1, "typing instead");
+  await post(privateText(b, "hello too"));
+  await s.tg.waitFor(() => finalSent(b).length === 1, 20_000, "b's answer");
+  assert.equal(drafts(b).length, 0, "no draft is tried for the next chat");
+  assert.ok(s.tg.calls("sendChatAction", b)[0].at < s.gemini.calls(b)[0].at, "its first sign is typing");
+  assert.equal(s.gemini.calls(b)[0].stream, false, "without drafts the answer is not streamed");
+  assert.deepEqual(finalSent(b).map((r) => r.text), ["Second."]);
+});

@@ -180,6 +180,21 @@ impl DraftPacer {
     }
 }
 
+/// How long drafts stay off (for every chat the isolate serves) after Telegram refused one
+/// with `error`: a refusal of the method itself (a 400 other than the text's formatting, or
+/// a 401/404: drafts not available to this bot) is not worth asking again on every turn. A
+/// 429, a formatting refusal or a network error only ends the one turn's drafts (`None`).
+pub fn drafts_off_ms(error: &crate::telegram::api::TelegramError) -> Option<i64> {
+    use crate::telegram::api::TelegramError as E;
+    match error {
+        E::BadRequest(_) | E::Unauthorized(_) => Some(DRAFTS_OFF_MS),
+        _ => None,
+    }
+}
+
+/// See [`drafts_off_ms`].
+pub const DRAFTS_OFF_MS: i64 = 10 * 60 * 1000;
+
 /// A draft id for a turn: non-zero, the same for every update of the turn's answer (Telegram
 /// animates the changes of one draft), different between turns.
 pub fn draft_id(turn_id: &str) -> i64 {
@@ -280,6 +295,16 @@ mod tests {
         let mut q = DraftPacer::new(500);
         assert!(!q.due(0, "Sure", true), "an answer that calls functions runs as a plan");
         assert!(!q.due(1000, "Sure, more", false));
+    }
+
+    #[test]
+    fn a_refused_method_turns_drafts_off_a_while_a_busy_chat_does_not() {
+        use crate::telegram::api::TelegramError as E;
+        assert_eq!(drafts_off_ms(&E::BadRequest("method not available".into())), Some(DRAFTS_OFF_MS));
+        assert_eq!(drafts_off_ms(&E::Unauthorized(404)), Some(DRAFTS_OFF_MS));
+        assert_eq!(drafts_off_ms(&E::RetryAfter(5)), None);
+        assert_eq!(drafts_off_ms(&E::CantParseEntities("x".into())), None);
+        assert_eq!(drafts_off_ms(&E::Network("x".into())), None);
     }
 
     #[test]
