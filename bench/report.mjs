@@ -29,6 +29,26 @@ const core = {
 const cpu = os.cpus()[0]?.model ?? "unknown CPU";
 const date = new Date().toISOString().slice(0, 10);
 
+/** The answer-speed section (bench/answer.mjs): from the webhook's answer (a burst: its first
+ *  message's) to the first sign, the first streamed text and the final message, medians. */
+function answerTable(a) {
+  if (!a) return "Not measured in this run.";
+  const ms = (v) => (v === null || v === undefined ? "—" : `${fmt(v, 0)} ms`);
+  const rows = [];
+  for (const series of [a.streamed, a.old]) {
+    for (const [name, r] of [["one message", series.single], ["5 messages, 100 ms apart", series.burst_of_5]]) {
+      rows.push(`| ${series.label} | ${name} | ${ms(r.sign_ms)} | ${ms(r.first_text_ms)} (${ms(r.first_text_after_first_token_ms)} after the model's first token) | ${ms(r.final_ms)} | ${r.model_calls_max} |`);
+    }
+  }
+  return `A private chat; the fake Gemini's first token comes 300 ms after the request and the answer
+streams over 2 s. Medians of 5 runs each. Targets: the sign under 300 ms after the webhook's
+answer, the first text within 300 ms of the model's first token, one model call per burst.
+
+| setting | messages | first sign | first streamed text | final message | model calls (max) |
+|---|---|---|---|---|---|
+${rows.join("\n")}`;
+}
+
 const md = `# Benchmarks
 
 Written by \`npm run bench\` on ${date}: ${os.cpus().length} × ${cpu}, ${fmt(os.totalmem() / 2 ** 30, 0)} GiB,
@@ -87,6 +107,10 @@ the photo they answer.
 
 The CPU time of that turn is not measured here: the local runtime does not report a worker's
 CPU time (issue 17 is about the Free plan's CPU limit).
+
+## Answer speed
+
+${answerTable(w.answer)}
 
 ## Size and start-up
 

@@ -7,6 +7,7 @@ import zlib from "node:zlib";
 import { performance } from "node:perf_hooks";
 import http from "node:http";
 import { startStack, privateText, sleep, ROOT, WEBHOOK_SECRET } from "../tests/support/stack.js";
+import { answerSpeed } from "./answer.mjs";
 
 const percentile = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -207,6 +208,9 @@ const bigTurns = await s.sql("SELECT subrequests FROM turns WHERE conv LIKE '861
 media.one_mb_photo_subrequests = Math.max(...bigTurns.map((r) => r.subrequests));
 await s.close();
 
+// How fast an answer shows: the first sign, the first streamed text, the final message.
+const answer = await answerSpeed();
+
 console.log(JSON.stringify({
   startup: { stack_ms: started, first_request_ms: firstRequestMs, warm_request_p50_ms: percentile(warm, 50) },
   webhook: {
@@ -231,5 +235,6 @@ console.log(JSON.stringify({
     delivered_messages: outbox[0].n,
   },
   media,
+  answer,
   size: { wasm_bytes: wasm.length, wasm_gzip_bytes: zlib.gzipSync(wasm, { level: 9 }).length, js_bytes: js.length },
 }));

@@ -1,5 +1,5 @@
 // The offline stand-in model of the local playground: a deterministic Gemini-compatible
-// generateContent endpoint, so the whole pipeline (turns, actions, memory consolidation) runs
+// generateContent endpoint (and streamGenerateContent?alt=sse, the same answer as one event), so the whole pipeline (turns, actions, memory consolidation) runs
 // with no API key. It is not an AI: it echoes, reacts 👍 to the message it answers, and
 // remembers what follows the word "remember". Every answer says it is the stand-in.
 
@@ -96,9 +96,10 @@ export function offlineAnswer(body, model) {
   return answer(body, model, parts);
 }
 
-/** Serves POST /v1beta/models/<model>:generateContent; returns false for other paths. */
+/** Serves POST /v1beta/models/<model>:generateContent (and :streamGenerateContent?alt=sse);
+ *  returns false for other paths. */
 export async function handleOfflineModel(req, res) {
-  const m = /^\/v1beta\/models\/([^:/]+):generateContent$/.exec(new URL(req.url, "http://x").pathname);
+  const m = /^\/v1beta\/models\/([^:/]+):(generateContent|streamGenerateContent)$/.exec(new URL(req.url, "http://x").pathname);
   if (!m || req.method !== "POST") return false;
   let raw = "";
   for await (const chunk of req) raw += chunk;
@@ -108,6 +109,11 @@ export async function handleOfflineModel(req, res) {
   } catch {
     res.writeHead(400, { "content-type": "application/json" });
     res.end(JSON.stringify({ error: { code: 400, message: "Invalid JSON payload received.", status: "INVALID_ARGUMENT" } }));
+    return true;
+  }
+  if (m[2] === "streamGenerateContent") {
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.end(`data: ${JSON.stringify(offlineAnswer(body, m[1]))}\r\n\r\n`);
     return true;
   }
   res.writeHead(200, { "content-type": "application/json" });

@@ -2,7 +2,7 @@
 // the path (401 otherwise), the JSON envelope {ok, result | error_code, description,
 // parameters}, Telegram's HTML parser (allowed tags, LIFO nesting, entities), the
 // 4096-character limit counted after parsing, the reaction emoji list, 429 with retry_after,
-// 403 for blocked chats. It records every request, takes a fault script per chat and method,
+// 403 for blocked chats, message drafts (sendMessageDraft: private chats only). It records every request, takes a fault script per chat and method,
 // and reports what the bot did as events.
 //
 // Used as the fake Telegram of the end-to-end tests (startFakeTelegram) and inside the local
@@ -205,6 +205,26 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         if (!f) return fail(res, 400, "Bad Request: invalid file_id");
         if (f.size > 20 * 1024 * 1024) return fail(res, 400, "Bad Request: file is too big");
         return ok(res, { file_id: body.file_id, file_unique_id: f.file_unique_id, file_size: f.size, file_path: f.path });
+      }
+      case "sendMessageDraft": {
+        // Bot API 9: a partial message streamed to a private chat; an empty text shows
+        // "Thinking…". Private chats only (positive ids), a non-zero draft id, text checked
+        // like sendMessage's (entities, at most 4096 characters after parsing).
+        if (chatId === undefined || chatId === null || chatId === "") return fail(res, 400, "Bad Request: chat_id is empty");
+        if (!(Number(chatId) > 0)) return fail(res, 400, "Bad Request: drafts can be sent only to private chats");
+        if (!Number.isInteger(body.draft_id) || body.draft_id === 0) return fail(res, 400, "Bad Request: draft_id must be non-zero");
+        let text = body.text ?? "";
+        if (typeof text !== "string") return fail(res, 400, "Bad Request: text must be a string");
+        if (body.parse_mode && text) {
+          if (String(body.parse_mode).toLowerCase() !== "html") return fail(res, 400, "Bad Request: unsupported parse_mode");
+          const parsed = parseTelegramHtml(text);
+          if (parsed.error) return fail(res, 400, `Bad Request: can't parse entities: ${parsed.error}`);
+          text = parsed.text;
+        }
+        if ([...text].length > 4096) return fail(res, 400, "Bad Request: text is too long");
+        entry.draft = text;
+        emit({ type: "draft", chat_id: chatId, draft_id: body.draft_id, text, thread: body.message_thread_id ?? null });
+        return ok(res, true);
       }
       case "sendChatAction":
         if (!body.action) return fail(res, 400, "Bad Request: wrong parameter action in request");

@@ -1,6 +1,7 @@
 //! The object's inbox: a reply-asking message or reaction from the webhook. Access policy,
 //! commands and budgets come first (none of them calls the model); then the signal goes to
-//! the state machine, which debounces bursts and may cancel a plan in progress.
+//! the state machine, which debounces bursts and may cancel a plan in progress. The first
+//! message of a burst gets a visible sign at once (`stream::first_sign`).
 //!
 //! Invariants:
 //! - A redelivered update changes nothing (its id is remembered in the state; concurrent
@@ -14,6 +15,7 @@ use crate::storage;
 use agent_core::chat_state::{Signal, SignalOutcome};
 use agent_core::commands as core_commands;
 use agent_core::conversation::{ChatKind, ConvKey};
+use agent_core::gating::Trigger;
 use agent_core::plan::StepOutcome;
 use agent_core::status::TurnStatus;
 
@@ -88,6 +90,10 @@ impl ChatObject {
         match self.update(|st| st.signal(&signal)).await {
             SignalOutcome::Duplicate => {}
             SignalOutcome::Accepted { cancelled } => {
+                // The first message of a burst, no turn running: show the bot is on it now.
+                if self.with(|st| st.turn.is_none() && st.pending.as_ref().is_some_and(|p| p.count == 1)).await {
+                    super::stream::first_sign_soon(ctx, conv, kind, inbox.trigger != Trigger::Reaction);
+                }
                 if let Some((turn_id, from)) = cancelled {
                     self.record_cancelled(ctx, &turn_id, from).await;
                 }

@@ -6,7 +6,8 @@
 //! decides. This file is the object's shell: its routes, its state in storage, its one alarm.
 //! The object's work is in [`inbox`] (a reply-asking message), [`turn`] (running a turn and
 //! what follows it), [`plan`] (carrying out steps), [`jobs`] (retry jobs and dead letters) and
-//! [`api_chat`] (the synchronous API chat), [`schedules`] (firing due schedules); what a
+//! [`api_chat`] (the synchronous API chat), [`schedules`] (firing due schedules), [`stream`]
+//! (the first sign of a burst, the answer streamed as a draft); what a
 //! conversation does is in [`agent`] (one
 //! turn), [`deliver`] (the outbox), [`access`], [`commands`], [`memory`] and [`usage`].
 //!
@@ -40,6 +41,7 @@ mod jobs;
 pub mod memory;
 mod plan;
 mod schedules;
+pub mod stream;
 mod turn;
 pub mod usage;
 
@@ -257,13 +259,25 @@ impl ChatObject {
         Some((meta.conv, kind))
     }
 
-    fn timing(ctx: &Ctx) -> Timing {
+    /// The state machine's timing; the debounce adapts to the chat's kind unless the
+    /// operator fixed it (`DEBOUNCE_MS`).
+    fn timing(&self, ctx: &Ctx) -> Timing {
+        let group = self.meta.borrow().as_ref().and_then(|m| m.kind).is_some_and(|k| k != ChatKind::Private);
         Timing {
             debounce_ms: ctx.cfg.debounce_ms as i64,
             debounce_max_ms: ctx.cfg.debounce_max_ms as i64,
             watchdog_ms: ctx.cfg.turn_watchdog_ms as i64,
             job_grace_ms: ctx.cfg.job_grace_ms as i64,
+            adaptive: (!ctx.cfg.debounce_fixed).then_some(agent_core::debounce::Policy::Adaptive { group }),
         }
+    }
+
+    /// Whether `turn` is still the one to answer: no newer message came since it started (a
+    /// scheduled run is never superseded). Read by the turn's drafts, which stop once false.
+    fn live(&self, turn: &chat_state::TurnRun) -> stream::Live {
+        let chat = self.chat.clone();
+        let (generation, scheduled) = (turn.generation, turn.scheduled.is_some());
+        stream::Live(Rc::new(move || scheduled || chat.borrow().as_ref().is_some_and(|st| st.generation == generation)))
     }
 
     /// When a retry job for attempt `attempt` that was asked to wait `after_ms` counts as lost:
@@ -277,7 +291,7 @@ impl ChatObject {
     async fn arm(&self, ctx: &Ctx) {
         let in_flight = self.in_flight.get();
         let now = now_ms();
-        let wake = self.with(|st| st.next_wake(&Self::timing(ctx), in_flight, now)).await;
+        let wake = self.with(|st| st.next_wake(&self.timing(ctx), in_flight, now)).await;
         let storage = self.state.storage();
         let result = match wake {
             // An i64 would be an offset; the state machine works in absolute times.
@@ -317,7 +331,7 @@ impl ChatObject {
             self.arm(ctx).await;
             return;
         }
-        match self.with(|st| st.due(now, &Self::timing(ctx))).await {
+        match self.with(|st| st.due(now, &self.timing(ctx))).await {
             Due::StartTurn => {
                 self.start_turn(ctx).await;
             }

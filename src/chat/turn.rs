@@ -35,7 +35,7 @@ impl ChatObject {
         let Some((conv, _)) = self.conv() else { return };
         self.in_flight.set(true);
         self.arm(ctx).await; // the watchdog, in case this instance dies mid-turn
-        let result = agent::run(ctx, &conv, &turn, true).await;
+        let result = agent::run(ctx, &conv, &turn, Some(self.live(&turn))).await;
         self.in_flight.set(false);
         let outcome = self.after_turn(ctx, &conv, &turn.turn_id, result).await;
         if let JobOutcome::Retry { error, after_ms } = outcome {
@@ -75,6 +75,10 @@ impl ChatObject {
                     }
                     Finish::Stale => {
                         worker::console_log!("turn {turn_id}: new messages arrived during the model call; replanning");
+                        // The stale answer's draft comes down; "Thinking…" (or typing) again.
+                        if let Some((conv, kind)) = self.conv() {
+                            super::stream::first_sign_soon(ctx, conv, kind, true);
+                        }
                         let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Stale, None, now_ms()).await;
                     }
                     Finish::Superseded => {}

@@ -11,12 +11,12 @@ use serde_json::json;
 use std::time::Duration;
 
 /// Long answers with thinking can take a while; the alarm has minutes of wall time.
-const TIMEOUT: Duration = Duration::from_secs(120);
+pub(super) const TIMEOUT: Duration = Duration::from_secs(120);
 
 pub struct GeminiClient {
-    base: String,
-    key: Secret,
-    meter: Meter,
+    pub(super) base: String,
+    pub(super) key: Secret,
+    pub(super) meter: Meter,
 }
 
 impl Ctx {

@@ -1,7 +1,8 @@
 //! # outbound: the worker's calls to other services
 //!
 //! HTTP clients ([`net`] with a timeout and the subrequest count; [`telegram`] the Bot API;
-//! [`gemini`] the model and embeddings), the chat Durable Object client ([`objects`]) and the
+//! [`gemini`] the model and embeddings; [`gemini_stream`] the streamed answer, [`drafts`]
+//! Telegram's message drafts), the chat Durable Object client ([`objects`]) and the
 //! queues ([`queues`]). Each call counts on the invocation's meter.
 //!
 //! Invariants:
@@ -9,7 +10,9 @@
 //!   Gemini key in a header); no error or log line carries a URL.
 //! - This room imports only `config` (and the core): it knows nothing of what the calls mean.
 
+pub mod drafts;
 pub mod gemini;
+pub mod gemini_stream;
 pub mod net;
 pub mod objects;
 pub mod queues;

@@ -22,7 +22,7 @@ pub struct HttpResponse {
 }
 
 /// A request ready to go: its headers set, the subrequest counted.
-fn prepare(
+pub(super) fn prepare(
     meter: &Meter,
     method: Method,
     url: &str,
@@ -46,7 +46,7 @@ fn prepare(
 
 /// Runs `call` until it ends or `timeout` passes; either way the request is then aborted
 /// (whatever was not read is never transferred). Errors are redacted.
-async fn within<T>(
+pub(super) async fn within<T>(
     call: impl std::future::Future<Output = Result<T, String>>,
     controller: AbortController,
     timeout: Duration,

@@ -43,8 +43,9 @@ test("the Gemini request carries the system instruction, the user's text, and th
   await s.webhook(privateText(uid, "What is the capital of Peru?", { name: "Ana" }));
   await s.gemini.waitFor(() => s.gemini.calls(uid).length === 1, 10_000, "the model call");
   const req = s.gemini.calls(uid)[0];
-  assert.equal(req.path, "/v1beta/models/gemini-3.8-flash:generateContent");
-  assert.equal(req.query, "", "no key in the URL");
+  // A private chat's answer is streamed (issue 19): streamGenerateContent with alt=sse.
+  assert.equal(req.path, "/v1beta/models/gemini-3.8-flash:streamGenerateContent");
+  assert.equal(req.query, "?alt=sse", "no key in the URL");
   assert.equal(req.headers["x-goog-api-key"], "test-gemini-key");
   const system = systemText(req);
   assert.match(system, /You are Edge, an AI agent that lives in Telegram/);

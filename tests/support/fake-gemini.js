@@ -1,4 +1,6 @@
-// A fake Gemini API (generateContent) on 127.0.0.1 that behaves like the real one where the
+// A fake Gemini API (generateContent, and streamGenerateContent?alt=sse: the same answer as
+// server-sent events, `data: {chunk}\r\n\r\n`, its text in pieces spread over `streamMs`,
+// finishReason, function calls and usageMetadata on the last chunk) on 127.0.0.1 that behaves like the real one where the
 // bot depends on it: the key only in the x-goog-api-key header (400 API_KEY_INVALID
 // otherwise), the google.rpc.Status error envelope, request validation with Gemini's own
 // messages (roles, empty parts, unknown fields, function call/response pairing), thought
@@ -148,11 +150,51 @@ function routeOf(body) {
   return last;
 }
 
-export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
+/** Cuts a text into about `n` pieces at word ends (never an empty piece). */
+function pieces(text, n) {
+  const words = text.match(/\S+\s*|\s+/g) ?? [];
+  const size = Math.max(1, Math.ceil(words.length / n));
+  const out = [];
+  for (let i = 0; i < words.length; i += size) out.push(words.slice(i, i + size).join(""));
+  return out;
+}
+
+/** Streams a successful answer as Gemini does with alt=sse. */
+async function streamAnswer(res, body, streamMs, entry) {
+  res.writeHead(200, { "content-type": "text/event-stream" });
+  const write = (chunk) => {
+    entry.chunks.push(Date.now());
+    res.write(`data: ${JSON.stringify(chunk)}\r\n\r\n`);
+  };
+  const candidate = body.candidates?.[0];
+  const parts = candidate?.content?.parts ?? [];
+  const textIndex = parts.findIndex((p) => typeof p.text === "string" && !p.thought && !p.functionCall);
+  if (!candidate || textIndex < 0) {
+    write(body);
+    return res.end();
+  }
+  const texts = pieces(parts[textIndex].text, 8);
+  const { thoughtSignature, ...textPart } = parts[textIndex];
+  const meta = { modelVersion: body.modelVersion, responseId: body.responseId };
+  for (let i = 0; i < texts.length - 1; i++) {
+    write({ candidates: [{ content: { role: "model", parts: [...(i === 0 ? parts.slice(0, textIndex) : []), { ...textPart, text: texts[i] }] }, index: 0 }], ...meta });
+    if (streamMs) await new Promise((r) => setTimeout(r, streamMs / Math.max(1, texts.length - 1)));
+  }
+  const lastText = { ...textPart, text: texts.at(-1) };
+  if (thoughtSignature) lastText.thoughtSignature = thoughtSignature;
+  const first = texts.length === 1 ? parts.slice(0, textIndex) : [];
+  // The last chunk carries the rest of the candidate (finishReason, groundingMetadata, ...).
+  const { content: _content, ...rest } = candidate;
+  write({ candidates: [{ ...rest, content: { role: "model", parts: [...first, lastText, ...parts.slice(textIndex + 1)] }, index: 0 }], usageMetadata: body.usageMetadata, ...meta });
+  res.end();
+}
+
+export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0 } = {}) {
   const requests = [];
   const scripts = new Map(); // route → array of answers (consumed in order)
   const issued = new Map(); // functionCall id → thoughtSignature
   let defaultLatency = latencyMs;
+  let defaultStreamMs = streamMs;
   const { notify, waitFor } = waiters();
   const cache = implicitCache();
 
@@ -256,11 +298,13 @@ export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
       if (req.headers["x-goog-api-key"] !== key) return send(error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key."));
       return send({ status: 200, body: { embeddings: body.requests.map((r) => ({ values: embedText(r.content.parts.map((p) => p.text).join(" "), r.outputDimensionality ?? 3072) })) } });
     }
-    const m = /^\/v1beta\/models\/([^:]+):generateContent$/.exec(url.pathname);
-    const entry = { path: url.pathname, query: url.search, headers: req.headers, at: Date.now() };
+    const m = /^\/v1beta\/models\/([^:]+):(generateContent|streamGenerateContent)$/.exec(url.pathname);
+    const streamed = m?.[2] === "streamGenerateContent";
+    const entry = { path: url.pathname, query: url.search, headers: req.headers, at: Date.now(), stream: streamed, chunks: [] };
     requests.push(entry);
     try {
       if (!m) return send(error(404, "NOT_FOUND", `Method not found: ${url.pathname}`));
+      if (streamed && url.searchParams.get("alt") !== "sse") return send(error(400, "INVALID_ARGUMENT", "This test double only streams with alt=sse."));
       entry.model = m[1];
       if (url.searchParams.has("key") || req.headers["x-goog-api-key"] !== key) {
         entry.status = 400;
@@ -285,12 +329,14 @@ export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
       }
       const queue = scripts.get(entry.route);
       const answer = queue && queue.length ? queue.shift() : null;
-      const delay = answer?.delayMs ?? defaultLatency;
+      // Not streamed, the answer is whole only once its last token is: the stream's time too.
+      const delay = (answer?.delayMs ?? defaultLatency) + (streamed ? 0 : answer?.streamMs ?? defaultStreamMs);
       if (delay) await new Promise((r) => setTimeout(r, delay));
       const out = answer ? render(answer, body, entry.model) : echo(body, entry.model);
       entry.status = out.status;
       entry.response = out.body;
-      send(out);
+      if (streamed && out.status === 200) await streamAnswer(res, out.body, answer?.streamMs ?? defaultStreamMs, entry);
+      else send(out);
     } finally {
       notify();
     }
@@ -304,7 +350,7 @@ export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
       return requests.filter((r) => r.route === String(userId));
     },
     /** Queue answers for requests routed to `userId`: {text}, {calls:[{name,args}]},
-     *  {status: 503|429|400, retryDelay}, {finishReason}, {delayMs}, or a function(body). */
+     *  {status: 503|429|400, retryDelay}, {finishReason}, {delayMs}, {streamMs}, or a function(body). */
     script(userId, answers) {
       const q = scripts.get(String(userId)) ?? [];
       q.push(...answers);
@@ -312,6 +358,10 @@ export async function startFakeGemini({ key, latencyMs = 0 } = {}) {
     },
     set latency(ms) {
       defaultLatency = ms;
+    },
+    /** How long a streamed answer takes from its first chunk to its last. */
+    set streamMs(ms) {
+      defaultStreamMs = ms;
     },
     waitFor,
     close: () => new Promise((r) => server.close(r)),

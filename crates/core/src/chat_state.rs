@@ -61,11 +61,13 @@ pub struct Timing {
     pub watchdog_ms: i64,
     /// A retry job later than its expected time by this much is presumed lost.
     pub job_grace_ms: i64,
+    /// The adaptive debounce (`crate::debounce`); `None`: the fixed `debounce_ms`.
+    pub adaptive: Option<crate::debounce::Policy>,
 }
 
 impl Timing {
     pub fn new(debounce_ms: i64, debounce_max_ms: i64) -> Self {
-        Timing { debounce_ms, debounce_max_ms, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS }
+        Timing { debounce_ms, debounce_max_ms, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS, adaptive: None }
     }
 }
 
@@ -84,6 +86,9 @@ pub struct Pending {
     pub last_ms: i64,
     pub target_message_id: Option<i64>,
     pub trigger: Trigger,
+    /// Messages in the burst so far (0 when stored by an older version).
+    #[serde(default)]
+    pub count: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -153,6 +158,9 @@ pub struct ChatState {
     /// The chat's next schedule run as last read from D1 (`schedules`), if any.
     #[serde(default)]
     pub next_schedule_ms: Option<i64>,
+    /// What the chat's bursts look like, for the adaptive debounce (`crate::debounce`).
+    #[serde(default)]
+    pub burst: crate::debounce::Burstiness,
 }
 
 /// An apology the user is owed for a turn that could not be answered.
@@ -246,18 +254,21 @@ impl ChatState {
             return SignalOutcome::Duplicate;
         }
         self.generation += 1;
+        self.burst.message_at(s.at_ms);
         self.pending = Some(match self.pending.take() {
             Some(p) => Pending {
                 first_ms: p.first_ms,
                 last_ms: s.at_ms.max(p.last_ms),
                 target_message_id: s.target_message_id.or(p.target_message_id),
                 trigger: s.trigger,
+                count: p.count.saturating_add(1),
             },
             None => Pending {
                 first_ms: s.at_ms,
                 last_ms: s.at_ms,
                 target_message_id: s.target_message_id,
                 trigger: s.trigger,
+                count: 1,
             },
         });
         // A scheduled run's plan goes on: the message gets its own turn after it.
@@ -271,7 +282,8 @@ impl ChatState {
 
     /// When the pending burst is ready for a turn.
     pub fn debounce_deadline(&self, t: &Timing) -> Option<i64> {
-        self.pending.as_ref().map(|p| (p.last_ms + t.debounce_ms).min(p.first_ms + t.debounce_max_ms))
+        let policy = t.adaptive.unwrap_or(crate::debounce::Policy::Fixed(t.debounce_ms));
+        self.pending.as_ref().map(|p| crate::debounce::deadline(policy, &self.burst, p.first_ms, p.last_ms, p.count, t.debounce_max_ms))
     }
 
     /// What to do at `now`. A turn that exists blocks everything else (a dead instance's turn
@@ -598,7 +610,7 @@ impl ChatState {
 mod tests {
     use super::*;
 
-    const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS };
+    const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS, adaptive: None };
 
     fn sig(update_id: i64, at_ms: i64) -> Signal {
         Signal { update_id, target_message_id: Some(update_id * 10), trigger: Trigger::Private, at_ms }

@@ -75,6 +75,13 @@ pub struct Config {
     pub debounce_ms: u64,
     /// The longest a burst may postpone the model call.
     pub debounce_max_ms: u64,
+    /// `DEBOUNCE_MS` was set: the operator's fixed quiet window instead of the adaptive one
+    /// (`crate::debounce`).
+    pub debounce_fixed: bool,
+    /// `STREAM_DRAFTS` (on): private chats see the answer stream in as a Telegram draft.
+    pub stream_drafts: bool,
+    /// `DRAFT_INTERVAL_MS` (500): the least time between two draft updates of one answer.
+    pub draft_interval_ms: u64,
     /// IANA time zone name for the "current time" line of the prompt, and schedules' default.
     pub timezone: String,
     /// `WEB_SEARCH`: Gemini's Google Search grounding rides along with the functions.
@@ -149,7 +156,7 @@ pub struct Config {
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 46] = [
+pub const VAR_NAMES: [&str; 48] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -196,6 +203,8 @@ pub const VAR_NAMES: [&str; 46] = [
     "SCHEDULE_MIN_REPEAT_MINUTES",
     "SCHEDULE_MAX_LATE_MINUTES",
     "SEARCH_PRICE_PER_1000",
+    "STREAM_DRAFTS",
+    "DRAFT_INTERVAL_MS",
 ];
 
 impl Default for Config {
@@ -220,6 +229,8 @@ impl Config {
         };
         let debounce_ms = num("DEBOUNCE_MS", 1500);
         let debounce_max_ms = num("DEBOUNCE_MAX_MS", 8000).max(debounce_ms);
+        let debounce_fixed = get("DEBOUNCE_MS").is_some_and(|v| v.parse::<u64>().is_ok());
+        let draft_interval_ms = num("DRAFT_INTERVAL_MS", 500).clamp(100, 10_000);
         let idle_minutes = match get("SESSION_IDLE_MINUTES") {
             Some(_) => num("SESSION_IDLE_MINUTES", 24 * 60),
             None => num("SESSION_IDLE_HOURS", 24) * 60,
@@ -329,6 +340,9 @@ impl Config {
             history_format,
             debounce_ms,
             debounce_max_ms,
+            debounce_fixed,
+            stream_drafts: flag("STREAM_DRAFTS", true),
+            draft_interval_ms,
             timezone: get("TIMEZONE").unwrap_or_else(|| "UTC".into()),
             web_search: flag("WEB_SEARCH", false),
             search_price_per_1000: get("SEARCH_PRICE_PER_1000").and_then(|v| v.parse::<f64>().ok()).filter(|p| p.is_finite() && *p >= 0.0).unwrap_or(14.0),
@@ -436,6 +450,9 @@ mod tests {
         assert_eq!(c.gemini_model, DEFAULT_MODEL);
         assert_eq!(c.history_format, HistoryFormat::Structured);
         assert_eq!(c.debounce_ms, 1500);
+        assert!(!c.debounce_fixed, "adaptive unless DEBOUNCE_MS is set");
+        assert!(c.stream_drafts);
+        assert_eq!(c.draft_interval_ms, 500);
         assert_eq!(c.session_idle_secs, 24 * 3600);
         assert_eq!(c.dm_policy, DmPolicy::Open);
         assert_eq!(c.max_fetches_per_turn, 5);

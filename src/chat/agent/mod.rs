@@ -20,6 +20,7 @@ mod typing;
 
 pub use record::{record_step_outcome, step_calls};
 
+use crate::chat::stream::{Live, StreamingModel};
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::chat_state::TurnRun;
@@ -51,7 +52,9 @@ impl From<worker::Error> for TurnError {
 }
 
 /// Runs one turn of `conv` (or finds its stored result).
-pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -> Result<TurnOutput, TurnError> {
+/// `live`: a Telegram chat's check that the turn is still current (typing and drafts are
+/// shown); `None` for the API chat.
+pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option<Live>) -> Result<TurnOutput, TurnError> {
     if let Some(steps) = stored_result(ctx, turn).await? {
         // Whether its tools changed a schedule is not stored: the object re-reads (once).
         return Ok(TurnOutput::Planned { steps, schedules_changed: true });
@@ -72,14 +75,15 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
     // Written with the result, in the turn's last round trip.
     let start = record::start_statements(&ctx.db(), conv, turn, &c, &model, ctx, now)?;
     // "typing…" is up from here: fetching media can take a while too.
-    let work = answer(ctx, conv, turn, &c, &model, now);
+    let show_typing = live.is_some();
+    let work = answer(ctx, conv, turn, &c, &model, now, live);
     let outcome = if show_typing { typing::with_typing(ctx, conv, work).await } else { work.await };
     record::finish(ctx, conv, turn, start, outcome).await
 }
 
 /// Fetches the media the turn answers and asks the model. If Gemini refuses the request with
 /// the files in it, it asks once more with the files named instead (both calls are recorded).
-async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context, model: &str, now: i64) -> Result<turn::TurnResult, turn::TurnFailure> {
+async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context, model: &str, now: i64, live: Option<Live>) -> Result<turn::TurnResult, turn::TurnFailure> {
     let wanted = agent_core::media::wanted(&c.window.messages, c.answered_seq);
     let (items, refused) = media::load(ctx, &wanted).await;
     let request = request::build(ctx, conv, turn, c, model, &by_message(&items), now);
@@ -93,7 +97,8 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context,
     let mut never = agent_core::media::unviewable(&c.window.messages, &c.known_media, &limits);
     never.extend(refused);
     let describing = media::describe(ctx, conv, Some(&turn.turn_id), &items, &chosen, &extra, never);
-    let (outcome, _) = futures::join!(call_model(ctx, conv, turn, c, &request), describing);
+    let port = StreamingModel::new(ctx, conv, is_private(c), live);
+    let (outcome, _) = futures::join!(call_model(ctx, conv, turn, c, &request, &port), describing);
     if !(refused_media(&outcome) && any_inline(&items)) {
         return outcome;
     }
@@ -104,7 +109,7 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context,
     };
     let plain = without_bytes(&items, "the model could not read this file");
     let request = request::build(ctx, conv, turn, c, model, &by_message(&plain), now);
-    let mut outcome = call_model(ctx, conv, turn, c, &request).await;
+    let mut outcome = call_model(ctx, conv, turn, c, &request, &port).await;
     let calls = match &mut outcome {
         Ok(r) => &mut r.calls,
         Err(f) => &mut f.calls,
@@ -114,7 +119,7 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context,
 }
 
 /// Runs the core's turn loop on `request`.
-async fn call_model(ctx: &Ctx, conv: &ConvKey, run: &TurnRun, c: &context::Context, request: &turn::TurnRequest) -> Result<turn::TurnResult, turn::TurnFailure> {
+async fn call_model(ctx: &Ctx, conv: &ConvKey, run: &TurnRun, c: &context::Context, request: &turn::TurnRequest, port: &StreamingModel) -> Result<turn::TurnResult, turn::TurnFailure> {
     let tools = tools::EdgeTools {
         ctx,
         conv: *conv,
@@ -123,7 +128,12 @@ async fn call_model(ctx: &Ctx, conv: &ConvKey, run: &TurnRun, c: &context::Conte
         turn_id: run.turn_id.clone(),
         group: c.chat.as_ref().is_some_and(|ch| agent_core::conversation::ChatKind::from_telegram(&ch.kind, 0).is_group()),
     };
-    turn::run_turn(request, &ctx.gemini(), &tools, &tools::WorkerClock).await
+    turn::run_turn(request, port, &tools, &tools::WorkerClock).await
+}
+
+/// Whether the turn's chat is a private Telegram chat (drafts are shown only there).
+fn is_private(c: &context::Context) -> bool {
+    c.chat.as_ref().is_some_and(|ch| agent_core::conversation::ChatKind::from_telegram(&ch.kind, 0) == agent_core::conversation::ChatKind::Private)
 }
 
 /// Who asked for this turn: the sender of the message it answers (else the newest person's

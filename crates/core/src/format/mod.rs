@@ -1,8 +1,10 @@
 //! Reply formatting: the model's Markdown becomes Telegram HTML ([`markdown`]), checked
 //! against Telegram's rules ([`html`]), and split into messages that fit ([`split`]).
 //! [`render_reply`] is the one entry point delivery uses; [`escape_markdown`] makes outside text
-//! (names, notes) literal inside Markdown the bot composes itself.
+//! (names, notes) literal inside Markdown the bot composes itself; [`draft`] renders an answer
+//! still being streamed.
 
+pub mod draft;
 pub mod escape;
 pub mod html;
 pub mod markdown;

@@ -1,0 +1,316 @@
+//! Streaming answers: Gemini's `streamGenerateContent?alt=sse` read as it arrives, and the
+//! pace of the drafts shown while it does.
+//!
+//! - [`SseDecoder`] cuts the byte stream into events (`data: {json}` blocks ended by a blank
+//!   line, `\n` or `\r\n`), however the network splits it, UTF-8 included.
+//! - [`merge`] folds the chunks (each a `GenerateContentResponse` with a piece of the answer)
+//!   into the one response `generateContent` would have given: adjacent text parts joined,
+//!   function calls and signatures kept, the last finish reason, usage and grounding.
+//! - [`DraftPacer`] decides when the text so far is shown as a draft: at most one draft per
+//!   interval, only when there is new visible text, never after a draft was refused (a refused
+//!   draft means waiting for the final message, never a loop), never once the answer turned
+//!   out to call functions.
+
+use crate::gemini::{Candidate, Content, GenerateContentResponse, Part};
+
+/// Drafts one turn may send at most: each is a subrequest of the invocation that runs the
+/// turn (50 on the free plan, shared with D1, the model, tools and the plan's first steps).
+pub const MAX_DRAFTS_PER_TURN: u32 = 12;
+
+/// Splits an SSE byte stream into the `data` payloads of its events.
+#[derive(Debug, Default)]
+pub struct SseDecoder {
+    buf: Vec<u8>,
+}
+
+impl SseDecoder {
+    /// Takes the next bytes; returns the data of every event they completed.
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
+        self.buf.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        while let Some((end, sep)) = find_blank_line(&self.buf) {
+            let block: Vec<u8> = self.buf.drain(..end + sep).take(end).collect();
+            if let Some(data) = event_data(&String::from_utf8_lossy(&block)) {
+                out.push(data);
+            }
+        }
+        out
+    }
+
+    /// The stream ended: an event not followed by a blank line still counts.
+    pub fn finish(&mut self) -> Vec<String> {
+        let rest = std::mem::take(&mut self.buf);
+        event_data(&String::from_utf8_lossy(&rest)).into_iter().collect()
+    }
+}
+
+/// The first blank line: where the block before it ends, and the separator's length.
+fn find_blank_line(buf: &[u8]) -> Option<(usize, usize)> {
+    (0..buf.len()).find_map(|i| {
+        if buf[i..].starts_with(b"\r\n\r\n") {
+            Some((i, 4))
+        } else if buf[i..].starts_with(b"\n\n") {
+            Some((i, 2))
+        } else {
+            None
+        }
+    })
+}
+
+/// The data lines of one event block, joined by newlines (none: a comment or empty block).
+fn event_data(block: &str) -> Option<String> {
+    let lines: Vec<&str> = block
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| d.strip_prefix(' ').unwrap_or(d))
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// Parses one event's data as a response chunk. An error sent in the stream (`{"error":
+/// {...}}`, after a 200 the status can no longer say it) is an error, not an empty chunk.
+pub fn parse_chunk(data: &str) -> Result<GenerateContentResponse, String> {
+    let value: serde_json::Value = serde_json::from_str(data).map_err(|e| format!("a streamed chunk is not JSON: {e}"))?;
+    if let Some(error) = value.get("error") {
+        let message = error.get("message").and_then(serde_json::Value::as_str).unwrap_or("no message");
+        return Err(format!("the stream failed: {message}"));
+    }
+    serde_json::from_value(value).map_err(|e| format!("a streamed chunk is not a response: {e}"))
+}
+
+/// Whether a part is text that the next text part may be appended to.
+fn plain_text(p: &Part) -> bool {
+    p.text.is_some() && p.function_call.is_none() && p.function_response.is_none() && p.extra.is_empty()
+}
+
+/// Adds a chunk's part to the parts so far: text continues the previous text part of the same
+/// kind (thought or not); an empty text part carrying a signature gives it to that part.
+fn push_part(parts: &mut Vec<Part>, part: Part) {
+    if let Some(last) = parts.last_mut() {
+        let joinable = plain_text(last) && plain_text(&part) && last.thought == part.thought;
+        if joinable && (last.thought_signature.is_none() || part.text.as_deref() == Some("")) {
+            last.text.get_or_insert_default().push_str(part.text.as_deref().unwrap_or_default());
+            if part.thought_signature.is_some() {
+                last.thought_signature = part.thought_signature;
+            }
+            return;
+        }
+    }
+    parts.push(part);
+}
+
+/// The chunks of one streamed answer as the one response `generateContent` gives.
+pub fn merge(chunks: Vec<GenerateContentResponse>) -> GenerateContentResponse {
+    let mut out = GenerateContentResponse::default();
+    let mut candidate: Option<Candidate> = None;
+    for chunk in chunks {
+        out.prompt_feedback = out.prompt_feedback.or(chunk.prompt_feedback);
+        out.usage_metadata = chunk.usage_metadata.or(out.usage_metadata);
+        out.model_version = chunk.model_version.or(out.model_version);
+        let Some(c) = chunk.candidates.into_iter().next() else { continue };
+        let merged = candidate.get_or_insert_with(Candidate::default);
+        if let Some(content) = c.content {
+            let into = merged.content.get_or_insert_with(|| Content { role: content.role.clone(), parts: Vec::new() });
+            for part in content.parts {
+                push_part(&mut into.parts, part);
+            }
+        }
+        merged.finish_reason = c.finish_reason.or(merged.finish_reason.take());
+        merged.grounding_metadata = c.grounding_metadata.or(merged.grounding_metadata.take());
+    }
+    out.candidates.extend(candidate);
+    out
+}
+
+/// The visible text of a streamed answer so far, and whether it calls functions.
+pub fn visible_so_far(chunks: &[GenerateContentResponse]) -> (String, bool) {
+    let mut text = String::new();
+    let mut calls = false;
+    for part in chunks.iter().filter_map(|c| c.candidates.first()).filter_map(|c| c.content.as_ref()).flat_map(|c| c.parts.iter()) {
+        calls |= part.function_call.is_some();
+        if !part.is_thought() {
+            text.push_str(part.text.as_deref().unwrap_or_default());
+        }
+    }
+    (text, calls)
+}
+
+/// When the answer so far is shown as a draft.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DraftPacer {
+    interval_ms: i64,
+    last_ms: Option<i64>,
+    shown_len: usize,
+    /// Refused by Telegram, or the answer calls functions, or a newer message came: no more.
+    stopped: bool,
+    /// Drafts sent (a statistic for logs and tests).
+    pub sent: u32,
+}
+
+impl DraftPacer {
+    pub fn new(interval_ms: i64) -> Self {
+        DraftPacer { interval_ms: interval_ms.max(1), last_ms: None, shown_len: 0, stopped: false, sent: 0 }
+    }
+
+    /// Whether to show `text` now (`calls`: the answer so far calls functions).
+    pub fn due(&mut self, now: i64, text: &str, calls: bool) -> bool {
+        if calls {
+            self.stopped = true;
+        }
+        if self.stopped || text.trim().is_empty() || text.len() <= self.shown_len {
+            return false;
+        }
+        self.last_ms.is_none_or(|last| now - last >= self.interval_ms)
+    }
+
+    /// A draft of `text` went out at `now`.
+    pub fn shown(&mut self, now: i64, text: &str) {
+        self.last_ms = Some(now);
+        self.shown_len = text.len();
+        self.sent += 1;
+    }
+
+    /// No more drafts for this answer (refused, or superseded).
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+}
+
+/// How long drafts stay off (for every chat the isolate serves) after Telegram refused one
+/// with `error`: a refusal of the method itself (a 400 other than the text's formatting, or
+/// a 401/404: drafts not available to this bot) is not worth asking again on every turn. A
+/// 429, a formatting refusal or a network error only ends the one turn's drafts (`None`).
+pub fn drafts_off_ms(error: &crate::telegram::api::TelegramError) -> Option<i64> {
+    use crate::telegram::api::TelegramError as E;
+    match error {
+        E::BadRequest(_) | E::Unauthorized(_) => Some(DRAFTS_OFF_MS),
+        _ => None,
+    }
+}
+
+/// See [`drafts_off_ms`].
+pub const DRAFTS_OFF_MS: i64 = 10 * 60 * 1000;
+
+/// A draft id for a turn: non-zero, the same for every update of the turn's answer (Telegram
+/// animates the changes of one draft), different between turns.
+pub fn draft_id(turn_id: &str) -> i64 {
+    // FNV-1a, folded to 31 bits (draft ids are ints).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in turn_id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    ((h ^ (h >> 31)) & 0x7fff_ffff).max(1) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemini::Outcome;
+
+    fn chunk(json: &str) -> GenerateContentResponse {
+        parse_chunk(json).unwrap()
+    }
+
+    #[test]
+    fn events_are_cut_however_the_bytes_arrive() {
+        let stream = "data: {\"a\":1}\r\n\r\ndata: {\"b\":\"é\"}\r\n\r\n: comment\n\ndata: {\"c\":3}\n\n";
+        let bytes = stream.as_bytes();
+        for split in 1..bytes.len() {
+            let mut d = SseDecoder::default();
+            let mut got = d.push(&bytes[..split]);
+            got.extend(d.push(&bytes[split..]));
+            got.extend(d.finish());
+            assert_eq!(got, vec!["{\"a\":1}", "{\"b\":\"é\"}", "{\"c\":3}"], "split at {split}");
+        }
+    }
+
+    #[test]
+    fn an_unterminated_last_event_counts() {
+        let mut d = SseDecoder::default();
+        assert!(d.push(b"data: {\"x\":1}").is_empty());
+        assert_eq!(d.finish(), vec!["{\"x\":1}"]);
+    }
+
+    #[test]
+    fn chunks_merge_into_one_response() {
+        let chunks = vec![
+            chunk(r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"Hel"}]},"index":0}],"usageMetadata":{"promptTokenCount":5}}"#),
+            chunk(r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"lo **wor"}]},"index":0}]}"#),
+            chunk(r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"ld**","thoughtSignature":"sig"}]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":4,"totalTokenCount":9},"modelVersion":"m"}"#),
+        ];
+        assert_eq!(visible_so_far(&chunks), ("Hello **world**".to_string(), false));
+        let r = merge(chunks);
+        let Outcome::Content(c) = r.outcome() else { panic!("no content") };
+        assert_eq!(c.parts.len(), 1);
+        assert_eq!(c.visible_text(), "Hello **world**");
+        assert_eq!(c.parts[0].thought_signature.as_deref(), Some("sig"));
+        assert_eq!(r.finish_reason(), Some("STOP"));
+        assert_eq!(r.usage_metadata.unwrap().total_token_count, 9);
+        assert_eq!(r.model_version.as_deref(), Some("m"));
+    }
+
+    #[test]
+    fn function_calls_and_thoughts_stay_their_own_parts() {
+        let chunks = vec![
+            chunk(r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"plan","thought":true}]}}]}"#),
+            chunk(r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"Hi"}]}}]}"#),
+            chunk(r#"{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"react","args":{}},"thoughtSignature":"s"}]},"finishReason":"STOP"}]}"#),
+        ];
+        assert_eq!(visible_so_far(&chunks), ("Hi".to_string(), true));
+        let r = merge(chunks);
+        let parts = &r.candidates[0].content.as_ref().unwrap().parts;
+        assert_eq!(parts.len(), 3);
+        assert!(parts[2].function_call.is_some());
+    }
+
+    #[test]
+    fn an_error_in_the_stream_is_an_error() {
+        let e = parse_chunk(r#"{"error":{"code":500,"message":"Internal error","status":"INTERNAL"}}"#).unwrap_err();
+        assert!(e.contains("Internal error"), "{e}");
+        assert!(parse_chunk("not json").is_err());
+    }
+
+    #[test]
+    fn a_blocked_stream_stays_blocked() {
+        let r = merge(vec![chunk(r#"{"promptFeedback":{"blockReason":"SAFETY"}}"#)]);
+        assert!(matches!(r.outcome(), Outcome::Empty { .. }));
+    }
+
+    #[test]
+    fn drafts_are_paced_and_stop_for_good() {
+        let mut p = DraftPacer::new(500);
+        assert!(!p.due(0, "  ", false), "nothing visible yet");
+        assert!(p.due(0, "Hel", false));
+        p.shown(0, "Hel");
+        assert!(!p.due(100, "Hello", false), "too soon");
+        assert!(!p.due(600, "Hel", false), "nothing new");
+        assert!(p.due(600, "Hello", false));
+        p.stop();
+        assert!(!p.due(5000, "Hello world", false), "a refused draft is not tried again");
+        let mut q = DraftPacer::new(500);
+        assert!(!q.due(0, "Sure", true), "an answer that calls functions runs as a plan");
+        assert!(!q.due(1000, "Sure, more", false));
+    }
+
+    #[test]
+    fn a_refused_method_turns_drafts_off_a_while_a_busy_chat_does_not() {
+        use crate::telegram::api::TelegramError as E;
+        assert_eq!(drafts_off_ms(&E::BadRequest("method not available".into())), Some(DRAFTS_OFF_MS));
+        assert_eq!(drafts_off_ms(&E::Unauthorized(404)), Some(DRAFTS_OFF_MS));
+        assert_eq!(drafts_off_ms(&E::RetryAfter(5)), None);
+        assert_eq!(drafts_off_ms(&E::CantParseEntities("x".into())), None);
+        assert_eq!(drafts_off_ms(&E::Network("x".into())), None);
+    }
+
+    #[test]
+    fn draft_ids_are_non_zero_and_stable_per_turn() {
+        assert_eq!(draft_id("1/2-3"), draft_id("1/2-3"));
+        assert_ne!(draft_id("1/2-3"), draft_id("1/2-4"));
+        assert!(draft_id("") > 0 && draft_id("x") <= i32::MAX as i64);
+    }
+}

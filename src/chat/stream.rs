@@ -1,0 +1,173 @@
+//! Answering fast: the first visible sign of a burst, and the answer streaming in as a draft.
+//!
+//! - [`first_sign`]: as soon as a burst's first message is in (before the debounce is over),
+//!   the person sees the bot is on it: in a private chat an empty `sendMessageDraft` (Telegram
+//!   shows "Thinking…"), the typing action if that is refused or in a group. Sent once per
+//!   burst, off the webhook's path; the turn's typing loop refreshes it while the turn runs.
+//! - [`StreamingModel`]: the turn's model port. In a private chat (and `STREAM_DRAFTS` on) it
+//!   asks Gemini for a streamed answer and shows the text so far as a draft at a bounded rate
+//!   (`core::stream::DraftPacer`, `DRAFT_INTERVAL_MS`), rendered by `core::format::draft`.
+//!   Elsewhere it is the plain `generateContent` call.
+//!
+//! Invariants:
+//! - Drafts are ephemeral: the answer is sent as messages by the plan, through the outbox,
+//!   exactly as without streaming. Nothing here writes the outbox or the state.
+//! - A draft Telegram refuses (any error, 429 included) ends the drafts of that turn: the
+//!   person waits for the final message; nothing is retried. A refusal of the method itself
+//!   (a plain 400, 401/404) turns drafts off in the isolate for a while
+//!   (`core::stream::drafts_off_ms`), so a bot without drafts does not pay for them each turn.
+//! - A newer message ([`Live`] turns false: the turn will be replanned) ends the drafts too,
+//!   and the half answer shown is replaced by the placeholder, so no half answer stays up.
+//! - An answer that calls functions is never drafted (it runs as a plan).
+//! - At most `MAX_DRAFTS_PER_TURN` drafts a turn: they are subrequests of the turn's invocation.
+//! - A turn that went stale (replanned) puts the placeholder back at once ([`first_sign_soon`]
+//!   from `chat/turn.rs`): the stale answer's last draft does not stay up while it replans.
+
+use crate::config::{now_ms, Ctx};
+use crate::outbound::gemini::GeminiClient;
+use crate::outbound::gemini_stream::ChunkSink;
+use crate::outbound::telegram::TelegramClient;
+use agent_core::conversation::{ChatKind, ConvKey};
+use agent_core::gemini::{GenerateContentRequest, GenerateContentResponse, ModelError};
+use agent_core::stream::{draft_id, drafts_off_ms, visible_so_far, DraftPacer, MAX_DRAFTS_PER_TURN};
+use agent_core::telegram::api::TelegramError;
+use agent_core::turn::ModelPort;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+/// Telegram's limit on a draft's text.
+const DRAFT_LIMIT: usize = 4096;
+
+thread_local! {
+    /// Until when drafts are off in this isolate (Telegram refused the method itself).
+    static DRAFTS_OFF_UNTIL: Cell<i64> = const { Cell::new(0) };
+}
+
+/// Whether drafts may be tried now (`STREAM_DRAFTS`, and not recently refused as a method).
+fn drafts_on(ctx: &Ctx) -> bool {
+    ctx.cfg.stream_drafts && DRAFTS_OFF_UNTIL.with(Cell::get) <= now_ms()
+}
+
+/// Telegram refused a draft: maybe drafts are off for a while (`core::stream::drafts_off_ms`).
+fn refused(conv: &ConvKey, e: &TelegramError) {
+    worker::console_warn!("chat {conv}: a draft was refused ({e}); the answer comes as a message");
+    if let Some(ms) = drafts_off_ms(e) {
+        DRAFTS_OFF_UNTIL.with(|c| c.set(now_ms() + ms));
+    }
+}
+
+/// Whether the running turn is still the one to answer (no newer message came).
+#[derive(Clone)]
+pub struct Live(pub Rc<dyn Fn() -> bool>);
+
+/// The draft id of a conversation: one per chat, so a replanned turn's draft replaces the
+/// cancelled one's.
+fn conv_draft_id(conv: &ConvKey) -> i64 {
+    draft_id(&conv.to_string())
+}
+
+/// Shows that the bot is on it (see the module doc). `placeholder`: the "Thinking…" draft may
+/// be used (not for a reaction, which the model may leave unanswered on purpose: a placeholder
+/// would then linger). Errors are logged, never retried.
+pub async fn first_sign(ctx: &Ctx, conv: ConvKey, kind: ChatKind, placeholder: bool) {
+    let tg = ctx.telegram();
+    if placeholder && kind == ChatKind::Private && drafts_on(ctx) {
+        match tg.draft(conv.chat_id, conv.thread_id, conv_draft_id(&conv), "").await {
+            Ok(()) => return,
+            Err(e) => refused(&conv, &e),
+        }
+    }
+    tg.typing(conv.chat_id, conv.thread_id).await;
+}
+
+/// Sends the first sign without holding up the caller (the webhook waits for the inbox).
+pub fn first_sign_soon(ctx: &Ctx, conv: ConvKey, kind: ChatKind, placeholder: bool) {
+    let ctx = ctx.clone();
+    worker::wasm_bindgen_futures::spawn_local(async move { first_sign(&ctx, conv, kind, placeholder).await });
+}
+
+/// Where a turn's drafts go.
+struct Drafts {
+    tg: TelegramClient,
+    conv: ConvKey,
+    interval_ms: i64,
+    live: Live,
+    /// Telegram refused a draft, or the turn was superseded: no more drafts in this turn.
+    done: Cell<bool>,
+    /// Drafts sent in this turn (at most `MAX_DRAFTS_PER_TURN`).
+    sent: Cell<u32>,
+}
+
+/// The model port of a turn: streamed with drafts in a private chat, plain elsewhere.
+pub struct StreamingModel {
+    client: GeminiClient,
+    drafts: Option<Drafts>,
+}
+
+impl StreamingModel {
+    /// `private`: the chat is a private Telegram chat; `live`: the object's check that the
+    /// turn is current (`None`: not a Telegram chat, e.g. the API chat).
+    pub fn new(ctx: &Ctx, conv: &ConvKey, private: bool, live: Option<Live>) -> Self {
+        let drafts = live.filter(|_| private && drafts_on(ctx)).map(|live| Drafts {
+            tg: ctx.telegram(),
+            conv: *conv,
+            interval_ms: ctx.cfg.draft_interval_ms as i64,
+            live,
+            done: Cell::new(false),
+            sent: Cell::new(0),
+        });
+        StreamingModel { client: ctx.gemini(), drafts }
+    }
+}
+
+impl ModelPort for StreamingModel {
+    async fn generate(&self, model: &str, request: &GenerateContentRequest) -> Result<GenerateContentResponse, ModelError> {
+        match &self.drafts {
+            None => self.client.generate(model, request).await,
+            Some(drafts) => {
+                let sink = Sink { drafts, pacer: RefCell::new(DraftPacer::new(drafts.interval_ms)) };
+                self.client.stream_generate(model, request, &sink).await
+            }
+        }
+    }
+}
+
+/// One model call's drafts.
+struct Sink<'a> {
+    drafts: &'a Drafts,
+    pacer: RefCell<DraftPacer>,
+}
+
+impl ChunkSink for Sink<'_> {
+    async fn chunk(&self, so_far: &[GenerateContentResponse]) {
+        let d = self.drafts;
+        if d.done.get() || d.sent.get() >= MAX_DRAFTS_PER_TURN {
+            return;
+        }
+        let id = conv_draft_id(&d.conv);
+        if !(d.live.0)() {
+            // A newer message: the turn will be replanned. Take the half answer down.
+            d.done.set(true);
+            if self.pacer.borrow().sent > 0 {
+                let _ = d.tg.draft(d.conv.chat_id, d.conv.thread_id, id, "").await;
+            }
+            return;
+        }
+        let (text, calls) = visible_so_far(so_far);
+        let now = now_ms();
+        if !self.pacer.borrow_mut().due(now, &text, calls) {
+            return;
+        }
+        let Some(html) = agent_core::format::draft::render_draft(&text, DRAFT_LIMIT) else { return };
+        match d.tg.draft(d.conv.chat_id, d.conv.thread_id, id, &html).await {
+            Ok(()) => {
+                self.pacer.borrow_mut().shown(now, &text);
+                d.sent.set(d.sent.get() + 1);
+            }
+            Err(e) => {
+                refused(&d.conv, &e);
+                d.done.set(true);
+            }
+        }
+    }
+}

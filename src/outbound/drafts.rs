@@ -1,0 +1,22 @@
+//! Telegram's message drafts (`sendMessageDraft`, Bot API 9): a partial answer shown in a
+//! private chat while it is being written; an empty text shows a "Thinking…" placeholder.
+//! Drafts are ephemeral: the answer itself is always a message sent through the outbox.
+
+use super::telegram::TelegramClient;
+use agent_core::telegram::api::TelegramError;
+use serde_json::json;
+
+impl TelegramClient {
+    /// Shows (or updates) draft `draft_id` in a private chat: `html` in Telegram's HTML parse
+    /// mode, or the placeholder when empty.
+    pub async fn draft(&self, chat_id: i64, thread_id: Option<i64>, draft_id: i64, html: &str) -> Result<(), TelegramError> {
+        let mut body = json!({ "chat_id": chat_id, "draft_id": draft_id, "text": html });
+        if !html.is_empty() {
+            body["parse_mode"] = json!("HTML");
+        }
+        if let Some(thread) = thread_id {
+            body["message_thread_id"] = json!(thread);
+        }
+        self.call("sendMessageDraft", &body).await.map(|_| ())
+    }
+}

@@ -1,0 +1,69 @@
+//! The streamed Gemini call: `POST .../models/{model}:streamGenerateContent?alt=sse`. The
+//! answer arrives as server-sent events, each a piece of the response (`core::stream`); every
+//! piece is handed to a [`ChunkSink`] as it comes (the chat shows it as a draft), and the
+//! pieces merged are the same response `generateContent` gives, so the turn goes on unchanged.
+//!
+//! Invariant: an error answer (not 200) is read and classified exactly like `generateContent`'s;
+//! a stream the network cuts, or a piece that does not parse, is a network error (the turn
+//! retries), never a half answer.
+
+use super::gemini::{GeminiClient, TIMEOUT};
+use super::net;
+use agent_core::gemini::{parse_error, GenerateContentRequest, GenerateContentResponse, ModelError};
+use agent_core::stream::{merge, parse_chunk, SseDecoder};
+use futures::StreamExt;
+use worker::{AbortController, Method, RequestRedirect};
+
+/// Receives the pieces of a streamed answer so far, after each new one.
+#[allow(async_fn_in_trait)]
+pub trait ChunkSink {
+    async fn chunk(&self, so_far: &[GenerateContentResponse]);
+}
+
+impl GeminiClient {
+    /// Streams one answer, telling `sink` of every piece; returns the merged response.
+    pub async fn stream_generate(&self, model: &str, request: &GenerateContentRequest, sink: &impl ChunkSink) -> Result<GenerateContentResponse, ModelError> {
+        let body = serde_json::to_string(request).map_err(|e| ModelError::InvalidResponse(e.to_string()))?;
+        let model = model.trim_start_matches("models/");
+        let url = format!("{}/v1beta/models/{}:streamGenerateContent?alt=sse", self.base, model);
+        let headers = [("content-type", "application/json"), ("x-goog-api-key", self.key.expose())];
+        let fetch = net::prepare(&self.meter, Method::Post, &url, &headers, Some(body), RequestRedirect::Follow).map_err(ModelError::Network)?;
+        let controller = AbortController::default();
+        let signal = controller.signal();
+        let call = async {
+            let mut resp = fetch.send_with_signal(&signal).await.map_err(|e| e.to_string())?;
+            let status = resp.status_code();
+            if status != 200 {
+                let retry_after = resp.headers().get("retry-after").ok().flatten();
+                let text = resp.text().await.map_err(|e| e.to_string())?;
+                return Ok(Err(parse_error(status, &text, retry_after.as_deref())));
+            }
+            let mut decoder = SseDecoder::default();
+            let mut chunks = Vec::new();
+            let mut stream = resp.stream().map_err(|e| e.to_string())?;
+            while let Some(bytes) = stream.next().await {
+                let events = decoder.push(&bytes.map_err(|e| e.to_string())?);
+                if take(&mut chunks, events)? {
+                    sink.chunk(&chunks).await;
+                }
+            }
+            take(&mut chunks, decoder.finish())?;
+            Ok::<_, String>(Ok(chunks))
+        };
+        match net::within(call, controller, TIMEOUT).await {
+            Err(e) => Err(ModelError::Network(e)),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(chunks)) if chunks.is_empty() => Err(ModelError::InvalidResponse("the stream had no answer".into())),
+            Ok(Ok(chunks)) => Ok(merge(chunks)),
+        }
+    }
+}
+
+/// Adds the events' chunks; whether there were any. A chunk that does not parse fails the call.
+fn take(chunks: &mut Vec<GenerateContentResponse>, events: Vec<String>) -> Result<bool, String> {
+    let any = !events.is_empty();
+    for data in events {
+        chunks.push(parse_chunk(&data)?);
+    }
+    Ok(any)
+}
