@@ -15,6 +15,7 @@ pub mod chat_state;
 pub mod commands;
 pub mod config;
 pub mod context;
+pub mod crew;
 pub mod conversation;
 pub mod fetch;
 pub mod format;
