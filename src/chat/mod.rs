@@ -34,6 +34,7 @@ pub mod access;
 pub mod agent;
 mod api_chat;
 pub mod commands;
+mod crew;
 pub mod deliver;
 mod inbox;
 mod jobs;

@@ -235,6 +235,23 @@ impl Lineup {
     }
 }
 
+/// What closes a persona's history when it would end with its own message (Gemini answers a
+/// user turn).
+pub const YOUR_TURN: &str = "[meta] crew: it is your turn again";
+
+/// Offers `pass` (a persona's way to say nothing) alongside the other functions.
+pub fn add_pass(tools: &mut Vec<crate::gemini::Tool>) {
+    let pass = crate::gemini::FunctionDeclaration {
+        name: "pass".into(),
+        description: "Pass your turn in the crew: call this, and nothing else, when you have nothing to add. Nobody sees a pass.".into(),
+        parameters: serde_json::Value::Null,
+    };
+    match tools.first_mut() {
+        Some(t) => t.function_declarations.push(pass),
+        None => tools.push(crate::gemini::Tool { function_declarations: vec![pass], google_search: None }),
+    }
+}
+
 /// Whether a persona's answer is a pass: no step at all (`pass`, `no_reply`, an empty answer),
 /// or messages that are all exactly [`PASS_TEXT`] and nothing else.
 pub fn is_pass(steps: &[Step]) -> bool {

@@ -68,12 +68,13 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
     let Some(c) = context::load(ctx, conv, turn, now).await? else {
         return Ok(TurnOutput::NothingToDo);
     };
-    let model = request::model_of(ctx, &c);
+    let model = request::model_of(ctx, &c, turn);
     // Written with the result, in the turn's last round trip.
     let start = record::start_statements(&ctx.db(), conv, turn, &c, &model, ctx, now)?;
     // "typing…" is up from here: fetching media can take a while too.
     let work = answer(ctx, conv, turn, &c, &model, now);
-    let outcome = if show_typing { typing::with_typing(ctx, conv, work).await } else { work.await };
+    // A crew persona with its own bot shows "typing…" through it.
+    let outcome = if show_typing { typing::with_typing(&ctx.speaking_for(&turn.turn_id), conv, work).await } else { work.await };
     record::finish(ctx, conv, turn, start, outcome).await
 }
 
