@@ -55,6 +55,12 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
     if let Some(refused) = refuse(&req, &ctx.secrets.webhook_secret, "TELEGRAM_WEBHOOK_SECRET", "the webhook", &presented)? {
         return Ok(refused);
     }
+    // A crew naming an unknown persona (or a bad front matter) serves nothing, from the first
+    // update on: 500 and a log line that says which (Telegram keeps the updates meanwhile).
+    if let Err(e) = crate::chat::crew::personas(ctx) {
+        worker::console_error!("refusing to serve the webhook: {e}");
+        return Response::error(format!("server misconfigured: {e}"), 500);
+    }
     let body = req.bytes().await.unwrap_or_default();
     let update = match parse_update(&body) {
         Ok(u) => u,

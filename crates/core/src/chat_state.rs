@@ -105,7 +105,7 @@ pub struct TurnRun {
     pub scheduled: Option<ScheduledRun>,
     /// A crew persona's turn (`core::crew`; the persona is in the turn id).
     #[serde(default)]
-    pub crew: Option<crate::crew::CrewTurn>,
+    pub crew: Option<crate::crew_state::CrewTurn>,
 }
 
 
@@ -158,7 +158,7 @@ pub struct ChatState {
     pub next_schedule_ms: Option<i64>,
     /// Crew mode: the chat's switch, the speaking pointer and the running cycle (`core::crew`).
     #[serde(default)]
-    pub crew: Option<crate::crew::CrewState>,
+    pub crew: Option<crate::crew_state::CrewState>,
 }
 
 /// An apology the user is owed for a turn that could not be answered.

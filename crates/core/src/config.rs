@@ -252,7 +252,7 @@ impl Config {
         };
         let max_fetches_per_turn =
             num("MAX_FETCHES_PER_TURN", crate::fetch::DEFAULT_MAX_FETCHES_PER_TURN as u64).min(20) as usize;
-        let crew_max_rounds = num("CREW_MAX_ROUNDS", crate::crew::DEFAULT_MAX_ROUNDS as u64).clamp(1, 20) as u32;
+        let crew_max_rounds = num("CREW_MAX_ROUNDS", 3).clamp(1, 20) as u32;
         let budgets = crate::limits::Budgets {
             user_turns_per_hour: num("USER_TURNS_PER_HOUR", 60),
             chat_tokens_per_day: num("CHAT_TOKENS_PER_DAY", 2_000_000),

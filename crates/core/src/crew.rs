@@ -20,18 +20,16 @@
 //!   every persona of a row failed, the chat is owed one apology.
 
 use crate::chat_state::{ChatState, Finish, TurnRun};
+pub use crate::crew_state::{CrewState, CrewTurn, Cycle, End, Outcome};
 use crate::gating::Trigger;
 use crate::history::{HistoryMessage, Role};
 use crate::plan::Step;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The most personas a crew may have.
 pub const MAX_PERSONAS: usize = 8;
 /// What a persona answers to pass instead of calling `pass`.
 pub const PASS_TEXT: &str = ".....";
-/// The default of `CREW_MAX_ROUNDS`.
-pub const DEFAULT_MAX_ROUNDS: u32 = 3;
 
 /// A persona as its file describes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -144,83 +142,6 @@ pub fn token_secret_name(persona: &str) -> String {
     format!("CREW_BOT_TOKEN_{}", persona.to_ascii_uppercase().replace('-', "_"))
 }
 
-/// The crew of a chat object, stored in its state.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct CrewState {
-    /// The chat's own switch (`/crew on|off`, `PUT …/crew`); `None` follows `CREW_CHATS`.
-    #[serde(default)]
-    pub switch: Option<bool>,
-    /// Index (in `CREW` order) of the persona whose turn is next.
-    #[serde(default)]
-    pub pointer: usize,
-    #[serde(default)]
-    pub cycle: Option<Cycle>,
-    /// Cycles ended, by why (a statistic for tests and operators).
-    #[serde(default)]
-    pub ended: BTreeMap<String, u64>,
-}
-
-/// One cycle: the personas answering one generation of people's messages.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Cycle {
-    /// The signal generation it answers; a newer one starts a new cycle.
-    pub generation: u64,
-    pub target_message_id: Option<i64>,
-    pub trigger: Trigger,
-    /// Persona turns with an outcome so far.
-    pub taken: u32,
-    /// Passes (or failures) in a row.
-    pub quiet_in_row: u32,
-    /// Failures in a row.
-    pub failed_in_row: u32,
-    /// The persona turn running now (an outcome clears it).
-    pub current: Option<String>,
-    /// Said in the next persona's situation (a persona was skipped).
-    #[serde(default)]
-    pub note: Option<String>,
-}
-
-/// What a persona turn carries (in its `TurnRun`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CrewTurn {
-    /// Not the cycle's first turn: it runs with nothing new from people (the others spoke).
-    pub continues: bool,
-    /// A persona skipped before this turn, for its situation.
-    #[serde(default)]
-    pub note: Option<String>,
-}
-
-/// What became of a persona's turn.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Outcome {
-    Spoke,
-    Passed,
-    Failed,
-}
-
-/// Why a cycle ended.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum End {
-    AllPassed,
-    ModeratorPassed,
-    MaxRounds,
-    AllFailed,
-    /// A first turn had nothing new to answer.
-    NothingNew,
-}
-
-impl End {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            End::AllPassed => "all_passed",
-            End::ModeratorPassed => "moderator_passed",
-            End::MaxRounds => "max_rounds",
-            End::AllFailed => "all_failed",
-            End::NothingNew => "nothing_new",
-        }
-    }
-}
-
 /// The crew as the cycle needs it: names in order and who moderates.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Lineup {
@@ -301,6 +222,21 @@ pub fn as_seen_by(messages: &[HistoryMessage], persona: &str, display: &BTreeMap
         .collect()
 }
 
+/// `/usage`'s crew lines: calls and cost per persona (Markdown, names escaped).
+pub fn usage_by_persona_text(cfg: &crate::config::Config, rows: &[(String, crate::usage::ModelUsage)]) -> String {
+    let mut totals: BTreeMap<&str, (i64, f64)> = BTreeMap::new();
+    for (persona, u) in rows {
+        let t = totals.entry(persona.as_str()).or_default();
+        t.0 += u.calls;
+        t.1 += crate::usage::cost(cfg, u).unwrap_or(0.0);
+    }
+    let mut out = String::from("\n\nBy persona:");
+    for (persona, (calls, cost)) in totals {
+        out.push_str(&format!("\n- {}: {calls} calls, ${cost:.4}", crate::format::escape_markdown(persona)));
+    }
+    out
+}
+
 /// The crew section of a persona's system instruction: who it is, who else speaks, how to
 /// pass, and whether someone was skipped.
 pub fn situation(personas: &[Persona], persona: &str, note: Option<&str>) -> String {
@@ -324,14 +260,6 @@ pub fn situation(personas: &[Persona], persona: &str, note: Option<&str>) -> Str
         out.push_str(&format!("\nNote: {n}"));
     }
     out
-}
-
-impl CrewState {
-    fn end(&mut self, why: End) -> End {
-        self.cycle = None;
-        *self.ended.entry(why.as_str().to_string()).or_default() += 1;
-        why
-    }
 }
 
 impl ChatState {
@@ -417,10 +345,10 @@ impl ChatState {
         let cycle = crew.cycle.as_ref()?;
         let why = if cycle.failed_in_row >= n {
             Some(End::AllFailed)
-        } else if outcome == Outcome::Passed && lineup.moderator == Some(index) {
-            Some(End::ModeratorPassed)
         } else if cycle.quiet_in_row >= n {
             Some(End::AllPassed)
+        } else if outcome == Outcome::Passed && lineup.moderator == Some(index) {
+            Some(End::ModeratorPassed)
         } else if cycle.taken >= n * lineup.max_rounds {
             Some(End::MaxRounds)
         } else {
@@ -676,6 +604,15 @@ mod tests {
         assert!(!speaks_in(5, Some(false), &["*".into()]));
         assert!(speaks_in(6, Some(true), &[]));
         assert!(!speaks_in(6, None, &["5".into()]));
+    }
+
+    #[test]
+    fn usage_is_broken_down_by_persona() {
+        let cfg = crate::config::Config::from_vars(&BTreeMap::new());
+        let u = |model: &str, calls| crate::usage::ModelUsage { model: model.into(), calls, prompt_tokens: 1_000_000, ..Default::default() };
+        let text = usage_by_persona_text(&cfg, &[("critic".into(), u("gemini-3.6-flash", 2)), ("critic".into(), u("unknown", 1)), ("the_builder".into(), u("gemini-3.6-flash", 1))]);
+        assert!(text.contains("- critic: 3 calls, $1.5000"), "{text}");
+        assert!(text.contains("- the\\_builder: 1 calls"), "{text}");
     }
 
     #[test]
