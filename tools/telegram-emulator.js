@@ -174,7 +174,7 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     }
     switch (method) {
       case "getMe":
-        return ok(res, { ...bot, is_bot: true, can_join_groups: true, can_read_all_group_messages: false });
+        return ok(res, { ...(entry.from ?? bot), is_bot: true, can_join_groups: true, can_read_all_group_messages: false });
       case "sendMessage": {
         if (chatId === undefined || chatId === null || chatId === "") return fail(res, 400, "Bad Request: chat_id is empty");
         if (typeof body.text !== "string" || body.text === "") return fail(res, 400, "Bad Request: message text is empty");

@@ -38,6 +38,48 @@ pub fn persona_of(ctx: &Ctx, turn: &TurnRun) -> Option<Persona> {
     configured(ctx).into_iter().find(|p| p.name == name)
 }
 
+thread_local! {
+    /// The crew's own bots (id, username), by persona, from getMe once per isolate.
+    static ACTORS: std::cell::RefCell<std::collections::BTreeMap<String, (i64, String)>> = Default::default();
+}
+
+/// The crew's own bots (`CREW_BOT_TOKEN_<NAME>`), as id and username: the id is the token's
+/// prefix; the username comes from getMe (once per isolate; empty if it fails, so only
+/// replies and text mentions are recognised then).
+pub async fn actors(ctx: &Ctx) -> Vec<(i64, String)> {
+    let mut out = Vec::new();
+    for p in configured(ctx) {
+        let Some(token) = crate::config::env::crew_bot_token(&ctx.env, &p.name) else { continue };
+        if let Some(known) = ACTORS.with(|a| a.borrow().get(&p.name).cloned()) {
+            out.push(known);
+            continue;
+        }
+        let id = token.expose().split(':').next().and_then(|i| i.parse().ok()).unwrap_or(0);
+        let client = crate::outbound::telegram::TelegramClient::new(&ctx.cfg.telegram_api_base, token, ctx.meter.clone());
+        let username = match client.call("getMe", &serde_json::json!({})).await {
+            Ok(v) => v.get("username").and_then(serde_json::Value::as_str).unwrap_or_default().to_string(),
+            Err(e) => {
+                worker::console_warn!("crew: getMe for {}'s bot failed ({e}); mentions of it are not recognised", p.name);
+                String::new()
+            }
+        };
+        if !username.is_empty() {
+            ACTORS.with(|a| a.borrow_mut().insert(p.name.clone(), (id, username.clone())));
+        }
+        out.push((id, username));
+    }
+    out
+}
+
+/// Crew mode's part of gating: in a chat where a crew could speak, a mention of or a reply to
+/// one of the crew's own bots asks for a reply too.
+pub async fn trigger(ctx: &Ctx, m: &agent_core::conversation::InboundMessage) -> Option<agent_core::gating::Trigger> {
+    if ctx.cfg.crew.is_empty() || !m.chat.kind.is_group() {
+        return None;
+    }
+    crew::addressed_to_actor(m, &actors(ctx).await)
+}
+
 impl ChatObject {
     /// The crew that speaks in this conversation, if one does (Telegram chats only).
     pub(super) async fn crew_lineup(&self, ctx: &Ctx, conv: &ConvKey) -> Option<Lineup> {

@@ -85,7 +85,12 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
             let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
             let recorded = storage::messages::record_message(&db, update.update_id, "message", &m, false, admitted, now).await?;
             let bot = bot_identity(ctx).await;
-            if let Some(trigger) = reply_trigger(&m, &bot, ctx.cfg.name_trigger) {
+            // Crew mode: addressing one of the crew's own bots counts too.
+            let trigger = match reply_trigger(&m, &bot, ctx.cfg.name_trigger) {
+                Some(t) => Some(t),
+                None => chat::crew::trigger(ctx, &m).await,
+            };
+            if let Some(trigger) = trigger {
                 let conv = m.conv;
                 let inbox = Inbox {
                     update_id: update.update_id,

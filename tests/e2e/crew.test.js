@@ -154,6 +154,13 @@ test("group chatter starts nothing; a mention starts the crew", async () => {
   await s.webhook(groupText(chat, uid, t, { entities: mention(t, "edge_test_bot") }));
   await ended(chat, "moderator_passed");
   assert.deepEqual(s.tg.sent(chat), ["Critic\nHeard you."]);
+  // A mention of a persona's own bot starts a cycle too (the crew's bots count as addressed).
+  // The order goes on from the pointer: the critic's turn comes first.
+  crewScript(uid, [["Critic", { text: "Yes?" }], ["Builder", PASS], ["Moderator", PASS]]);
+  const t2 = "@builder_test_bot can you help?";
+  await s.webhook(groupText(chat, uid, t2, { entities: mention(t2, "builder_test_bot") }));
+  await s.tg.waitFor(() => s.tg.sent(chat).length === 2, 15_000, "the crew's answer");
+  assert.equal(s.tg.sent(chat)[1], "Critic\nYes?");
 });
 
 test("crew off (API, /crew) restores the single bot; only operators switch it", async () => {

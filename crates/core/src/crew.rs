@@ -132,6 +132,26 @@ pub fn speaks_in(chat_id: i64, switch: Option<bool>, crew_chats: &[String]) -> b
     switch.unwrap_or_else(|| crew_chats.iter().any(|c| c == "*" || c.parse::<i64>().ok() == Some(chat_id)))
 }
 
+/// Whether a group message addresses one of the crew's own bots (`actors`: id and username):
+/// an @mention, a text mention or a reply to one of its messages. Messages from bots and
+/// events never do (no bot-to-bot loops); private chats are gated as always.
+pub fn addressed_to_actor(m: &crate::conversation::InboundMessage, actors: &[(i64, String)]) -> Option<Trigger> {
+    if m.is_event || m.speaker.is_bot || !m.chat.kind.is_group() || actors.is_empty() {
+        return None;
+    }
+    for e in m.entities() {
+        let named = |(id, username): &(i64, String)| {
+            (e.kind == "mention" && !username.is_empty() && e.text.trim_start_matches('@').eq_ignore_ascii_case(username))
+                || (e.kind == "text_mention" && e.user_id == Some(*id))
+        };
+        if actors.iter().any(named) {
+            return Some(Trigger::Mention);
+        }
+    }
+    let replied = m.reply_to.as_ref().and_then(|r| r.user_id);
+    actors.iter().any(|(id, _)| Some(*id) == replied).then_some(Trigger::Reply)
+}
+
 /// The persona of a crew turn, from its id (`…~<persona>`).
 pub fn persona_of_turn(turn_id: &str) -> Option<&str> {
     turn_id.rsplit_once('~').map(|(_, p)| p).filter(|p| valid_name(p))
@@ -613,6 +633,30 @@ mod tests {
         let text = usage_by_persona_text(&cfg, &[("critic".into(), u("gemini-3.6-flash", 2)), ("critic".into(), u("unknown", 1)), ("the_builder".into(), u("gemini-3.6-flash", 1))]);
         assert!(text.contains("- critic: 3 calls, $1.5000"), "{text}");
         assert!(text.contains("- the\\_builder: 1 calls"), "{text}");
+    }
+
+    #[test]
+    fn mentions_of_and_replies_to_the_crews_bots_ask_for_a_reply() {
+        let update = |text: &str, entities: serde_json::Value, reply_from: Option<i64>, chat_type: &str| {
+            let mut message = serde_json::json!({"message_id": 5, "date": 1, "chat": {"id": -100, "type": chat_type, "title": "g"},
+                "from": {"id": 9, "is_bot": false, "first_name": "Ann"}, "text": text, "entities": entities});
+            if let Some(id) = reply_from {
+                message["reply_to_message"] = serde_json::json!({"message_id": 4, "date": 1, "chat": {"id": -100, "type": chat_type}, "from": {"id": id, "is_bot": true, "first_name": "B"}, "text": "x"});
+            }
+            let body = serde_json::json!({"update_id": 1, "message": message}).to_string();
+            let u = crate::telegram::parse_update(body.as_bytes()).unwrap();
+            match crate::normalize::normalize(&u) {
+                crate::conversation::Inbound::Message(m) => m,
+                _ => panic!("not a message"),
+            }
+        };
+        let actors = vec![(777, "builder_bot".to_string())];
+        let t = "@builder_bot help";
+        let mention = serde_json::json!([{"type": "mention", "offset": 0, "length": 12}]);
+        assert_eq!(addressed_to_actor(&update(t, mention.clone(), None, "supergroup"), &actors), Some(Trigger::Mention));
+        assert_eq!(addressed_to_actor(&update("thanks", serde_json::json!([]), Some(777), "supergroup"), &actors), Some(Trigger::Reply));
+        assert_eq!(addressed_to_actor(&update("chatter", serde_json::json!([]), Some(5), "supergroup"), &actors), None);
+        assert_eq!(addressed_to_actor(&update(t, mention, None, "supergroup"), &[]), None);
     }
 
     #[test]
