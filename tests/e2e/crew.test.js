@@ -4,7 +4,7 @@
 // gap; group chatter starts nothing; crew off restores the single bot.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, groupText, mention, uniqueId, sleep, ADMIN_TOKEN } from "../support/stack.js";
+import { startStack, startWorker, privateText, groupText, mention, uniqueId, sleep, ADMIN_TOKEN, WEBHOOK_SECRET } from "../support/stack.js";
 
 const BUILDER_TOKEN = "777000111:ACTOR-token_for-the-builder-bot";
 const ADMIN = 4242;
@@ -184,4 +184,38 @@ test("crew off (API, /crew) restores the single bot; only operators switch it", 
   await s.webhook(privateText(ADMIN, "/crew on"));
   await s.tg.waitFor(() => s.tg.sent(ADMIN).length === 2, 10_000, "the confirmation");
   assert.equal((await state(ADMIN)).crew.switch, true);
+});
+
+test("a persona whose call fails is skipped with a note to the next; when every persona fails the chat gets one apology", async () => {
+  const uid = uniqueId();
+  const refused = { status: 400, message: "Request contains an invalid argument." };
+  crewScript(uid, [["Critic", refused], ["Builder", { text: "Carrying on." }], ["Moderator", PASS]]);
+  await s.webhook(privateText(uid, "help"));
+  await ended(uid, "moderator_passed");
+  assert.deepEqual(s.tg.sent(uid), ["Carrying on."], "no apology for one skipped persona");
+  const builder = s.gemini.calls(uid).find((c) => personaOf(c.body) === "Builder");
+  assert.match(systemText(builder.body), /critic's turn failed/);
+
+  crewScript(uid, [["Critic", refused], ["Builder", refused], ["Moderator", refused]]);
+  await s.webhook(privateText(uid, "again"));
+  await ended(uid, "all_failed");
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 10_000, "the apology");
+  await sleep(1000);
+  assert.equal(s.tg.sent(uid).length, 2, "one apology for the whole cycle");
+  assert.match(s.tg.sent(uid)[1], /technical problem/);
+});
+
+test("a crew naming an unknown persona makes the webhook refuse with a clear message", async () => {
+  const w = await startWorker({ CREW: "critic,nobody" });
+  try {
+    const r = await w.worker.fetch("http://edge.test/telegram/webhook", {
+      method: "POST",
+      headers: { "content-type": "application/json", "X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET },
+      body: JSON.stringify(privateText(uniqueId(), "hi")),
+    });
+    assert.equal(r.status, 500);
+    assert.match(await r.text(), /prompts\/personas\/nobody\.md/);
+  } finally {
+    await w.server.close();
+  }
 });

@@ -603,6 +603,10 @@ mod tests {
         assert_eq!(seen[2].name, "Edge (bot)");
         let meta = crate::history::meta_line(&seen[0]);
         assert!(meta.contains("name=\"The Critic (crew)\""), "{meta}");
+        // In the compact format the speaker's name does the same job; its own stays `bot`.
+        let lines = crate::history::compact_lines(&seen);
+        assert!(lines.lines().next().unwrap().contains("The Critic (crew)"), "{lines}");
+        assert!(lines.lines().nth(1).unwrap().starts_with("#3 bot: "), "{lines}");
     }
 
     #[test]
