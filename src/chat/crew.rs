@@ -31,6 +31,26 @@ pub fn configured(ctx: &Ctx) -> Vec<Persona> {
     })
 }
 
+/// Runs a turn's model work under crew mode's per-persona time limit
+/// (`crew::TURN_LIMIT_MS`); other turns run as they are (each model call has its own timeout).
+pub async fn within_limit<F>(turn: &TurnRun, work: F) -> Result<agent_core::turn::TurnResult, agent_core::turn::TurnFailure>
+where
+    F: std::future::Future<Output = Result<agent_core::turn::TurnResult, agent_core::turn::TurnFailure>>,
+{
+    if turn.crew.is_none() {
+        return work.await;
+    }
+    let timer = worker::Delay::from(std::time::Duration::from_millis(crew::TURN_LIMIT_MS));
+    futures::pin_mut!(work);
+    match futures::future::select(work, timer).await {
+        futures::future::Either::Left((result, _)) => result,
+        futures::future::Either::Right(_) => Err(agent_core::turn::TurnFailure {
+            error: agent_core::gemini::ModelError::Network(format!("the persona's turn took longer than {} s", crew::TURN_LIMIT_MS / 1000)),
+            calls: Vec::new(),
+        }),
+    }
+}
+
 /// The persona of a crew turn, as configured.
 pub fn persona_of(ctx: &Ctx, turn: &TurnRun) -> Option<Persona> {
     let name = crew::persona_of_turn(&turn.turn_id)?;

@@ -28,6 +28,9 @@ use std::collections::BTreeMap;
 
 /// The most personas a crew may have.
 pub const MAX_PERSONAS: usize = 8;
+/// How long one persona's turn (its model calls and tools) may take before it fails like a
+/// timed-out call (retried, then skipped): a stuck persona never holds up the cycle for long.
+pub const TURN_LIMIT_MS: u64 = 180_000;
 /// What a persona answers to pass instead of calling `pass`.
 pub const PASS_TEXT: &str = ".....";
 

@@ -72,7 +72,8 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
     // Written with the result, in the turn's last round trip.
     let start = record::start_statements(&ctx.db(), conv, turn, &c, &model, ctx, now)?;
     // "typing…" is up from here: fetching media can take a while too.
-    let work = answer(ctx, conv, turn, &c, &model, now);
+    // A crew persona's turn also has a time limit of its own.
+    let work = crate::chat::crew::within_limit(turn, answer(ctx, conv, turn, &c, &model, now));
     // A crew persona with its own bot shows "typing…" through it.
     let outcome = if show_typing { typing::with_typing(&ctx.speaking_for(&turn.turn_id), conv, work).await } else { work.await };
     record::finish(ctx, conv, turn, start, outcome).await
