@@ -70,6 +70,10 @@ impl ChatObject {
                         // A new session: forget the burst and the plan of the old one.
                         st.pending = None;
                         st.plan = None;
+                        // ...and a crew cycle of the old session (crew mode) ends with it.
+                        if let Some(crew) = st.crew.as_mut() {
+                            crew.cycle = None;
+                        }
                     }
                 })
                 .await;

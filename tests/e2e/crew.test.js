@@ -219,3 +219,15 @@ test("a crew naming an unknown persona makes the webhook refuse with a clear mes
     await w.server.close();
   }
 });
+
+test("/new ends a running cycle: no further persona speaks in the new session", async () => {
+  const uid = uniqueId();
+  crewScript(uid, [["Critic", { text: "First." }], ["Builder", { text: "Second.", delayMs: 2000 }], ["Moderator", { text: "should not speak" }]]);
+  await s.webhook(privateText(uid, "start"));
+  await s.gemini.waitFor(() => s.gemini.calls(uid).length === 2, 10_000, "the builder's call");
+  await s.webhook(privateText(uid, "/new"));
+  await s.tg.waitFor(() => s.tg.sent(uid).includes("Second."), 10_000, "the builder's answer in flight");
+  await sleep(2500);
+  assert.equal(s.gemini.calls(uid).length, 2, "the moderator was not asked");
+  assert.equal((await state(uid)).crew.cycle, null);
+});
