@@ -121,7 +121,7 @@ impl ChatObject {
         let conv_s = conv.to_string();
         let now = now_ms();
         self.update(|st| match &lineup {
-            Some(l) => Some(st.begin_crew_turn(now, &conv_s, nonce, l)),
+            Some(l) => st.begin_crew_turn(now, &conv_s, nonce, l),
             None => {
                 if let Some(c) = st.crew.as_mut() {
                     c.cycle = None;

@@ -294,8 +294,9 @@ impl ChatState {
 
     /// Starts the next persona's turn: a new cycle when people wrote since the cycle began (or
     /// none runs), else the cycle's next turn. A turn of the cycle that ended without an
-    /// outcome (cut off) counts as failed, so a cycle never stalls and stays bounded.
-    pub fn begin_crew_turn(&mut self, now: i64, conv: &str, nonce: u64, lineup: &Lineup) -> TurnRun {
+    /// outcome (cut off) counts as failed, so a cycle never stalls and stays bounded. `None`:
+    /// nothing to start (no person waiting and no cycle going on, e.g. that failure ended it).
+    pub fn begin_crew_turn(&mut self, now: i64, conv: &str, nonce: u64, lineup: &Lineup) -> Option<TurnRun> {
         let generation = self.generation;
         let pending = self.pending.take();
         let crew = self.crew.get_or_insert_with(Default::default);
@@ -305,7 +306,7 @@ impl ChatState {
             let (target, trigger) = match (&pending, &crew.cycle) {
                 (Some(p), _) => (p.target_message_id, p.trigger),
                 (None, Some(c)) => (c.target_message_id, c.trigger),
-                (None, None) => (None, Trigger::Private),
+                (None, None) => return None,
             };
             crew.cycle = Some(Cycle { generation, target_message_id: target, trigger, taken: 0, quiet_in_row: 0, failed_in_row: 0, current: None, note: None });
         } else if crew.cycle.as_ref().is_some_and(|c| c.current.is_some()) {
@@ -334,7 +335,7 @@ impl ChatState {
             crew: Some(crew_turn),
         };
         self.turn = Some(turn.clone());
-        turn
+        Some(turn)
     }
 
     /// Records a persona turn's outcome (once: only the cycle's current turn counts), moves the
@@ -459,7 +460,7 @@ mod tests {
     /// Runs the next persona turn with `steps` (and its plan to the end); returns its persona.
     fn turn(s: &mut ChatState, l: &Lineup, now: i64, steps: Vec<Step>) -> (String, Option<End>) {
         assert_eq!(s.due(now, &T), Due::StartTurn);
-        let t = s.begin_crew_turn(now, "c", now as u64, l);
+        let t = s.begin_crew_turn(now, "c", now as u64, l).unwrap();
         let (f, end) = s.finish_crew_turn(&t.turn_id, steps, l, now);
         assert_eq!(f, Finish::Execute);
         if let Some(plan) = s.plan.clone() {
@@ -495,7 +496,7 @@ mod tests {
         let l = lineup(None, 3);
         let mut s = ChatState::default();
         signal(&mut s, 1, 0);
-        let t = s.begin_crew_turn(1000, "c", 1, &l);
+        let t = s.begin_crew_turn(1000, "c", 1, &l).unwrap();
         s.finish_crew_turn(&t.turn_id, say(" ..... "), &l, 1000);
         assert!(s.plan.is_none());
     }
@@ -525,12 +526,12 @@ mod tests {
         signal(&mut s, 1, 0);
         turn(&mut s, &l, 1000, say("a"));
         // builder is answering when the person writes: its answer is stale.
-        let t = s.begin_crew_turn(1001, "c", 5, &l);
+        let t = s.begin_crew_turn(1001, "c", 5, &l).unwrap();
         signal(&mut s, 2, 1002);
         assert_eq!(s.finish_crew_turn(&t.turn_id, say("b"), &l, 1003).0, Finish::Stale);
         assert!(!s.crew_continues(), "the person's message waits for its debounce");
         assert_eq!(s.due(1500, &T), Due::Nothing);
-        let t = s.begin_crew_turn(2002, "c", 6, &l);
+        let t = s.begin_crew_turn(2002, "c", 6, &l).unwrap();
         assert_eq!(persona_of_turn(&t.turn_id), Some("builder"), "builder did not speak: it goes first");
         assert_eq!(t.target_message_id, Some(20));
         assert_eq!(s.crew.as_ref().unwrap().cycle.as_ref().unwrap().taken, 0, "a new cycle");
@@ -547,13 +548,13 @@ mod tests {
         let l = lineup(None, 3);
         let mut s = ChatState::default();
         signal(&mut s, 1, 0);
-        let t = s.begin_crew_turn(1000, "c", 1, &l);
+        let t = s.begin_crew_turn(1000, "c", 1, &l).unwrap();
         assert_eq!(s.give_up_crew_turn(&t.turn_id, &l, 1000), None);
         assert!(s.apologies.is_empty());
-        let t = s.begin_crew_turn(1001, "c", 2, &l);
+        let t = s.begin_crew_turn(1001, "c", 2, &l).unwrap();
         assert!(t.crew.as_ref().unwrap().note.as_deref().unwrap().contains("critic"));
         s.give_up_crew_turn(&t.turn_id, &l, 1001);
-        let t = s.begin_crew_turn(1002, "c", 3, &l);
+        let t = s.begin_crew_turn(1002, "c", 3, &l).unwrap();
         assert_eq!(s.give_up_crew_turn(&t.turn_id, &l, 1002), Some(End::AllFailed));
         assert_eq!(s.apologies.len(), 1);
         // Recorded once: a late second report changes nothing.
@@ -567,15 +568,29 @@ mod tests {
         let mut s = ChatState::default();
         signal(&mut s, 1, 0);
         turn(&mut s, &l, 1000, say("a"));
-        let t = s.begin_crew_turn(1001, "c", 2, &l);
+        let t = s.begin_crew_turn(1001, "c", 2, &l).unwrap();
         // Stored and read back (a restart): the same turn is recovered, same persona.
         let stored = serde_json::to_value(&s).unwrap();
         let mut s = crate::chat_state::load(Some(stored)).state;
         let recovered = s.recover_turn(2000, false).unwrap();
         assert_eq!(recovered.turn_id, t.turn_id);
         s.end_turn(&t.turn_id);
-        let next = s.begin_crew_turn(2001, "c", 3, &l);
+        let next = s.begin_crew_turn(2001, "c", 3, &l).unwrap();
         assert_eq!(persona_of_turn(&next.turn_id), Some("moderator"));
+    }
+
+    #[test]
+    fn a_cycle_ended_by_a_cut_off_turn_starts_nothing_by_itself() {
+        let l = Lineup { names: vec!["solo".into()], moderator: None, max_rounds: 3 };
+        let mut s = ChatState::default();
+        signal(&mut s, 1, 0);
+        let t = s.begin_crew_turn(1000, "c", 1, &l).unwrap();
+        s.end_turn(&t.turn_id); // gone without an outcome
+        assert!(s.crew_continues());
+        assert_eq!(s.begin_crew_turn(2000, "c", 2, &l), None, "its failure ended the cycle (all failed)");
+        assert!(s.turn.is_none());
+        assert_eq!(s.apologies.len(), 1);
+        assert_eq!(s.due(3000, &T), Due::Nothing);
     }
 
     #[test]
