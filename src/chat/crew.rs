@@ -142,7 +142,9 @@ impl ChatObject {
             let empty = steps.is_empty();
             return (self.update(|st| st.finish_turn(turn_id, steps, now_ms())).await, empty);
         };
-        let own_bot = crate::config::env::crew_bot_token(&ctx.env, &persona.name).is_some();
+        // Its own bot speaks only in groups (as `Ctx::speaking_for` decides); else the header.
+        let group = self.conv().is_some_and(|(_, kind)| kind.is_group());
+        let own_bot = group && crate::config::env::crew_bot_token(&ctx.env, &persona.name).is_some();
         let steps = if own_bot || crew::is_pass(&steps) { steps } else { crew::with_display_name(steps, &persona.display_name) };
         let passed = crew::is_pass(&steps);
         let (finish, end) = self.update(|st| st.finish_crew_turn(turn_id, steps, &lineup, now_ms())).await;

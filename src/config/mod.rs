@@ -91,9 +91,11 @@ impl Ctx {
     }
 
     /// The same context speaking as the persona of `turn_id` (crew mode): through the
-    /// persona's own bot when its secret `CREW_BOT_TOKEN_<NAME>` is set, else the main bot.
-    pub fn speaking_for(&self, turn_id: &str) -> Ctx {
-        let token = agent_core::crew::persona_of_turn(turn_id).and_then(|p| env::crew_bot_token(&self.env, p));
+    /// persona's own bot when its secret `CREW_BOT_TOKEN_<NAME>` is set and the chat is a group
+    /// (a persona's bot cannot write into someone's private chat with the main bot), else the
+    /// main bot.
+    pub fn speaking_for(&self, turn_id: &str, group: bool) -> Ctx {
+        let token = agent_core::crew::persona_of_turn(turn_id).filter(|_| group).and_then(|p| env::crew_bot_token(&self.env, p));
         Ctx { speaker_token: token, ..self.clone() }
     }
 

@@ -1,5 +1,5 @@
-// Crew mode end to end: three personas (critic, builder with its own bot, moderator) speak in
-// turn, each Gemini request carrying the whole conversation; passes end the cycle; a person
+// Crew mode end to end: three personas (critic, builder with its own bot in groups, moderator)
+// speak in turn, each Gemini request carrying the whole conversation; passes end the cycle; a person
 // writing mid-cycle restarts it; a runtime restart mid-cycle resumes with no duplicate and no
 // gap; group chatter starts nothing; crew off restores the single bot.
 import { test, before, after } from "node:test";
@@ -69,15 +69,14 @@ test("personas answer in order, each seeing the whole conversation; the moderato
   // The builder's own message is a model turn in a later request of its own (see below); here
   // the critic's message is a user turn for the builder.
   assert.ok(calls[1].body.contents.every((c) => c.role === "user" || !(c.parts ?? []).some((p) => /no budget/.test(p.text ?? ""))));
-  // Sent: the critic through the main bot with its name as a bold first line, the builder
-  // through its own bot; the moderator's pass sends nothing.
+  // Sent by the main bot, each persona's name as a bold first line (a persona's own bot
+  // cannot write into a private chat with the main bot); the moderator's pass sends nothing.
   const sends = s.tg.calls("sendMessage", uid).filter((r) => r.text);
   assert.equal(sends.length, 2);
   assert.equal(sends[0].text, "Critic\nThe plan has no budget.");
   assert.match(sends[0].body.text, /^<b>Critic<\/b>/);
-  assert.equal(sends[0].from.username, "edge_test_bot");
-  assert.equal(sends[1].text, "Budget: 50 euros.");
-  assert.equal(sends[1].from.username, "builder_test_bot", "the actor bot's message goes to its own bot URL");
+  assert.deepEqual(sends.map((r) => r.from.username), ["edge_test_bot", "edge_test_bot"]);
+  assert.equal(sends[1].text, "Builder\nBudget: 50 euros.");
   assert.equal(st.crew.pointer, 0, "the moderator spoke last: the critic is next");
   // Model calls record the persona, and the costs API breaks them down by persona.
   const rows = await s.sql("SELECT persona FROM model_calls WHERE turn_id LIKE ? ORDER BY id", `${uid}/%`);
@@ -134,7 +133,7 @@ test("a runtime restart mid-cycle resumes at the persona whose turn it was: no d
   await ended(uid, "moderator_passed");
   await sleep(3000);
   const sent = s.tg.calls("sendMessage", uid).filter((r) => r.text).map((r) => r.text);
-  assert.deepEqual(sent, ["Critic\nPoint one.", "Step two."], "each persona's message once, in order");
+  assert.deepEqual(sent, ["Critic\nPoint one.", "Builder\nStep two."], "each persona's message once, in order");
   const personas = s.gemini.calls(uid).map((c) => personaOf(c.body));
   assert.deepEqual([...new Set(personas)], ["Critic", "Builder", "Moderator"], "the builder's turn was not skipped");
   // One turn per persona: the builder's turn was resumed under its own id, not started anew.
@@ -149,18 +148,23 @@ test("group chatter starts nothing; a mention starts the crew", async () => {
   await sleep(1500);
   assert.equal(s.gemini.calls(uid).length, 0);
   assert.equal(s.tg.sent(chat).length, 0);
-  crewScript(uid, [["Critic", { text: "Heard you." }], ["Builder", PASS], ["Moderator", PASS]]);
+  crewScript(uid, [["Critic", { text: "Heard you." }], ["Builder", { text: "Building it." }], ["Moderator", PASS]]);
   const t = "@edge_test_bot what do you think?";
   await s.webhook(groupText(chat, uid, t, { entities: mention(t, "edge_test_bot") }));
   await ended(chat, "moderator_passed");
-  assert.deepEqual(s.tg.sent(chat), ["Critic\nHeard you."]);
+  assert.deepEqual(s.tg.sent(chat), ["Critic\nHeard you.", "Building it."]);
+  // In a group the builder speaks through its own bot (its own token's URL), with no header;
+  // its typing comes from it too.
+  const sends = s.tg.calls("sendMessage", chat).filter((r) => r.text);
+  assert.deepEqual(sends.map((r) => r.from.username), ["edge_test_bot", "builder_test_bot"]);
+  assert.ok(s.tg.calls("sendChatAction", chat).some((r) => r.from.username === "builder_test_bot"));
   // A mention of a persona's own bot starts a cycle too (the crew's bots count as addressed).
   // The order goes on from the pointer: the critic's turn comes first.
   crewScript(uid, [["Critic", { text: "Yes?" }], ["Builder", PASS], ["Moderator", PASS]]);
   const t2 = "@builder_test_bot can you help?";
   await s.webhook(groupText(chat, uid, t2, { entities: mention(t2, "builder_test_bot") }));
-  await s.tg.waitFor(() => s.tg.sent(chat).length === 2, 15_000, "the crew's answer");
-  assert.equal(s.tg.sent(chat)[1], "Critic\nYes?");
+  await s.tg.waitFor(() => s.tg.sent(chat).length === 3, 15_000, "the crew's answer");
+  assert.equal(s.tg.sent(chat)[2], "Critic\nYes?");
 });
 
 test("crew off (API, /crew) restores the single bot; only operators switch it", async () => {
@@ -192,7 +196,7 @@ test("a persona whose call fails is skipped with a note to the next; when every 
   crewScript(uid, [["Critic", refused], ["Builder", { text: "Carrying on." }], ["Moderator", PASS]]);
   await s.webhook(privateText(uid, "help"));
   await ended(uid, "moderator_passed");
-  assert.deepEqual(s.tg.sent(uid), ["Carrying on."], "no apology for one skipped persona");
+  assert.deepEqual(s.tg.sent(uid), ["Builder\nCarrying on."], "no apology for one skipped persona");
   const builder = s.gemini.calls(uid).find((c) => personaOf(c.body) === "Builder");
   assert.match(systemText(builder.body), /critic's turn failed/);
 
@@ -226,7 +230,7 @@ test("/new ends a running cycle: no further persona speaks in the new session", 
   await s.webhook(privateText(uid, "start"));
   await s.gemini.waitFor(() => s.gemini.calls(uid).length === 2, 10_000, "the builder's call");
   await s.webhook(privateText(uid, "/new"));
-  await s.tg.waitFor(() => s.tg.sent(uid).includes("Second."), 10_000, "the builder's answer in flight");
+  await s.tg.waitFor(() => s.tg.sent(uid).includes("Builder\nSecond."), 10_000, "the builder's answer in flight");
   await sleep(2500);
   assert.equal(s.gemini.calls(uid).length, 2, "the moderator was not asked");
   assert.equal((await state(uid)).crew.cycle, null);

@@ -75,7 +75,8 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, show_typing: bool) -
     // A crew persona's turn also has a time limit of its own.
     let work = crate::chat::crew::within_limit(turn, answer(ctx, conv, turn, &c, &model, now));
     // A crew persona with its own bot shows "typing…" through it.
-    let outcome = if show_typing { typing::with_typing(&ctx.speaking_for(&turn.turn_id), conv, work).await } else { work.await };
+    let group = c.chat.as_ref().is_some_and(|ch| agent_core::conversation::ChatKind::from_telegram(&ch.kind, 0).is_group());
+    let outcome = if show_typing { typing::with_typing(&ctx.speaking_for(&turn.turn_id, group), conv, work).await } else { work.await };
     record::finish(ctx, conv, turn, start, outcome).await
 }
 
