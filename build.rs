@@ -2,7 +2,7 @@
 //! instructions, every persona in `prompts/personas/`, every role in `prompts/roles/`, the
 //! operator's curated notes in `prompts/notes.md`, and the memory prompts in `prompts/memory/`
 //! (consolidation and summary) and `prompts/media/describe.md` (media descriptions); the build
-//! fails without them.
+//! fails without them, and on a persona's front matter that does not parse (crew mode).
 
 use std::fs;
 use std::path::Path;
@@ -19,6 +19,9 @@ fn main() {
         out.push_str(&format!("pub static {group}: &[(&str, &str)] = &[\n"));
         for path in entries {
             let name = path.file_stem().unwrap().to_string_lossy().to_string();
+            if group == "PERSONAS" {
+                check_front_matter(&name, &fs::read_to_string(&path).unwrap());
+            }
             let abs = fs::canonicalize(&path).unwrap();
             out.push_str(&format!("    ({name:?}, include_str!({:?})),\n", abs.display().to_string()));
         }
@@ -42,4 +45,26 @@ fn main() {
     }
     let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("prompts.rs");
     fs::write(dest, out).unwrap();
+}
+
+/// A persona's front matter (crew mode: `display_name`, `moderator`, `model`) is checked here,
+/// so a typo fails the build rather than the first turn; `agent_core::crew::parse_persona`
+/// reads it (and the worker checks `CREW`'s names at its first request).
+fn check_front_matter(name: &str, text: &str) {
+    assert!(
+        !name.is_empty() && name.len() <= 32 && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-'),
+        "prompts/personas/{name}.md: a persona name is 1–32 of a-z, 0-9, _ and -"
+    );
+    let Some(rest) = text.strip_prefix("---\n") else { return };
+    let end = rest.find("\n---").unwrap_or_else(|| panic!("prompts/personas/{name}.md: front matter is not closed by ---"));
+    for line in rest[..end].lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let (key, value) = line.split_once(':').unwrap_or_else(|| panic!("prompts/personas/{name}.md: {line:?} is not `key: value`"));
+        let value = value.trim().trim_matches('"');
+        match key.trim() {
+            "display_name" => assert!(!value.is_empty() && value.chars().count() <= 64, "prompts/personas/{name}.md: display_name must be 1–64 characters"),
+            "moderator" => assert!(value == "true" || value == "false", "prompts/personas/{name}.md: moderator must be true or false"),
+            "model" => assert!(!value.is_empty(), "prompts/personas/{name}.md: model is empty"),
+            other => panic!("prompts/personas/{name}.md: unknown front matter key {other:?} (display_name, moderator, model)"),
+        }
+    }
 }

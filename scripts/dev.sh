@@ -50,6 +50,8 @@ CI=true wrangler d1 migrations apply DB --local >&2
 vars=()
 if [ "$mode" = playground ]; then
   vars+=(--var "TELEGRAM_API_BASE:http://127.0.0.1:$PLAYGROUND_PORT")
+  # Crew mode in the playground's crew room (tools/playground.js CHATS.crew).
+  vars+=(--var "CREW:critic,builder,moderator" --var "CREW_CHATS:-1001234000002")
 fi
 if [ -z "$gemini_key" ]; then
   vars+=(--var "GEMINI_API_BASE:http://127.0.0.1:$PLAYGROUND_PORT")

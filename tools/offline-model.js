@@ -70,6 +70,26 @@ function filesSent(body) {
     });
 }
 
+/** Crew mode: the persona a request is for (its instruction says "You are <name> in a crew"). */
+function crewPersona(body) {
+  const system = (body.systemInstruction?.parts ?? []).map((p) => p.text).join("\n");
+  return /You are (.+?) in a crew/.exec(system)?.[1] ?? null;
+}
+
+/** Crew mode: a persona speaks once after a person's message, then passes (so a cycle ends
+ *  with everyone passing). A person's message is a [meta] part not named "(crew)"/"(bot)". */
+function crewAnswer(body, model, persona) {
+  const contents = body.contents ?? [];
+  const isPerson = (p) => /^\[meta\] (message_id|user_id|name)=/.test(p.text ?? "") && !/name="[^"]*\((crew|bot)\)"/.test(p.text);
+  let lastPerson = -1;
+  contents.forEach((c, i) => {
+    if (c.role === "user" && (c.parts ?? []).some(isPerson)) lastPerson = i;
+  });
+  const spoke = contents.slice(lastPerson + 1).some((c) => c.role === "model");
+  if (spoke) return answer(body, model, [{ functionCall: { name: "pass", args: {} } }]);
+  return answer(body, model, [{ text: `(${LABEL}) ${persona} here. You said: “${lastUserText(body).slice(0, 200)}”` }]);
+}
+
 /** Answers one generateContent request body. */
 export function offlineAnswer(body, model) {
   const files = filesSent(body);
@@ -86,6 +106,8 @@ export function offlineAnswer(body, model) {
     // After tool results (or when function calling is off): a plain answer.
     return answer(body, model, [{ text: `(${LABEL}) Done.` }]);
   }
+  const persona = crewPersona(body);
+  if (persona && !files.length) return crewAnswer(body, model, persona);
   const text = lastUserText(body);
   const parts = [{ text: files.length ? `(${LABEL}) I received ${files.join(", ")}.` : `(${LABEL}) You said: “${text.slice(0, 300)}”` }];
   const target = targetMessage(body);

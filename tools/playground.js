@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // The local playground (`npm run dev`): a stand-in for the Telegram Bot API that serves a
-// small web chat on localhost — a private chat and a group with two simulated people. What
+// small web chat on localhost — a private chat, a group with two simulated people, and a crew
+// room where crew mode's personas answer in turn, each shown as its own sender. What
 // you type becomes real webhook updates to the worker under `wrangler dev`; what the bot does
 // (messages, reactions, stickers, typing) appears in the page. Without GEMINI_API_KEY it also
 // serves the offline stand-in model, so everything runs with no tokens at all.
@@ -31,7 +32,19 @@ export const PEOPLE = {
 export const CHATS = {
   dm: { id: PEOPLE.you.id, type: "private", first_name: "You" },
   group: { id: -1001234000001, type: "supergroup", title: "Playground group" },
+  // Crew mode: `npm run dev` sets CREW and CREW_CHATS to this chat, so personas answer here.
+  crew: { id: -1001234000002, type: "supergroup", title: "Crew room" },
 };
+
+/** Who sent a bot message, as the page shows it: a persona's own bot by its name, else a
+ *  persona's display name from the bold first line the main bot puts on its messages (the
+ *  line is then not repeated in the text). */
+export function crewSender(e, bot) {
+  if (e.from && e.from !== bot.username) return { persona: e.fromName ?? e.from, html: e.html, text: e.text };
+  const m = /^<b>([^<]{1,64})<\/b>\n/.exec(e.html ?? "");
+  if (!m) return { persona: null, html: e.html, text: e.text };
+  return { persona: m[1], html: e.html.slice(m[0].length), text: e.text.split("\n").slice(1).join("\n") };
+}
 
 /** Whether a request to the page or /api/* comes from the playground's own page: a loopback
  *  Host with this server's port, and no foreign Origin. */
@@ -56,7 +69,7 @@ export function entitiesOf(text) {
   return entities;
 }
 
-export async function startPlayground({ port = 8788, host = "127.0.0.1", token, secret, workerUrl, offlineModel = true, botName = "Edge" }) {
+export async function startPlayground({ port = 8788, host = "127.0.0.1", token, secret, workerUrl, offlineModel = true, botName = "Edge", crewBots = {} }) {
   const bot = { id: Number(token.split(":")[0]), first_name: botName, username: "edge_playground_bot" };
   // One message id sequence for people and bot, starting where no earlier run can have been
   // (the local D1 keeps messages across restarts; ids must not repeat).
@@ -64,7 +77,14 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
   const log = []; // everything shown in the page, in order
   const clients = new Set();
   let nextUpdateId = Date.now() % 1_000_000_000;
-  const chatName = (id) => (id === CHATS.group.id ? "group" : id === CHATS.dm.id ? "dm" : String(id));
+  // Crew personas' own bots (CREW_BOT_TOKEN_<NAME> in .dev.vars): the stand-in serves them too.
+  const actorNames = new Map();
+  for (const [name, botToken] of Object.entries(crewBots)) {
+    const username = `${name.toLowerCase()}_playground_bot`;
+    telegram.addBot(botToken, { first_name: name[0] + name.slice(1).toLowerCase(), username });
+    actorNames.set(username, name[0] + name.slice(1).toLowerCase());
+  }
+  const chatName = (id) => Object.keys(CHATS).find((k) => CHATS[k].id === id) ?? String(id);
 
   function publish(event) {
     log.push(event);
@@ -72,7 +92,13 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
     for (const c of clients) c.write(`data: ${JSON.stringify(event)}\n\n`);
   }
 
-  telegram.on((e) => publish({ ...e, chat: chatName(e.chat_id), from: "bot" }));
+  telegram.on((e) => {
+    const chat = chatName(e.chat_id);
+    if (chat !== "crew" || e.type !== "message") return publish({ ...e, chat, from: "bot" });
+    // In the crew room each persona shows as its own sender.
+    const who = crewSender({ ...e, fromName: actorNames.get(e.from) }, bot);
+    publish({ ...e, ...who, chat, from: "bot" });
+  });
 
   async function deliver(update) {
     const res = await fetch(`${workerUrl}/telegram/webhook`, {
@@ -217,6 +243,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.a
     workerUrl: process.env.WORKER_URL ?? "http://127.0.0.1:8787",
     offlineModel: !vars.GEMINI_API_KEY,
     botName: process.env.BOT_NAME ?? "Edge",
+    crewBots: Object.fromEntries(Object.entries(vars).filter(([k]) => k.startsWith("CREW_BOT_TOKEN_")).map(([k, v]) => [k.slice("CREW_BOT_TOKEN_".length), v])),
   });
   console.log(`playground: open ${playground.base} (${vars.GEMINI_API_KEY ? "real Gemini" : "offline stand-in model"})`);
 }

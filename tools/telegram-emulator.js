@@ -100,6 +100,7 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   let commands = [];
   const { notify, waitFor } = waiters();
   const listeners = [];
+  const actors = new Map(); // token → bot: other bots in the same chats (crew mode's persona bots)
 
   /** Reports a bot action (message, reaction, sticker, typing) to listeners. */
   function emit(event) {
@@ -128,7 +129,8 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     for await (const chunk of req) raw += chunk;
     const m = /^\/bot([^/]+)\/([A-Za-z]+)$/.exec(new URL(req.url, "http://x").pathname);
     if (!m) return fail(res, 404, "Not Found");
-    if (m[1] !== token) return fail(res, 401, "Unauthorized");
+    const actor = m[1] === token ? null : actors.get(m[1]);
+    if (m[1] !== token && !actor) return fail(res, 401, "Unauthorized");
     const method = m[2];
     let body = {};
     try {
@@ -136,7 +138,8 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     } catch {
       return fail(res, 400, "Bad Request: can't parse JSON");
     }
-    const entry = { method, body, at: Date.now() };
+    // `from`: which bot called (the main bot, or an added bot by its token).
+    const entry = { method, body, at: Date.now(), from: actor ?? bot };
     requests.push(entry);
     // A slow answer (the request is recorded on arrival, answered after the delay).
     const slow = delays.find((d) => d.method === method && (d.chatId === undefined || d.chatId === body.chat_id) && d.times > 0);
@@ -171,7 +174,7 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     }
     switch (method) {
       case "getMe":
-        return ok(res, { ...bot, is_bot: true, can_join_groups: true, can_read_all_group_messages: false });
+        return ok(res, { ...(entry.from ?? bot), is_bot: true, can_join_groups: true, can_read_all_group_messages: false });
       case "sendMessage": {
         if (chatId === undefined || chatId === null || chatId === "") return fail(res, 400, "Bad Request: chat_id is empty");
         if (typeof body.text !== "string" || body.text === "") return fail(res, 400, "Bad Request: message text is empty");
@@ -186,9 +189,9 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         if (!text) return fail(res, 400, "Bad Request: text must be non-empty");
         if ([...text].length > 4096) return fail(res, 400, "Bad Request: message is too long");
         entry.text = text;
-        const message = { message_id: nextMessageId++, from: { ...bot, is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), text };
+        const message = { message_id: nextMessageId++, from: { ...(entry.from ?? bot), is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), text };
         if (body.message_thread_id) message.message_thread_id = body.message_thread_id;
-        emit({ type: "message", chat_id: chatId, message_id: message.message_id, text, html: body.parse_mode ? body.text : null, reply_to: body.reply_parameters?.message_id ?? null, thread: body.message_thread_id ?? null });
+        emit({ type: "message", chat_id: chatId, from: message.from.username, message_id: message.message_id, text, html: body.parse_mode ? body.text : null, reply_to: body.reply_parameters?.message_id ?? null, thread: body.message_thread_id ?? null });
         return ok(res, message);
       }
       case "setMessageReaction": {
@@ -307,6 +310,11 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     /** Fails the next `times` calls of `method` (to `chatId`), after letting `skip` pass. */
     fault(f) {
       faults.push({ times: 1, skip: 0, ...f });
+    },
+    /** Another bot this emulator serves (its own token, `/bot<token>/<method>`), as a crew
+     *  persona's bot; its calls are recorded with `from` set to it. */
+    addBot(botToken, other) {
+      actors.set(botToken, { id: Number(botToken.split(":")[0]), ...other });
     },
     block(chatId) {
       blocked.add(chatId);

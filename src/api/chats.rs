@@ -23,6 +23,22 @@ pub async fn set_model(ctx: &Ctx, id: &str, body: &Value) -> Result<Response> {
     Response::from_json(&json!({"chat_id": chat_id, "model": model}))
 }
 
+/// `PUT /chats/{id}/crew` `{"enabled": bool}` (or `null`: follow `CREW_CHATS`): whether the
+/// crew speaks in the chat, kept by its chat object.
+pub async fn set_crew(ctx: &Ctx, id: &str, body: &Value) -> Result<Response> {
+    let Some(key) = ConvKey::parse(id) else { return bad_request("bad conversation key") };
+    let enabled = match body.get("enabled") {
+        Some(Value::Bool(b)) => Some(*b),
+        Some(Value::Null) => None,
+        _ => return bad_request("enabled must be true, false or null"),
+    };
+    if ctx.cfg.crew.is_empty() {
+        return bad_request("no crew is configured (CREW)");
+    }
+    objects::call_ok(ctx, &key, "/crew", &json!({ "enabled": enabled })).await?;
+    Response::from_json(&json!({"chat_id": key.chat_id, "thread_id": key.thread_id, "enabled": enabled}))
+}
+
 pub async fn state(ctx: &Ctx, conv: &str) -> Result<Response> {
     let Some(key) = ConvKey::parse(conv) else { return bad_request("bad conversation key") };
     objects::state(ctx, &key).await

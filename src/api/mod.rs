@@ -75,6 +75,7 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
         (Method::Post, ["pairings", code, "approve"]) => access::approve(ctx, code).await,
         (Method::Put, ["users", id, "access"]) => access::set_user(ctx, id, &body).await,
         (Method::Put, ["chats", id, "model"]) => chats::set_model(ctx, id, &body).await,
+        (Method::Put, ["chats", id, "crew"]) => chats::set_crew(ctx, id, &body).await,
         (Method::Post, ["notify"]) => chats::notify(ctx, &body).await,
         (Method::Post, ["chat"]) => chats::chat(ctx, &body).await,
         (Method::Get, ["chats", conv, "state"]) => chats::state(ctx, conv).await,

@@ -68,6 +68,17 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> 
                 format!("There is no active reminder #{id} in this chat.")
             }
         }
+        Command::Crew(on) => {
+            // The switch itself is set by the chat object (inbox) for operators only.
+            let is_admin = user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
+            match on {
+                _ if !is_admin => "Only my operators can switch the crew.".to_string(),
+                _ if ctx.cfg.crew.is_empty() => "No crew is configured (`CREW`).".to_string(),
+                Some(true) => format!("Crew on: {} answer in turn here.", commands::escape_list(&ctx.cfg.crew)),
+                Some(false) => "Crew off: I answer alone here again.".to_string(),
+                None => "Use /crew on or /crew off.".to_string(),
+            }
+        }
         Command::Approve(code) => {
             let is_admin = user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
             if !is_admin {

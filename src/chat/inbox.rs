@@ -61,12 +61,21 @@ impl ChatObject {
             if let Some(cmd) = core_commands::parse(m, &inbox.bot_username) {
                 let is_new = matches!(cmd, core_commands::Command::New);
                 let cancels = matches!(cmd, core_commands::Command::Cancel(Some(_)));
+                // `/crew on|off` by an operator switches the crew here (`chat::crew`).
+                let is_admin = m.speaker.user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
+                if let (core_commands::Command::Crew(Some(on)), true) = (&cmd, is_admin && !ctx.cfg.crew.is_empty()) {
+                    self.set_crew(ctx, Some(*on)).await;
+                }
                 self.update(|st| {
                     st.mark_seen(inbox.update_id);
                     if is_new {
                         // A new session: forget the burst and the plan of the old one.
                         st.pending = None;
                         st.plan = None;
+                        // ...and a crew cycle of the old session (crew mode) ends with it.
+                        if let Some(crew) = st.crew.as_mut() {
+                            crew.cycle = None;
+                        }
                     }
                 })
                 .await;

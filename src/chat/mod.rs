@@ -14,7 +14,8 @@
 //! Routes (from the worker only): `POST /inbox` a reply-asking message or reaction,
 //! `POST /job` a retry job (answers a `JobOutcome`), `POST /dead` a dead-lettered job,
 //! `POST /chat` an API chat turn, `POST /schedules` re-read the chat's next schedule run (after
-//! a change made elsewhere, or the cron's check), `GET /state` the state (for tests and
+//! a change made elsewhere, or the cron's check), `POST /crew` the chat's crew switch (crew
+//! mode, [`crew`]), `GET /state` the state (for tests and
 //! debugging).
 //!
 //! Invariants:
@@ -35,6 +36,7 @@ pub mod access;
 pub mod agent;
 mod api_chat;
 pub mod commands;
+pub mod crew;
 pub mod deliver;
 mod inbox;
 mod jobs;
@@ -155,6 +157,13 @@ impl DurableObject for ChatObject {
             (Method::Post, "/schedules") => {
                 let next = self.refresh_schedules(&ctx).await;
                 Response::from_json(&serde_json::json!({ "next_run_ms": next }))
+            }
+            (Method::Post, "/crew") => {
+                // `{"enabled": bool | null}`: the chat's crew switch (null follows CREW_CHATS).
+                let body: serde_json::Value = req.json().await?;
+                let on = body.get("enabled").and_then(serde_json::Value::as_bool);
+                self.set_crew(&ctx, on).await;
+                Response::from_json(&serde_json::json!({ "enabled": on }))
             }
             (Method::Get, "/state") => {
                 self.ensure_loaded().await;

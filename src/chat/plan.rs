@@ -75,7 +75,7 @@ impl ChatObject {
         let guard_turn = turn_id.clone();
         let guarded = Ctx {
             step_guard: Some(Rc::new(move || chat.borrow().as_ref().is_some_and(|st| st.is_current_step(&guard_turn, index)))),
-            ..ctx.clone()
+            ..ctx.speaking_for(&turn_id, self.conv().is_some_and(|(_, kind)| kind.is_group()))
         };
         Some(deliver::run_step(&guarded, conv, &turn_id, index, &due.step, due.default_reply).await)
     }

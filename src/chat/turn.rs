@@ -23,9 +23,9 @@ impl ChatObject {
             self.update(|st| st.pending = None).await;
             return;
         };
-        let conv_s = conv.to_string();
         let nonce = u64::from_le_bytes(crate::config::random_bytes::<8>());
-        let turn = self.update(|st| st.begin_turn(now_ms(), &conv_s, nonce)).await;
+        // The single bot's turn, or the next persona's when a crew speaks here.
+        let Some(turn) = self.begin_due_turn(ctx, &conv, nonce).await else { return };
         self.run_turn(ctx, turn).await;
     }
 
@@ -55,10 +55,10 @@ impl ChatObject {
     ) -> JobOutcome {
         match result {
             Ok(agent::TurnOutput::Planned { steps, schedules_changed }) => {
-                let nothing_to_send = steps.is_empty();
                 // The state first (no await before it: the turn is not in flight any more, and
                 // an alarm in between would take it for a dead one), then the schedules' hint.
-                let finish = self.update(|st| st.finish_turn(turn_id, steps, now_ms())).await;
+                // A crew persona's answer also moves the cycle on (a pass sends nothing).
+                let (finish, nothing_to_send) = self.finish_any_turn(ctx, turn_id, steps).await;
                 if schedules_changed {
                     self.refresh_schedules(ctx).await;
                 }
@@ -87,7 +87,9 @@ impl ChatObject {
                 JobOutcome::Done
             }
             Ok(agent::TurnOutput::NothingToDo) => {
-                self.update(|st| st.end_turn(turn_id)).await;
+                if !self.crew_nothing_to_do(ctx, turn_id).await {
+                    self.update(|st| st.end_turn(turn_id)).await;
+                }
                 let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some("nothing new".into()), now_ms()).await;
                 self.arm(ctx).await;
                 JobOutcome::Done
@@ -111,6 +113,10 @@ impl ChatObject {
     /// Ends a turn or plan that cannot be completed, and tells the user (once).
     /// The apology is owed in the state first, so it is sent even if this invocation cannot.
     pub(super) async fn give_up(&self, ctx: &Ctx, turn_id: &str, error: &str) {
+        // A crew persona's turn is skipped instead (one apology only if every persona failed).
+        if self.give_up_crew(ctx, turn_id, error).await {
+            return;
+        }
         let now = now_ms();
         if !self.scheduled_run_still_ours(ctx, turn_id).await {
             // Cancelled, or run by another turn: nothing is owed, not even its text.

@@ -49,6 +49,13 @@ impl Secrets {
     }
 }
 
+/// A crew persona's own bot token (`CREW_BOT_TOKEN_<NAME>`), if that secret is set and
+/// looks like a bot token.
+pub fn crew_bot_token(env: &Env, persona: &str) -> Option<Secret> {
+    let value = env.secret(&agent_core::crew::token_secret_name(persona)).ok()?.to_string();
+    value.split_once(':').is_some_and(|(id, rest)| id.parse::<i64>().is_ok() && !rest.is_empty()).then(|| Secret::new(value))
+}
+
 pub fn config_from_env(env: &Env) -> Config {
     let mut vars = BTreeMap::new();
     for name in VAR_NAMES {

@@ -68,6 +68,9 @@ pub struct Ctx {
     /// Telegram call (no await between the answer and the call), so a step that a new message
     /// cancelled is never sent.
     pub step_guard: Option<Rc<dyn Fn() -> bool>>,
+    /// Crew mode: the token of the persona bot that speaks (`CREW_BOT_TOKEN_<NAME>`), when a
+    /// persona's steps and typing go through its own bot; `None` is the main bot.
+    pub speaker_token: Option<agent_core::secret::Secret>,
 }
 
 impl Ctx {
@@ -77,6 +80,7 @@ impl Ctx {
             secrets: Rc::new(Secrets::from_env(&env)),
             meter: Meter::default(),
             step_guard: None,
+            speaker_token: None,
             env,
         }
     }
@@ -84,6 +88,15 @@ impl Ctx {
     /// False once the plan step this context runs was cancelled (see `step_guard`).
     pub fn step_wanted(&self) -> bool {
         self.step_guard.as_ref().is_none_or(|g| g())
+    }
+
+    /// The same context speaking as the persona of `turn_id` (crew mode): through the
+    /// persona's own bot when its secret `CREW_BOT_TOKEN_<NAME>` is set and the chat is a group
+    /// (a persona's bot cannot write into someone's private chat with the main bot), else the
+    /// main bot.
+    pub fn speaking_for(&self, turn_id: &str, group: bool) -> Ctx {
+        let token = agent_core::crew::persona_of_turn(turn_id).filter(|_| group).and_then(|p| env::crew_bot_token(&self.env, p));
+        Ctx { speaker_token: token, ..self.clone() }
     }
 
     /// The same context with a fresh subrequest meter: each queue message is its own budget.

@@ -12,9 +12,15 @@ mod bundled {
 pub fn library() -> PromptLibrary {
     PromptLibrary {
         instructions: bundled::INSTRUCTIONS.to_string(),
-        personas: bundled::PERSONAS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        // A persona file's front matter (crew mode) is not part of its prompt.
+        personas: bundled::PERSONAS.iter().map(|(k, v)| (k.to_string(), agent_core::crew::prompt_of(v).to_string())).collect(),
         roles: bundled::ROLES.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
     }
+}
+
+/// The persona files as bundled, front matter included (crew mode parses them).
+pub fn persona_files() -> BTreeMap<String, String> {
+    bundled::PERSONAS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 /// Curated notes from `prompts/notes.md`: one per list item (`- ...`), always shown first.

@@ -55,6 +55,12 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
     if let Some(refused) = refuse(&req, &ctx.secrets.webhook_secret, "TELEGRAM_WEBHOOK_SECRET", "the webhook", &presented)? {
         return Ok(refused);
     }
+    // A crew naming an unknown persona (or a bad front matter) serves nothing, from the first
+    // update on: 500 and a log line that says which (Telegram keeps the updates meanwhile).
+    if let Err(e) = crate::chat::crew::personas(ctx) {
+        worker::console_error!("refusing to serve the webhook: {e}");
+        return Response::error(format!("server misconfigured: {e}"), 500);
+    }
     let body = req.bytes().await.unwrap_or_default();
     let update = match parse_update(&body) {
         Ok(u) => u,
@@ -79,7 +85,12 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
             let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
             let recorded = storage::messages::record_message(&db, update.update_id, "message", &m, false, admitted, now).await?;
             let bot = bot_identity(ctx).await;
-            if let Some(trigger) = reply_trigger(&m, &bot, ctx.cfg.name_trigger) {
+            // Crew mode: addressing one of the crew's own bots counts too.
+            let trigger = match reply_trigger(&m, &bot, ctx.cfg.name_trigger) {
+                Some(t) => Some(t),
+                None => chat::crew::trigger(ctx, &m).await,
+            };
+            if let Some(trigger) = trigger {
                 let conv = m.conv;
                 let inbox = Inbox {
                     update_id: update.update_id,

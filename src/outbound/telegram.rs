@@ -30,9 +30,11 @@ thread_local! {
 }
 
 impl Ctx {
-    /// The Bot API client, counting on this context's meter.
+    /// The Bot API client, counting on this context's meter: the speaking persona's own bot
+    /// in crew mode (`Ctx::speaking_for`), else the main bot.
     pub fn telegram(&self) -> TelegramClient {
-        TelegramClient::new(&self.cfg.telegram_api_base, self.secrets.bot_token.clone(), self.meter.clone())
+        let token = self.speaker_token.clone().unwrap_or_else(|| self.secrets.bot_token.clone());
+        TelegramClient::new(&self.cfg.telegram_api_base, token, self.meter.clone())
     }
 }
 

@@ -8,8 +8,8 @@ use worker::Result;
 
 const INSERT_MODEL_CALL: &str = "INSERT INTO model_calls (turn_id, conv, chat_id, purpose, model, status, prompt_tokens,
        candidates_tokens, cached_tokens, thoughts_tokens, total_tokens, finish_reason, error, duration_ms, created_at,
-       search_queries)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
+       search_queries, persona)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
 
 pub fn model_call_stmt(
     db: &Db,
@@ -39,7 +39,9 @@ pub fn model_call_stmt(
             call.error.clone(),
             call.duration_ms,
             now,
-            call.search_queries
+            call.search_queries,
+            // Crew mode: the persona of the turn (from its id), if it is one.
+            turn_id.and_then(agent_core::crew::persona_of_turn)
         ],
     )
 }
@@ -63,6 +65,25 @@ pub async fn totals(db: &Db, chat_id: Option<i64>, since_ms: i64, by_day: bool) 
          FROM model_calls WHERE created_at >= ?1 AND (?2 IS NULL OR chat_id = ?2)
          GROUP BY chat_id, day, model ORDER BY day DESC, chat_id, model LIMIT 1000",
         args![since_ms, chat_id, by_day],
+    )
+    .await
+}
+
+/// Crew mode: usage totals per persona and model (for one chat or all), from `since_ms`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PersonaTotal {
+    pub persona: String,
+    #[serde(flatten)]
+    pub usage: ModelUsage,
+}
+
+pub async fn persona_totals(db: &Db, chat_id: Option<i64>, since_ms: i64) -> Result<Vec<PersonaTotal>> {
+    db.all(
+        "SELECT persona, model, COUNT(*) AS calls, SUM(prompt_tokens) AS prompt_tokens, SUM(candidates_tokens) AS candidates_tokens,
+           SUM(thoughts_tokens) AS thoughts_tokens, SUM(cached_tokens) AS cached_tokens, SUM(search_queries) AS search_queries
+         FROM model_calls WHERE persona IS NOT NULL AND created_at >= ?1 AND (?2 IS NULL OR chat_id = ?2)
+         GROUP BY persona, model ORDER BY persona, model LIMIT 200",
+        args![since_ms, chat_id],
     )
     .await
 }

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { chromium } from "playwright-core";
-import { startPlayground } from "../../tools/playground.js";
+import { startPlayground, CHATS } from "../../tools/playground.js";
 import { startWorker, TOKEN, WEBHOOK_SECRET, ROOT } from "../support/stack.js";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -16,7 +16,8 @@ let browser;
 
 before(async () => {
   playground = await startPlayground({ port: 0, token: TOKEN, secret: WEBHOOK_SECRET, workerUrl: "http://127.0.0.1:9", offlineModel: true });
-  worker = await startWorker({ TELEGRAM_API_BASE: playground.base, GEMINI_API_BASE: playground.base });
+  // As `npm run dev` starts it: crew mode in the playground's crew room.
+  worker = await startWorker({ TELEGRAM_API_BASE: playground.base, GEMINI_API_BASE: playground.base, CREW: "critic,builder,moderator", CREW_CHATS: String(CHATS.crew.id) });
   playground.setWorkerUrl(worker.url.href);
   browser = await chromium.launch({
     executablePath: CHROMIUM,
@@ -71,4 +72,19 @@ test("the web chat sends a photo: the bot fetches it from the stand-in and the o
   // The worker fetched the file through getFile and the download, as from Telegram.
   assert.ok(playground.telegram.calls("getFile").length >= 1);
   assert.ok(playground.telegram.calls("download").some((c) => c.body.file_path.endsWith("/cat.png")));
+});
+
+test("the crew room: the personas answer in turn, each shown as its own sender (the tests above run with the crew configured too)", async () => {
+  const page = await browser.newPage();
+  await page.goto(playground.base);
+  await page.fill("#input-crew", "@edge_playground_bot plan a picnic");
+  await page.press("#input-crew", "Enter");
+  const personas = page.locator("#log-crew .msg.bot .who");
+  await page.locator("#log-crew .msg.bot", { hasText: "Moderator here" }).waitFor({ timeout: 20_000 });
+  assert.deepEqual(await personas.allTextContents(), ["Critic", "Builder", "Moderator"]);
+  // The display name is the sender, not a repeated first line of the text.
+  assert.doesNotMatch(await page.locator("#log-crew .msg.bot").first().textContent(), /CriticCritic/);
+  // Everyone passes in the second round: nothing more is sent.
+  await new Promise((r) => setTimeout(r, 2000));
+  assert.equal(await personas.count(), 3, JSON.stringify(await page.locator("#log-crew .msg").allTextContents()));
 });

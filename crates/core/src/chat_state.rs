@@ -108,6 +108,9 @@ pub struct TurnRun {
     /// A scheduled run: the turn answers it, not people's messages.
     #[serde(default)]
     pub scheduled: Option<ScheduledRun>,
+    /// A crew persona's turn (`core::crew`; the persona is in the turn id).
+    #[serde(default)]
+    pub crew: Option<crate::crew_state::CrewTurn>,
 }
 
 
@@ -161,6 +164,9 @@ pub struct ChatState {
     /// What the chat's bursts look like, for the adaptive debounce (`crate::debounce`).
     #[serde(default)]
     pub burst: crate::debounce::Burstiness,
+    /// Crew mode: the chat's switch, the speaking pointer and the running cycle (`core::crew`).
+    #[serde(default)]
+    pub crew: Option<crate::crew_state::CrewState>,
 }
 
 /// An apology the user is owed for a turn that could not be answered.
@@ -296,6 +302,10 @@ impl ChatState {
             let ready = if plan.waiting_job { job_lost(plan.job_deadline_ms, now) } else { now >= plan.not_before_ms };
             return if ready { Due::AdvancePlan } else { Due::Nothing };
         }
+        // A crew cycle goes on with its next persona (people's messages start a new one).
+        if self.crew_continues() {
+            return Due::StartTurn;
+        }
         // People's burst and the chat's next schedule: whichever is due first.
         let burst = self.debounce_deadline(t).filter(|d| now >= *d);
         let schedule = self.next_schedule_ms.filter(|s| now >= *s);
@@ -326,6 +336,7 @@ impl ChatState {
             waiting_retry: false,
             wait_deadline_ms: None,
             scheduled: Some(run),
+            crew: None,
         };
         self.turn = Some(turn.clone());
         turn
@@ -378,6 +389,8 @@ impl ChatState {
             }
         } else if let Some(plan) = &self.plan {
             Some(if plan.waiting_job { plan.job_deadline_ms.unwrap_or(now + t.job_grace_ms) } else { plan.not_before_ms })
+        } else if self.crew_continues() {
+            Some(now)
         } else {
             match (self.debounce_deadline(t), self.next_schedule_ms) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -405,6 +418,7 @@ impl ChatState {
             waiting_retry: false,
             wait_deadline_ms: None,
             scheduled: None,
+            crew: None,
         };
         self.turn = Some(turn.clone());
         turn

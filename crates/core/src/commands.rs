@@ -24,6 +24,8 @@ pub enum Command {
     Reminders,
     /// `/cancel <id>`: cancel one (`None`: the id is missing or unclear).
     Cancel(Option<i64>),
+    /// `/crew on|off` (operators): the crew speaks in this chat or not (`None`: unclear).
+    Crew(Option<bool>),
 }
 
 /// What `/forget` names: everything about the speaker, one note (`n12`) or memory (`m7`) as
@@ -97,8 +99,18 @@ pub fn parse(m: &InboundMessage, bot_username: &str) -> Option<Command> {
         "approve" => Command::Approve(args),
         "reminders" | "schedules" => Command::Reminders,
         "cancel" => Command::Cancel(crate::schedule::parse_id(&args)),
+        "crew" => Command::Crew(match args.to_ascii_lowercase().as_str() {
+            "on" => Some(true),
+            "off" => Some(false),
+            _ => None,
+        }),
         _ => return None,
     })
+}
+
+/// Outside names as one comma-separated Markdown-escaped list.
+pub fn escape_list(items: &[String]) -> String {
+    items.iter().map(|i| esc(i)).collect::<Vec<_>>().join(", ")
 }
 
 /// The command menu registered with setMyCommands.
@@ -215,6 +227,9 @@ mod tests {
         assert_eq!(parse(&text("/reminders"), "edge_bot"), Some(Command::Reminders));
         assert_eq!(parse(&text("/cancel #12"), "edge_bot"), Some(Command::Cancel(Some(12))));
         assert_eq!(parse(&text("/cancel soon"), "edge_bot"), Some(Command::Cancel(None)));
+        assert_eq!(parse(&text("/crew ON"), "edge_bot"), Some(Command::Crew(Some(true))));
+        assert_eq!(parse(&text("/crew off"), "edge_bot"), Some(Command::Crew(Some(false))));
+        assert_eq!(parse(&text("/crew"), "edge_bot"), Some(Command::Crew(None)));
         assert_eq!(parse(&text("hello /start"), "edge_bot"), None);
     }
 

@@ -153,10 +153,15 @@ pub struct Config {
     /// Model budgets: `USER_TURNS_PER_HOUR` (60), `CHAT_TOKENS_PER_DAY` (2,000,000),
     /// `GLOBAL_TOKENS_PER_DAY` (20,000,000); 0 means unlimited.
     pub budgets: crate::limits::Budgets,
+    /// Crew mode (`core::crew`): `CREW` persona names in speaking order, `CREW_CHATS` where the
+    /// crew speaks (ids or `*`), `CREW_MAX_ROUNDS` full rounds per cycle (default 3).
+    pub crew: Vec<String>,
+    pub crew_chats: Vec<String>,
+    pub crew_max_rounds: u32,
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 48] = [
+pub const VAR_NAMES: [&str; 51] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -205,6 +210,9 @@ pub const VAR_NAMES: [&str; 48] = [
     "SEARCH_PRICE_PER_1000",
     "STREAM_DRAFTS",
     "DRAFT_INTERVAL_MS",
+    "CREW",
+    "CREW_CHATS",
+    "CREW_MAX_ROUNDS",
 ];
 
 impl Default for Config {
@@ -255,6 +263,7 @@ impl Config {
         };
         let max_fetches_per_turn =
             num("MAX_FETCHES_PER_TURN", crate::fetch::DEFAULT_MAX_FETCHES_PER_TURN as u64).min(20) as usize;
+        let crew_max_rounds = num("CREW_MAX_ROUNDS", 3).clamp(1, 20) as u32;
         let budgets = crate::limits::Budgets {
             user_turns_per_hour: num("USER_TURNS_PER_HOUR", 60),
             chat_tokens_per_day: num("CHAT_TOKENS_PER_DAY", 2_000_000),
@@ -378,6 +387,9 @@ impl Config {
             pairing_code_ttl_secs: pairing_ttl,
             consolidate_min_messages,
             embeddings_model: get("EMBEDDINGS_MODEL").unwrap_or_default(),
+            crew: list("CREW"),
+            crew_chats: list("CREW_CHATS"),
+            crew_max_rounds,
             warnings,
             budgets,
         }

@@ -16,6 +16,8 @@ pub mod commands;
 pub mod config;
 pub mod context;
 pub mod debounce;
+pub mod crew;
+pub mod crew_state;
 pub mod conversation;
 pub mod fetch;
 pub mod format;

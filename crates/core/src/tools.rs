@@ -141,7 +141,8 @@ pub fn parse_call(call: &FunctionCall, sticker_sets: &[String]) -> ToolCall {
             Some(query) => ToolCall::SearchMemory { query },
             None => invalid("query is required"),
         },
-        "no_reply" => ToolCall::NoReply,
+        // `pass` is a crew persona's silence (`core::crew`).
+        "no_reply" | "pass" => ToolCall::NoReply,
         "schedule_message" => match crate::schedule::parse_request(a) {
             Ok(r) => ToolCall::Schedule(r),
             Err(e) => invalid(&e.to_string()),

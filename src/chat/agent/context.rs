@@ -53,7 +53,9 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64) -> Result
         answered_seq: first.answered_seq,
         stored_start: first.conversation.session_start_seq,
         stored_started_at: first.conversation.session_started_at,
-        scheduled: turn.scheduled.is_some(),
+        // A scheduled run, and a crew cycle's later turns (the others spoke), answer with
+        // nothing new from people.
+        scheduled: turn.scheduled.is_some() || turn.crew.as_ref().is_some_and(|c| c.continues),
         stored_cut: first.conversation.history_cut_seq,
         summary_until: first.conversation.summary_until,
     };

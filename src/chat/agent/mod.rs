@@ -71,13 +71,16 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option<Live>) 
     let Some(c) = context::load(ctx, conv, turn, now).await? else {
         return Ok(TurnOutput::NothingToDo);
     };
-    let model = request::model_of(ctx, &c);
+    let model = request::model_of(ctx, &c, turn);
     // Written with the result, in the turn's last round trip.
     let start = record::start_statements(&ctx.db(), conv, turn, &c, &model, ctx, now)?;
     // "typing…" is up from here: fetching media can take a while too.
     let show_typing = live.is_some();
-    let work = answer(ctx, conv, turn, &c, &model, now, live);
-    let outcome = if show_typing { typing::with_typing(ctx, conv, work).await } else { work.await };
+    // A crew persona's turn also has a time limit of its own.
+    let work = crate::chat::crew::within_limit(turn, answer(ctx, conv, turn, &c, &model, now, live));
+    // A crew persona with its own bot shows "typing…" through it.
+    let group = c.chat.as_ref().is_some_and(|ch| agent_core::conversation::ChatKind::from_telegram(&ch.kind, 0).is_group());
+    let outcome = if show_typing { typing::with_typing(&ctx.speaking_for(&turn.turn_id, group), conv, work).await } else { work.await };
     record::finish(ctx, conv, turn, start, outcome).await
 }
 
@@ -97,7 +100,9 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context,
     let mut never = agent_core::media::unviewable(&c.window.messages, &c.known_media, &limits);
     never.extend(refused);
     let describing = media::describe(ctx, conv, Some(&turn.turn_id), &items, &chosen, &extra, never);
-    let port = StreamingModel::new(ctx, conv, is_private(c), live);
+    // Drafts show a private chat's answer as it is written; a crew persona's answer starts with
+    // its name, which drafts do not show, so crew turns are not drafted.
+    let port = StreamingModel::new(ctx, conv, is_private(c) && turn.crew.is_none(), live);
     let (outcome, _) = futures::join!(call_model(ctx, conv, turn, c, &request, &port), describing);
     if !(refused_media(&outcome) && any_inline(&items)) {
         return outcome;

@@ -19,9 +19,11 @@ use agent_core::schedule;
 use agent_core::turn::{TurnRequest, TurnSafety};
 use std::collections::BTreeMap;
 
-/// The model of a turn: the chat's own, else the configured one.
-pub fn model_of(ctx: &Ctx, c: &Context) -> String {
-    c.chat.as_ref().and_then(|ch| ch.model.clone()).unwrap_or_else(|| ctx.cfg.gemini_model.clone())
+/// The model of a turn: a crew persona's own (its front matter), else the chat's own, else
+/// the configured one.
+pub fn model_of(ctx: &Ctx, c: &Context, turn: &TurnRun) -> String {
+    let persona = crate::chat::crew::persona_of(ctx, turn).and_then(|p| p.model);
+    persona.or_else(|| c.chat.as_ref().and_then(|ch| ch.model.clone())).unwrap_or_else(|| ctx.cfg.gemini_model.clone())
 }
 
 /// The reaction that triggered a turn, from the newest reaction event of the history.
@@ -72,10 +74,11 @@ fn prompt_texts(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &
         topic_id: conv.thread_id,
     };
     let (curated, learned) = agent_core::context::split_notes(&c.notes, prompts::curated_notes(), c.memories.items.clone());
+    let crew_persona = agent_core::crew::persona_of_turn(&turn.turn_id).filter(|_| turn.crew.is_some());
     let input = PromptInput {
         situation: &situation,
         library: &prompts::library(),
-        persona: &ctx.cfg.persona,
+        persona: crew_persona.unwrap_or(&ctx.cfg.persona),
         roles: &ctx.cfg.role_prompts,
         values: &prompts::template_values(ctx, model),
         plan: c.plan.as_deref(),
@@ -87,12 +90,34 @@ fn prompt_texts(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &
         chat: &chat,
         summary,
     };
-    (prompt::system_instruction(&input), prompt::turn_context(&input))
+    crew_section(ctx, turn, prompt::system_instruction(&input), prompt::turn_context(&input))
+}
+
+/// A crew persona's system instruction ends with the crew: who it is, the others, how to pass
+/// (the same every turn of that persona); a note for this turn (a persona skipped before it)
+/// goes into the turn context.
+fn crew_section(ctx: &Ctx, turn: &TurnRun, instruction: String, turn_context: String) -> (String, String) {
+    let (Some(name), Some(ct)) = (agent_core::crew::persona_of_turn(&turn.turn_id), turn.crew.as_ref()) else { return (instruction, turn_context) };
+    let personas = crate::chat::crew::configured(ctx);
+    let instruction = format!("{instruction}\n\n{}", agent_core::crew::situation(&personas, name, None));
+    match ct.note.as_deref() {
+        Some(note) => (instruction, format!("{turn_context}\n\n## Crew\nNote: {note}")),
+        None => (instruction, turn_context),
+    }
+}
+
+/// The messages as the turn's speaker sees them: for a crew persona, the others' messages are
+/// named people's messages (`agent_core::crew::as_seen_by`).
+fn seen_by(ctx: &Ctx, turn: &TurnRun, messages: &[history::HistoryMessage]) -> Option<Vec<history::HistoryMessage>> {
+    let name = agent_core::crew::persona_of_turn(&turn.turn_id).filter(|_| turn.crew.is_some())?;
+    let names = crate::chat::crew::configured(ctx).into_iter().map(|p| (p.name, p.display_name)).collect();
+    Some(agent_core::crew::as_seen_by(messages, name, &names, &ctx.cfg.bot_name))
 }
 
 /// The whole request of a turn.
 pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str, media: &BTreeMap<i64, Vec<GeminiPart>>, now: i64) -> TurnRequest {
-    let messages = &c.window.messages;
+    let crew_view = seen_by(ctx, turn, &c.window.messages);
+    let messages = crew_view.as_deref().unwrap_or(&c.window.messages);
     let mut history = if ctx.cfg.history_format == HistoryFormat::Structured {
         history::render_structured_with_media(messages, &c.turns, media)
     } else {
@@ -104,9 +129,16 @@ pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str
         history.push(agent_core::gemini::Content::user(vec![GeminiPart::text(schedule::marker(run))]));
         history = history::normalize_contents(history);
     }
+    if crew_view.is_some() && history.last().is_some_and(|c| c.is_model()) {
+        // A persona's turn after its own message: the history must end with a user turn.
+        history.push(agent_core::gemini::Content::user(vec![GeminiPart::text(agent_core::crew::YOUR_TURN)]));
+    }
     let (system_instruction, turn_context) = prompt_texts(ctx, conv, turn, c, model, now);
     history::append_turn_context(&mut history, turn_context);
     let mut tools = agent_core::tools::declarations_with_search(&ctx.cfg.sticker_sets, ctx.cfg.web_search);
+    if crew_view.is_some() {
+        agent_core::crew::add_pass(&mut tools);
+    }
     agent_core::media::sticker_catalog(&mut tools, &ctx.cfg.sticker_sets, &c.stickers);
     TurnRequest {
         model: model.to_string(),
@@ -129,7 +161,8 @@ pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str
             max_fetches: ctx.cfg.max_fetches_per_turn,
             fence_seed: fence_seed(),
         },
-        silence_allowed: matches!(turn.trigger, Trigger::Reaction | Trigger::Name),
+        // A crew persona may pass (`pass`, `no_reply`, an empty answer).
+        silence_allowed: matches!(turn.trigger, Trigger::Reaction | Trigger::Name) || crew_view.is_some(),
         // A scheduled run the model leaves empty still goes out, as its text.
         empty_reply: c.scheduled.as_ref().map(|run| format!("⏰ {}", agent_core::format::escape_markdown(&run.text))),
     }

@@ -1,0 +1,690 @@
+//! Crew mode: several personas (`CREW`) that speak in turn in one chat, each turn one model
+//! call with the persona's own prompt and the whole conversation.
+//!
+//! This module is pure: persona files and their front matter, where the crew speaks, the
+//! cycle kept in the chat object's state ([`CrewState`]), how the history looks to one persona,
+//! and what a persona's answer means (a pass or a message).
+//!
+//! The cycle, as state of the chat object (`ChatState::crew`):
+//! - `pointer` is the index (in `CREW` order) of the persona whose turn is next. It is stored,
+//!   so the order continues across cycles and restarts; it moves only when a persona's turn has
+//!   an outcome (spoke, passed or failed), recorded in the same state write that ends the turn.
+//! - A cycle answers one generation of people's signals. A new signal (a person wrote) makes
+//!   the next turn start a new cycle with the message in view: the turns not taken are dropped
+//!   and the plan being sent is cancelled (the usual replanning of `chat_state`).
+//! - A cycle ends when every persona passed (or failed) in a row, when the moderator passes,
+//!   or after `CREW_MAX_ROUNDS` rounds (turns taken ≥ rounds × personas): it is always bounded.
+//! - A persona turn's id ends with `~<persona>` ([`persona_of_turn`]), so everything keyed by
+//!   the turn (its plan, outbox rows, stored bot messages, model calls) knows who spoke.
+//! - A persona whose turn fails is skipped with a note in the next persona's situation; if
+//!   every persona of a row failed, the chat is owed one apology.
+
+use crate::chat_state::{ChatState, Finish, TurnRun};
+pub use crate::crew_state::{CrewState, CrewTurn, Cycle, End, Outcome};
+use crate::gating::Trigger;
+use crate::history::{HistoryMessage, Role};
+use crate::plan::Step;
+use std::collections::BTreeMap;
+
+/// The most personas a crew may have.
+pub const MAX_PERSONAS: usize = 8;
+/// How long one persona's turn (its model calls and tools) may take before it fails like a
+/// timed-out call (retried, then skipped): a stuck persona never holds up the cycle for long.
+pub const TURN_LIMIT_MS: u64 = 180_000;
+/// What a persona answers to pass instead of calling `pass`.
+pub const PASS_TEXT: &str = ".....";
+
+/// A persona as its file describes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Persona {
+    pub name: String,
+    pub display_name: String,
+    pub moderator: bool,
+    /// Its own Gemini model, if the front matter names one.
+    pub model: Option<String>,
+    /// The prompt without its front matter.
+    pub prompt: String,
+}
+
+/// Whether `name` can name a persona (and a turn id's suffix, and a secret's suffix).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 32 && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+/// Splits a persona file into its front matter (the lines between a first line `---` and the
+/// next `---`) and the prompt. A file without front matter is all prompt.
+pub fn split_front_matter(text: &str) -> (Option<&str>, &str) {
+    let t = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let Some(rest) = t.strip_prefix("---\n").or_else(|| t.strip_prefix("---\r\n")) else { return (None, text) };
+    let mut at = 0;
+    for line in rest.split_inclusive('\n') {
+        if line.trim_end() == "---" {
+            return (Some(&rest[..at]), &rest[at + line.len()..]);
+        }
+        at += line.len();
+    }
+    (None, text)
+}
+
+/// The prompt of a persona file (its front matter removed).
+pub fn prompt_of(text: &str) -> &str {
+    split_front_matter(text).1
+}
+
+/// Parses a persona file: `display_name` (one line, at most 64 characters), `moderator`
+/// (`true`/`false`), `model` (a model id). Anything else in the front matter is an error.
+pub fn parse_persona(name: &str, text: &str) -> Result<Persona, String> {
+    if !valid_name(name) {
+        return Err(format!("persona {name:?}: a name is 1–32 of a-z, 0-9, _ and -"));
+    }
+    let (front, prompt) = split_front_matter(text);
+    let mut p = Persona { name: name.to_string(), display_name: default_display(name), moderator: false, model: None, prompt: prompt.trim().to_string() };
+    for line in front.unwrap_or("").lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let Some((key, value)) = line.split_once(':') else {
+            return Err(format!("persona {name}: front matter line {line:?} is not `key: value`"));
+        };
+        let value = value.trim().trim_matches('"');
+        match key.trim() {
+            "display_name" if !value.is_empty() && value.chars().count() <= 64 && !value.chars().any(char::is_control) => p.display_name = value.to_string(),
+            "display_name" => return Err(format!("persona {name}: display_name must be 1–64 characters on one line")),
+            "moderator" => {
+                p.moderator = match value {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(format!("persona {name}: moderator must be true or false")),
+                }
+            }
+            "model" if !value.is_empty() && value.len() <= 64 && value.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) => {
+                p.model = Some(value.to_string())
+            }
+            "model" => return Err(format!("persona {name}: model {value:?} is not a model id")),
+            other => return Err(format!("persona {name}: unknown front matter key {other:?} (display_name, moderator, model)")),
+        }
+    }
+    Ok(p)
+}
+
+fn default_display(name: &str) -> String {
+    let mut c = name.chars();
+    c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
+}
+
+/// The crew named by `CREW`, in speaking order, from the bundled persona files. An unknown or
+/// repeated name, a file that does not parse, or too many personas is an error that names it.
+pub fn resolve(names: &[String], files: &BTreeMap<String, String>) -> Result<Vec<Persona>, String> {
+    if names.len() > MAX_PERSONAS {
+        return Err(format!("CREW: at most {MAX_PERSONAS} personas, not {}", names.len()));
+    }
+    let mut out: Vec<Persona> = Vec::new();
+    for name in names {
+        if out.iter().any(|p| &p.name == name) {
+            return Err(format!("CREW: persona {name:?} is named twice"));
+        }
+        let Some(text) = files.get(name) else {
+            let known: Vec<&str> = files.keys().map(String::as_str).collect();
+            return Err(format!("CREW: no persona file prompts/personas/{name}.md (known: {})", known.join(", ")));
+        };
+        out.push(parse_persona(name, text).map_err(|e| format!("CREW: {e}"))?);
+    }
+    Ok(out)
+}
+
+/// Whether the crew speaks in `chat_id`: the chat's own switch (`/crew on|off`, the API) if it
+/// was set, else `CREW_CHATS` (ids, or `*` for all).
+pub fn speaks_in(chat_id: i64, switch: Option<bool>, crew_chats: &[String]) -> bool {
+    switch.unwrap_or_else(|| crew_chats.iter().any(|c| c == "*" || c.parse::<i64>().ok() == Some(chat_id)))
+}
+
+/// Whether a group message addresses one of the crew's own bots (`actors`: id and username):
+/// an @mention, a text mention or a reply to one of its messages. Messages from bots and
+/// events never do (no bot-to-bot loops); private chats are gated as always.
+pub fn addressed_to_actor(m: &crate::conversation::InboundMessage, actors: &[(i64, String)]) -> Option<Trigger> {
+    if m.is_event || m.speaker.is_bot || !m.chat.kind.is_group() || actors.is_empty() {
+        return None;
+    }
+    for e in m.entities() {
+        let named = |(id, username): &(i64, String)| {
+            (e.kind == "mention" && !username.is_empty() && e.text.trim_start_matches('@').eq_ignore_ascii_case(username))
+                || (e.kind == "text_mention" && e.user_id == Some(*id))
+        };
+        if actors.iter().any(named) {
+            return Some(Trigger::Mention);
+        }
+    }
+    let replied = m.reply_to.as_ref().and_then(|r| r.user_id);
+    actors.iter().any(|(id, _)| Some(*id) == replied).then_some(Trigger::Reply)
+}
+
+/// The persona of a crew turn, from its id (`…~<persona>`).
+pub fn persona_of_turn(turn_id: &str) -> Option<&str> {
+    turn_id.rsplit_once('~').map(|(_, p)| p).filter(|p| valid_name(p))
+}
+
+/// The secret that gives a persona its own bot: `CREW_BOT_TOKEN_<NAME>` (upper-cased, `-` as `_`).
+pub fn token_secret_name(persona: &str) -> String {
+    format!("CREW_BOT_TOKEN_{}", persona.to_ascii_uppercase().replace('-', "_"))
+}
+
+/// The crew as the cycle needs it: names in order and who moderates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lineup {
+    pub names: Vec<String>,
+    pub moderator: Option<usize>,
+    pub max_rounds: u32,
+}
+
+impl Lineup {
+    pub fn of(personas: &[Persona], max_rounds: u32) -> Self {
+        Lineup { names: personas.iter().map(|p| p.name.clone()).collect(), moderator: personas.iter().position(|p| p.moderator), max_rounds: max_rounds.max(1) }
+    }
+}
+
+/// What closes a persona's history when it would end with its own message (Gemini answers a
+/// user turn).
+pub const YOUR_TURN: &str = "[meta] crew: it is your turn again";
+
+/// Offers `pass` (a persona's way to say nothing) alongside the other functions.
+pub fn add_pass(tools: &mut Vec<crate::gemini::Tool>) {
+    let pass = crate::gemini::FunctionDeclaration {
+        name: "pass".into(),
+        description: "Pass your turn in the crew: call this, and nothing else, when you have nothing to add. Nobody sees a pass.".into(),
+        parameters: serde_json::Value::Null,
+    };
+    match tools.first_mut() {
+        Some(t) => t.function_declarations.push(pass),
+        None => tools.push(crate::gemini::Tool { function_declarations: vec![pass], google_search: None }),
+    }
+}
+
+/// Whether a persona's answer is a pass: no step at all (`pass`, `no_reply`, an empty answer),
+/// or messages that are all exactly [`PASS_TEXT`] and nothing else.
+pub fn is_pass(steps: &[Step]) -> bool {
+    steps.iter().all(|s| matches!(s, Step::Send { text, .. } if text.trim() == PASS_TEXT) || matches!(s, Step::Wait { .. }))
+}
+
+/// A persona's message as the main bot sends it: its display name as a bold first line.
+pub fn with_display_name(steps: Vec<Step>, display_name: &str) -> Vec<Step> {
+    let mut first = true;
+    steps
+        .into_iter()
+        .map(|s| match s {
+            Step::Send { text, reply_to, no_link_preview } if first => {
+                first = false;
+                Step::Send { text: format!("**{}**\n{text}", crate::format::escape_markdown(display_name)), reply_to, no_link_preview }
+            }
+            other => other,
+        })
+        .collect()
+}
+
+/// How the conversation looks to `persona`: its own messages stay the bot's (`model` turns);
+/// another persona's (or the single bot's) become a person's message under that speaker's
+/// display name, with no user id, so `[meta]` and the compact line name the speaker.
+pub fn as_seen_by(messages: &[HistoryMessage], persona: &str, display: &BTreeMap<String, String>, bot_name: &str) -> Vec<HistoryMessage> {
+    messages
+        .iter()
+        .map(|m| {
+            if m.role != Role::Bot {
+                return m.clone();
+            }
+            let speaker = m.turn_id.as_deref().and_then(persona_of_turn);
+            if speaker == Some(persona) {
+                return m.clone();
+            }
+            let mut other = m.clone();
+            other.role = Role::User;
+            other.user_id = None;
+            other.username = None;
+            other.name = match speaker {
+                Some(p) => format!("{} (crew)", display.get(p).map_or(p, String::as_str)),
+                None => format!("{bot_name} (bot)"),
+            };
+            other.turn_id = None;
+            other
+        })
+        .collect()
+}
+
+/// `/usage`'s crew lines: calls and cost per persona (Markdown, names escaped).
+pub fn usage_by_persona_text(cfg: &crate::config::Config, rows: &[(String, crate::usage::ModelUsage)]) -> String {
+    let mut totals: BTreeMap<&str, (i64, f64)> = BTreeMap::new();
+    for (persona, u) in rows {
+        let t = totals.entry(persona.as_str()).or_default();
+        t.0 += u.calls;
+        t.1 += crate::usage::cost(cfg, u).unwrap_or(0.0);
+    }
+    let mut out = String::from("\n\nBy persona:");
+    for (persona, (calls, cost)) in totals {
+        out.push_str(&format!("\n- {}: {calls} calls, ${cost:.4}", crate::format::escape_markdown(persona)));
+    }
+    out
+}
+
+/// The crew section of a persona's system instruction: who it is, who else speaks, how to
+/// pass, and whether someone was skipped.
+pub fn situation(personas: &[Persona], persona: &str, note: Option<&str>) -> String {
+    let me = personas.iter().find(|p| p.name == persona);
+    let others: Vec<String> = personas
+        .iter()
+        .filter(|p| p.name != persona)
+        .map(|p| if p.moderator { format!("{} (moderator)", p.display_name) } else { p.display_name.clone() })
+        .collect();
+    let mut out = format!(
+        "## Crew\nYou are {} in a crew that answers in turn; the others are: {}. Their messages appear as people's messages \
+         named \"<name> (crew)\". Add only what the conversation still needs from you. If you have nothing to add, call `pass` \
+         (or answer exactly `{PASS_TEXT}`): a pass is not shown to anyone.",
+        me.map_or(persona, |p| p.display_name.as_str()),
+        if others.is_empty() { "nobody".to_string() } else { others.join(", ") },
+    );
+    if me.is_some_and(|p| p.moderator) {
+        out.push_str(" You moderate: when you pass, the round ends.");
+    }
+    if let Some(n) = note {
+        out.push_str(&format!("\nNote: {n}"));
+    }
+    out
+}
+
+impl ChatState {
+    /// Whether a cycle goes on and its next persona's turn may start now (no turn, no plan, no
+    /// person waiting: a person's message starts a new cycle after the debounce instead).
+    pub fn crew_continues(&self) -> bool {
+        self.turn.is_none() && self.plan.is_none() && self.pending.is_none() && self.crew.as_ref().is_some_and(|c| c.cycle.is_some())
+    }
+
+    /// Starts the next persona's turn: a new cycle when people wrote since the cycle began (or
+    /// none runs), else the cycle's next turn. A turn of the cycle that ended without an
+    /// outcome (cut off) counts as failed, so a cycle never stalls and stays bounded. `None`:
+    /// nothing to start (no person waiting and no cycle going on, e.g. that failure ended it).
+    pub fn begin_crew_turn(&mut self, now: i64, conv: &str, nonce: u64, lineup: &Lineup) -> Option<TurnRun> {
+        let generation = self.generation;
+        let pending = self.pending.take();
+        let crew = self.crew.get_or_insert_with(Default::default);
+        let n = lineup.names.len().max(1);
+        let fresh = pending.is_some() || crew.cycle.as_ref().is_none_or(|c| c.generation != generation);
+        if fresh {
+            let (target, trigger) = match (&pending, &crew.cycle) {
+                (Some(p), _) => (p.target_message_id, p.trigger),
+                (None, Some(c)) => (c.target_message_id, c.trigger),
+                (None, None) => return None,
+            };
+            crew.cycle = Some(Cycle { generation, target_message_id: target, trigger, taken: 0, quiet_in_row: 0, failed_in_row: 0, current: None, note: None });
+        } else if crew.cycle.as_ref().is_some_and(|c| c.current.is_some()) {
+            let cut = crew.cycle.as_ref().and_then(|c| c.current.clone()).unwrap_or_default();
+            self.crew_outcome(&cut, Outcome::Failed, lineup, now);
+            return self.begin_crew_turn(now, conv, nonce, lineup);
+        }
+        let crew = self.crew.get_or_insert_with(Default::default);
+        let persona = lineup.names.get(crew.pointer % n).cloned().unwrap_or_default();
+        let cycle = crew.cycle.as_mut().expect("a cycle was just ensured");
+        let turn_id = format!("{}~{persona}", crate::chat_state::turn_id(conv, now, nonce));
+        cycle.current = Some(turn_id.clone());
+        let crew_turn = CrewTurn { continues: cycle.taken > 0, note: cycle.note.clone() };
+        let (target, trigger) = (cycle.target_message_id, cycle.trigger);
+        self.turns_started += 1;
+        let turn = TurnRun {
+            turn_id,
+            started_ms: now,
+            generation,
+            target_message_id: target,
+            trigger,
+            attempt: 1,
+            waiting_retry: false,
+            wait_deadline_ms: None,
+            scheduled: None,
+            crew: Some(crew_turn),
+        };
+        self.turn = Some(turn.clone());
+        Some(turn)
+    }
+
+    /// Records a persona turn's outcome (once: only the cycle's current turn counts), moves the
+    /// pointer on, and ends the cycle when it is over. A cycle where everyone failed owes the
+    /// chat one apology. Returns why the cycle ended, if it did.
+    pub fn crew_outcome(&mut self, turn_id: &str, outcome: Outcome, lineup: &Lineup, now: i64) -> Option<End> {
+        let n = lineup.names.len().max(1) as u32;
+        let crew = self.crew.as_mut()?;
+        let cycle = crew.cycle.as_mut().filter(|c| c.current.as_deref() == Some(turn_id))?;
+        let index = crew.pointer % n as usize;
+        let name = lineup.names.get(index).cloned().unwrap_or_default();
+        cycle.current = None;
+        cycle.taken += 1;
+        cycle.note = None;
+        match outcome {
+            Outcome::Spoke => {
+                cycle.quiet_in_row = 0;
+                cycle.failed_in_row = 0;
+            }
+            Outcome::Passed => {
+                cycle.quiet_in_row += 1;
+                cycle.failed_in_row = 0;
+            }
+            Outcome::Failed => {
+                cycle.quiet_in_row += 1;
+                cycle.failed_in_row += 1;
+                cycle.note = Some(format!("{name}'s turn failed (a technical problem) and was skipped."));
+            }
+        }
+        crew.pointer = (index + 1) % n as usize;
+        let cycle = crew.cycle.as_ref()?;
+        let why = if cycle.failed_in_row >= n {
+            Some(End::AllFailed)
+        } else if cycle.quiet_in_row >= n {
+            Some(End::AllPassed)
+        } else if outcome == Outcome::Passed && lineup.moderator == Some(index) {
+            Some(End::ModeratorPassed)
+        } else if cycle.taken >= n * lineup.max_rounds {
+            Some(End::MaxRounds)
+        } else {
+            None
+        };
+        let why = why.map(|w| crew.end(w));
+        if why == Some(End::AllFailed) {
+            self.owe_text_or_apology(turn_id, now);
+        }
+        why
+    }
+
+    fn owe_text_or_apology(&mut self, turn_id: &str, now: i64) {
+        if !self.apologies.iter().any(|a| a.turn_id == turn_id) {
+            self.apologies.push(crate::chat_state::Apology { turn_id: turn_id.to_string(), attempts: 0, not_before_ms: now, text: None });
+        }
+    }
+
+    /// A persona turn's answer: like [`ChatState::finish_turn`], and then its outcome (a pass
+    /// sends nothing). Returns the decision and the steps to carry out.
+    pub fn finish_crew_turn(&mut self, turn_id: &str, steps: Vec<Step>, lineup: &Lineup, now: i64) -> (Finish, Option<End>) {
+        let passed = is_pass(&steps);
+        let steps = if passed { Vec::new() } else { steps };
+        let finish = self.finish_turn(turn_id, steps, now);
+        let end = match finish {
+            Finish::Execute => self.crew_outcome(turn_id, if passed { Outcome::Passed } else { Outcome::Spoke }, lineup, now),
+            _ => None,
+        };
+        (finish, end)
+    }
+
+    /// A persona turn is given up (its call failed after its retries): skipped, no apology of
+    /// its own (the cycle owes one only when everyone failed).
+    pub fn give_up_crew_turn(&mut self, turn_id: &str, lineup: &Lineup, now: i64) -> Option<End> {
+        self.drop_plan(turn_id);
+        self.end_turn(turn_id);
+        self.crew_outcome(turn_id, Outcome::Failed, lineup, now)
+    }
+
+    /// A persona turn found nothing to answer: the cycle ends (a first turn) or the turn
+    /// counts as a pass.
+    pub fn crew_nothing_to_do(&mut self, turn_id: &str, lineup: &Lineup, now: i64) -> Option<End> {
+        self.end_turn(turn_id);
+        let first = self.crew.as_ref().and_then(|c| c.cycle.as_ref()).is_some_and(|c| c.taken == 0 && c.current.as_deref() == Some(turn_id));
+        if first {
+            return self.crew.as_mut().map(|c| c.end(End::NothingNew));
+        }
+        self.crew_outcome(turn_id, Outcome::Passed, lineup, now)
+    }
+
+    /// Sets the chat's switch; turning the crew off drops a running cycle.
+    pub fn set_crew_switch(&mut self, on: Option<bool>) {
+        let crew = self.crew.get_or_insert_with(Default::default);
+        crew.switch = on;
+        if on == Some(false) {
+            crew.cycle = None;
+        }
+    }
+
+    /// The note for the next persona's situation, if one was skipped.
+    pub fn crew_note(&self) -> Option<String> {
+        self.crew.as_ref().and_then(|c| c.cycle.as_ref()).and_then(|c| c.note.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat_state::{Due, Signal, Timing};
+
+    const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: 120_000, job_grace_ms: 300_000, adaptive: None };
+
+    fn lineup(moderator: Option<usize>, rounds: u32) -> Lineup {
+        Lineup { names: vec!["critic".into(), "builder".into(), "moderator".into()], moderator, max_rounds: rounds }
+    }
+
+    fn say(text: &str) -> Vec<Step> {
+        vec![Step::Send { text: text.into(), reply_to: None, no_link_preview: false }]
+    }
+
+    fn signal(s: &mut ChatState, update_id: i64, at: i64) {
+        s.signal(&Signal { update_id, target_message_id: Some(update_id * 10), trigger: Trigger::Private, at_ms: at });
+    }
+
+    /// Runs the next persona turn with `steps` (and its plan to the end); returns its persona.
+    fn turn(s: &mut ChatState, l: &Lineup, now: i64, steps: Vec<Step>) -> (String, Option<End>) {
+        assert_eq!(s.due(now, &T), Due::StartTurn);
+        let t = s.begin_crew_turn(now, "c", now as u64, l).unwrap();
+        let (f, end) = s.finish_crew_turn(&t.turn_id, steps, l, now);
+        assert_eq!(f, Finish::Execute);
+        if let Some(plan) = s.plan.clone() {
+            for i in 0..plan.steps.len() {
+                s.step_done(&plan.turn_id, i, now);
+            }
+        }
+        (persona_of_turn(&t.turn_id).unwrap().to_string(), end)
+    }
+
+    #[test]
+    fn personas_speak_in_order_and_all_passing_ends_the_cycle() {
+        let l = lineup(None, 3);
+        let mut s = ChatState::default();
+        signal(&mut s, 1, 0);
+        assert_eq!(s.due(500, &T), Due::Nothing, "the debounce comes first");
+        assert_eq!(turn(&mut s, &l, 1000, say("a")), ("critic".into(), None));
+        assert!(s.crew_continues());
+        assert_eq!(s.next_wake(&T, false, 1001), Some(1001), "the next persona at once");
+        assert_eq!(turn(&mut s, &l, 1001, say("b")), ("builder".into(), None));
+        assert_eq!(turn(&mut s, &l, 1002, vec![]), ("moderator".into(), None));
+        assert_eq!(turn(&mut s, &l, 1003, say(PASS_TEXT)), ("critic".into(), None));
+        assert_eq!(turn(&mut s, &l, 1004, vec![]), ("builder".into(), Some(End::AllPassed)), "three passes in a row");
+        assert!(!s.crew_continues());
+        assert_eq!(s.due(2000, &T), Due::Nothing);
+        assert_eq!(s.crew.as_ref().unwrap().pointer, 2, "the order continues in the next cycle");
+        signal(&mut s, 2, 3000);
+        assert_eq!(turn(&mut s, &l, 4000, say("c")).0, "moderator");
+    }
+
+    #[test]
+    fn a_pass_is_not_sent() {
+        let l = lineup(None, 3);
+        let mut s = ChatState::default();
+        signal(&mut s, 1, 0);
+        let t = s.begin_crew_turn(1000, "c", 1, &l).unwrap();
+        s.finish_crew_turn(&t.turn_id, say(" ..... "), &l, 1000);
+        assert!(s.plan.is_none());
+    }
+
+    #[test]
+    fn the_moderators_pass_ends_the_cycle_and_rounds_are_capped() {
+        let l = lineup(Some(2), 3);
+        let mut s = ChatState::default();
+        signal(&mut s, 1, 0);
+        turn(&mut s, &l, 1000, say("a"));
+        turn(&mut s, &l, 1001, say("b"));
+        assert_eq!(turn(&mut s, &l, 1002, vec![]).1, Some(End::ModeratorPassed));
+
+        let l = lineup(None, 2);
+        let mut s = ChatState::default();
+        signal(&mut s, 1, 0);
+        for i in 0..5 {
+            assert_eq!(turn(&mut s, &l, 1000 + i, say("x")).1, None);
+        }
+        assert_eq!(turn(&mut s, &l, 1010, say("x")).1, Some(End::MaxRounds));
+    }
+
+    #[test]
+    fn a_person_writing_mid_cycle_cancels_the_rest_and_starts_a_new_cycle() {
+        let l = lineup(None, 3);
+        let mut s = ChatState::default();
+        signal(&mut s, 1, 0);
+        turn(&mut s, &l, 1000, say("a"));
+        // builder is answering when the person writes: its answer is stale.
+        let t = s.begin_crew_turn(1001, "c", 5, &l).unwrap();
+        signal(&mut s, 2, 1002);
+        assert_eq!(s.finish_crew_turn(&t.turn_id, say("b"), &l, 1003).0, Finish::Stale);
+        assert!(!s.crew_continues(), "the person's message waits for its debounce");
+        assert_eq!(s.due(1500, &T), Due::Nothing);
+        let t = s.begin_crew_turn(2002, "c", 6, &l).unwrap();
+        assert_eq!(persona_of_turn(&t.turn_id), Some("builder"), "builder did not speak: it goes first");
+        assert_eq!(t.target_message_id, Some(20));
+        assert_eq!(s.crew.as_ref().unwrap().cycle.as_ref().unwrap().taken, 0, "a new cycle");
+        assert!(!t.crew.as_ref().unwrap().continues);
+        // A signal while a persona's plan is sent cancels the plan.
+        s.finish_crew_turn(&t.turn_id, say("b2"), &l, 2003);
+        assert!(s.plan.is_some());
+        signal(&mut s, 3, 2004);
+        assert!(s.plan.is_none());
+    }
+
+    #[test]
+    fn failures_are_skipped_with_a_note_and_all_failing_owes_one_apology() {
+        let l = lineup(None, 3);
+        let mut s = ChatState::default();
+        signal(&mut s, 1, 0);
+        let t = s.begin_crew_turn(1000, "c", 1, &l).unwrap();
+        assert_eq!(s.give_up_crew_turn(&t.turn_id, &l, 1000), None);
+        assert!(s.apologies.is_empty());
+        let t = s.begin_crew_turn(1001, "c", 2, &l).unwrap();
+        assert!(t.crew.as_ref().unwrap().note.as_deref().unwrap().contains("critic"));
+        s.give_up_crew_turn(&t.turn_id, &l, 1001);
+        let t = s.begin_crew_turn(1002, "c", 3, &l).unwrap();
+        assert_eq!(s.give_up_crew_turn(&t.turn_id, &l, 1002), Some(End::AllFailed));
+        assert_eq!(s.apologies.len(), 1);
+        // Recorded once: a late second report changes nothing.
+        assert_eq!(s.give_up_crew_turn(&t.turn_id, &l, 1003), None);
+        assert_eq!(s.apologies.len(), 1);
+    }
+
+    #[test]
+    fn a_turn_cut_off_without_an_outcome_counts_as_failed_and_a_restart_resumes_the_pointer() {
+        let l = lineup(None, 3);
+        let mut s = ChatState::default();
+        signal(&mut s, 1, 0);
+        turn(&mut s, &l, 1000, say("a"));
+        let t = s.begin_crew_turn(1001, "c", 2, &l).unwrap();
+        // Stored and read back (a restart): the same turn is recovered, same persona.
+        let stored = serde_json::to_value(&s).unwrap();
+        let mut s = crate::chat_state::load(Some(stored)).state;
+        let recovered = s.recover_turn(2000, false).unwrap();
+        assert_eq!(recovered.turn_id, t.turn_id);
+        s.end_turn(&t.turn_id);
+        let next = s.begin_crew_turn(2001, "c", 3, &l).unwrap();
+        assert_eq!(persona_of_turn(&next.turn_id), Some("moderator"));
+    }
+
+    #[test]
+    fn a_cycle_ended_by_a_cut_off_turn_starts_nothing_by_itself() {
+        let l = Lineup { names: vec!["solo".into()], moderator: None, max_rounds: 3 };
+        let mut s = ChatState::default();
+        signal(&mut s, 1, 0);
+        let t = s.begin_crew_turn(1000, "c", 1, &l).unwrap();
+        s.end_turn(&t.turn_id); // gone without an outcome
+        assert!(s.crew_continues());
+        assert_eq!(s.begin_crew_turn(2000, "c", 2, &l), None, "its failure ended the cycle (all failed)");
+        assert!(s.turn.is_none());
+        assert_eq!(s.apologies.len(), 1);
+        assert_eq!(s.due(3000, &T), Due::Nothing);
+    }
+
+    #[test]
+    fn the_history_shows_the_others_as_named_speakers() {
+        let bot = |seq, turn: &str| HistoryMessage {
+            seq,
+            message_id: Some(seq),
+            role: Role::Bot,
+            user_id: Some(1),
+            name: "Edge".into(),
+            username: Some("edge_bot".into()),
+            reply_to: None,
+            reply_info: None,
+            forwarded_from: None,
+            parts: vec![crate::conversation::Part::Text { text: "hi".into(), entities: vec![] }],
+            date: 0,
+            edited: false,
+            turn_id: Some(turn.into()),
+            answered_upto: Some(1),
+            media_group_id: None,
+            album_ids: vec![],
+        };
+        let msgs = vec![bot(2, "c/1-a~critic"), bot(3, "c/2-b~builder"), bot(4, "c/0-c")];
+        let names: BTreeMap<String, String> = [("critic".to_string(), "The Critic".to_string())].into();
+        let seen = as_seen_by(&msgs, "builder", &names, "Edge");
+        assert_eq!((seen[0].role, seen[0].name.as_str(), seen[0].user_id), (Role::User, "The Critic (crew)", None));
+        assert_eq!(seen[1], msgs[1], "its own message stays the model's");
+        assert_eq!(seen[2].name, "Edge (bot)");
+        let meta = crate::history::meta_line(&seen[0]);
+        assert!(meta.contains("name=\"The Critic (crew)\""), "{meta}");
+        // In the compact format the speaker's name does the same job; its own stays `bot`.
+        let lines = crate::history::compact_lines(&seen);
+        assert!(lines.lines().next().unwrap().contains("The Critic (crew)"), "{lines}");
+        assert!(lines.lines().nth(1).unwrap().starts_with("#3 bot: "), "{lines}");
+    }
+
+    #[test]
+    fn persona_files_and_the_crew_are_validated() {
+        let p = parse_persona("critic", "---\ndisplay_name: The Critic\nmoderator: true\nmodel: gemini-x\n---\nYou criticise.\n").unwrap();
+        assert_eq!((p.display_name.as_str(), p.moderator, p.model.as_deref(), p.prompt.as_str()), ("The Critic", true, Some("gemini-x"), "You criticise."));
+        assert_eq!(parse_persona("plain", "Just a prompt").unwrap().display_name, "Plain");
+        assert!(parse_persona("x", "---\ncolour: red\n---\n").unwrap_err().contains("colour"));
+        assert!(parse_persona("x", "---\nmoderator: maybe\n---\n").is_err());
+        assert!(parse_persona("Bad Name", "x").is_err());
+        let files: BTreeMap<String, String> = [("a".to_string(), "A".to_string())].into();
+        assert!(resolve(&["a".into(), "nope".into()], &files).unwrap_err().contains("prompts/personas/nope.md"));
+        assert!(resolve(&["a".into(), "a".into()], &files).is_err());
+        assert_eq!(prompt_of("---\nmodel: m\n---\nbody"), "body");
+        assert_eq!(prompt_of("no front matter"), "no front matter");
+        assert_eq!(token_secret_name("the-critic"), "CREW_BOT_TOKEN_THE_CRITIC");
+        assert!(speaks_in(5, None, &["*".into()]));
+        assert!(speaks_in(5, None, &["5".into()]));
+        assert!(!speaks_in(5, Some(false), &["*".into()]));
+        assert!(speaks_in(6, Some(true), &[]));
+        assert!(!speaks_in(6, None, &["5".into()]));
+    }
+
+    #[test]
+    fn usage_is_broken_down_by_persona() {
+        let cfg = crate::config::Config::from_vars(&BTreeMap::new());
+        let u = |model: &str, calls| crate::usage::ModelUsage { model: model.into(), calls, prompt_tokens: 1_000_000, ..Default::default() };
+        let text = usage_by_persona_text(&cfg, &[("critic".into(), u("gemini-3.6-flash", 2)), ("critic".into(), u("unknown", 1)), ("the_builder".into(), u("gemini-3.6-flash", 1))]);
+        assert!(text.contains("- critic: 3 calls, $1.5000"), "{text}");
+        assert!(text.contains("- the\\_builder: 1 calls"), "{text}");
+    }
+
+    #[test]
+    fn mentions_of_and_replies_to_the_crews_bots_ask_for_a_reply() {
+        let update = |text: &str, entities: serde_json::Value, reply_from: Option<i64>, chat_type: &str| {
+            let mut message = serde_json::json!({"message_id": 5, "date": 1, "chat": {"id": -100, "type": chat_type, "title": "g"},
+                "from": {"id": 9, "is_bot": false, "first_name": "Ann"}, "text": text, "entities": entities});
+            if let Some(id) = reply_from {
+                message["reply_to_message"] = serde_json::json!({"message_id": 4, "date": 1, "chat": {"id": -100, "type": chat_type}, "from": {"id": id, "is_bot": true, "first_name": "B"}, "text": "x"});
+            }
+            let body = serde_json::json!({"update_id": 1, "message": message}).to_string();
+            let u = crate::telegram::parse_update(body.as_bytes()).unwrap();
+            match crate::normalize::normalize(&u) {
+                crate::conversation::Inbound::Message(m) => m,
+                _ => panic!("not a message"),
+            }
+        };
+        let actors = vec![(777, "builder_bot".to_string())];
+        let t = "@builder_bot help";
+        let mention = serde_json::json!([{"type": "mention", "offset": 0, "length": 12}]);
+        assert_eq!(addressed_to_actor(&update(t, mention.clone(), None, "supergroup"), &actors), Some(Trigger::Mention));
+        assert_eq!(addressed_to_actor(&update("thanks", serde_json::json!([]), Some(777), "supergroup"), &actors), Some(Trigger::Reply));
+        assert_eq!(addressed_to_actor(&update("chatter", serde_json::json!([]), Some(5), "supergroup"), &actors), None);
+        assert_eq!(addressed_to_actor(&update(t, mention, None, "supergroup"), &[]), None);
+    }
+
+    #[test]
+    fn display_names_are_a_bold_first_line() {
+        let steps = with_display_name(say("hello").into_iter().chain(say("more")).collect(), "Bob_*");
+        assert!(matches!(&steps[0], Step::Send { text, .. } if text.starts_with("**Bob\\_\\***\nhello")), "{steps:?}");
+        assert!(matches!(&steps[1], Step::Send { text, .. } if text == "more"));
+    }
+}
