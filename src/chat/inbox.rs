@@ -12,7 +12,7 @@
 use super::{access, agent, commands, ChatObject, Inbox};
 use crate::config::{now_ms, Ctx};
 use crate::storage;
-use agent_core::chat_state::{Signal, SignalOutcome};
+use agent_core::chat_state::{ChatState, Signal, SignalOutcome};
 use agent_core::commands as core_commands;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::gating::Trigger;
@@ -66,19 +66,7 @@ impl ChatObject {
                 if let (core_commands::Command::Crew(Some(on)), true) = (&cmd, is_admin && !ctx.cfg.crew.is_empty()) {
                     self.set_crew(ctx, Some(*on)).await;
                 }
-                self.update(|st| {
-                    st.mark_seen(inbox.update_id);
-                    if is_new {
-                        // A new session: forget the burst and the plan of the old one.
-                        st.pending = None;
-                        st.plan = None;
-                        // ...and a crew cycle of the old session (crew mode) ends with it.
-                        if let Some(crew) = st.crew.as_mut() {
-                            crew.cycle = None;
-                        }
-                    }
-                })
-                .await;
+                self.update(|st| command_seen(st, inbox.update_id, is_new)).await;
                 commands::run(ctx, &conv, m, cmd).await;
                 if cancels {
                     self.refresh_schedules(ctx).await;
@@ -119,5 +107,18 @@ impl ChatObject {
             agent::record_step_outcome(ctx, turn_id, &calls, index, &StepOutcome::Cancelled).await;
         }
         let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some(format!("cancelled from step {from}")), now_ms()).await;
+    }
+}
+
+/// A command's update is seen; `/new` also starts over: the old session's burst, plan and crew
+/// cycle are forgotten.
+fn command_seen(st: &mut ChatState, update_id: i64, is_new: bool) {
+    st.mark_seen(update_id);
+    if is_new {
+        st.pending = None;
+        st.plan = None;
+        if let Some(crew) = st.crew.as_mut() {
+            crew.cycle = None;
+        }
     }
 }
