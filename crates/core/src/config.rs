@@ -102,6 +102,10 @@ pub struct Config {
     /// Let fetch_url reach loopback addresses (tests, local development only); other private
     /// addresses stay refused.
     pub fetch_allow_private: bool,
+    /// `METRICS_LOG`: log one `metrics` line per invocation with its D1 round trips and the
+    /// rows D1 reports read and written (for `npm run bench`; off by default, and then the
+    /// result meta is not even read).
+    pub metrics_log: bool,
     /// Pages fetch_url may fetch in one turn.
     pub max_fetches_per_turn: usize,
     /// `MEDIA_BYTES_PER_TURN`: bytes of photos, voice notes, documents... a turn sends to the
@@ -149,7 +153,7 @@ pub struct Config {
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 46] = [
+pub const VAR_NAMES: [&str; 47] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -196,6 +200,7 @@ pub const VAR_NAMES: [&str; 46] = [
     "SCHEDULE_MIN_REPEAT_MINUTES",
     "SCHEDULE_MAX_LATE_MINUTES",
     "SEARCH_PRICE_PER_1000",
+    "METRICS_LOG",
 ];
 
 impl Default for Config {
@@ -345,6 +350,7 @@ impl Config {
             role_prompts: list("ROLE_PROMPTS"),
             sticker_sets: list("STICKER_SETS"),
             fetch_allow_private: flag("FETCH_ALLOW_PRIVATE", false),
+            metrics_log: flag("METRICS_LOG", false),
             max_fetches_per_turn,
             media_bytes_per_turn,
             media_model: get("MEDIA_MODEL").unwrap_or_else(|| "gemini-3.5-flash-lite".into()),
