@@ -6,7 +6,14 @@
 // same wall time; the median over repetitions. That is all of workerd: the Worker's own JS and
 // wasm, the runtime, and miniflare's local D1 (SQLite and its JS), which on Cloudflare runs
 // elsewhere and is not billed to the Worker; so it is an upper bound of what the Free plan's
-// 10 ms counts. The Worker's own share is not separated here.
+// 10 ms counts.
+//
+// The Worker's own share (where `perf` works; CPU_PERF=0 skips it): workerd runs with V8's
+// --perf-basic-prof (JIT code named in /tmp/perf-<pid>.map) and `perf record -g` samples it
+// every 0.25 ms of CPU; a sample is the Worker's when the innermost JIT frame of its call chain
+// is the worker's wasm or its JS glue (index.js), not miniflare's scripts. Samples whose chain
+// holds no JIT frame (native code whose caller cannot be unwound) count as not the Worker's,
+// so the share is a lower bound; the Worker's own ms = that share of the window's CPU.
 //
 // Rows: the worker runs with METRICS_LOG, which logs one `metrics {...}` line per invocation
 // with the rows D1's result meta reports read and written; this script reads them from the
@@ -14,9 +21,13 @@
 import fs from "node:fs";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
+import { spawn, spawnSync } from "node:child_process";
 import { startStack, groupText, privateText, sleep, ROOT } from "../tests/support/stack.js";
 
 const REPS = Math.max(3, Number(process.env.CPU_REPS ?? 5));
+const PERF = process.env.CPU_PERF !== "0" && spawnSync("perf", ["--version"]).status === 0;
+if (PERF) process.env.MINIFLARE_WORKERD_V8_FLAGS = `${process.env.MINIFLARE_WORKERD_V8_FLAGS ?? ""} --perf-basic-prof --interpreted-frames-native-stack`.trim();
+const PERF_PERIOD_NS = 250_000;
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
@@ -25,6 +36,13 @@ const median = (xs) => {
 /** The workerd process that runs the worker: the harness starts two as children of this
  *  process (one of them only proxies); the one that compiled the wasm has used far more CPU. */
 function workerdPid() {
+  const found = workerdPids();
+  if (found.length === 0) throw new Error(`no workerd child of ${process.pid}`);
+  return found.sort((a, b) => cpu(b).ns - cpu(a).ns)[0];
+}
+
+/** The workerd processes started by this process. */
+function workerdPids() {
   const found = [];
   for (const d of fs.readdirSync("/proc")) {
     if (!/^\d+$/.test(d)) continue;
@@ -37,8 +55,7 @@ function workerdPid() {
       // the process ended meanwhile
     }
   }
-  if (found.length === 0) throw new Error(`no workerd child of ${process.pid}`);
-  return found.sort((a, b) => cpu(b).ns - cpu(a).ns)[0];
+  return found;
 }
 
 /** CPU nanoseconds of all of a process's threads (live ones: schedstat's first field), and the
@@ -61,8 +78,10 @@ class Bench {
   constructor(s) {
     this.s = s;
     this.pid = workerdPid();
+    this.workerdPids = workerdPids();
     this.seen = 0;
     this.idleNsPerMs = 0;
+    this.windows = [];
   }
   /** The `metrics` lines logged since the last call. */
   metrics() {
@@ -107,13 +126,59 @@ class Bench {
     this.metrics();
     const c0 = cpu(this.pid);
     const t0 = performance.now();
+    const m0 = process.hrtime.bigint();
     await action();
     await until();
     await this.quiet(settle);
     const c1 = cpu(this.pid);
     const wall = performance.now() - t0;
     const lines = this.metrics();
-    return { cpu_ms: (c1.ns - c0.ns - this.idleNsPerMs * wall) / 1e6, tick_ms: c1.tick_ms - c0.tick_ms, wall_ms: wall, lines };
+    const w = { cpu_ms: (c1.ns - c0.ns - this.idleNsPerMs * wall) / 1e6, tick_ms: c1.tick_ms - c0.tick_ms, wall_ms: wall, lines, mono: [m0, process.hrtime.bigint()] };
+    this.windows.push(w);
+    return w;
+  }
+  /** Starts sampling workerd with perf (when it works here). */
+  async startPerf(file) {
+    if (!PERF) return;
+    this.perfFile = file;
+    this.perf = spawn("perf", ["record", "-q", "-k", "CLOCK_MONOTONIC", "-e", "cpu-clock", "-c", String(PERF_PERIOD_NS), "-g", "-p", String(this.pid), "-o", file], { stdio: "ignore" });
+    await sleep(500);
+  }
+  /** Stops perf and gives every window measured meanwhile its `own_ms` (see the top). */
+  async attribute() {
+    if (!this.perf) return;
+    this.perf.kill("SIGINT");
+    await new Promise((r) => this.perf.on("exit", r));
+    const out = spawnSync("perf", ["script", "-i", this.perfFile, "-F", "time,ip,sym"], { maxBuffer: 1 << 30, encoding: "utf8" });
+    if (out.status !== 0) return;
+    const samples = []; // [time ns, own]
+    let cur = null;
+    const close = () => cur && samples.push([cur.t, cur.own ?? false]);
+    for (const line of out.stdout.split("\n")) {
+      const head = /^\s*(\d+)\.(\d+):/.exec(line);
+      if (head) {
+        close();
+        cur = { t: BigInt(head[1]) * 1_000_000_000n + BigInt(head[2].padEnd(9, "0")), own: null };
+        continue;
+      }
+      const frame = /^\s+[0-9a-f]+ (.*)$/.exec(line);
+      if (!frame || !cur || cur.own !== null) continue;
+      const sym = frame[1];
+      if (!sym.startsWith("JS:")) continue;
+      // The innermost JIT frame decides: the worker's glue, or a wasm function (named by
+      // Rust path with its tier, and no script of its own), or else miniflare's JS.
+      cur.own = / index\.js:/.test(sym) || (/-(liftoff|turbofan|maglev)$/.test(sym) && !/\.js:\d|miniflare:|node:/.test(sym)) || /^JS:wasm-/.test(sym);
+    }
+    close();
+    samples.sort((a, b) => (a[0] < b[0] ? -1 : 1));
+    for (const w of this.windows) {
+      const inside = samples.filter(([t]) => t >= w.mono[0] && t <= w.mono[1]);
+      const own = inside.filter(([, o]) => o).length;
+      w.own_share = inside.length ? own / inside.length : null;
+      w.own_ms = inside.length ? (own / inside.length) * w.cpu_ms : null;
+      w.sampled_ms = (inside.length * PERF_PERIOD_NS) / 1e6;
+    }
+    fs.rmSync(this.perfFile, { force: true });
   }
 }
 
@@ -133,6 +198,9 @@ function summary(windows, pred = () => true) {
     cpu_ms: median(windows.map((w) => w.cpu_ms)),
     cpu_ms_min: Math.min(...windows.map((w) => w.cpu_ms)),
     cpu_ms_max: Math.max(...windows.map((w) => w.cpu_ms)),
+    own_ms: windows.every((w) => w.own_ms != null) ? median(windows.map((w) => w.own_ms)) : null,
+    own_share: windows.every((w) => w.own_share != null) ? median(windows.map((w) => w.own_share)) : null,
+    sampled_ms: windows.every((w) => w.sampled_ms != null) ? median(windows.map((w) => w.sampled_ms)) : null,
     rows_read: median(windows.map((w) => sum(w.lines, "rows_read", pred))),
     rows_written: median(windows.map((w) => sum(w.lines, "rows_written", pred))),
     d1_round_trips: median(windows.map((w) => sum(w.lines, "d1_round_trips", pred))),
@@ -142,7 +210,8 @@ function summary(windows, pred = () => true) {
 }
 
 const recording = JSON.parse(fs.readFileSync(path.join(ROOT, "tests/fixtures/conversations/group_500.json"), "utf8"));
-const human = recording.messages.filter((m) => !m.bot && m.user_id);
+// CPU_REPLAY=n replays only the first n (a quick try while developing; the report says how many).
+const human = recording.messages.filter((m) => !m.bot && m.user_id).slice(0, Number(process.env.CPU_REPLAY ?? Infinity));
 
 /** The recorded conversation's people's messages into a group, one webhook at a time: each one
  *  is a group-chatter invocation (measured). Replies keep their reply_to when it is a person's. */
@@ -174,14 +243,15 @@ async function formatRun(format) {
     vars: { METRICS_LOG: "true", HISTORY_FORMAT: format, DEBOUNCE_MS: "400", DEBOUNCE_MAX_MS: "2000", USER_TURNS_PER_HOUR: "0", RETRY_BASE_MS: "1500" },
   });
   const b = new Bench(s);
-  const out = { format };
+  const out = { format, perf: PERF };
+  const later = []; // [key, windows, pred]: summarised once perf has attributed the samples
   try {
     await s.fetch("/health");
     out.idle_cpu_ms_per_s = await b.measureIdle();
+    await b.startPerf(path.join(ROOT, `.tmp/bench/perf-${format}.data`));
     const chat = -1001700000001 - (format === "compact" ? 1 : 0);
     const chatter = await replay(b, chat);
-    out.chatter = summary(chatter.slice(20)); // the first few warm the instance up
-    out.chatter.replayed_messages = human.length;
+    later.push(["chatter", chatter.slice(20)]); // the first few warm the instance up
 
     // Turns over the replayed history (name trigger), each asked by one of its people.
     const long = [];
@@ -189,9 +259,8 @@ async function formatRun(format) {
       const u = groupText(chat, 101 + (i % 6), `Edge, what do you make of all this? (${i})`, { name: "Alice" });
       long.push(await askAndAnswer(b, u, chat));
     }
-    out.group_ask_webhook = summary(long.map((r) => r.hook));
-    out.turn_500 = summary(long.map((r) => r.turn));
-    out.turn_500.history_messages = human.length;
+    later.push(["group_ask_webhook", long.map((r) => r.hook)]);
+    later.push(["turn_500", long.map((r) => r.turn)]);
 
     // Private chats with a short history: a first message warms the chat object up.
     const dm = [];
@@ -200,10 +269,10 @@ async function formatRun(format) {
       await askAndAnswer(b, privateText(uid, "hello there"), uid);
       dm.push(await askAndAnswer(b, privateText(uid, `and how are you? (${i})`), uid));
     }
-    out.dm_webhook = summary(dm.map((r) => r.hook));
-    out.dm_webhook_edge = summary(dm.map((r) => r.hook), (k) => k.startsWith("fetch"));
-    out.dm_object_inbox = summary(dm.map((r) => r.hook), (k) => k.startsWith("object"));
-    out.turn_short = summary(dm.map((r) => r.turn));
+    later.push(["dm_webhook", dm.map((r) => r.hook)]);
+    later.push(["dm_webhook_edge", dm.map((r) => r.hook), (k) => k.startsWith("fetch")]);
+    later.push(["dm_object_inbox", dm.map((r) => r.hook), (k) => k.startsWith("object")]);
+    later.push(["turn_short", dm.map((r) => r.turn)]);
 
     if (format === "structured") {
       // A turn retried through the queue: the model answers 503 once; measured from after the
@@ -217,7 +286,7 @@ async function formatRun(format) {
         await b.window(() => s.webhook(privateText(uid, `retry me (${i})`)), () => s.gemini.waitFor(() => s.gemini.calls(uid).some((r) => r.status === 503), 30_000, "the failed call"), 300);
         q.push(await b.window(async () => {}, () => s.tg.waitFor(() => s.tg.sent(uid).length > before, 60_000, "the retried reply"), 300));
       }
-      out.queue_turn_job = summary(q);
+      later.push(["queue_turn_job", q]);
 
       // The cron tick, then the consolidation jobs it queued (the replayed group and the chats).
       const cron = [];
@@ -229,11 +298,19 @@ async function formatRun(format) {
         // The tick returns once the jobs are queued; the consumer takes them within a second.
         jobs.push(await b.window(async () => {}, () => waitUntil(() => b.saw("queue"), 10_000, "the consolidation jobs"), 500));
       }
-      out.cron_tick = summary(cron);
-      out.consolidation_jobs = summary(jobs);
+      later.push(["cron_tick", cron]);
+      later.push(["consolidation_jobs", jobs]);
     }
+    await b.attribute();
+    for (const [key, windows, pred] of later) out[key] = summary(windows, pred);
+    out.chatter.replayed_messages = human.length;
+    out.turn_500.history_messages = human.length;
+    out.turn_500.recorded_bot_messages = recording.messages.filter((m) => m.bot).length;
   } finally {
+    b.perf?.kill("SIGINT");
     await s.close();
+    // V8's perf maps of this run's workerd processes (--perf-basic-prof writes them to /tmp).
+    for (const pid of b.workerdPids) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
   }
   return out;
 }

@@ -38,7 +38,8 @@ export function cpuSections(root) {
   const { reps, runs } = JSON.parse(fs.readFileSync(file, "utf8"));
   const st = runs.structured;
   const co = runs.compact;
-  const row = (name, x, note = "") => `| ${name} | ${range(x)} | ${x.reps} | ${x.invocations.map((k) => `\`${k.trim()}\``).join(", ")}${note} |`;
+  const own = (x) => (x.own_ms == null ? "not separated" : `${fmt(x.own_ms)} ms (${fmt(100 * x.own_share, 0)}%)`);
+  const row = (name, x) => `| ${name} | ${range(x)} | ${own(x)} | ${x.reps} | ${x.invocations.map((k) => `\`${k.trim()}\``).join(", ")} |`;
   const rows = (name, x) => `| ${name} | ${fmt(x.rows_read, 0)} | ${fmt(x.rows_written, 0)} | ${fmt(x.d1_round_trips, 0)} |`;
   const c = messageCosts(st);
   const day = Object.fromEntries(Object.entries(c).map(([k, v]) => [k, perDay(v.read, v.written, v.requests)]));
@@ -54,25 +55,31 @@ idle CPU over the same wall time (${fmt(st.idle_cpu_ms_per_s, 2)} ms per second 
 repetitions (range in brackets). Fake Telegram and Gemini answer at once; their CPU is not
 counted. This is **all of workerd**: the Worker's JS and wasm, the runtime, and miniflare's
 local D1 (SQLite and its JS), which on Cloudflare runs outside the Worker and is not billed to
-it; so it overstates what the Free plan's ${FREE.cpu_ms} ms counts. The Worker's own share is not
-separated here. On a machine shared with other work the figures are inflated and vary from run
-to run; compare runs on a quiet machine.
+it; so it overstates what the Free plan's ${FREE.cpu_ms} ms counts. ${st.perf ? `The Worker's own JS and wasm
+are separated with \`perf\`: workerd runs with V8's \`--perf-basic-prof\` and
+\`--interpreted-frames-native-stack\`, \`perf record -g\` samples it every 0.25 ms of CPU, and a sample
+is the Worker's when the innermost JIT frame of its call chain is the worker's wasm or its JS
+glue (\`index.js\`) rather than miniflare's scripts; samples with no JIT frame in their chain
+(native code whose caller could not be unwound) are not counted as the Worker's, so that column
+is a lower bound: its median share of each window times the window's CPU.` : "The Worker's own share is not separated in this run (`perf` was not available)."} On a machine
+shared with other work the figures are inflated and vary from run to run; compare runs on a
+quiet machine.
 
-| invocation | all workerd CPU, median (range) | repetitions | invocations in the window |
-|---|---|---|---|
-${row("group chatter webhook (the recorded conversation's 433 people's messages, replayed; the first 20 left out as warm-up)", st.chatter)}
+| invocation | all workerd CPU, median (range) | the Worker's own JS + wasm (share) | repetitions | invocations in the window |
+|---|---|---|---|---|
+${row(`group chatter webhook (the recorded conversation's ${st.chatter.replayed_messages} people's messages, replayed; the first 20 left out as warm-up)`, st.chatter)}
 ${row("DM webhook + chat-object hand-off (the webhook waits for `/inbox`)", st.dm_webhook)}
 ${row("group webhook asking for a reply + hand-off", st.group_ask_webhook)}
 ${row("turn, short history (a private chat's second message; the alarm runs the turn and sends the reply)", st.turn_short)}
-${row("turn, 433-message group history, `HISTORY_FORMAT=structured`", st.turn_500)}
-${row("turn, 433-message group history, `HISTORY_FORMAT=compact`", co.turn_500)}
+${row(`turn, ${st.turn_500.history_messages}-message group history, \`HISTORY_FORMAT=structured\``, st.turn_500)}
+${row(`turn, ${co.turn_500.history_messages}-message group history, \`HISTORY_FORMAT=compact\``, co.turn_500)}
 ${row("queue job: a turn retried through the queue (the consumer and the chat object's `/job`)", st.queue_turn_job)}
 ${row("cron tick (queues the consolidation jobs)", st.cron_tick)}
 ${row("consolidation jobs of one tick (queue consumer, a batch)", st.consolidation_jobs)}
 
 The long-history turns replay the people's messages of tests/fixtures/conversations/group_500.json
-through the webhook (the recording's 67 bot turns are not replayed: this bot did not make
-them), then ask the bot by name ${reps} times. Alarms that only re-arm later are not in these
+through the webhook (the recording's other ${st.turn_500.recorded_bot_messages} messages, the bot's, are not replayed: this bot
+did not make them), then ask the bot by name ${reps} times. Alarms that only re-arm later are not in these
 windows.
 
 ## D1 rows per message
@@ -89,8 +96,8 @@ ${rows("reply-asking private update: webhook", st.dm_webhook_edge)}
 ${rows("reply-asking private update: the chat object's `/inbox`", st.dm_object_inbox)}
 ${rows("turn, short history (alarm, with delivery)", st.turn_short)}
 ${rows("group update asking for a reply (webhook + `/inbox`)", st.group_ask_webhook)}
-${rows("turn, 433-message history, structured", st.turn_500)}
-${rows("turn, 433-message history, compact", co.turn_500)}
+${rows(`turn, ${st.turn_500.history_messages}-message history, structured`, st.turn_500)}
+${rows(`turn, ${co.turn_500.history_messages}-message history, compact`, co.turn_500)}
 ${rows("turn retried through the queue", st.queue_turn_job)}
 ${rows("cron tick", st.cron_tick)}
 
@@ -102,7 +109,7 @@ the chat object's requests and alarms are Durable Object requests, not counted h
 |---|---|---|
 | group chatter only (${fmt(c.chatter.read, 0)} read, ${fmt(c.chatter.written, 0)} written each) | ${int(day.chatter.n)} | ${day.chatter.by} |
 | private messages, each answered (short history; ${fmt(c.dm.read, 0)} read, ${fmt(c.dm.written, 0)} written each) | ${int(day.dm.n)} | ${day.dm.by} |
-| group messages each answered over a 433-message history (${fmt(c.group500.read, 0)} read, ${fmt(c.group500.written, 0)} written each) | ${int(day.group500.n)} | ${day.group500.by} |
+| group messages each answered over a ${st.turn_500.history_messages}-message history (${fmt(c.group500.read, 0)} read, ${fmt(c.group500.written, 0)} written each) | ${int(day.group500.n)} | ${day.group500.by} |
 | a lively group: 9 in 10 messages chatter, 1 in 10 answered over the long history | ${int(mix.n)} | ${mix.by} |
 `;
 }
