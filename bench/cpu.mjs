@@ -26,7 +26,7 @@ import { startStack, groupText, privateText, sleep, ROOT } from "../tests/suppor
 
 const REPS = Math.max(3, Number(process.env.CPU_REPS ?? 5));
 const PERF = process.env.CPU_PERF !== "0" && spawnSync("perf", ["--version"]).status === 0;
-if (PERF) process.env.MINIFLARE_WORKERD_V8_FLAGS = `${process.env.MINIFLARE_WORKERD_V8_FLAGS ?? ""} --perf-basic-prof --interpreted-frames-native-stack`.trim();
+if (PERF) process.env.MINIFLARE_WORKERD_V8_FLAGS = `${process.env.MINIFLARE_WORKERD_V8_FLAGS ?? ""} --perf-basic-prof --interpreted-frames-native-stack --logfile=/dev/null --no-logfile-per-isolate`.trim(); // the map is all perf needs: no V8 log files in the working directory
 const PERF_PERIOD_NS = 250_000;
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
