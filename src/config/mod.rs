@@ -126,9 +126,10 @@ impl Ctx {
     }
 
     /// With `METRICS_LOG` set, a guard that logs this invocation's metrics line when it goes
-    /// out of scope (hold it for the whole handler: `let _metrics = ctx.metrics(..)`).
-    pub fn metrics(&self, kind: &str, detail: &str) -> Option<Metrics> {
-        self.meter.counts_rows().then(|| Metrics { meter: self.meter.clone(), kind: format!("{kind} {detail}") })
+    /// out of scope (hold it for the whole handler: `let _metrics = ctx.metrics(..)`). `kind`
+    /// is only called when the setting is on.
+    pub fn metrics(&self, kind: impl FnOnce() -> String) -> Option<Metrics> {
+        self.meter.counts_rows().then(|| Metrics { meter: self.meter.clone(), kind: kind() })
     }
 
     /// False once the plan step this context runs was cancelled (see `step_guard`).
