@@ -235,7 +235,21 @@ async function askAndAnswer(b, update, chat) {
   const before = b.s.tg.sent(chat).length;
   const hook = await b.window(() => b.s.webhook(update), async () => {}, 60);
   const turn = await b.window(async () => {}, () => b.s.tg.waitFor(() => b.s.tg.sent(chat).length > before, 60_000, "the reply"), 300);
-  return { hook, turn };
+  // On a loaded machine the debounce alarm can fire before the webhook's window closed: such
+  // a repetition measured the two together and is done again.
+  const alarm = (w) => w.lines.some((l) => l.kind.startsWith("alarm"));
+  return { hook, turn, clean: !alarm(hook) && alarm(turn) };
+}
+
+/** Runs `rep(i)` until REPS of its results are clean (at most 3 × REPS tries). */
+async function clean(rep, discarded) {
+  const out = [];
+  for (let i = 0; out.length < REPS && i < 3 * REPS; i++) {
+    const r = await rep(i);
+    if (r.clean) out.push(r);
+    else discarded.n++;
+  }
+  return out;
 }
 
 async function formatRun(format) {
@@ -254,21 +268,18 @@ async function formatRun(format) {
     later.push(["chatter", chatter.slice(20)]); // the first few warm the instance up
 
     // Turns over the replayed history (name trigger), each asked by one of its people.
-    const long = [];
-    for (let i = 0; i < REPS; i++) {
-      const u = groupText(chat, 101 + (i % 6), `Edge, what do you make of all this? (${i})`, { name: "Alice" });
-      long.push(await askAndAnswer(b, u, chat));
-    }
+    const discarded = { n: 0 };
+    const long = await clean((i) => askAndAnswer(b, groupText(chat, 101 + (i % 6), `Edge, what do you make of all this? (${i})`, { name: "Alice" }), chat), discarded);
     later.push(["group_ask_webhook", long.map((r) => r.hook)]);
     later.push(["turn_500", long.map((r) => r.turn)]);
 
     // Private chats with a short history: a first message warms the chat object up.
-    const dm = [];
-    for (let i = 0; i < REPS; i++) {
+    const dm = await clean(async (i) => {
       const uid = 88_000_000 + i * 11 + (format === "compact" ? 1 : 0);
       await askAndAnswer(b, privateText(uid, "hello there"), uid);
-      dm.push(await askAndAnswer(b, privateText(uid, `and how are you? (${i})`), uid));
-    }
+      return askAndAnswer(b, privateText(uid, `and how are you? (${i})`), uid);
+    }, discarded);
+    out.discarded_repetitions = discarded;
     later.push(["dm_webhook", dm.map((r) => r.hook)]);
     later.push(["dm_webhook_edge", dm.map((r) => r.hook), (k) => k.startsWith("fetch")]);
     later.push(["dm_object_inbox", dm.map((r) => r.hook), (k) => k.startsWith("object")]);
