@@ -39,8 +39,8 @@ export function cpuSections(root) {
   const st = runs.structured;
   const co = runs.compact;
   const own = (x) => (x.own_ms == null ? "not separated" : `${fmt(x.own_ms)} ms (${fmt(100 * x.own_share, 0)}%)`);
-  const row = (name, x) => `| ${name} | ${range(x)} | ${own(x)} | ${x.reps} | ${x.invocations.map((k) => `\`${k.trim()}\``).join(", ")} |`;
-  const rows = (name, x) => `| ${name} | ${fmt(x.rows_read, 0)} | ${fmt(x.rows_written, 0)} | ${fmt(x.d1_round_trips, 0)} |`;
+  const row = (name, x) => (x == null ? `| ${name} | not measured in this run | | 0 | |` : `| ${name} | ${range(x)} | ${own(x)} | ${x.reps} | ${x.invocations.map((k) => `\`${k.trim()}\``).join(", ")} |`);
+  const rows = (name, x) => x == null ? `| ${name} | not measured in this run | | |` : `| ${name} | ${fmt(x.rows_read, 0)} | ${fmt(x.rows_written, 0)} | ${fmt(x.d1_round_trips, 0)} |`;
   const c = messageCosts(st);
   const day = Object.fromEntries(Object.entries(c).map(([k, v]) => [k, perDay(v.read, v.written, v.requests)]));
   // A day of a group where one message in ten asks for a reply (over the long history).
