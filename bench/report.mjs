@@ -5,6 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { cacheSection } from "./report-cache.mjs";
+import { cpuSections } from "./report-cpu.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const worker = JSON.parse(fs.readFileSync(path.join(root, ".tmp/bench/worker.json"), "utf8"));
@@ -144,5 +145,5 @@ which both formats carry.
 | the same, compact | ${fmt(core.compact.median_ms, 3)} ms |
 | render and split a 20,000-character Markdown answer | ${fmt(core.split.median_ms, 3)} ms |
 `;
-fs.writeFileSync(path.join(root, "BENCHMARKS.md"), md);
-console.log(md);
+fs.writeFileSync(path.join(root, "BENCHMARKS.md"), md + cpuSections(root));
+console.log(md + cpuSections(root));

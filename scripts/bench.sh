@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the benchmarks and writes BENCHMARKS.md: core speed (criterion), prompt sizes, and the
-# worker under local workerd (webhook latency and throughput, bursts, subrequests, size).
+# worker under local workerd (webhook latency and throughput, bursts, subrequests, size; CPU per
+# invocation and D1 rows per message).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -13,4 +14,6 @@ bash scripts/bundle.sh
 node bench/worker.mjs > .tmp/bench/worker.json
 echo "== model cost (implicit cache replay)" >&2
 node bench/cache.mjs > .tmp/bench/cache.json
+echo "== CPU per invocation, D1 rows per message" >&2
+node bench/cpu.mjs
 node bench/report.mjs

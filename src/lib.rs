@@ -42,6 +42,7 @@ fn start() {
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let ctx = Ctx::new(env);
     let path = req.path();
+    let _metrics = ctx.metrics(|| format!("fetch {path}"));
     let result = match (req.method(), path.as_str()) {
         (Method::Post, "/telegram/webhook") => ingress::webhook::handle(req, &ctx).await,
         (Method::Get, "/health") | (Method::Get, "/") => Response::from_json(&serde_json::json!({
@@ -63,6 +64,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 #[event(queue)]
 async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) -> Result<()> {
     let ctx = Ctx::new(env);
+    let _metrics = ctx.metrics(|| format!("queue {}", batch.queue()));
     if let Err(e) = background::queue::consume(batch, &ctx).await {
         worker::console_error!("queue batch failed: {e}");
     }
@@ -72,5 +74,6 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) 
 #[event(scheduled)]
 async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     let ctx = Ctx::new(env);
+    let _metrics = ctx.metrics(|| format!("cron {}", event.cron()));
     background::cron::run(&ctx, &event.cron()).await;
 }

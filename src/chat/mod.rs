@@ -124,6 +124,7 @@ impl DurableObject for ChatObject {
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let ctx = Ctx::new(self.env.clone());
+        let _metrics = ctx.metrics(|| format!("object {}", req.path()));
         self.load().await?;
         let url = req.url()?;
         if let Some(conv) = url.query_pairs().find(|(k, _)| k == "conv").and_then(|(_, v)| ConvKey::parse(&v)) {
@@ -175,6 +176,7 @@ impl DurableObject for ChatObject {
 
     async fn alarm(&self) -> Result<Response> {
         let ctx = Ctx::new(self.env.clone());
+        let _metrics = ctx.metrics(|| "alarm".into());
         self.load().await?; // an alarm that fails is retried by the platform
         self.on_alarm(&ctx).await;
         Response::ok("ok")

@@ -25,7 +25,8 @@ pub const SUBREQUEST_BUDGET: u32 = 35;
 
 /// Counts subrequests (D1 round trips, fetches, queue sends, Durable Object calls) of one
 /// invocation, to keep each inside the platform's limits and to report them; and, among them,
-/// D1 round trips and statements.
+/// D1 round trips and statements. With `METRICS_LOG` set it also sums the rows D1 reports
+/// read and written (see [`Metrics`]); otherwise D1's result meta is never read.
 #[derive(Clone, Default)]
 pub struct Meter(Rc<MeterCounts>);
 
@@ -34,9 +35,25 @@ pub struct MeterCounts {
     subrequests: Cell<u32>,
     d1_round_trips: Cell<u32>,
     d1_statements: Cell<u32>,
+    rows_on: bool,
+    rows_read: Cell<u64>,
+    rows_written: Cell<u64>,
 }
 
 impl Meter {
+    /// A meter that also sums D1 rows when `rows` is true.
+    pub fn new(rows: bool) -> Self {
+        Meter(Rc::new(MeterCounts { rows_on: rows, ..Default::default() }))
+    }
+    /// Whether D1 rows are summed (`METRICS_LOG`).
+    pub fn counts_rows(&self) -> bool {
+        self.0.rows_on
+    }
+    /// Rows one D1 statement read and wrote, as its result meta reports them.
+    pub fn d1_rows(&self, read: u64, written: u64) {
+        self.0.rows_read.set(self.0.rows_read.get() + read);
+        self.0.rows_written.set(self.0.rows_written.get() + written);
+    }
     pub fn add(&self, n: u32) {
         self.0.subrequests.set(self.0.subrequests.get() + n);
     }
@@ -54,6 +71,32 @@ impl Meter {
     }
     pub fn d1_statements(&self) -> u32 {
         self.0.d1_statements.get()
+    }
+}
+
+/// Logs one `metrics {...}` line when dropped (at the end of an invocation, early returns
+/// included) if the meter counts rows: the invocation's kind, D1 round trips, statements and
+/// rows read and written, and subrequests. `npm run bench` reads these lines; no values of
+/// the request are in them.
+pub struct Metrics {
+    meter: Meter,
+    kind: String,
+}
+
+impl Drop for Metrics {
+    fn drop(&mut self) {
+        let m = &self.meter.0;
+        worker::console_log!(
+            "metrics {}",
+            serde_json::json!({
+                "kind": self.kind,
+                "subrequests": m.subrequests.get(),
+                "d1_round_trips": m.d1_round_trips.get(),
+                "d1_statements": m.d1_statements.get(),
+                "rows_read": m.rows_read.get(),
+                "rows_written": m.rows_written.get(),
+            })
+        );
     }
 }
 
@@ -75,14 +118,22 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn new(env: Env) -> Self {
+        let cfg = config_from_env(&env);
         Ctx {
-            cfg: Rc::new(config_from_env(&env)),
+            meter: Meter::new(cfg.metrics_log),
+            cfg: Rc::new(cfg),
             secrets: Rc::new(Secrets::from_env(&env)),
-            meter: Meter::default(),
             step_guard: None,
             speaker_token: None,
             env,
         }
+    }
+
+    /// With `METRICS_LOG` set, a guard that logs this invocation's metrics line when it goes
+    /// out of scope (hold it for the whole handler: `let _metrics = ctx.metrics(..)`). `kind`
+    /// is only called when the setting is on.
+    pub fn metrics(&self, kind: impl FnOnce() -> String) -> Option<Metrics> {
+        self.meter.counts_rows().then(|| Metrics { meter: self.meter.clone(), kind: kind() })
     }
 
     /// False once the plan step this context runs was cancelled (see `step_guard`).
@@ -101,7 +152,7 @@ impl Ctx {
 
     /// The same context with a fresh subrequest meter: each queue message is its own budget.
     pub fn with_fresh_meter(&self) -> Ctx {
-        Ctx { meter: Meter::default(), ..self.clone() }
+        Ctx { meter: Meter::new(self.meter.counts_rows()), ..self.clone() }
     }
 }
 

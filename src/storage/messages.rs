@@ -43,13 +43,15 @@ const UPSERT_EDITED_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, messag
      ON CONFLICT (chat_id, message_id) DO UPDATE SET parts = excluded.parts, text = excluded.text,
        edited_at = excluded.edited_at";
 const SELECT_ACCESS: &str = "SELECT access FROM users WHERE user_id = ?1";
-/// A reaction is an event in the conversation of the message it is on.
+/// A reaction is an event in the conversation of the message it is on, with no message id of
+/// its own: a redelivery is found by its update id among such rows (the partial index
+/// `messages_by_update`, migration 0016, holds only them).
 const INSERT_REACTION: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
        parts, text, date, update_id, excluded)
      SELECT COALESCE((SELECT conv FROM messages WHERE chat_id = ?1 AND message_id = ?2), ?3), ?1, NULL, 'event',
        ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10,
        CASE (SELECT access FROM users WHERE user_id = ?4) WHEN 'allowed' THEN ?12 WHEN 'blocked' THEN ?13 ELSE ?11 END
-     WHERE NOT EXISTS (SELECT 1 FROM messages WHERE update_id = ?10)";
+     WHERE NOT EXISTS (SELECT 1 FROM messages WHERE update_id = ?10 AND message_id IS NULL)";
 const REACTION_TARGET: &str = "SELECT m.conv AS conv,
        (SELECT b.message_id FROM messages b WHERE b.conv = m.conv AND b.role = 'bot' AND b.message_id IS NOT NULL
         ORDER BY b.seq DESC LIMIT 1) AS last_bot_message_id

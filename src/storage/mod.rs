@@ -139,12 +139,16 @@ impl Db {
             return Ok(Vec::new());
         }
         self.meter.d1(statements.len() as u32);
-        self.db.batch(statements).await
+        let results = self.db.batch(statements).await?;
+        results.iter().for_each(|r| self.count_rows(r));
+        Ok(results)
     }
 
     pub async fn all<T: DeserializeOwned>(&self, sql: &str, args: Vec<Arg>) -> Result<Vec<T>> {
         self.meter.d1(1);
-        self.stmt(sql, args)?.all().await?.results()
+        let r = self.stmt(sql, args)?.all().await?;
+        self.count_rows(&r);
+        r.results()
     }
 
     pub async fn first<T: DeserializeOwned>(&self, sql: &str, args: Vec<Arg>) -> Result<Option<T>> {
@@ -156,7 +160,18 @@ impl Db {
     pub async fn run(&self, sql: &str, args: Vec<Arg>) -> Result<usize> {
         self.meter.d1(1);
         let r = self.stmt(sql, args)?.run().await?;
+        self.count_rows(&r);
         Ok(r.meta()?.and_then(|m| m.changes).unwrap_or(0))
+    }
+
+    /// Adds a result's rows read and written to the meter, only when it counts them
+    /// (`METRICS_LOG`): reading the meta costs a JS round trip per statement.
+    fn count_rows(&self, r: &D1Result) {
+        if self.meter.counts_rows() {
+            if let Ok(Some(m)) = r.meta() {
+                self.meter.d1_rows(m.rows_read.unwrap_or(0) as u64, m.rows_written.unwrap_or(0) as u64);
+            }
+        }
     }
 }
 

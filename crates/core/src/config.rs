@@ -109,6 +109,10 @@ pub struct Config {
     /// Let fetch_url reach loopback addresses (tests, local development only); other private
     /// addresses stay refused.
     pub fetch_allow_private: bool,
+    /// `METRICS_LOG`: log one `metrics` line per invocation with its D1 round trips and the
+    /// rows D1 reports read and written (for `npm run bench`; off by default, and then the
+    /// result meta is not even read).
+    pub metrics_log: bool,
     /// Pages fetch_url may fetch in one turn.
     pub max_fetches_per_turn: usize,
     /// `MEDIA_BYTES_PER_TURN`: bytes of photos, voice notes, documents... a turn sends to the
@@ -161,7 +165,7 @@ pub struct Config {
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 51] = [
+pub const VAR_NAMES: [&str; 52] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -213,6 +217,7 @@ pub const VAR_NAMES: [&str; 51] = [
     "CREW",
     "CREW_CHATS",
     "CREW_MAX_ROUNDS",
+    "METRICS_LOG",
 ];
 
 impl Default for Config {
@@ -368,6 +373,7 @@ impl Config {
             role_prompts: list("ROLE_PROMPTS"),
             sticker_sets: list("STICKER_SETS"),
             fetch_allow_private: flag("FETCH_ALLOW_PRIVATE", false),
+            metrics_log: flag("METRICS_LOG", false),
             max_fetches_per_turn,
             media_bytes_per_turn,
             media_model: get("MEDIA_MODEL").unwrap_or_else(|| "gemini-3.5-flash-lite".into()),

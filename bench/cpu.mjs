@@ -1,0 +1,336 @@
+// CPU per invocation and D1 rows per message, under local workerd (issue 17, sections 2 and 3).
+// Writes .tmp/bench/cpu.json (read by bench/report-cpu.mjs for BENCHMARKS.md).
+//
+// CPU: the workerd process's CPU time, read from /proc/<pid>/task/*/schedstat (nanoseconds
+// per thread) before and after one invocation at a time, minus the process's idle CPU over the
+// same wall time; the median over repetitions. That is all of workerd: the Worker's own JS and
+// wasm, the runtime, and miniflare's local D1 (SQLite and its JS), which on Cloudflare runs
+// elsewhere and is not billed to the Worker; so it is an upper bound of what the Free plan's
+// 10 ms counts.
+//
+// The Worker's own share (where `perf` works; CPU_PERF=0 skips it): workerd runs with V8's
+// --perf-basic-prof (JIT code named in /tmp/perf-<pid>.map) and `perf record -g` samples it
+// every 0.25 ms of CPU; a sample is the Worker's when the innermost JIT frame of its call chain
+// is the worker's wasm or its JS glue (index.js), not miniflare's scripts. Samples whose chain
+// holds no JIT frame (native code whose caller cannot be unwound) count as not the Worker's,
+// so the share is a lower bound; the Worker's own ms = that share of the window's CPU.
+//
+// Rows: the worker runs with METRICS_LOG, which logs one `metrics {...}` line per invocation
+// with the rows D1's result meta reports read and written; this script reads them from the
+// harness's logs.
+import fs from "node:fs";
+import path from "node:path";
+import { performance } from "node:perf_hooks";
+import { spawn, spawnSync } from "node:child_process";
+import { startStack, groupText, privateText, sleep, ROOT } from "../tests/support/stack.js";
+
+const REPS = Math.max(3, Number(process.env.CPU_REPS ?? 5));
+const PERF = process.env.CPU_PERF !== "0" && spawnSync("perf", ["--version"]).status === 0;
+if (PERF) process.env.MINIFLARE_WORKERD_V8_FLAGS = `${process.env.MINIFLARE_WORKERD_V8_FLAGS ?? ""} --perf-basic-prof --interpreted-frames-native-stack --logfile=/dev/null --no-logfile-per-isolate`.trim(); // the map is all perf needs: no V8 log files in the working directory
+const PERF_PERIOD_NS = 250_000;
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+/** The workerd process that runs the worker: the harness starts two as children of this
+ *  process (one of them only proxies); the one that compiled the wasm has used far more CPU. */
+function workerdPid() {
+  const found = workerdPids();
+  if (found.length === 0) throw new Error(`no workerd child of ${process.pid}`);
+  return found.sort((a, b) => cpu(b).ns - cpu(a).ns)[0];
+}
+
+/** The workerd processes started by this process. */
+function workerdPids() {
+  const found = [];
+  for (const d of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
+      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (comm.startsWith("workerd") && ppid === process.pid) found.push(Number(d));
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return found;
+}
+
+/** CPU nanoseconds of all of a process's threads (live ones: schedstat's first field), and the
+ *  process's own utime + stime in ms (clock ticks, which include ended threads) as a check. */
+function cpu(pid) {
+  let ns = 0;
+  for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(fs.readFileSync(`/proc/${pid}/task/${t}/schedstat`, "utf8").split(" ")[0]);
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return { ns, tick_ms: (Number(f[11]) + Number(f[12])) * 10 };
+}
+
+class Bench {
+  constructor(s) {
+    this.s = s;
+    this.pid = workerdPid();
+    this.workerdPids = workerdPids();
+    this.seen = 0;
+    this.idleNsPerMs = 0;
+    this.windows = [];
+  }
+  /** The `metrics` lines logged since the last call. */
+  metrics() {
+    const logs = this.s.logs();
+    const fresh = logs.slice(this.seen);
+    this.seen = logs.length;
+    return fresh.map((l) => String(l.message ?? l)).filter((m) => m.startsWith("metrics ")).map((m) => JSON.parse(m.slice(8)));
+  }
+  /** Whether a metrics line of an invocation whose kind starts with `kind` is in the logs
+   *  since the last `metrics()` call (without consuming them). */
+  saw(kind) {
+    return this.s.logs().slice(this.seen).map((l) => String(l.message ?? l)).some((m) => m.startsWith("metrics ") && JSON.parse(m.slice(8)).kind.startsWith(kind));
+  }
+  activity() {
+    return this.s.logs().length + this.s.gemini.requests.length + this.s.tg.requests.length;
+  }
+  /** Waits until nothing has happened (logs, model or Telegram calls) for `ms`. */
+  async quiet(ms = 250) {
+    let last = this.activity();
+    let since = performance.now();
+    while (performance.now() - since < ms) {
+      await sleep(20);
+      const now = this.activity();
+      if (now !== last) {
+        last = now;
+        since = performance.now();
+      }
+    }
+  }
+  async measureIdle(ms = 3000) {
+    await this.quiet();
+    const c0 = cpu(this.pid).ns;
+    const t0 = performance.now();
+    await sleep(ms);
+    this.idleNsPerMs = (cpu(this.pid).ns - c0) / (performance.now() - t0);
+    return this.idleNsPerMs * 1000 / 1e6; // ms of CPU per second idle
+  }
+  /** Runs `action` once everything is quiet, waits for `until` and quiet again, and returns the
+   *  CPU in ms (idle subtracted) with the invocations' metrics lines. */
+  async window(action, until = async () => {}, settle = 150) {
+    await this.quiet();
+    this.metrics();
+    const c0 = cpu(this.pid);
+    const t0 = performance.now();
+    const m0 = process.hrtime.bigint();
+    await action();
+    await until();
+    await this.quiet(settle);
+    const c1 = cpu(this.pid);
+    const wall = performance.now() - t0;
+    const lines = this.metrics();
+    const w = { cpu_ms: (c1.ns - c0.ns - this.idleNsPerMs * wall) / 1e6, tick_ms: c1.tick_ms - c0.tick_ms, wall_ms: wall, lines, mono: [m0, process.hrtime.bigint()] };
+    this.windows.push(w);
+    return w;
+  }
+  /** Starts sampling workerd with perf (when it works here). */
+  async startPerf(file) {
+    if (!PERF) return;
+    this.perfFile = file;
+    this.perf = spawn("perf", ["record", "-q", "-k", "CLOCK_MONOTONIC", "-e", "cpu-clock", "-c", String(PERF_PERIOD_NS), "-g", "-p", String(this.pid), "-o", file], { stdio: "ignore" });
+    await sleep(500);
+  }
+  /** Stops perf and gives every window measured meanwhile its `own_ms` (see the top). */
+  async attribute() {
+    if (!this.perf) return;
+    this.perf.kill("SIGINT");
+    await new Promise((r) => this.perf.on("exit", r));
+    const out = spawnSync("perf", ["script", "-i", this.perfFile, "-F", "time,ip,sym"], { maxBuffer: 1 << 30, encoding: "utf8" });
+    if (out.status !== 0) return;
+    const samples = []; // [time ns, own]
+    let cur = null;
+    const close = () => cur && samples.push([cur.t, cur.own ?? false]);
+    for (const line of out.stdout.split("\n")) {
+      const head = /^\s*(\d+)\.(\d+):/.exec(line);
+      if (head) {
+        close();
+        cur = { t: BigInt(head[1]) * 1_000_000_000n + BigInt(head[2].padEnd(9, "0")), own: null };
+        continue;
+      }
+      const frame = /^\s+[0-9a-f]+ (.*)$/.exec(line);
+      if (!frame || !cur || cur.own !== null) continue;
+      const sym = frame[1];
+      if (!sym.startsWith("JS:")) continue;
+      // The innermost JIT frame decides: the worker's glue, or a wasm function (named by
+      // Rust path with its tier, and no script of its own), or else miniflare's JS.
+      cur.own = / index\.js:/.test(sym) || (/-(liftoff|turbofan|maglev)$/.test(sym) && !/\.js:\d|miniflare:|node:/.test(sym)) || /^JS:wasm-/.test(sym);
+    }
+    close();
+    samples.sort((a, b) => (a[0] < b[0] ? -1 : 1));
+    for (const w of this.windows) {
+      const inside = samples.filter(([t]) => t >= w.mono[0] && t <= w.mono[1]);
+      const own = inside.filter(([, o]) => o).length;
+      w.own_share = inside.length ? own / inside.length : null;
+      w.own_ms = inside.length ? (own / inside.length) * w.cpu_ms : null;
+      w.sampled_ms = (inside.length * PERF_PERIOD_NS) / 1e6;
+    }
+    fs.rmSync(this.perfFile, { force: true });
+  }
+}
+
+async function waitUntil(check, ms, what) {
+  const end = performance.now() + ms;
+  while (!check()) {
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+const sum = (lines, key, pred = () => true) => lines.filter((l) => pred(l.kind)).reduce((n, l) => n + l[key], 0);
+const kinds = (lines) => [...new Set(lines.map((l) => l.kind))].sort();
+/** Median CPU, and rows read/written per repetition (median), of a list of windows. */
+function summary(windows, pred = () => true) {
+  if (windows.length === 0) return null;
+  return {
+    reps: windows.length,
+    cpu_ms: median(windows.map((w) => w.cpu_ms)),
+    cpu_ms_min: Math.min(...windows.map((w) => w.cpu_ms)),
+    cpu_ms_max: Math.max(...windows.map((w) => w.cpu_ms)),
+    own_ms: windows.every((w) => w.own_ms != null) ? median(windows.map((w) => w.own_ms)) : null,
+    own_share: windows.every((w) => w.own_share != null) ? median(windows.map((w) => w.own_share)) : null,
+    sampled_ms: windows.every((w) => w.sampled_ms != null) ? median(windows.map((w) => w.sampled_ms)) : null,
+    rows_read: median(windows.map((w) => sum(w.lines, "rows_read", pred))),
+    rows_written: median(windows.map((w) => sum(w.lines, "rows_written", pred))),
+    d1_round_trips: median(windows.map((w) => sum(w.lines, "d1_round_trips", pred))),
+    invocations: kinds(windows.flatMap((w) => w.lines)),
+    invocations_per_rep: median(windows.map((w) => w.lines.filter((l) => pred(l.kind)).length)),
+  };
+}
+
+const recording = JSON.parse(fs.readFileSync(path.join(ROOT, "tests/fixtures/conversations/group_500.json"), "utf8"));
+// CPU_REPLAY=n replays only the first n (a quick try while developing; the report says how many).
+const human = recording.messages.filter((m) => !m.bot && m.user_id).slice(0, Number(process.env.CPU_REPLAY ?? Infinity));
+
+/** The recorded conversation's people's messages into a group, one webhook at a time: each one
+ *  is a group-chatter invocation (measured). Replies keep their reply_to when it is a person's. */
+async function replay(b, chat) {
+  const sent = new Map();
+  const windows = [];
+  for (const m of human) {
+    const u = groupText(chat, m.user_id, m.text || "(photo)", { name: m.name });
+    u.message.from.username = m.username ?? undefined;
+    const to = m.reply_to && sent.get(m.reply_to);
+    if (to) u.message.reply_to_message = to;
+    sent.set(m.message_id, u.message);
+    windows.push(await b.window(() => b.s.webhook(u), async () => {}, 60));
+  }
+  return windows;
+}
+
+/** One message that asks for a reply: the webhook with its hand-off to the chat object, then
+ *  everything until the reply is sent (the turn's alarm, which also delivers). */
+async function askAndAnswer(b, update, chat) {
+  const before = b.s.tg.sent(chat).length;
+  const hook = await b.window(() => b.s.webhook(update), async () => {}, 60);
+  const turn = await b.window(async () => {}, () => b.s.tg.waitFor(() => b.s.tg.sent(chat).length > before, 60_000, "the reply"), 300);
+  // On a loaded machine the debounce alarm can fire before the webhook's window closed: such
+  // a repetition measured the two together and is done again.
+  const alarm = (w) => w.lines.some((l) => l.kind.startsWith("alarm"));
+  return { hook, turn, clean: !alarm(hook) && alarm(turn) };
+}
+
+/** Runs `rep(i)` until REPS of its results are clean (at most 3 × REPS tries). */
+async function clean(rep, discarded) {
+  const out = [];
+  for (let i = 0; out.length < REPS && i < 3 * REPS; i++) {
+    const r = await rep(i);
+    if (r.clean) out.push(r);
+    else discarded.n++;
+  }
+  return out;
+}
+
+async function formatRun(format) {
+  const s = await startStack({
+    vars: { METRICS_LOG: "true", HISTORY_FORMAT: format, DEBOUNCE_MS: "400", DEBOUNCE_MAX_MS: "2000", USER_TURNS_PER_HOUR: "0", RETRY_BASE_MS: "1500" },
+  });
+  const b = new Bench(s);
+  const out = { format, perf: PERF };
+  const later = []; // [key, windows, pred]: summarised once perf has attributed the samples
+  try {
+    await s.fetch("/health");
+    out.idle_cpu_ms_per_s = await b.measureIdle();
+    await b.startPerf(path.join(ROOT, `.tmp/bench/perf-${format}.data`));
+    const chat = -1001700000001 - (format === "compact" ? 1 : 0);
+    const chatter = await replay(b, chat);
+    later.push(["chatter", chatter.slice(20)]); // the first few warm the instance up
+
+    // Turns over the replayed history (name trigger), each asked by one of its people.
+    const discarded = { n: 0 };
+    const long = await clean((i) => askAndAnswer(b, groupText(chat, 101 + (i % 6), `Edge, what do you make of all this? (${i})`, { name: "Alice" }), chat), discarded);
+    later.push(["group_ask_webhook", long.map((r) => r.hook)]);
+    later.push(["turn_500", long.map((r) => r.turn)]);
+
+    // Private chats with a short history: a first message warms the chat object up.
+    const dm = await clean(async (i) => {
+      const uid = 88_000_000 + i * 11 + (format === "compact" ? 1 : 0);
+      await askAndAnswer(b, privateText(uid, "hello there"), uid);
+      return askAndAnswer(b, privateText(uid, `and how are you? (${i})`), uid);
+    }, discarded);
+    out.discarded_repetitions = discarded;
+    later.push(["dm_webhook", dm.map((r) => r.hook)]);
+    later.push(["dm_webhook_edge", dm.map((r) => r.hook), (k) => k.startsWith("fetch")]);
+    later.push(["dm_object_inbox", dm.map((r) => r.hook), (k) => k.startsWith("object")]);
+    later.push(["turn_short", dm.map((r) => r.turn)]);
+
+    if (format === "structured") {
+      // A turn retried through the queue: the model answers 503 once; measured from after the
+      // failed alarm to the reply (the consumer's invocation and the chat object's /job).
+      const q = [];
+      for (let i = 0; i < REPS; i++) {
+        const uid = 88_100_000 + i * 13;
+        await askAndAnswer(b, privateText(uid, "hello"), uid);
+        s.gemini.script(uid, [{ status: 503 }]);
+        const before = s.tg.sent(uid).length;
+        await b.window(() => s.webhook(privateText(uid, `retry me (${i})`)), () => s.gemini.waitFor(() => s.gemini.calls(uid).some((r) => r.status === 503), 30_000, "the failed call"), 300);
+        q.push(await b.window(async () => {}, () => s.tg.waitFor(() => s.tg.sent(uid).length > before, 60_000, "the retried reply"), 300));
+      }
+      later.push(["queue_turn_job", q]);
+
+      // The cron tick, then the consolidation jobs it queued (the replayed group and the chats).
+      const cron = [];
+      const jobs = [];
+      for (let i = 0; i < REPS; i++) {
+        // New messages, so the next tick has something to consolidate (40 needed per chat).
+        if (i > 0) for (const m of human.slice(0, 45)) await s.webhook(groupText(chat, m.user_id, m.text || "(photo)", { name: m.name }));
+        cron.push(await b.window(() => s.scheduled(), async () => {}, 20));
+        // The tick returns once the jobs are queued; the consumer takes them within a second.
+        jobs.push(await b.window(async () => {}, () => waitUntil(() => b.saw("queue"), 10_000, "the consolidation jobs").catch(() => {}), 500));
+      }
+      // On a loaded machine the consumer may start inside the tick's window: such windows are
+      // left out of both (a window without the consumer's invocation is no job's either).
+      const hasQueue = (w) => w.lines.some((l) => l.kind.startsWith("queue"));
+      later.push(["cron_tick", cron.filter((w) => !hasQueue(w))]);
+      later.push(["consolidation_jobs", jobs.filter(hasQueue)]);
+    }
+    await b.attribute();
+    for (const [key, windows, pred] of later) out[key] = summary(windows, pred);
+    out.chatter.replayed_messages = human.length;
+    out.turn_500.history_messages = human.length;
+    out.turn_500.recorded_bot_messages = recording.messages.filter((m) => m.bot).length;
+  } finally {
+    b.perf?.kill("SIGINT");
+    await s.close();
+    // V8's perf maps of this run's workerd processes (--perf-basic-prof writes them to /tmp).
+    for (const pid of b.workerdPids) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
+  }
+  return out;
+}
+
+const runs = {};
+for (const format of ["structured", "compact"]) runs[format] = await formatRun(format);
+fs.mkdirSync(path.join(ROOT, ".tmp/bench"), { recursive: true });
+fs.writeFileSync(path.join(ROOT, ".tmp/bench/cpu.json"), JSON.stringify({ reps: REPS, runs }, null, 1));

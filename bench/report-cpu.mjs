@@ -1,0 +1,115 @@
+// The "CPU per invocation" and "D1 rows per message" sections of BENCHMARKS.md, from
+// .tmp/bench/cpu.json (written by bench/cpu.mjs); empty when that file is missing.
+import fs from "node:fs";
+import path from "node:path";
+
+const FREE = { rows_read: 5_000_000, rows_written: 100_000, requests: 100_000, cpu_ms: 10 };
+
+const fmt = (n, d = 1) => n.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d });
+const int = (n) => Math.floor(n).toLocaleString("en-US");
+const range = (x) => `${fmt(x.cpu_ms)} ms (${fmt(x.cpu_ms_min)}–${fmt(x.cpu_ms_max)})`;
+
+/** Messages a day the Free plan's D1 and request limits allow, for a message costing `rows`
+ *  and `requests` Worker requests; and which limit binds. */
+export function perDay(read, written, requests) {
+  const limits = [
+    ["rows read", read > 0 ? FREE.rows_read / read : Infinity],
+    ["rows written", written > 0 ? FREE.rows_written / written : Infinity],
+    ["requests", requests > 0 ? FREE.requests / requests : Infinity],
+  ];
+  const [by, n] = limits.reduce((a, b) => (b[1] < a[1] ? b : a));
+  return { n, by };
+}
+
+/** What one message costs in D1 rows: a chatter update, and a reply-asking update with the turn
+ *  that answers it (short history, and a 500-message group history). */
+export function messageCosts(st) {
+  const ask = (hook, turn) => ({ read: hook.rows_read + turn.rows_read, written: hook.rows_written + turn.rows_written });
+  return {
+    chatter: { read: st.chatter.rows_read, written: st.chatter.rows_written, requests: 1 },
+    dm: { ...ask(st.dm_webhook, st.turn_short), requests: 1 },
+    group500: { ...ask(st.group_ask_webhook, st.turn_500), requests: 1 },
+  };
+}
+
+export function cpuSections(root) {
+  const file = path.join(root, ".tmp/bench/cpu.json");
+  if (!fs.existsSync(file)) return "";
+  const { reps, runs } = JSON.parse(fs.readFileSync(file, "utf8"));
+  const st = runs.structured;
+  const co = runs.compact;
+  const own = (x) => (x.own_ms == null ? "not separated" : `${fmt(x.own_ms)} ms (${fmt(100 * x.own_share, 0)}%)`);
+  const row = (name, x) => (x == null ? `| ${name} | not measured in this run | | 0 | |` : `| ${name} | ${range(x)} | ${own(x)} | ${x.reps} | ${x.invocations.map((k) => `\`${k.trim()}\``).join(", ")} |`);
+  const rows = (name, x) => x == null ? `| ${name} | not measured in this run | | |` : `| ${name} | ${fmt(x.rows_read, 0)} | ${fmt(x.rows_written, 0)} | ${fmt(x.d1_round_trips, 0)} |`;
+  const c = messageCosts(st);
+  const day = Object.fromEntries(Object.entries(c).map(([k, v]) => [k, perDay(v.read, v.written, v.requests)]));
+  // A day of a group where one message in ten asks for a reply (over the long history).
+  const mix = perDay(0.9 * c.chatter.read + 0.1 * c.group500.read, 0.9 * c.chatter.written + 0.1 * c.group500.written, 1);
+  return `
+## CPU per invocation
+
+\`node bench/cpu.mjs\` (run by \`npm run bench\`): the CPU time of the workerd process that
+runs the worker, read from \`/proc/<pid>/task/*/schedstat\` (nanoseconds, every thread) before
+and after one invocation at a time, with nothing else running in the harness, minus workerd's
+idle CPU over the same wall time (${fmt(st.idle_cpu_ms_per_s, 2)} ms per second here); the median over the
+repetitions (range in brackets). Fake Telegram and Gemini answer at once; their CPU is not
+counted. This is **all of workerd**: the Worker's JS and wasm, the runtime, and miniflare's
+local D1 (SQLite and its JS), which on Cloudflare runs outside the Worker and is not billed to
+it; so it overstates what the Free plan's ${FREE.cpu_ms} ms counts. ${st.perf ? `The Worker's own JS and wasm
+are separated with \`perf\`: workerd runs with V8's \`--perf-basic-prof\` and
+\`--interpreted-frames-native-stack\`, \`perf record -g\` samples it every 0.25 ms of CPU, and a sample
+is the Worker's when the innermost JIT frame of its call chain is the worker's wasm or its JS
+glue (\`index.js\`) rather than miniflare's scripts; samples with no JIT frame in their chain
+(native code whose caller could not be unwound) are not counted as the Worker's, so that column
+is a lower bound: its median share of each window times the window's CPU.` : "The Worker's own share is not separated in this run (`perf` was not available)."} On a machine
+shared with other work the figures are inflated and vary from run to run; compare runs on a
+quiet machine.
+
+| invocation | all workerd CPU, median (range) | the Worker's own JS + wasm (share) | repetitions | invocations in the window |
+|---|---|---|---|---|
+${row(`group chatter webhook (the recorded conversation's ${st.chatter.replayed_messages} people's messages, replayed; the first 20 left out as warm-up)`, st.chatter)}
+${row("DM webhook + chat-object hand-off (the webhook waits for `/inbox`)", st.dm_webhook)}
+${row("group webhook asking for a reply + hand-off", st.group_ask_webhook)}
+${row("turn, short history (a private chat's second message; the alarm runs the turn and sends the reply)", st.turn_short)}
+${row(`turn, ${st.turn_500.history_messages}-message group history, \`HISTORY_FORMAT=structured\``, st.turn_500)}
+${row(`turn, ${co.turn_500.history_messages}-message group history, \`HISTORY_FORMAT=compact\``, co.turn_500)}
+${row("queue job: a turn retried through the queue (the consumer and the chat object's `/job`)", st.queue_turn_job)}
+${row("cron tick (queues the consolidation jobs)", st.cron_tick)}
+${row("consolidation jobs of one tick (queue consumer, a batch)", st.consolidation_jobs)}
+
+The long-history turns replay the people's messages of tests/fixtures/conversations/group_500.json
+through the webhook (the recording's other ${st.turn_500.recorded_bot_messages} messages, the bot's, are not replayed: this bot
+did not make them), then ask the bot by name ${reps} times. Alarms that only re-arm later are not in these
+windows.
+
+## D1 rows per message
+
+Rows read and written as D1's result meta reports them (\`rows_read\`, \`rows_written\`; D1
+counts every index entry written as a row), summed by the storage layer over every statement
+of an invocation and logged once per invocation when \`METRICS_LOG\` is set (bench/cpu.mjs
+reads those lines). Medians over the same runs as above.
+
+| per | rows read | rows written | D1 round trips |
+|---|---|---|---|
+${rows("group chatter update", st.chatter)}
+${rows("reply-asking private update: webhook", st.dm_webhook_edge)}
+${rows("reply-asking private update: the chat object's `/inbox`", st.dm_object_inbox)}
+${rows("turn, short history (alarm, with delivery)", st.turn_short)}
+${rows("group update asking for a reply (webhook + `/inbox`)", st.group_ask_webhook)}
+${rows(`turn, ${st.turn_500.history_messages}-message history, structured`, st.turn_500)}
+${rows(`turn, ${co.turn_500.history_messages}-message history, compact`, co.turn_500)}
+${rows("turn retried through the queue", st.queue_turn_job)}
+${rows("cron tick", st.cron_tick)}
+
+What the Free plan's daily limits (${int(FREE.rows_read)} rows read, ${int(FREE.rows_written)} rows written,
+${int(FREE.requests)} Worker requests) allow, from these figures (each update is one Worker request;
+the chat object's requests and alarms are Durable Object requests, not counted here):
+
+| a day of | messages a day | bound by |
+|---|---|---|
+| group chatter only (${fmt(c.chatter.read, 0)} read, ${fmt(c.chatter.written, 0)} written each) | ${int(day.chatter.n)} | ${day.chatter.by} |
+| private messages, each answered (short history; ${fmt(c.dm.read, 0)} read, ${fmt(c.dm.written, 0)} written each) | ${int(day.dm.n)} | ${day.dm.by} |
+| group messages each answered over a ${st.turn_500.history_messages}-message history (${fmt(c.group500.read, 0)} read, ${fmt(c.group500.written, 0)} written each) | ${int(day.group500.n)} | ${day.group500.by} |
+| a lively group: 9 in 10 messages chatter, 1 in 10 answered over the long history | ${int(mix.n)} | ${mix.by} |
+`;
+}

@@ -1,0 +1,61 @@
+// METRICS_LOG: one `metrics` line per invocation with its D1 round trips and the rows D1
+// reports read and written (what `npm run bench` reads), carrying no value of the request; and
+// what section 3 of issue 17 cut: an update from a known sender in a known chat rewrites
+// neither, and a message writes no index entry for its update id (only reactions need it).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { startStack, groupText, reaction, uniqueId, sleep } from "../support/stack.js";
+
+let s;
+before(async () => {
+  s = await startStack({ vars: { METRICS_LOG: "true" } });
+});
+after(async () => {
+  await s?.close();
+});
+
+/** The metrics lines logged after `from` (an index into the logs). */
+const metricsSince = (from) =>
+  s.logs().slice(from).map((l) => String(l.message ?? l)).filter((m) => m.startsWith("metrics ")).map((m) => ({ raw: m, ...JSON.parse(m.slice(8)) }));
+
+async function chatter(chat, uid, text) {
+  const from = s.logs().length;
+  const r = await s.webhook(groupText(chat, uid, text, { name: "Dora" }));
+  assert.equal(r.status, 200);
+  await sleep(100);
+  const lines = metricsSince(from).filter((l) => l.kind === "fetch /telegram/webhook");
+  assert.equal(lines.length, 1, "one metrics line for the webhook's invocation");
+  return lines[0];
+}
+
+test("each webhook logs one metrics line with its D1 rows, and no value of the update", async () => {
+  const chat = -1000000000000 - uniqueId();
+  const uid = uniqueId();
+  const first = await chatter(chat, uid, "a secret-looking sentence about pancakes");
+  assert.equal(first.d1_round_trips, 1);
+  assert.ok(first.rows_written > 0 && first.rows_read > 0, first.raw);
+  assert.doesNotMatch(first.raw, /pancakes|Dora/);
+
+  // The same sender in the same chat: the chat and the user are not rewritten, and the message
+  // writes its row, three index entries, the AUTOINCREMENT counter and the conversation's
+  // pointer, plus the update's row and index entry (no index entry by update id).
+  const second = await chatter(chat, uid, "more about pancakes");
+  assert.ok(second.rows_written < first.rows_written, `${second.rows_written} < ${first.rows_written}`);
+  assert.ok(second.rows_written <= 8, second.raw);
+});
+
+test("a redelivered reaction is still recorded once (the reactions' partial index)", async () => {
+  const chat = -1000000000000 - uniqueId();
+  const uid = uniqueId();
+  const m = groupText(chat, uid, "react to me");
+  await s.webhook(m);
+  const r = reaction(chat, uniqueId(), m.message.message_id, "👍");
+  await s.webhook(r);
+  // The same update again, as Telegram redelivers it.
+  await s.webhook(r);
+  await sleep(200);
+  const events = await s.sql("SELECT COUNT(*) AS n FROM messages WHERE chat_id = ? AND role = 'event' AND update_id = ?", chat, r.update_id);
+  assert.equal(events[0].n, 1);
+  const plan = await s.sql("EXPLAIN QUERY PLAN SELECT 1 FROM messages WHERE update_id = ? AND message_id IS NULL", r.update_id);
+  assert.ok(plan.some((p) => /messages_by_update/.test(p.detail)), JSON.stringify(plan));
+});
