@@ -106,8 +106,8 @@ the photo they answer.
 | a turn with a 1 MB photo, webhook to reply (5 runs; fake Gemini answers in 300 ms) | p50 ${fmt(w.media.one_mb_photo_turn_ms.p50, 0)} ms, max ${fmt(w.media.one_mb_photo_turn_ms.max, 0)} ms | |
 | subrequests of that turn | ${w.media.one_mb_photo_subrequests} | < 50 |
 
-The CPU time of that turn is not measured here: the local runtime does not report a worker's
-CPU time (issue 17 is about the Free plan's CPU limit).
+The CPU time of turns is measured separately, one invocation at a time ("CPU per invocation"
+below).
 
 ## Answer speed
 
