@@ -23,6 +23,7 @@ import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { spawn, spawnSync } from "node:child_process";
 import { startStack, groupText, privateText, sleep, ROOT } from "../tests/support/stack.js";
+import { embedText } from "../tests/support/fake-gemini.js";
 
 const REPS = Math.max(3, Number(process.env.CPU_REPS ?? 5));
 const PERF = process.env.CPU_PERF !== "0" && spawnSync("perf", ["--version"]).status === 0;
@@ -330,7 +331,53 @@ async function formatRun(format) {
   return out;
 }
 
+/** A stored vector as the worker writes it (core::memory::vector): `q8:` and base64, no padding,
+ * of a little-endian f32 scale and one signed byte per component. */
+function q8(v) {
+  const scale = v.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
+  const bytes = Buffer.alloc(4 + v.length);
+  bytes.writeFloatLE(scale, 0);
+  v.forEach((x, i) => bytes.writeInt8(scale > 0 ? Math.round((x / scale) * 127) : 0, 4 + i));
+  return `q8:${bytes.toString("base64").replace(/=+$/, "")}`;
+}
+
+/** Turns with EMBEDDINGS_MODEL set over a chat with 300 stored memories that have embeddings
+ * (recall reads up to 300): the query is embedded and every vector compared, every turn. */
+async function embeddingsRun() {
+  const s = await startStack({ vars: { METRICS_LOG: "true", EMBEDDINGS_MODEL: "gemini-embedding-001", DEBOUNCE_MS: "400", DEBOUNCE_MAX_MS: "2000", USER_TURNS_PER_HOUR: "0" } });
+  const b = new Bench(s);
+  const out = { perf: PERF };
+  try {
+    await s.fetch("/health");
+    out.idle_cpu_ms_per_s = await b.measureIdle();
+    await b.startPerf(path.join(ROOT, ".tmp/bench/perf-embeddings.data"));
+    const discarded = { n: 0 };
+    const turns = await clean(async (i) => {
+      const uid = 88_200_000 + i * 17;
+      const stmts = [];
+      for (let k = 0; k < 300; k++) {
+        const text = `memory ${k}: likes topic ${k % 37} and the colour ${["red", "green", "blue"][k % 3]}`;
+        stmts.push(s.env.DB.prepare("INSERT INTO memories (kind, chat_id, conv, value, embedding, created_at, updated_at) VALUES ('episode', ?, ?, ?, ?, 0, 0)").bind(uid, String(uid), text, q8(embedText(text, 768))));
+      }
+      for (let k = 0; k < stmts.length; k += 100) await s.env.DB.batch(stmts.slice(k, k + 100));
+      await askAndAnswer(b, privateText(uid, "hello there"), uid);
+      return askAndAnswer(b, privateText(uid, `which colour do I like? (${i})`), uid);
+    }, discarded);
+    await b.attribute();
+    out.turn_embeddings = summary(turns.map((r) => r.turn));
+    out.discarded_repetitions = discarded;
+  } finally {
+    b.perf?.kill("SIGINT");
+    await s.close();
+    for (const pid of b.workerdPids) fs.rmSync(`/tmp/perf-${pid}.map`, { force: true });
+  }
+  return out;
+}
+
+// CPU_RUNS (development only) picks runs: structured, compact, embeddings.
+const picked = (process.env.CPU_RUNS ?? "structured,compact,embeddings").split(",");
 const runs = {};
-for (const format of ["structured", "compact"]) runs[format] = await formatRun(format);
+for (const format of ["structured", "compact"]) if (picked.includes(format)) runs[format] = await formatRun(format);
+if (picked.includes("embeddings")) runs.embeddings = await embeddingsRun();
 fs.mkdirSync(path.join(ROOT, ".tmp/bench"), { recursive: true });
 fs.writeFileSync(path.join(ROOT, ".tmp/bench/cpu.json"), JSON.stringify({ reps: REPS, runs }, null, 1));

@@ -73,7 +73,7 @@ ${row("group webhook asking for a reply + hand-off", st.group_ask_webhook)}
 ${row("turn, short history (a private chat's second message; the alarm runs the turn and sends the reply)", st.turn_short)}
 ${row(`turn, ${st.turn_500.history_messages}-message group history, \`HISTORY_FORMAT=structured\``, st.turn_500)}
 ${row(`turn, ${co.turn_500.history_messages}-message group history, \`HISTORY_FORMAT=compact\``, co.turn_500)}
-${row("queue job: a turn retried through the queue (the consumer and the chat object's `/job`)", st.queue_turn_job)}
+${runs.embeddings ? row("turn, short history, with `EMBEDDINGS_MODEL` and 300 stored memories with embeddings (the query embedded, every vector read and compared)", runs.embeddings.turn_embeddings) + "\n" : ""}${row("queue job: a turn retried through the queue (the consumer and the chat object's `/job`)", st.queue_turn_job)}
 ${row("cron tick (queues the consolidation jobs)", st.cron_tick)}
 ${row("consolidation jobs of one tick (queue consumer, a batch)", st.consolidation_jobs)}
 
