@@ -4,8 +4,9 @@
 //! pieces merged are the same response `generateContent` gives, so the turn goes on unchanged.
 //!
 //! Invariant: an error answer (not 200) is read and classified exactly like `generateContent`'s;
-//! a stream the network cuts, or a piece that does not parse, is a network error (the turn
-//! retries), never a half answer.
+//! a stream the network cuts, a piece that does not parse, or a stream over
+//! `core::stream::MAX_STREAM_BYTES` is a network error (the turn retries), never a half answer.
+//! An error answer's body is read up to `fetch::MAX_BODY_BYTES`.
 
 use super::gemini::{GeminiClient, TIMEOUT};
 use super::net;
@@ -35,14 +36,17 @@ impl GeminiClient {
             let status = resp.status_code();
             if status != 200 {
                 let retry_after = resp.headers().get("retry-after").ok().flatten();
-                let text = resp.text().await.map_err(|e| e.to_string())?;
-                return Ok(Err(parse_error(status, &text, retry_after.as_deref())));
+                let (bytes, _) = net::read_capped(&mut resp, agent_core::fetch::MAX_BODY_BYTES).await?;
+                return Ok(Err(parse_error(status, &String::from_utf8_lossy(&bytes), retry_after.as_deref())));
             }
             let mut decoder = SseDecoder::default();
             let mut chunks = Vec::new();
             let mut stream = resp.stream().map_err(|e| e.to_string())?;
             while let Some(bytes) = stream.next().await {
                 let events = decoder.push(&bytes.map_err(|e| e.to_string())?);
+                if decoder.too_long() {
+                    return Err(format!("the streamed answer is over {} bytes", agent_core::stream::MAX_STREAM_BYTES));
+                }
                 if take(&mut chunks, events)? {
                     sink.chunk(&chunks).await;
                 }

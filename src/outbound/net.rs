@@ -83,7 +83,7 @@ pub async fn send(
 }
 
 /// Reads at most `max` bytes of a body; the rest is not read. Whether it was cut.
-async fn read_capped(resp: &mut worker::Response, max: usize) -> Result<(Vec<u8>, bool), String> {
+pub(super) async fn read_capped(resp: &mut worker::Response, max: usize) -> Result<(Vec<u8>, bool), String> {
     let mut bytes: Vec<u8> = Vec::new();
     if !matches!(resp.body(), ResponseBody::Stream(_)) {
         bytes = resp.bytes().await.map_err(|e| e.to_string())?;

@@ -17,15 +17,26 @@ use crate::gemini::{Candidate, Content, GenerateContentResponse, Part};
 /// turn (50 on the free plan, shared with D1, the model, tools and the plan's first steps).
 pub const MAX_DRAFTS_PER_TURN: u32 = 12;
 
+/// Bytes a streamed answer may take in all: a model's answer (its output capped by
+/// `MAX_OUTPUT_TOKENS`) is far smaller; a stream past it is cut off as a failed call.
+pub const MAX_STREAM_BYTES: usize = 4 * 1024 * 1024;
+
 /// Splits an SSE byte stream into the `data` payloads of its events.
 #[derive(Debug, Default)]
 pub struct SseDecoder {
     buf: Vec<u8>,
+    total: usize,
 }
 
 impl SseDecoder {
+    /// Whether the stream so far is over [`MAX_STREAM_BYTES`] (the caller stops reading).
+    pub fn too_long(&self) -> bool {
+        self.total > MAX_STREAM_BYTES
+    }
+
     /// Takes the next bytes; returns the data of every event they completed.
     pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
+        self.total += bytes.len();
         self.buf.extend_from_slice(bytes);
         let mut out = Vec::new();
         while let Some((end, sep)) = find_blank_line(&self.buf) {
@@ -214,6 +225,18 @@ mod tests {
 
     fn chunk(json: &str) -> GenerateContentResponse {
         parse_chunk(json).unwrap()
+    }
+
+    #[test]
+    fn a_stream_over_the_cap_is_too_long() {
+        let mut d = SseDecoder::default();
+        let piece = vec![b'x'; 1024 * 1024];
+        for _ in 0..4 {
+            assert!(d.push(&piece).is_empty());
+            assert!(!d.too_long());
+        }
+        d.push(b"x");
+        assert!(d.too_long());
     }
 
     #[test]
