@@ -41,7 +41,7 @@ const SELECT_SUMMARY: &str = "SELECT summary, until_seq FROM summaries WHERE con
 fn people_memories_sql(scope: &Predicate) -> String {
     format!(
         "SELECT {MEMORY_COLUMNS} FROM memories
-         WHERE superseded_by IS NULL AND kind != 'episode' AND (kind != 'commitment' OR status = 'open')
+         WHERE superseded_by IS NULL AND kind IN ('fact', 'alias', 'commitment') AND (kind != 'commitment' OR status = 'open')
            AND (about_user_id IN (SELECT value FROM json_each(?1)) OR about_user_id IS NULL)
            AND {}
          ORDER BY confidence DESC, updated_at DESC LIMIT 40",
@@ -71,6 +71,8 @@ pub fn recall_statements(db: &Db, conv: &str, scope: &Scope, people: &[i64], fts
         db.stmt(&people_memories_sql(&on_people), with_scope(args![people_json], &on_people))?,
     ];
     if let Some(q) = fts {
+        // Matched within the scope's chats and people (migration 0017), not every chat's.
+        let q = agent_core::memory::in_content(&q, scope.memories_fts());
         let on_m = scope.memories("m", 2);
         stmts.push(db.stmt(&relevant_memories_sql(&on_m), with_scope(args![q], &on_m))?);
     }
@@ -123,6 +125,7 @@ pub async fn search(db: &Db, scope: &Scope, chat_id: i64, fts: &str, terms: &[St
         content: String,
     }
     let limit = limit.clamp(1, 50);
+    let fts = agent_core::memory::in_content(fts, None);
     let on_m = scope.memories("m", 3);
     let on_n = scope.notes("n", 3 + on_m.binds.len());
     let sql = format!(

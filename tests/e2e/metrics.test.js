@@ -4,7 +4,8 @@
 // neither, and a message writes no index entry for its update id (only reactions need it).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, groupText, reaction, uniqueId, sleep } from "../support/stack.js";
+import { startStack, groupText, privateText, reaction, uniqueId, sleep } from "../support/stack.js";
+import { promptText } from "../support/prompt.js";
 
 let s;
 before(async () => {
@@ -58,4 +59,39 @@ test("a redelivered reaction is still recorded once (the reactions' partial inde
   assert.equal(events[0].n, 1);
   const plan = await s.sql("EXPLAIN QUERY PLAN SELECT 1 FROM messages WHERE update_id = ? AND message_id IS NULL", r.update_id);
   assert.ok(plan.some((p) => /messages_by_update/.test(p.detail)), JSON.stringify(plan));
+});
+
+test("a turn's recall reads its own chat's matches, not every chat's (memory_fts scope, 0017)", async () => {
+  const uid = uniqueId();
+  // 400 memories in 4 other chats, each matching the words the person asks with.
+  const others = [];
+  for (let c = 0; c < 4; c++) {
+    const chat = c % 2 ? uniqueId() : -1000000000000 - uniqueId();
+    for (let k = 0; k < 100; k++) {
+      others.push(s.env.DB.prepare("INSERT INTO memories (kind, chat_id, conv, value, created_at, updated_at) VALUES ('episode', ?, ?, ?, 0, 0)").bind(chat, String(chat), `the marmalade recipe, version ${k}`));
+    }
+  }
+  for (let k = 0; k < others.length; k += 100) await s.env.DB.batch(others.slice(k, k + 100));
+  // The chat's own episode: only the full-text match recalls an episode.
+  await s.sql("INSERT INTO memories (kind, chat_id, conv, value, created_at, updated_at) VALUES ('episode', ?, ?, 'the marmalade recipe uses bitter oranges', 0, 0)", uid, String(uid));
+
+  const from = s.logs().length;
+  await s.webhook(privateText(uid, "what was in the marmalade recipe?"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length > 0, 30_000, "the reply");
+  await sleep(300);
+  assert.match(promptText(s.gemini.calls(uid).at(-1)), /bitter oranges/, "the chat's own episode is recalled");
+  assert.doesNotMatch(promptText(s.gemini.calls(uid).at(-1)), /version \d+/, "no other chat's memory");
+  const turn = metricsSince(from).filter((l) => l.kind.startsWith("alarm"));
+  const read = turn.reduce((n, l) => n + l.rows_read, 0);
+  // Matching every chat's index rows read 400 and more; within the chat's scope, a few.
+  assert.ok(read < 150, `the turn read ${read} rows: ${turn.map((l) => l.raw).join("\n")}`);
+
+  // The index follows a memory's change and removal (its rows are keyed by the memory's id).
+  const [{ id }] = await s.sql("SELECT id FROM memories WHERE chat_id = ? AND kind = 'episode'", uid);
+  await s.sql("UPDATE memories SET value = 'the marmalade recipe uses blood oranges' WHERE id = ?", id);
+  const match = (q) => s.sql("SELECT ref FROM memory_fts WHERE memory_fts MATCH ?", q);
+  assert.deepEqual((await match(`scope : "c${uid}" AND content : "blood"`)).map((r) => r.ref), [`m${id}`]);
+  assert.deepEqual(await match(`scope : "c${uid}" AND content : "bitter"`), []);
+  await s.sql("DELETE FROM memories WHERE id = ?", id);
+  assert.deepEqual(await match(`scope : "c${uid}"`), []);
 });

@@ -147,6 +147,26 @@ impl Scope {
         b.done(sql)
     }
 
+    /// An FTS5 filter over `memory_fts.scope` (migration 0017) that every memory row
+    /// [`Scope::memories`] accepts matches: a narrowing for full-text queries, so that D1 reads
+    /// the matches of this scope's chats and people rather than of every chat. It decides
+    /// nothing: the predicate still does. `None` when the scope spans every chat.
+    pub fn memories_fts(&self) -> Option<String> {
+        let tokens: Vec<String> = match self {
+            Scope::Chat { chat_id, .. } | Scope::Own { chat_id, .. } | Scope::Erase { chat_id, .. } => {
+                // What the chat sees: learned there, or (a fact) about its private person; an
+                // `Erase` in that private chat also takes everything about the person.
+                std::iter::once(fts_chat_token(Some(*chat_id))).chain(private_user(*chat_id).map(fts_user_token)).collect()
+            }
+            Scope::LearnedIn { chat_id } => vec![fts_chat_token(Some(*chat_id))],
+            Scope::Operator { chat_id: Some(c), .. } => vec![fts_chat_token(Some(*c))],
+            Scope::Operator { chat_id: None, about_user_id: Some(u) } => vec![fts_user_token(*u)],
+            Scope::Operator { chat_id: None, about_user_id: None } => return None,
+        };
+        let quoted: Vec<String> = tokens.iter().map(|t| format!("\"{t}\"")).collect();
+        Some(format!("scope : ({})", quoted.join(" OR ")))
+    }
+
     /// The predicate over rows of `notes` (as `alias`, or bare columns when empty).
     pub fn notes(&self, alias: &str, first: usize) -> Predicate {
         let mut b = Builder::new(alias, first);
@@ -192,6 +212,21 @@ impl Scope {
         };
         b.done(sql)
     }
+}
+
+/// The `memory_fts.scope` token of the chat a row was learned in, as migration 0017's triggers
+/// write it: `c<id>`, `cm<id>` for a negative id (the tokenizer splits at `-`), `cnone`.
+pub fn fts_chat_token(chat_id: Option<i64>) -> String {
+    match chat_id {
+        None => "cnone".to_string(),
+        Some(c) if c < 0 => format!("cm{}", c.unsigned_abs()),
+        Some(c) => format!("c{c}"),
+    }
+}
+
+/// The `memory_fts.scope` token of the person a row is about: `u<id>`.
+pub fn fts_user_token(user_id: i64) -> String {
+    format!("u{user_id}")
 }
 
 /// Memories a conversation in `chat_id` sees.
@@ -462,6 +497,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The tokens migration 0017 writes in `memory_fts.scope` for a row.
+    fn fts_tokens(r: &Row) -> Vec<String> {
+        std::iter::once(fts_chat_token(r.chat)).chain(r.about.map(fts_user_token)).collect()
+    }
+
+    #[test]
+    fn the_fts_filter_keeps_every_memory_the_scope_sees_and_narrows() {
+        for scope in scopes() {
+            let filter = scope.memories_fts();
+            let mut narrowed = false;
+            for r in rows().into_iter().filter(|r| !r.note) {
+                let Some(f) = &filter else { continue };
+                let hit = fts_tokens(&r).iter().any(|t| f.contains(&format!("\"{t}\"")));
+                if sees(&scope, &r) {
+                    assert!(hit, "{scope:?} filter {f} misses {}", describe(&r));
+                }
+                narrowed |= !hit;
+            }
+            assert_eq!(filter.is_some(), narrowed, "{scope:?}: a filter must leave rows out, or be none");
+        }
+        assert_eq!(Scope::Chat { chat_id: G, people: vec![U] }.memories_fts().as_deref(), Some("scope : (\"cm100\")"));
+        assert_eq!(Scope::Chat { chat_id: U, people: vec![] }.memories_fts().as_deref(), Some("scope : (\"c501\" OR \"u501\")"));
+        assert_eq!(fts_chat_token(None), "cnone");
     }
 
     fn describe(r: &Row) -> String {

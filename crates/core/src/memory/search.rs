@@ -34,6 +34,16 @@ pub fn fts_query(text: &str, max_terms: usize) -> Option<String> {
     (!terms.is_empty()).then(|| terms.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(" OR "))
 }
 
+/// A MATCH expression for `memory_fts` (migration 0017): the query's terms in the `content`
+/// column only (the `scope` column's tokens are not words anyone wrote), within `filter`
+/// (`Scope::memories_fts`) when there is one.
+pub fn in_content(query: &str, filter: Option<String>) -> String {
+    match filter {
+        Some(f) => format!("{f} AND content : ({query})"),
+        None => format!("content : ({query})"),
+    }
+}
+
 /// Cosine similarity of two embeddings (0 when either is empty or their sizes differ).
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     if a.len() != b.len() || a.is_empty() {
@@ -55,6 +65,12 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queries_stay_in_the_content_column_and_the_filter() {
+        assert_eq!(in_content("\"tea\" OR \"cake\"", None), "content : (\"tea\" OR \"cake\")");
+        assert_eq!(in_content("\"tea\"", Some("scope : (\"c5\")".into())), "scope : (\"c5\") AND content : (\"tea\")");
+    }
 
     #[test]
     fn fts_queries_are_safe() {
