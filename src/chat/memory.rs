@@ -52,7 +52,7 @@ pub fn recall_statements(db: &Db, conv: &ConvKey, people: &[i64], messages: &[Hi
 
 /// What a turn recalls, from the results of `recall_statements` (plus embedding matches
 /// when EMBEDDINGS_MODEL is set).
-pub async fn recall(ctx: &Ctx, conv: &ConvKey, people: &[i64], messages: &[HistoryMessage], results: &[worker::D1Result]) -> worker::Result<Memories> {
+pub async fn recall(ctx: &Ctx, conv: &ConvKey, people: &[i64], messages: &[HistoryMessage], results: &[crate::storage::D1Rows]) -> worker::Result<Memories> {
     let text = recent_text(messages);
     let (summary, mut found) = rows::recall_rows(results)?;
     if !ctx.cfg.embeddings_model.is_empty() && !text.trim().is_empty() {

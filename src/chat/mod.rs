@@ -237,9 +237,9 @@ impl ChatObject {
             let mut guard = self.chat.borrow_mut();
             let st = guard.get_or_insert_with(ChatState::default);
             let r = f(st);
-            (r, st.clone())
+            (r, chat_state::stored(st))
         };
-        if let Err(e) = self.state.storage().put("state", &snapshot).await {
+        if let Err(e) = self.state.storage().put("state", snapshot).await {
             worker::console_error!("chat state not saved: {e}");
         }
         r

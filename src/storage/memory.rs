@@ -9,7 +9,8 @@ use crate::storage::{rows, scope_args, Arg, Db};
 use agent_core::memory::Memory;
 use agent_core::scope::{Predicate, Scope};
 use serde::Deserialize;
-use worker::{D1PreparedStatement, D1Result, Result};
+use worker::{D1PreparedStatement, Result};
+use crate::storage::D1Rows;
 
 /// Columns of `memories` as `agent_core::memory::Memory`.
 pub const MEMORY_COLUMNS: &str = "id, kind, chat_id, about_user_id, entity, attribute, value, topics, status, due,
@@ -80,7 +81,7 @@ pub fn recall_statements(db: &Db, conv: &str, scope: &Scope, people: &[i64], fts
 }
 
 /// The summary and the memories (people's first, then matches not already in) of a recall.
-pub fn recall_rows(results: &[D1Result]) -> Result<(Option<Summary>, Vec<Memory>)> {
+pub fn recall_rows(results: &[D1Rows]) -> Result<(Option<Summary>, Vec<Memory>)> {
     let summary = results.first().map(rows::<Summary>).transpose()?.and_then(|r| r.into_iter().next());
     let mut found: Vec<Memory> = results.get(1).map(rows).transpose()?.unwrap_or_default();
     if let Some(relevant) = results.get(2) {

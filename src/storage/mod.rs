@@ -31,7 +31,10 @@ use crate::config::env::DB;
 use crate::config::{Ctx, Meter};
 use serde::de::DeserializeOwned;
 use wasm_bindgen::JsValue;
-use worker::{D1Database, D1PreparedStatement, D1Result, Env, Result};
+use worker::js_sys::{Array, Function, Promise, Reflect, JSON};
+use worker::wasm_bindgen::JsCast;
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{D1Database, D1PreparedStatement, Env, Result};
 
 /// A value bound to a `?` placeholder.
 #[derive(Debug, Clone, PartialEq)]
@@ -134,21 +137,23 @@ impl Db {
     }
 
     /// Runs statements in one round trip, as one transaction.
-    pub async fn batch(&self, statements: Vec<D1PreparedStatement>) -> Result<Vec<D1Result>> {
+    pub async fn batch(&self, statements: Vec<D1PreparedStatement>) -> Result<Vec<D1Rows>> {
         if statements.is_empty() {
             return Ok(Vec::new());
         }
         self.meter.d1(statements.len() as u32);
-        let results = self.db.batch(statements).await?;
+        let list: Array = statements.iter().map(|s| JsValue::from(s.inner().clone())).collect();
+        let results = call(self.db.as_ref(), "batch", &[list.into()]).await?;
+        let results: Vec<D1Rows> = Array::from(&results).iter().map(D1Rows).collect();
         results.iter().for_each(|r| self.count_rows(r));
         Ok(results)
     }
 
     pub async fn all<T: DeserializeOwned>(&self, sql: &str, args: Vec<Arg>) -> Result<Vec<T>> {
         self.meter.d1(1);
-        let r = self.stmt(sql, args)?.all().await?;
+        let r = D1Rows(call(self.stmt(sql, args)?.inner(), "all", &[]).await?);
         self.count_rows(&r);
-        r.results()
+        rows(&r)
     }
 
     pub async fn first<T: DeserializeOwned>(&self, sql: &str, args: Vec<Arg>) -> Result<Option<T>> {
@@ -159,25 +164,59 @@ impl Db {
     /// use RETURNING to count rows of tables that have them).
     pub async fn run(&self, sql: &str, args: Vec<Arg>) -> Result<usize> {
         self.meter.d1(1);
-        let r = self.stmt(sql, args)?.run().await?;
+        let r = D1Rows(call(self.stmt(sql, args)?.inner(), "run", &[]).await?);
         self.count_rows(&r);
-        Ok(r.meta()?.and_then(|m| m.changes).unwrap_or(0))
+        Ok(r.meta("changes") as usize)
     }
 
     /// Adds a result's rows read and written to the meter, only when it counts them
-    /// (`METRICS_LOG`): reading the meta costs a JS round trip per statement.
-    fn count_rows(&self, r: &D1Result) {
+    /// (`METRICS_LOG`): reading the meta costs JS round trips per statement.
+    fn count_rows(&self, r: &D1Rows) {
         if self.meter.counts_rows() {
-            if let Ok(Some(m)) = r.meta() {
-                self.meter.d1_rows(m.rows_read.unwrap_or(0) as u64, m.rows_written.unwrap_or(0) as u64);
-            }
+            self.meter.d1_rows(r.meta("rows_read"), r.meta("rows_written"));
         }
     }
 }
 
-/// Rows of a batch result.
-pub fn rows<T: DeserializeOwned>(r: &D1Result) -> Result<Vec<T>> {
-    r.results()
+/// Calls a method of a D1 object that returns a promise, and awaits it. A D1 error (a JS
+/// exception or a rejection) becomes the error's message.
+async fn call(this: &JsValue, method: &str, args: &[JsValue]) -> Result<JsValue> {
+    let f: Function = Reflect::get(this, &JsValue::from_str(method))?.dyn_into()?;
+    let promise: Promise = f.apply(this, &args.iter().collect::<Array>()).map_err(d1_error)?.dyn_into()?;
+    JsFuture::from(promise).await.map_err(d1_error)
+}
+
+fn d1_error(e: JsValue) -> worker::Error {
+    let message = e.dyn_ref::<worker::js_sys::Error>().map(|e| String::from(e.message())).or_else(|| e.as_string());
+    worker::Error::RustError(message.unwrap_or_else(|| "D1 failed".to_string()))
+}
+
+/// One statement's result, as D1 gives it (`{ results, meta }`).
+///
+/// Its rows are read as JSON: one `JSON.stringify` in the runtime and one parse in wasm, rather
+/// than a JS round trip per field (`serde_wasm_bindgen`), which cost a turn over a long history
+/// most of its CPU in the glue (issue 17, section 2).
+pub struct D1Rows(JsValue);
+
+impl D1Rows {
+    /// A number of the result's `meta` (0 when absent).
+    fn meta(&self, key: &str) -> u64 {
+        Reflect::get(&self.0, &"meta".into())
+            .and_then(|m| Reflect::get(&m, &JsValue::from_str(key)))
+            .ok()
+            .and_then(|v| v.as_f64())
+            .map_or(0, |n| n as u64)
+    }
+}
+
+/// Rows of a statement's result.
+pub fn rows<T: DeserializeOwned>(r: &D1Rows) -> Result<Vec<T>> {
+    let results = Reflect::get(&r.0, &"results".into())?;
+    if results.is_undefined() || results.is_null() {
+        return Ok(Vec::new());
+    }
+    let json = JSON::stringify(&results)?.as_string().unwrap_or_default();
+    serde_json::from_str(&json).map_err(|e| worker::Error::RustError(format!("a D1 row is not what the query reads: {e}")))
 }
 
 /// The bound values of a scope predicate.

@@ -105,7 +105,7 @@ pub fn bot_turns_stmt(db: &Db, messages: &[HistoryMessage]) -> Result<worker::D1
 }
 
 /// The stored turns, with step outcomes merged in.
-pub fn bot_turns(result: &worker::D1Result) -> Result<BTreeMap<String, BotTurn>> {
+pub fn bot_turns(result: &crate::storage::D1Rows) -> Result<BTreeMap<String, BotTurn>> {
     let found: Vec<TurnContentsRow> = rows(result)?;
     let mut out = BTreeMap::new();
     for row in found {

@@ -206,12 +206,23 @@ pub struct Loaded {
     pub error: Option<String>,
 }
 
+/// The state as the object stores it: JSON text, which crosses into storage as one string
+/// rather than as a JS object built field by field (issue 17, section 2).
+pub fn stored(state: &ChatState) -> String {
+    serde_json::to_string(state).unwrap_or_default()
+}
+
 /// Reads the stored state. Nothing stored is a new chat; a value that does not decode is an
 /// explicit error the caller logs and recovers from (a fresh state; turn ids cannot collide
 /// with the lost state's because they are not derived from a counter).
 pub fn load(stored: Option<serde_json::Value>) -> Loaded {
     match stored {
         None | Some(serde_json::Value::Null) => Loaded { state: ChatState::default(), error: None },
+        // Stored as JSON text (see [`stored`]); older objects stored the value itself.
+        Some(serde_json::Value::String(text)) => match serde_json::from_str::<ChatState>(&text) {
+            Ok(state) => Loaded { state, error: None },
+            Err(e) => Loaded { state: ChatState::default(), error: Some(format!("stored chat state unreadable: {e}")) },
+        },
         Some(v) => match serde_json::from_value::<ChatState>(v) {
             Ok(state) => Loaded { state, error: None },
             Err(e) => Loaded { state: ChatState::default(), error: Some(format!("stored chat state unreadable: {e}")) },
@@ -856,7 +867,11 @@ mod tests {
         let mut s = ChatState::default();
         s.signal(&sig(1, 0));
         let back = load(Some(serde_json::to_value(&s).unwrap()));
-        assert_eq!(back, Loaded { state: s, error: None });
+        assert_eq!(back, Loaded { state: s.clone(), error: None });
+        // Stored as text (what the object writes now) it reads back the same; broken text is
+        // an error too.
+        assert_eq!(load(Some(serde_json::Value::String(stored(&s)))), Loaded { state: s, error: None });
+        assert!(load(Some(serde_json::Value::String("{\"generation\":".into()))).error.is_some());
     }
 
     #[test]

@@ -122,7 +122,14 @@ pub struct Anchors {
 ///
 /// The newest message is always shown.
 pub fn stable_start(messages: &[HistoryMessage], more_before: bool, anchors: Anchors, limits: Limits) -> usize {
-    let cost = |from: usize| -> usize { messages[from..].iter().map(|m| history::message_cost(m, limits.structured)).sum() };
+    // Each message's cost once (a structured message's is its rendered meta line's), summed
+    // from the end: the cost of showing everything from an index on.
+    let costs: Vec<usize> = messages.iter().map(|m| history::message_cost(m, limits.structured)).collect();
+    let mut from_on = vec![0; costs.len() + 1];
+    for i in (0..costs.len()).rev() {
+        from_on[i] = from_on[i + 1] + costs[i];
+    }
+    let cost = |from: usize| -> usize { from_on[from] };
     let fits = |at: usize| at > 0 && cost(at) <= limits.token_budget;
     if let Some(at) = anchors.stored_cut.and_then(|c| messages.iter().position(|m| m.seq == c)).filter(|&at| fits(at)) {
         return at;
@@ -135,7 +142,7 @@ pub fn stable_start(messages: &[HistoryMessage], more_before: bool, anchors: Anc
     }
     let (budget, rows) = (limits.token_budget * RECUT_SHARE.0 / RECUT_SHARE.1, limits.row_limit * RECUT_SHARE.0 / RECUT_SHARE.1);
     let by_rows = messages.len().saturating_sub(rows.max(1));
-    let by_budget = history::fit_budget(messages, budget, limits.structured);
+    let by_budget = history::fit_costs(&costs, budget);
     by_rows.max(by_budget).min(messages.len().saturating_sub(1))
 }
 

@@ -213,12 +213,19 @@ fn quote(s: &str) -> String {
 /// JSON leaves U+2028, U+2029, NEL, VT and FF as they are; a reader (and a model) sees a new
 /// line there. Escaped, a quoted value stays on one line.
 pub fn escape_separators(json: &str) -> String {
-    json.chars()
-        .map(|c| match c {
-            '\u{2028}' | '\u{2029}' | '\u{85}' | '\u{0B}' | '\u{0C}' => format!("\\u{:04x}", c as u32),
-            c => c.to_string(),
-        })
-        .collect()
+    let separator = |c: char| matches!(c, '\u{2028}' | '\u{2029}' | '\u{85}' | '\u{0B}' | '\u{0C}');
+    if !json.contains(separator) {
+        return json.to_string();
+    }
+    let mut out = String::with_capacity(json.len() + 8);
+    for c in json.chars() {
+        if separator(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Characters that end a line for a reader (and for a model): `\n`, `\r`, vertical tab, form
@@ -551,10 +558,16 @@ pub fn message_cost(m: &HistoryMessage, structured: bool) -> usize {
 /// The index of the first message that fits the budget when the newest are kept. Always keeps
 /// at least the last message.
 pub fn fit_budget(msgs: &[HistoryMessage], budget: usize, structured: bool) -> usize {
+    let costs: Vec<usize> = msgs.iter().map(|m| message_cost(m, structured)).collect();
+    fit_costs(&costs, budget)
+}
+
+/// [`fit_budget`] over the messages' costs, computed once by the caller.
+pub fn fit_costs(costs: &[usize], budget: usize) -> usize {
     let mut used = 0;
-    for (i, m) in msgs.iter().enumerate().rev() {
-        used += message_cost(m, structured);
-        if used > budget && i + 1 < msgs.len() {
+    for (i, c) in costs.iter().enumerate().rev() {
+        used += c;
+        if used > budget && i + 1 < costs.len() {
             return i + 1;
         }
     }
