@@ -20,15 +20,21 @@
 // harness's logs.
 import fs from "node:fs";
 import path from "node:path";
+import readline from "node:readline";
 import { performance } from "node:perf_hooks";
 import { spawn, spawnSync } from "node:child_process";
 import { startStack, groupText, privateText, sleep, ROOT } from "../tests/support/stack.js";
 import { embedText } from "../tests/support/fake-gemini.js";
 
+// CPU_PROFILE=1 (development only): writes .tmp/bench/profile-<run>-<key>.txt, the Worker's own
+// samples of each measured kind of window by function (self: the innermost frame; total: any
+// frame of the chain), to see where a turn's CPU goes.
+const PROFILE = process.env.CPU_PROFILE === "1";
 const REPS = Math.max(3, Number(process.env.CPU_REPS ?? 5));
 const PERF = process.env.CPU_PERF !== "0" && spawnSync("perf", ["--version"]).status === 0;
 if (PERF) process.env.MINIFLARE_WORKERD_V8_FLAGS = `${process.env.MINIFLARE_WORKERD_V8_FLAGS ?? ""} --perf-basic-prof --interpreted-frames-native-stack --logfile=/dev/null --no-logfile-per-isolate`.trim(); // the map is all perf needs: no V8 log files in the working directory
-const PERF_PERIOD_NS = 250_000;
+// CPU_PERF_US (development only) samples more often, for finer profiles (CPU_PROFILE).
+const PERF_PERIOD_NS = Number(process.env.CPU_PERF_US ?? 250) * 1000;
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
@@ -150,19 +156,21 @@ class Bench {
     if (!this.perf) return;
     this.perf.kill("SIGINT");
     await new Promise((r) => this.perf.on("exit", r));
-    const out = spawnSync("perf", ["script", "-i", this.perfFile, "-F", "time,ip,sym"], { maxBuffer: 1 << 30, encoding: "utf8" });
-    if (out.status !== 0) return;
-    const samples = []; // [time ns, own]
+    // perf's text can outgrow a string at high sample rates: read it line by line.
+    const script = spawn("perf", ["script", "-i", this.perfFile, "-F", "time,ip,sym"], { stdio: ["ignore", "pipe", "ignore"] });
+    const exited = new Promise((r) => script.on("exit", r));
+    const samples = []; // [time ns, own, frames (with CPU_PROFILE)]
     let cur = null;
-    const close = () => cur && samples.push([cur.t, cur.own ?? false]);
-    for (const line of out.stdout.split("\n")) {
+    const close = () => cur && samples.push([cur.t, cur.own ?? false, cur.frames]);
+    for await (const line of readline.createInterface({ input: script.stdout, crlfDelay: Infinity })) {
       const head = /^\s*(\d+)\.(\d+):/.exec(line);
       if (head) {
         close();
-        cur = { t: BigInt(head[1]) * 1_000_000_000n + BigInt(head[2].padEnd(9, "0")), own: null };
+        cur = { t: BigInt(head[1]) * 1_000_000_000n + BigInt(head[2].padEnd(9, "0")), own: null, frames: PROFILE ? [] : null };
         continue;
       }
       const frame = /^\s+[0-9a-f]+ (.*)$/.exec(line);
+      if (frame && cur?.frames) cur.frames.push(frame[1]);
       if (!frame || !cur || cur.own !== null) continue;
       const sym = frame[1];
       if (!sym.startsWith("JS:")) continue;
@@ -171,6 +179,7 @@ class Bench {
       cur.own = / index\.js:/.test(sym) || (/-(liftoff|turbofan|maglev)$/.test(sym) && !/\.js:\d|miniflare:|node:/.test(sym)) || /^JS:wasm-/.test(sym);
     }
     close();
+    if ((await exited) !== 0) return;
     samples.sort((a, b) => (a[0] < b[0] ? -1 : 1));
     for (const w of this.windows) {
       const inside = samples.filter(([t]) => t >= w.mono[0] && t <= w.mono[1]);
@@ -178,9 +187,44 @@ class Bench {
       w.own_share = inside.length ? own / inside.length : null;
       w.own_ms = inside.length ? (own / inside.length) * w.cpu_ms : null;
       w.sampled_ms = (inside.length * PERF_PERIOD_NS) / 1e6;
+      if (PROFILE) w.samples = inside;
     }
     fs.rmSync(this.perfFile, { force: true });
   }
+}
+
+/** The own samples of `windows` by function (CPU_PROFILE). */
+function writeProfile(name, windows) {
+  const self = new Map();
+  const total = new Map();
+  let own = 0;
+  let all = 0;
+  const bump = (m, k) => m.set(k, (m.get(k) ?? 0) + 1);
+  const clip = (f) => f.replace(/^JS:\*?/, "").replace(/\s*\(\/tmp\/perf-\d+\.map\)$/, "").slice(0, 140);
+  const per = [];
+  for (const w of windows) {
+    let wOwn = 0;
+    let wCompile = 0;
+    for (const [, o, frames] of w.samples ?? []) {
+      all++;
+      if (!o || !frames?.length) continue;
+      wOwn++;
+      // Lazy compilation (a function's first call in the isolate) is counted per window and
+      // left out of the table: it shows where a warm isolate spends its time.
+      if (frames.some((f) => f.includes("WasmCompileLazy"))) {
+        wCompile++;
+        continue;
+      }
+      own++;
+      bump(self, clip(frames[0]));
+      for (const f of new Set(frames.map(clip))) bump(total, f);
+    }
+    per.push(`window: own ${w.own_ms?.toFixed(2)} ms (${wOwn} samples, ${wCompile} in lazy wasm compilation), all workerd ${w.cpu_ms.toFixed(1)} ms`);
+  }
+  const top = (m) => [...m].sort((a, b) => b[1] - a[1]).slice(0, 250).map(([k, n]) => `${((100 * n) / Math.max(own, 1)).toFixed(1).padStart(5)}%  ${k}`);
+  const text = [`${name}: ${own} own samples of ${all} (${windows.length} windows)`, ...per, "", "self:", ...top(self), "", "total:", ...top(total)].join("\n");
+  fs.mkdirSync(path.join(ROOT, ".tmp/bench"), { recursive: true });
+  fs.writeFileSync(path.join(ROOT, `.tmp/bench/profile-${name}.txt`), text + "\n");
 }
 
 async function waitUntil(check, ms, what) {
@@ -254,8 +298,9 @@ async function clean(rep, discarded) {
   return out;
 }
 
-async function formatRun(format) {
+async function formatRun(format, bundle) {
   const s = await startStack({
+    bundle,
     vars: { METRICS_LOG: "true", HISTORY_FORMAT: format, DEBOUNCE_MS: "400", DEBOUNCE_MAX_MS: "2000", USER_TURNS_PER_HOUR: "0", RETRY_BASE_MS: "1500" },
   });
   const b = new Bench(s);
@@ -264,7 +309,7 @@ async function formatRun(format) {
   try {
     await s.fetch("/health");
     out.idle_cpu_ms_per_s = await b.measureIdle();
-    await b.startPerf(path.join(ROOT, `.tmp/bench/perf-${format}.data`));
+    await b.startPerf(path.join(ROOT, `.tmp/bench/perf-${format}${bundle ? "-before" : ""}.data`));
     const chat = -1001700000001 - (format === "compact" ? 1 : 0);
     const chatter = await replay(b, chat);
     later.push(["chatter", chatter.slice(20)]); // the first few warm the instance up
@@ -319,6 +364,7 @@ async function formatRun(format) {
     }
     await b.attribute();
     for (const [key, windows, pred] of later) out[key] = summary(windows, pred);
+    if (PROFILE) for (const [key, windows] of later) writeProfile(`${format}${bundle ? "-before" : ""}-${key}`, windows);
     out.chatter.replayed_messages = human.length;
     out.turn_500.history_messages = human.length;
     out.turn_500.recorded_bot_messages = recording.messages.filter((m) => m.bot).length;
@@ -343,14 +389,14 @@ function q8(v) {
 
 /** Turns with EMBEDDINGS_MODEL set over a chat with 300 stored memories that have embeddings
  * (recall reads up to 300): the query is embedded and every vector compared, every turn. */
-async function embeddingsRun() {
-  const s = await startStack({ vars: { METRICS_LOG: "true", EMBEDDINGS_MODEL: "gemini-embedding-001", DEBOUNCE_MS: "400", DEBOUNCE_MAX_MS: "2000", USER_TURNS_PER_HOUR: "0" } });
+async function embeddingsRun(bundle) {
+  const s = await startStack({ bundle, vars: { METRICS_LOG: "true", EMBEDDINGS_MODEL: "gemini-embedding-001", DEBOUNCE_MS: "400", DEBOUNCE_MAX_MS: "2000", USER_TURNS_PER_HOUR: "0" } });
   const b = new Bench(s);
   const out = { perf: PERF };
   try {
     await s.fetch("/health");
     out.idle_cpu_ms_per_s = await b.measureIdle();
-    await b.startPerf(path.join(ROOT, ".tmp/bench/perf-embeddings.data"));
+    await b.startPerf(path.join(ROOT, `.tmp/bench/perf-embeddings${bundle ? "-before" : ""}.data`));
     const discarded = { n: 0 };
     const turns = await clean(async (i) => {
       const uid = 88_200_000 + i * 17;
@@ -365,6 +411,7 @@ async function embeddingsRun() {
     }, discarded);
     await b.attribute();
     out.turn_embeddings = summary(turns.map((r) => r.turn));
+    if (PROFILE) writeProfile(`embeddings${bundle ? "-before" : ""}-turn`, turns.map((r) => r.turn));
     out.discarded_repetitions = discarded;
   } finally {
     b.perf?.kill("SIGINT");
@@ -379,5 +426,13 @@ const picked = (process.env.CPU_RUNS ?? "structured,compact,embeddings").split("
 const runs = {};
 for (const format of ["structured", "compact"]) if (picked.includes(format)) runs[format] = await formatRun(format);
 if (picked.includes("embeddings")) runs.embeddings = await embeddingsRun();
+// CPU_BEFORE=<a prebuilt bundle of an earlier commit> measures it too, in the same run, for a
+// before-and-after table (the structured and embeddings runs; the schema is this commit's).
+if (process.env.CPU_BEFORE) {
+  const before = path.resolve(process.env.CPU_BEFORE);
+  runs.before = { bundle: process.env.CPU_BEFORE_NAME ?? before };
+  if (picked.includes("structured")) runs.before.structured = await formatRun("structured", before);
+  if (picked.includes("embeddings")) runs.before.embeddings = await embeddingsRun(before);
+}
 fs.mkdirSync(path.join(ROOT, ".tmp/bench"), { recursive: true });
 fs.writeFileSync(path.join(ROOT, ".tmp/bench/cpu.json"), JSON.stringify({ reps: REPS, runs }, null, 1));

@@ -32,6 +32,29 @@ export function messageCosts(st) {
   };
 }
 
+/** The before-and-after table of a run with CPU_BEFORE (the same invocations, an earlier
+ *  commit's bundle, measured in the same run), or nothing. */
+function beforeAfter(runs) {
+  const b = runs.before;
+  if (!b?.structured) return "";
+  const own = (x) => (x?.own_ms == null ? "–" : `${fmt(x.own_ms)} ms`);
+  const line = (name, x, y) => `| ${name} | ${own(x)} | ${own(y)} | ${x ? fmt(x.rows_read, 0) : "–"} | ${y ? fmt(y.rows_read, 0) : "–"} |`;
+  const [st, sb] = [runs.structured, b.structured];
+  return `Before and after, in this run: the same invocations with the bundle of ${b.bundle} (an
+earlier commit, over this commit's schema), measured right after, the same way:
+
+| invocation | the Worker's own CPU, before | after | rows read, before | after |
+|---|---|---|---|---|
+${line("group chatter webhook", sb.chatter, st.chatter)}
+${line("DM webhook + hand-off", sb.dm_webhook, st.dm_webhook)}
+${line("turn, short history", sb.turn_short, st.turn_short)}
+${line(`turn, ${st.turn_500.history_messages}-message history, structured`, sb.turn_500, st.turn_500)}
+${b.embeddings && runs.embeddings ? line("turn with `EMBEDDINGS_MODEL` over 300 stored vectors", b.embeddings.turn_embeddings, runs.embeddings.turn_embeddings) + "\n" : ""}${line("queue job (a retried turn)", sb.queue_turn_job, st.queue_turn_job)}
+${line("consolidation jobs of one tick", sb.consolidation_jobs, st.consolidation_jobs)}
+
+`;
+}
+
 export function cpuSections(root) {
   const file = path.join(root, ".tmp/bench/cpu.json");
   if (!fs.existsSync(file)) return "";
@@ -77,7 +100,7 @@ ${runs.embeddings ? row("turn, short history, with `EMBEDDINGS_MODEL` and 300 st
 ${row("cron tick (queues the consolidation jobs)", st.cron_tick)}
 ${row("consolidation jobs of one tick (queue consumer, a batch)", st.consolidation_jobs)}
 
-The long-history turns replay the people's messages of tests/fixtures/conversations/group_500.json
+${beforeAfter(runs)}The long-history turns replay the people's messages of tests/fixtures/conversations/group_500.json
 through the webhook (the recording's other ${st.turn_500.recorded_bot_messages} messages, the bot's, are not replayed: this bot
 did not make them), then ask the bot by name ${reps} times. Alarms that only re-arm later are not in these
 windows.
@@ -98,7 +121,7 @@ ${rows("turn, short history (alarm, with delivery)", st.turn_short)}
 ${rows("group update asking for a reply (webhook + `/inbox`)", st.group_ask_webhook)}
 ${rows(`turn, ${st.turn_500.history_messages}-message history, structured`, st.turn_500)}
 ${rows(`turn, ${co.turn_500.history_messages}-message history, compact`, co.turn_500)}
-${rows("turn retried through the queue", st.queue_turn_job)}
+${runs.embeddings ? rows("turn, short history, with `EMBEDDINGS_MODEL` over 300 memories with embeddings (the chat's; other chats' grow by 300 per repetition)", runs.embeddings.turn_embeddings) + "\n" : ""}${rows("turn retried through the queue", st.queue_turn_job)}
 ${rows("cron tick", st.cron_tick)}
 
 What the Free plan's daily limits (${int(FREE.rows_read)} rows read, ${int(FREE.rows_written)} rows written,

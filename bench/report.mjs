@@ -129,7 +129,8 @@ ${answerTable(w.answer)}
 | structured | ${prompt.whole.structured.chars.toLocaleString("en-US")} | ${prompt.whole.structured.tokens.toLocaleString("en-US")} |
 | compact | ${prompt.whole.compact.chars.toLocaleString("en-US")} | ${prompt.whole.compact.tokens.toLocaleString("en-US")} |
 | compact / structured | ${fmt(prompt.whole.compact.chars / prompt.whole.structured.chars, 2)} | ${fmt(prompt.whole.ratio_tokens, 2)} |
-
+${prompt.whole.words_only ? `| the messages' words alone (no id, name, reply or turn) | | ${fmt(prompt.whole.words_only.tokens, 0)} (${fmt(prompt.whole.words_only.tokens / prompt.whole.structured.tokens, 2)} of structured) |
+` : ""}
 Within the default 12,000-token history budget, structured keeps the last
 ${prompt.budget_12000.structured_messages_kept} messages and compact all ${prompt.budget_12000.compact_messages_kept}. Tokens are estimated as the
 model sees them (part texts and function-call JSON, a few tokens of framing per turn and part),

@@ -24,14 +24,15 @@ export function sleep(ms) {
 }
 
 /** Starts the worker (the prebuilt bundle) with test secrets; `vars` override [vars],
- *  `secrets` override the test secrets. */
-export async function startWorker(vars, secrets = {}) {
+ *  `secrets` override the test secrets; `bundle` another prebuilt bundle (the benchmarks'
+ *  before-and-after runs). */
+export async function startWorker(vars, secrets = {}, bundle = "./.tmp/bundle") {
   const server = createTestHarness({
     root: ROOT,
     workers: [
       {
         configPath: "./wrangler.toml",
-        prebuiltWorkerDir: "./.tmp/bundle",
+        prebuiltWorkerDir: bundle,
         vars: { DEBOUNCE_MS: "300", DEBOUNCE_MAX_MS: "3000", BOT_USERNAME: "", ...vars },
         secrets: {
           TELEGRAM_BOT_TOKEN: TOKEN,
@@ -50,10 +51,10 @@ export async function startWorker(vars, secrets = {}) {
 }
 
 /** Starts fakes and the worker. `vars` override wrangler.toml's [vars]. */
-export async function startStack({ vars = {}, latencyMs = 0, secrets = {} } = {}) {
+export async function startStack({ vars = {}, latencyMs = 0, secrets = {}, bundle } = {}) {
   const tg = await startFakeTelegram({ token: TOKEN });
   const gemini = await startFakeGemini({ key: GEMINI_KEY, latencyMs });
-  const { server, worker, url } = await startWorker({ TELEGRAM_API_BASE: tg.base, GEMINI_API_BASE: gemini.base, ...vars }, secrets);
+  const { server, worker, url } = await startWorker({ TELEGRAM_API_BASE: tg.base, GEMINI_API_BASE: gemini.base, ...vars }, secrets, bundle);
   const env = await worker.getEnv();
 
   const stack = {

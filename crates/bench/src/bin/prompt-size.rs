@@ -16,7 +16,12 @@ fn main() {
         let s = history::render_structured(m, &turns);
         let c = history::render_compact(m, m.last().and_then(|x| x.message_id));
         let (st, ct) = (history::estimate_contents_tokens(&s), history::estimate_contents_tokens(&c));
+        // The floor of any format that carries every message's words: the words alone, one
+        // line each, with no id, name, reply or turn around them.
+        let words: Vec<String> = m.iter().map(|x| x.compact_text()).collect();
+        let tt = history::estimate_contents_tokens(&[agent_core::gemini::Content::user(vec![agent_core::gemini::Part::text(words.join("\n"))])]);
         json!({
+            "words_only": {"tokens": tt},
             "messages": m.len(),
             "structured": {"chars": history::contents_json_chars(&s), "tokens": st},
             "compact": {"chars": history::contents_json_chars(&c), "tokens": ct},
