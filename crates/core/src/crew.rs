@@ -333,6 +333,7 @@ impl ChatState {
             wait_deadline_ms: None,
             scheduled: None,
             crew: Some(crew_turn),
+            committed: false,
         };
         self.turn = Some(turn.clone());
         Some(turn)
