@@ -295,8 +295,8 @@ impl ChatObject {
             scheduled || chat.borrow().as_ref().is_some_and(|st| st.generation == generation || committed(st))
         };
         let (chat, storage, id) = (self.chat.clone(), Rc::new(self.state.storage()), turn.turn_id.clone());
-        let commit = move || -> futures::future::LocalBoxFuture<'static, bool> {
-            let snapshot = chat.borrow_mut().as_mut().and_then(|st| st.commit_turn(&id).then(|| st.clone()));
+        let commit = move |upto_seq: i64| -> futures::future::LocalBoxFuture<'static, bool> {
+            let snapshot = chat.borrow_mut().as_mut().and_then(|st| st.commit_turn(&id, upto_seq).then(|| st.clone()));
             let storage = storage.clone();
             Box::pin(async move {
                 let Some(snapshot) = snapshot else { return false };

@@ -25,7 +25,8 @@
 //!   the plan's first step), so each is sent once (`deliver::send_early_chunk`). Before the
 //!   first one the turn is committed in the object's state ([`Live::commit`], refused once a
 //!   newer message came: then nothing goes out and the turn replans as before); a committed
-//!   turn is carried out whatever arrives, and newer messages get their own turn after it.
+//!   turn is carried out whatever arrives, and newer messages get their own turn after it
+//!   (a retry of it answers only what the first attempt saw: `chat/agent/context.rs`).
 //!   A chunk that fails (a 429 included) ends the early chunks of the turn: the plan sends the
 //!   rest, with its usual retries. At most `MAX_EARLY_CHUNKS`, never for an answer that calls
 //!   functions, never past the invocation's subrequest budget.
@@ -75,9 +76,9 @@ pub struct Live {
     pub turn_id: String,
     /// Whether the turn is still the one to answer (no newer message came, or it is committed).
     pub current: Rc<dyn Fn() -> bool>,
-    /// Commits the turn before part of its answer goes out (stored in the object's state);
-    /// false: it may not (a newer message came).
-    pub commit: Rc<dyn Fn() -> LocalBoxFuture<'static, bool>>,
+    /// Commits the turn before part of its answer goes out (stored in the object's state),
+    /// with the newest message seq the answer saw; false: it may not (a newer message came).
+    pub commit: Rc<dyn Fn(i64) -> LocalBoxFuture<'static, bool>>,
 }
 
 /// The draft id of a conversation: one per chat, so a replanned turn's draft replaces the
@@ -123,6 +124,8 @@ struct Drafts {
     early_over: Cell<bool>,
     /// Model calls made through the port (early chunks only in the first).
     calls: Cell<u32>,
+    /// The newest message seq the turn's context holds (what a commit answers).
+    newest_seq: i64,
 }
 
 /// The model port of a turn: streamed with drafts in a private chat, plain elsewhere.
@@ -133,8 +136,9 @@ pub struct StreamingModel {
 
 impl StreamingModel {
     /// `private`: the chat is a private Telegram chat; `live`: the object's check that the
-    /// turn is current (`None`: not a Telegram chat, e.g. the API chat).
-    pub fn new(ctx: &Ctx, conv: &ConvKey, private: bool, live: Option<Live>) -> Self {
+    /// turn is current (`None`: not a Telegram chat, e.g. the API chat); `newest_seq`: the
+    /// newest message of the turn's context.
+    pub fn new(ctx: &Ctx, conv: &ConvKey, private: bool, live: Option<Live>, newest_seq: i64) -> Self {
         let drafts = live.filter(|_| private && drafts_on(ctx)).map(|live| Drafts {
             ctx: ctx.clone(),
             tg: ctx.telegram(),
@@ -146,6 +150,7 @@ impl StreamingModel {
             early: Cell::new(0),
             early_over: Cell::new(false),
             calls: Cell::new(0),
+            newest_seq,
         });
         StreamingModel { client: ctx.gemini(), drafts }
     }
@@ -193,7 +198,7 @@ impl Sink<'_> {
         while d.early.get() < settled.len().min(MAX_EARLY_CHUNKS) {
             let i = d.early.get();
             // Four subrequests a chunk, and the plan's delivery still has to fit.
-            if d.ctx.meter.count() + 8 > crate::config::SUBREQUEST_BUDGET || (i == 0 && !(d.live.commit)().await) {
+            if d.ctx.meter.count() + 8 > crate::config::SUBREQUEST_BUDGET || (i == 0 && !(d.live.commit)(d.newest_seq).await) {
                 d.early_over.set(true);
                 return;
             }

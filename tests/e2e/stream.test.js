@@ -222,6 +222,28 @@ test("a newer message after a chunk went out: the answer is finished, whole; the
   assert.deepEqual(turns.map((t) => t.status), ["done", "done"], "no stale turn");
 });
 
+test("an instance reset after a chunk went out: the retried turn's new answer comes whole, the early chunk is not sent again", async () => {
+  const uid = uniqueId();
+  const other = LONG_PARAGRAPHS.map((p) => p.replace("Paragraph", "Section"));
+  const otherPlain = other.map((p) => p.replaceAll("**", "")).join("\n\n");
+  s.gemini.script(uid, [{ text: LONG, streamMs: 6000 }, { text: other.join("\n\n"), streamMs: 500 }, { text: "The second question, on its own." }]);
+  await post(privateText(uid, "tell me everything"));
+  await s.tg.waitFor(() => finalSent(uid).length >= 1, 30_000, "the first chunk");
+  await s.restart(); // the instance streaming the answer dies; storage (and the commit) stays
+  await post(privateText(uid, "and a second question"));
+  await s.tg.waitFor(() => finalSent(uid).length === 5, 40_000, "the new answer, then the second one");
+  await sleep(1500);
+  const texts = finalSent(uid).map((r) => r.text);
+  assert.ok(texts[0].startsWith("Paragraph 1 of"), "the early chunk of the cut answer, sent once");
+  assert.equal(texts.slice(1, 4).join("\n\n"), otherPlain, "then the retried turn's answer, whole, not mixed with the cut one");
+  assert.equal(texts[4], "The second question, on its own.", "the newer message's own turn comes after");
+  assert.equal(new Set(texts).size, 5, "nothing twice");
+  assert.equal(s.gemini.calls(uid).length, 3);
+  assert.doesNotMatch(JSON.stringify(s.gemini.calls(uid)[1].body.contents), /a second question/, "the committed turn did not take the newer message in");
+  const keys = (await s.sql("SELECT key FROM outbox WHERE chat_id = ? AND status = 'sent'", uid)).map((r) => r.key.split("/").slice(-2).join("/"));
+  assert.deepEqual(keys.filter((k) => k.startsWith("0/")).sort(), ["0/0", "0/0", "0/0r", "0/1", "0/2"], "the new first chunk went under the replacement key");
+});
+
 test("a reaction (which may be left unanswered on purpose) gets typing, never the lingering placeholder", async () => {
   const uid = uniqueId();
   s.gemini.script(uid, [{ text: "Hello!", streamMs: 200 }, { finishReason: "STOP" }]);

@@ -34,7 +34,8 @@
 //!   after it), and giving it up owes the scheduled text itself instead of an apology.
 //! - A turn whose streamed answer went out in part ([`ChatState::commit_turn`], allowed only
 //!   while no newer message came) is committed: like a scheduled run it never goes stale and
-//!   its plan is not cancelled; newer messages stay pending for their own turn right after.
+//!   its plan is not cancelled; newer messages stay pending for their own turn right after,
+//!   and a retry of it answers nothing newer than its first attempt saw (`committed_upto`).
 
 use crate::gating::Trigger;
 use crate::plan::Step;
@@ -119,6 +120,10 @@ pub struct TurnRun {
     /// own turn after its plan.
     #[serde(default)]
     pub committed: bool,
+    /// The newest message seq the committed answer saw: a retry of the turn answers nothing
+    /// newer (newer messages get their own turn).
+    #[serde(default)]
+    pub committed_upto: Option<i64>,
 }
 
 
@@ -351,6 +356,7 @@ impl ChatState {
             scheduled: Some(run),
             crew: None,
             committed: false,
+            committed_upto: None,
         };
         self.turn = Some(turn.clone());
         turn
@@ -435,6 +441,7 @@ impl ChatState {
             scheduled: None,
             crew: None,
             committed: false,
+            committed_upto: None,
         };
         self.turn = Some(turn.clone());
         turn
@@ -494,14 +501,16 @@ impl ChatState {
     /// chunk). Allowed only while the turn is current and no newer message came (else the
     /// turn goes stale and is replanned as usual: nothing may go out); from then on the turn
     /// is committed: it is carried out whatever arrives, and newer messages wait for their own
-    /// turn. Returns whether the chunk may go out.
-    pub fn commit_turn(&mut self, turn_id: &str) -> bool {
+    /// turn. `upto_seq`: the newest message the answer saw (a retry sees nothing newer; the
+    /// first commit's stays). Returns whether the chunk may go out.
+    pub fn commit_turn(&mut self, turn_id: &str, upto_seq: i64) -> bool {
         let generation = self.generation;
         let Some(turn) = self.turn.as_mut().filter(|t| t.turn_id == turn_id && !t.waiting_retry) else { return false };
         if !turn.committed && turn.scheduled.is_none() && turn.generation != generation {
             return false;
         }
         turn.committed = true;
+        turn.committed_upto.get_or_insert(upto_seq);
         true
     }
 
@@ -979,11 +988,12 @@ mod tests {
         let mut s = ChatState::default();
         s.signal(&sig(1, 0));
         let t = s.begin_turn(100, "c", 3);
-        assert!(s.commit_turn(&t.turn_id), "no newer message: the first chunk may go out");
+        assert!(s.commit_turn(&t.turn_id, 5), "no newer message: the first chunk may go out");
         assert!(s.turn.as_ref().unwrap().committed);
         // A message during the stream does not make it stale once committed.
         s.signal(&sig(2, 200));
-        assert!(s.commit_turn(&t.turn_id), "committed stays committed");
+        assert!(s.commit_turn(&t.turn_id, 9), "committed stays committed");
+        assert_eq!(s.turn.as_ref().unwrap().committed_upto, Some(5), "the first commit's bound stays");
         assert_eq!(s.finish_turn(&t.turn_id, vec![send("long answer"), send("more")], 300), Finish::Execute);
         assert!(s.plan.as_ref().unwrap().committed);
         assert!(s.pending.is_some(), "the newer message waits, pending");
@@ -1001,8 +1011,8 @@ mod tests {
         s.signal(&sig(1, 0));
         let t = s.begin_turn(100, "c", 3);
         s.signal(&sig(2, 200));
-        assert!(!s.commit_turn(&t.turn_id), "nothing may go out: the turn will be replanned");
-        assert!(!s.commit_turn("c/other"), "nor for a turn that is not the running one");
+        assert!(!s.commit_turn(&t.turn_id, 5), "nothing may go out: the turn will be replanned");
+        assert!(!s.commit_turn("c/other", 5), "nor for a turn that is not the running one");
         assert_eq!(s.finish_turn(&t.turn_id, vec![send("old")], 300), Finish::Stale);
     }
 
@@ -1011,10 +1021,11 @@ mod tests {
         let mut s = ChatState::default();
         s.signal(&sig(1, 0));
         let t = s.begin_turn(100, "c", 3);
-        assert!(s.commit_turn(&t.turn_id));
+        assert!(s.commit_turn(&t.turn_id, 5));
         s.signal(&sig(2, 200));
         let r = s.recover_turn(1_000, false).expect("a dead instance's turn is taken over");
         assert!(r.committed && s.pending.is_some(), "the newer message keeps its own turn");
+        assert_eq!(r.committed_upto, Some(5), "and the retry answers nothing newer than the first attempt saw");
         assert_eq!(s.finish_turn(&t.turn_id, vec![send("answer")], 1_100), Finish::Execute);
     }
 

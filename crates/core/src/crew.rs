@@ -334,6 +334,7 @@ impl ChatState {
             scheduled: None,
             crew: Some(crew_turn),
             committed: false,
+            committed_upto: None,
         };
         self.turn = Some(turn.clone());
         Some(turn)
