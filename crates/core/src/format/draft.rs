@@ -16,10 +16,7 @@ use super::{html, render_reply, Chunk};
 /// an inline code span and bold on the last paragraph.
 pub fn complete(partial: &str) -> String {
     let mut text = partial.to_string();
-    let fences = text
-        .lines()
-        .filter(|l| l.trim_start().starts_with("```"))
-        .count();
+    let fences = text.lines().filter(|l| l.trim_start().starts_with("```")).count();
     if fences % 2 == 1 {
         if !text.ends_with('\n') {
             text.push('\n');
@@ -209,18 +206,9 @@ mod tests {
 
     #[test]
     fn open_code_blocks_and_bold_are_closed() {
-        assert_eq!(
-            render_draft("Here:\n```rust\nfn main() {", 4096).unwrap(),
-            "Here:\n\n<pre><code class=\"language-rust\">fn main() {</code></pre>"
-        );
-        assert_eq!(
-            render_draft("Hello **wor", 4096).unwrap(),
-            "Hello <b>wor</b>"
-        );
-        assert_eq!(
-            render_draft("Run `ls -", 4096).unwrap(),
-            "Run <code>ls -</code>"
-        );
+        assert_eq!(render_draft("Here:\n```rust\nfn main() {", 4096).unwrap(), "Here:\n\n<pre><code class=\"language-rust\">fn main() {</code></pre>");
+        assert_eq!(render_draft("Hello **wor", 4096).unwrap(), "Hello <b>wor</b>");
+        assert_eq!(render_draft("Run `ls -", 4096).unwrap(), "Run <code>ls -</code>");
         assert_eq!(render_draft("Hello **", 4096).unwrap(), "Hello");
     }
 
@@ -237,8 +225,7 @@ mod tests {
         for end in 1..=chars.len() {
             let prefix: String = chars[..end].iter().collect();
             if let Some(d) = render_draft(&prefix, 200) {
-                let visible =
-                    html::validate(&d).unwrap_or_else(|e| panic!("prefix {end}: {e}: {d}"));
+                let visible = html::validate(&d).unwrap_or_else(|e| panic!("prefix {end}: {e}: {d}"));
                 assert!(!visible.trim().is_empty(), "prefix {end}");
                 assert!(visible.encode_utf16().count() <= 200, "prefix {end}");
             }
