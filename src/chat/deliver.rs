@@ -3,6 +3,10 @@
 //! Invariants:
 //! - Every outgoing action is written to `outbox` (key = turn/step/chunk) before it is sent
 //!   and marked sent with Telegram's message id after; a retried step skips what was sent.
+//! - A chunk of a streamed answer may go out before its turn is over ([`send_early_chunk`],
+//!   from `chat/stream.rs`) under the very key its step's delivery uses, which then skips it;
+//!   a sent key whose text is not the chunk's (the early chunk of an answer this plan is not)
+//!   makes the chunk go out under the replacement key `{key}r` instead.
 //! - Replies are Markdown rendered to Telegram HTML and split at 4096; a chunk Telegram
 //!   refuses to parse is sent again as plain text, once; a reply to a message that is gone is
 //!   sent without the reply; forum topic and reply parameters go on every chunk.
@@ -16,7 +20,7 @@ use crate::config::{now_ms, Ctx, SUBREQUEST_BUDGET};
 use crate::storage::outbox::{self, BotRow, OutboxRow, Sent};
 use crate::storage::chats;
 use agent_core::conversation::{ConvKey, Part};
-use agent_core::format::{render_reply, split::TELEGRAM_LIMIT};
+use agent_core::format::{render_reply, split::TELEGRAM_LIMIT, Chunk};
 use agent_core::plan::{Step, StepOutcome};
 use agent_core::telegram::api::{
     self, Delivery, LinkPreviewOptions, ReactionTypeEmoji, ReplyParameters, SendMessage, SendSticker, StickerSet, TelegramError,
@@ -151,56 +155,112 @@ async fn send_text_with(
     let tg = ctx.telegram();
     let mut ids = Vec::new();
     for (i, chunk) in chunks.iter().enumerate() {
-        let key = format!("{step_key}/{i}");
-        if let Some(row) = done.iter().find(|r| r.key == key && r.status == "sent") {
-            ids.extend(row.tg_message_id);
-            continue;
-        }
+        let key = match slot(&done, step_key, i, &chunk.html) {
+            Slot::Sent(id) => {
+                ids.extend(id);
+                continue;
+            }
+            Slot::Free(key) => key,
+        };
         // Each chunk costs three subrequests; a long reply continues in the next invocation.
         if ctx.meter.count() + 3 > SUBREQUEST_BUDGET {
             return Err(StepError::Yield);
         }
-        let mut body = SendMessage {
-            chat_id: conv.chat_id,
-            message_thread_id: conv.thread_id,
-            text: chunk.html.clone(),
-            parse_mode: Some("HTML".into()),
-            reply_parameters: reply_to.filter(|_| i == 0).map(|m| ReplyParameters { message_id: m, allow_sending_without_reply: true }),
-            link_preview_options: no_link_preview.then_some(LinkPreviewOptions { is_disabled: true }),
-        };
-        let body_json = serde_json::to_string(&body).unwrap_or_default();
-        record_pending(ctx, &key, step_key, conv, "sendMessage", &body_json)
-            .await
-            .map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
-        // The outbox write was an await: the step may have been cancelled meanwhile.
-        if !ctx.step_wanted() {
-            return Err(StepError::Cancelled);
-        }
-        let (result, plain) = send_with_fallbacks(ctx, &tg, &mut body, &chunk.plain, &key).await?;
-        match result {
-            Ok(message_id) => {
-                ids.push(message_id);
-                let sent = Sent {
-                    key: &key,
-                    conv,
-                    message_id: Some(message_id),
-                    plain,
-                    parts: vec![Part::text(chunk.plain.clone())],
-                    turn_id,
-                };
-                if let Err(e) = record_sent(ctx, sent).await {
-                    // Sent but not recorded: log loudly; a retry could send this chunk again.
-                    worker::console_error!("outbox {key}: sent as {message_id} but not recorded: {e}");
-                }
-            }
-            Err(e) => {
-                let err = classify(e);
-                mark_failed(ctx, conv, &key, &err).await;
-                return Err(err);
-            }
-        }
+        let reply_to = reply_to.filter(|_| i == 0);
+        ids.push(send_chunk(ctx, &tg, conv, (&key, step_key), chunk, reply_to, no_link_preview, turn_id).await?);
     }
     Ok(ids)
+}
+
+/// Where chunk `i` of a step stands in the outbox.
+enum Slot {
+    /// Sent already (with this message id): not again.
+    Sent(Option<i64>),
+    /// To send, under this key.
+    Free(String),
+}
+
+/// The outbox slot of chunk `i` (`html`) of a step. A key sent with another text holds a chunk
+/// sent early while an answer streamed (`chat/stream.rs`) that this answer does not have (the
+/// stream was cut and the retried turn answered anew, or the answer was refused at its end):
+/// this chunk then goes out under the key's replacement (`{key}r`), never lost and never
+/// mixed into an answer it is not part of.
+fn slot(done: &[OutboxRow], step_key: &str, i: usize, html: &str) -> Slot {
+    let key = format!("{step_key}/{i}");
+    let sent = |k: &str| done.iter().find(|r| r.key == k && r.status == "sent");
+    let text_of = |r: &OutboxRow| -> Option<String> {
+        let body: serde_json::Value = serde_json::from_str(r.body.as_deref()?).ok()?;
+        body.get("text")?.as_str().map(str::to_string)
+    };
+    match sent(&key) {
+        None => Slot::Free(key),
+        Some(row) if text_of(row).is_none_or(|t| t == html) => Slot::Sent(row.tg_message_id),
+        Some(_) => {
+            let again = format!("{key}r");
+            sent(&again).map_or(Slot::Free(again), |r| Slot::Sent(r.tg_message_id))
+        }
+    }
+}
+
+/// Sends one chunk under `key` (of step `step_key`): written to the outbox first, marked sent
+/// (and stored as the bot's message) after; returns Telegram's message id.
+#[allow(clippy::too_many_arguments)]
+async fn send_chunk(
+    ctx: &Ctx,
+    tg: &crate::outbound::telegram::TelegramClient,
+    conv: &ConvKey,
+    (key, step_key): (&str, &str),
+    chunk: &Chunk,
+    reply_to: Option<i64>,
+    no_link_preview: bool,
+    turn_id: Option<&str>,
+) -> Result<i64, StepError> {
+    let mut body = SendMessage {
+        chat_id: conv.chat_id,
+        message_thread_id: conv.thread_id,
+        text: chunk.html.clone(),
+        parse_mode: Some("HTML".into()),
+        reply_parameters: reply_to.map(|m| ReplyParameters { message_id: m, allow_sending_without_reply: true }),
+        link_preview_options: no_link_preview.then_some(LinkPreviewOptions { is_disabled: true }),
+    };
+    let body_json = serde_json::to_string(&body).unwrap_or_default();
+    record_pending(ctx, key, step_key, conv, "sendMessage", &body_json)
+        .await
+        .map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
+    // The outbox write was an await: the step may have been cancelled meanwhile.
+    if !ctx.step_wanted() {
+        return Err(StepError::Cancelled);
+    }
+    let (result, plain) = send_with_fallbacks(ctx, tg, &mut body, &chunk.plain, key).await?;
+    match result {
+        Ok(message_id) => {
+            let sent = Sent { key, conv, message_id: Some(message_id), plain, parts: vec![Part::text(chunk.plain.clone())], turn_id };
+            if let Err(e) = record_sent(ctx, sent).await {
+                // Sent but not recorded: log loudly; a retry could send this chunk again.
+                worker::console_error!("outbox {key}: sent as {message_id} but not recorded: {e}");
+            }
+            Ok(message_id)
+        }
+        Err(e) => {
+            let err = classify(e);
+            mark_failed(ctx, conv, key, &err).await;
+            Err(err)
+        }
+    }
+}
+
+/// Sends chunk `i` of a turn's send step before the turn is over: a chunk of a streamed answer
+/// that can no longer change (`core::format::draft::settled_chunks`), under exactly the key the
+/// step's delivery uses for it, so that delivery skips it. `Ok(false)`: that key was already
+/// sent (an earlier attempt of the turn): nothing is sent early any more. In a private chat a
+/// turn's first send step replies to nothing, so neither does this chunk.
+pub async fn send_early_chunk(ctx: &Ctx, conv: &ConvKey, step_key: &str, i: usize, chunk: &Chunk, no_link_preview: bool, turn_id: &str) -> Result<bool, StepError> {
+    let done = already_sent(ctx, step_key).await.map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
+    let key = format!("{step_key}/{i}");
+    if done.iter().any(|r| r.key == key && r.status == "sent") {
+        return Ok(false);
+    }
+    send_chunk(ctx, &ctx.telegram(), conv, (&key, step_key), chunk, None, no_link_preview, Some(turn_id)).await.map(|_| true)
 }
 
 async fn react(ctx: &Ctx, conv: &ConvKey, step_key: &str, message_id: i64, emoji: &str, turn_id: Option<&str>) -> Result<StepOutcome, StepError> {

@@ -285,10 +285,25 @@ impl ChatObject {
 
     /// Whether `turn` is still the one to answer: no newer message came since it started (a
     /// scheduled run is never superseded). Read by the turn's drafts, which stop once false.
+    /// `commit` marks the turn committed (`ChatState::commit_turn`) and stores the state
+    /// before part of its answer goes out while it streams.
     fn live(&self, turn: &chat_state::TurnRun) -> stream::Live {
         let chat = self.chat.clone();
-        let (generation, scheduled) = (turn.generation, turn.scheduled.is_some());
-        stream::Live(Rc::new(move || scheduled || chat.borrow().as_ref().is_some_and(|st| st.generation == generation)))
+        let (generation, scheduled, id) = (turn.generation, turn.scheduled.is_some(), turn.turn_id.clone());
+        let current = move || {
+            let committed = |st: &ChatState| st.turn.as_ref().is_some_and(|t| t.turn_id == id && t.committed);
+            scheduled || chat.borrow().as_ref().is_some_and(|st| st.generation == generation || committed(st))
+        };
+        let (chat, storage, id) = (self.chat.clone(), Rc::new(self.state.storage()), turn.turn_id.clone());
+        let commit = move |upto_seq: i64| -> futures::future::LocalBoxFuture<'static, bool> {
+            let snapshot = chat.borrow_mut().as_mut().and_then(|st| st.commit_turn(&id, upto_seq).then(|| st.clone()));
+            let storage = storage.clone();
+            Box::pin(async move {
+                let Some(snapshot) = snapshot else { return false };
+                storage.put("state", &snapshot).await.map_err(|e| worker::console_error!("chat state not saved: {e}")).is_ok()
+            })
+        };
+        stream::Live { turn_id: turn.turn_id.clone(), current: Rc::new(current), commit: Rc::new(commit) }
     }
 
     /// When a retry job for attempt `attempt` that was asked to wait `after_ms` counts as lost:

@@ -11,13 +11,25 @@
 //!
 //! Invariants:
 //! - Drafts are ephemeral: the answer is sent as messages by the plan, through the outbox,
-//!   exactly as without streaming. Nothing here writes the outbox or the state.
+//!   exactly as without streaming. Only the early chunks below write the outbox (through
+//!   `deliver`) and the state (the commit, through [`Live::commit`]).
 //! - A draft Telegram refuses (any error, 429 included) ends the drafts of that turn: the
 //!   person waits for the final message; nothing is retried. A refusal of the method itself
 //!   (a plain 400, 401/404) turns drafts off in the isolate for a while
 //!   (`core::stream::drafts_off_ms`), so a bot without drafts does not pay for them each turn.
 //! - A newer message ([`Live`] turns false: the turn will be replanned) ends the drafts too,
 //!   and the half answer shown is replaced by the placeholder, so no half answer stays up.
+//! - A long answer's chunks that can no longer change (`core::format::draft::settled_chunks`)
+//!   go out as messages while the rest streams: through the outbox, under the key the plan's
+//!   delivery uses for them (step 0 of the turn: only in the port's first call, whose text is
+//!   the plan's first step), so each is sent once (`deliver::send_early_chunk`). Before the
+//!   first one the turn is committed in the object's state ([`Live::commit`], refused once a
+//!   newer message came: then nothing goes out and the turn replans as before); a committed
+//!   turn is carried out whatever arrives, and newer messages get their own turn after it
+//!   (a retry of it answers only what the first attempt saw: `chat/agent/context.rs`).
+//!   A chunk that fails (a 429 included) ends the early chunks of the turn: the plan sends the
+//!   rest, with its usual retries. At most `MAX_EARLY_CHUNKS`, never for an answer that calls
+//!   functions, never past the invocation's subrequest budget.
 //! - An answer that calls functions is never drafted (it runs as a plan).
 //! - At most `MAX_DRAFTS_PER_TURN` drafts a turn: they are subrequests of the turn's invocation.
 //! - A turn that went stale (replanned) puts the placeholder back at once ([`first_sign_soon`]
@@ -29,9 +41,11 @@ use crate::outbound::gemini_stream::ChunkSink;
 use crate::outbound::telegram::TelegramClient;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::gemini::{GenerateContentRequest, GenerateContentResponse, ModelError};
-use agent_core::stream::{draft_id, drafts_off_ms, visible_so_far, DraftPacer, MAX_DRAFTS_PER_TURN};
+use agent_core::format::{draft::settled_chunks, split::TELEGRAM_LIMIT};
+use agent_core::stream::{draft_id, drafts_off_ms, visible_so_far, DraftPacer, MAX_DRAFTS_PER_TURN, MAX_EARLY_CHUNKS};
 use agent_core::telegram::api::TelegramError;
 use agent_core::turn::ModelPort;
+use futures::future::LocalBoxFuture;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -56,9 +70,16 @@ fn refused(conv: &ConvKey, e: &TelegramError) {
     }
 }
 
-/// Whether the running turn is still the one to answer (no newer message came).
+/// The running turn as its stream sees it.
 #[derive(Clone)]
-pub struct Live(pub Rc<dyn Fn() -> bool>);
+pub struct Live {
+    pub turn_id: String,
+    /// Whether the turn is still the one to answer (no newer message came, or it is committed).
+    pub current: Rc<dyn Fn() -> bool>,
+    /// Commits the turn before part of its answer goes out (stored in the object's state),
+    /// with the newest message seq the answer saw; false: it may not (a newer message came).
+    pub commit: Rc<dyn Fn(i64) -> LocalBoxFuture<'static, bool>>,
+}
 
 /// The draft id of a conversation: one per chat, so a replanned turn's draft replaces the
 /// cancelled one's.
@@ -88,6 +109,7 @@ pub fn first_sign_soon(ctx: &Ctx, conv: ConvKey, kind: ChatKind, placeholder: bo
 
 /// Where a turn's drafts go.
 struct Drafts {
+    ctx: Ctx,
     tg: TelegramClient,
     conv: ConvKey,
     interval_ms: i64,
@@ -96,6 +118,14 @@ struct Drafts {
     done: Cell<bool>,
     /// Drafts sent in this turn (at most `MAX_DRAFTS_PER_TURN`).
     sent: Cell<u32>,
+    /// Chunks of the answer sent as messages before the turn is over.
+    early: Cell<usize>,
+    /// No more early chunks in this turn (one failed, or the turn may not commit).
+    early_over: Cell<bool>,
+    /// Model calls made through the port (early chunks only in the first).
+    calls: Cell<u32>,
+    /// The newest message seq the turn's context holds (what a commit answers).
+    newest_seq: i64,
 }
 
 /// The model port of a turn: streamed with drafts in a private chat, plain elsewhere.
@@ -106,15 +136,21 @@ pub struct StreamingModel {
 
 impl StreamingModel {
     /// `private`: the chat is a private Telegram chat; `live`: the object's check that the
-    /// turn is current (`None`: not a Telegram chat, e.g. the API chat).
-    pub fn new(ctx: &Ctx, conv: &ConvKey, private: bool, live: Option<Live>) -> Self {
+    /// turn is current (`None`: not a Telegram chat, e.g. the API chat); `newest_seq`: the
+    /// newest message of the turn's context.
+    pub fn new(ctx: &Ctx, conv: &ConvKey, private: bool, live: Option<Live>, newest_seq: i64) -> Self {
         let drafts = live.filter(|_| private && drafts_on(ctx)).map(|live| Drafts {
+            ctx: ctx.clone(),
             tg: ctx.telegram(),
             conv: *conv,
             interval_ms: ctx.cfg.draft_interval_ms as i64,
             live,
             done: Cell::new(false),
             sent: Cell::new(0),
+            early: Cell::new(0),
+            early_over: Cell::new(false),
+            calls: Cell::new(0),
+            newest_seq,
         });
         StreamingModel { client: ctx.gemini(), drafts }
     }
@@ -125,7 +161,8 @@ impl ModelPort for StreamingModel {
         match &self.drafts {
             None => self.client.generate(model, request).await,
             Some(drafts) => {
-                let sink = Sink { drafts, pacer: RefCell::new(DraftPacer::new(drafts.interval_ms)) };
+                let first = drafts.calls.replace(drafts.calls.get() + 1) == 0;
+                let sink = Sink { drafts, pacer: RefCell::new(DraftPacer::new(drafts.interval_ms)), first };
                 self.client.stream_generate(model, request, &sink).await
             }
         }
@@ -136,16 +173,58 @@ impl ModelPort for StreamingModel {
 struct Sink<'a> {
     drafts: &'a Drafts,
     pacer: RefCell<DraftPacer>,
+    /// The port's first call: its text is the plan's first step, so its chunks may go early.
+    first: bool,
 }
 
 impl ChunkSink for Sink<'_> {
     async fn chunk(&self, so_far: &[GenerateContentResponse]) {
+        let (text, calls) = visible_so_far(so_far);
+        if self.first {
+            self.send_settled(&text, calls).await;
+        }
+        self.draft(&text, calls).await;
+    }
+}
+
+impl Sink<'_> {
+    /// Sends the chunks of the answer that can no longer change, as messages (module doc).
+    async fn send_settled(&self, text: &str, calls: bool) {
+        let d = self.drafts;
+        if calls || d.early_over.get() {
+            return;
+        }
+        let settled = settled_chunks(text, TELEGRAM_LIMIT);
+        while d.early.get() < settled.len().min(MAX_EARLY_CHUNKS) {
+            let i = d.early.get();
+            // Four subrequests a chunk, and the plan's delivery still has to fit.
+            if d.ctx.meter.count() + 8 > crate::config::SUBREQUEST_BUDGET || (i == 0 && !(d.live.commit)(d.newest_seq).await) {
+                d.early_over.set(true);
+                return;
+            }
+            let (step_key, no_preview) = (format!("{}/0", d.live.turn_id), agent_core::fetch::needs_preview_off(text, &Default::default()));
+            match super::deliver::send_early_chunk(&d.ctx, &d.conv, &step_key, i, &settled[i], no_preview, &d.live.turn_id).await {
+                Ok(true) => d.early.set(i + 1),
+                Ok(false) => d.early_over.set(true),
+                Err(e) => {
+                    worker::console_warn!("chat {}: chunk {i} of the streamed answer waits for the plan ({})", d.conv, e.message());
+                    d.early_over.set(true);
+                }
+            }
+            if d.early_over.get() {
+                return;
+            }
+        }
+    }
+
+    /// Shows the answer so far as a draft, paced.
+    async fn draft(&self, text: &str, calls: bool) {
         let d = self.drafts;
         if d.done.get() || d.sent.get() >= MAX_DRAFTS_PER_TURN {
             return;
         }
         let id = conv_draft_id(&d.conv);
-        if !(d.live.0)() {
+        if !(d.live.current)() {
             // A newer message: the turn will be replanned. Take the half answer down.
             d.done.set(true);
             if self.pacer.borrow().sent > 0 {
@@ -153,15 +232,14 @@ impl ChunkSink for Sink<'_> {
             }
             return;
         }
-        let (text, calls) = visible_so_far(so_far);
         let now = now_ms();
-        if !self.pacer.borrow_mut().due(now, &text, calls) {
+        if !self.pacer.borrow_mut().due(now, text, calls) {
             return;
         }
-        let Some(html) = agent_core::format::draft::render_draft(&text, DRAFT_LIMIT) else { return };
+        let Some(html) = agent_core::format::draft::render_draft(text, DRAFT_LIMIT) else { return };
         match d.tg.draft(d.conv.chat_id, d.conv.thread_id, id, &html).await {
             Ok(()) => {
-                self.pacer.borrow_mut().shown(now, &text);
+                self.pacer.borrow_mut().shown(now, text);
                 d.sent.set(d.sent.get() + 1);
             }
             Err(e) => {

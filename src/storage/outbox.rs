@@ -14,11 +14,14 @@ pub struct OutboxRow {
     pub key: String,
     pub status: String,
     pub tg_message_id: Option<i64>,
+    /// The request as written before the send (for a message: its text as first tried).
+    #[serde(default)]
+    pub body: Option<String>,
 }
 
 /// The rows of one step (all its chunks).
 pub async fn of_step(db: &Db, step_key: &str) -> Result<Vec<OutboxRow>> {
-    db.all("SELECT key, status, tg_message_id FROM outbox WHERE step_key = ?1", args![step_key]).await
+    db.all("SELECT key, status, tg_message_id, body FROM outbox WHERE step_key = ?1", args![step_key]).await
 }
 
 /// Records an action as pending before it is sent (a repeat counts an attempt).

@@ -141,6 +141,109 @@ test("a new message while the answer streams cancels the draft; the replanned an
   assert.deepEqual(turns.map((t) => t.status), ["stale", "done"]);
 });
 
+// A long answer (about 9,500 characters, three Telegram messages): paragraphs with bold, as
+// models write. `LONG_PLAIN` is how it reads once rendered.
+const LONG_PARAGRAPHS = Array.from({ length: 42 }, (_, i) =>
+  `Paragraph ${i + 1} of the long answer: **step ${i + 1}** is where we look at the details once more, weigh each option with care, write down what we learnt, and then move on to the next part of the plan without rushing anything at all today.`,
+);
+const LONG = LONG_PARAGRAPHS.join("\n\n");
+const LONG_PLAIN = LONG_PARAGRAPHS.map((p) => p.replaceAll("**", "")).join("\n\n");
+
+/** The final messages of a long answer: each at most 4096 characters, valid for Telegram
+ *  (none refused), none twice, and together exactly the answer. */
+function assertWhole(uid, count) {
+  const sent = finalSent(uid);
+  assert.equal(sent.length, count, `${count} messages`);
+  assert.ok(sent.every((r) => [...r.text].length <= 4096), "every message within 4096 characters");
+  assert.equal(new Set(sent.map((r) => r.text)).size, sent.length, "no chunk twice");
+  assert.equal(sent.map((r) => r.text).join("\n\n"), LONG_PLAIN, "the messages are the whole answer, in order");
+  assert.ok(sent.every((r) => r.body.parse_mode === "HTML"), "sent as HTML, never the plain-text fallback");
+  return sent;
+}
+
+test("a long answer: its first chunk is a message before the stream ends, the rest streams as the draft; every chunk once", async () => {
+  const uid = uniqueId();
+  s.gemini.script(uid, [{ text: LONG, streamMs: 3000 }]);
+  await post(privateText(uid, "tell me everything"));
+  await s.tg.waitFor(() => finalSent(uid).length === 3, 30_000, "the three messages");
+  await sleep(1000);
+  const sent = assertWhole(uid, 3);
+  const call = s.gemini.calls(uid)[0];
+  assert.equal(s.gemini.calls(uid).length, 1);
+  assert.ok(sent[0].at < call.chunks.at(-1), `the first chunk went out ${call.chunks.at(-1) - sent[0].at} ms before the stream ended`);
+  // After the first chunk went out, the draft shows the rest, not the chunk already sent.
+  const later = accepted(uid).filter((r) => r.at > sent[0].at && r.draft !== "");
+  assert.ok(later.length >= 1, "the rest streamed as the draft");
+  assert.ok(later.every((r) => !r.draft.includes("Paragraph 1 of") && r.draft.length <= 4096), "the draft is the chunk being written");
+  assert.equal(s.tg.calls("sendMessage", uid).filter((r) => r.fault).length, 0, "Telegram refused nothing");
+  // One outbox row per chunk, under the keys the plan's delivery uses (step 0, chunks 0..2).
+  const [turn] = await s.sql("SELECT turn_id AS id, status FROM turns WHERE chat_id = ?", uid);
+  assert.equal(turn.status, "done");
+  const rows = await s.sql("SELECT key, status FROM outbox WHERE chat_id = ? ORDER BY key", uid);
+  assert.deepEqual(rows, [0, 1, 2].map((i) => ({ key: `${turn.id}/0/${i}`, status: "sent" })));
+  const bot = await s.sql("SELECT message_id FROM messages WHERE chat_id = ? AND role = 'bot'", uid);
+  assert.equal(new Set(bot.map((m) => m.message_id)).size, 3, "each chunk is in history once");
+});
+
+test("the early chunk refused with 429: no loop, the plan sends it with the rest; every chunk once", async () => {
+  const uid = uniqueId();
+  s.gemini.script(uid, [{ text: LONG, streamMs: 3000 }]);
+  s.tg.fault({ method: "sendMessage", chatId: uid, status: 429, retry_after: 1 });
+  await post(privateText(uid, "tell me everything"));
+  await s.tg.waitFor(() => finalSent(uid).length === 3, 40_000, "the three messages");
+  await sleep(2500);
+  const call = s.gemini.calls(uid)[0];
+  const refused = s.tg.calls("sendMessage", uid).filter((r) => r.fault === 429);
+  assert.equal(refused.length, 1, "one refusal");
+  assert.ok(refused[0].at < call.chunks.at(-1), "it was the chunk sent while the answer streamed");
+  assert.equal(s.tg.calls("sendMessage", uid).length, 4, "no chunk tried again while streaming: three sends and the refused one");
+  assertWhole(uid, 3);
+  assert.equal(s.gemini.calls(uid).length, 1, "the model is not asked again");
+});
+
+test("a newer message after a chunk went out: the answer is finished, whole; the newer message gets its own turn after it", async () => {
+  const uid = uniqueId();
+  s.gemini.script(uid, [{ text: LONG, streamMs: 4000 }, { text: "And your second question, answered on its own." }]);
+  await post(privateText(uid, "tell me everything"));
+  await s.tg.waitFor(() => finalSent(uid).length >= 1, 30_000, "the first chunk");
+  const posted = await post(privateText(uid, "oh, and a second question"));
+  await s.tg.waitFor(() => finalSent(uid).length === 4, 40_000, "the whole answer, then the second one");
+  await sleep(1000);
+  const first = s.gemini.calls(uid)[0];
+  assert.ok(posted < first.chunks.at(-1), "the newer message came while the answer still streamed");
+  const sent = finalSent(uid);
+  assert.equal(sent.at(-1).text, "And your second question, answered on its own.");
+  assert.equal(sent.slice(0, 3).map((r) => r.text).join("\n\n"), LONG_PLAIN, "no half answer: the first answer is whole");
+  assert.equal(new Set(sent.map((r) => r.text)).size, 4, "nothing twice");
+  assert.equal(s.gemini.calls(uid).length, 2, "the committed answer was not replanned; the newer message got its own call");
+  assert.ok(s.gemini.calls(uid)[1].at > sent[2].at, "after the first answer was delivered");
+  assert.match(JSON.stringify(s.gemini.calls(uid)[1].body.contents), /a second question/);
+  const turns = await s.sql("SELECT status FROM turns WHERE chat_id = ? ORDER BY created_at", uid);
+  assert.deepEqual(turns.map((t) => t.status), ["done", "done"], "no stale turn");
+});
+
+test("an instance reset after a chunk went out: the retried turn's new answer comes whole, the early chunk is not sent again", async () => {
+  const uid = uniqueId();
+  const other = LONG_PARAGRAPHS.map((p) => p.replace("Paragraph", "Section"));
+  const otherPlain = other.map((p) => p.replaceAll("**", "")).join("\n\n");
+  s.gemini.script(uid, [{ text: LONG, streamMs: 6000 }, { text: other.join("\n\n"), streamMs: 500 }, { text: "The second question, on its own." }]);
+  await post(privateText(uid, "tell me everything"));
+  await s.tg.waitFor(() => finalSent(uid).length >= 1, 30_000, "the first chunk");
+  await s.restart(); // the instance streaming the answer dies; storage (and the commit) stays
+  await post(privateText(uid, "and a second question"));
+  await s.tg.waitFor(() => finalSent(uid).length === 5, 40_000, "the new answer, then the second one");
+  await sleep(1500);
+  const texts = finalSent(uid).map((r) => r.text);
+  assert.ok(texts[0].startsWith("Paragraph 1 of"), "the early chunk of the cut answer, sent once");
+  assert.equal(texts.slice(1, 4).join("\n\n"), otherPlain, "then the retried turn's answer, whole, not mixed with the cut one");
+  assert.equal(texts[4], "The second question, on its own.", "the newer message's own turn comes after");
+  assert.equal(new Set(texts).size, 5, "nothing twice");
+  assert.equal(s.gemini.calls(uid).length, 3);
+  assert.doesNotMatch(JSON.stringify(s.gemini.calls(uid)[1].body.contents), /a second question/, "the committed turn did not take the newer message in");
+  const keys = (await s.sql("SELECT key FROM outbox WHERE chat_id = ? AND status = 'sent'", uid)).map((r) => r.key.split("/").slice(-2).join("/"));
+  assert.deepEqual(keys.filter((k) => k.startsWith("0/")).sort(), ["0/0", "0/0", "0/0r", "0/1", "0/2"], "the new first chunk went under the replacement key");
+});
+
 test("a reaction (which may be left unanswered on purpose) gets typing, never the lingering placeholder", async () => {
   const uid = uniqueId();
   s.gemini.script(uid, [{ text: "Hello!", streamMs: 200 }, { finishReason: "STOP" }]);

@@ -32,6 +32,10 @@
 //!   turn carries its run ([`ScheduledRun`]) in the state, so a restart resumes it; it never
 //!   goes stale, its plan is not cancelled by people's messages (they get their own turn
 //!   after it), and giving it up owes the scheduled text itself instead of an apology.
+//! - A turn whose streamed answer went out in part ([`ChatState::commit_turn`], allowed only
+//!   while no newer message came) is committed: like a scheduled run it never goes stale and
+//!   its plan is not cancelled; newer messages stay pending for their own turn right after,
+//!   and a retry of it answers nothing newer than its first attempt saw (`committed_upto`).
 
 use crate::gating::Trigger;
 use crate::plan::Step;
@@ -111,6 +115,15 @@ pub struct TurnRun {
     /// A crew persona's turn (`core::crew`; the persona is in the turn id).
     #[serde(default)]
     pub crew: Option<crate::crew_state::CrewTurn>,
+    /// Part of the answer already went out as a message while it streamed
+    /// ([`ChatState::commit_turn`]): newer messages no longer make it stale, they get their
+    /// own turn after its plan.
+    #[serde(default)]
+    pub committed: bool,
+    /// The newest message seq the committed answer saw: a retry of the turn answers nothing
+    /// newer (newer messages get their own turn).
+    #[serde(default)]
+    pub committed_upto: Option<i64>,
 }
 
 
@@ -133,6 +146,10 @@ pub struct PlanRun {
     /// The plan of a scheduled run: people's messages do not cancel it.
     #[serde(default)]
     pub scheduled: Option<ScheduledRun>,
+    /// The plan of a committed turn (its first chunk went out while streaming): people's
+    /// messages do not cancel it either, so no half answer is left.
+    #[serde(default)]
+    pub committed: bool,
 }
 
 impl PlanRun {
@@ -288,8 +305,9 @@ impl ChatState {
                 count: 1,
             },
         });
-        // A scheduled run's plan goes on: the message gets its own turn after it.
-        let cancelled = if self.plan.as_ref().is_some_and(|p| p.scheduled.is_none()) {
+        // A scheduled run's plan goes on, and so does a committed answer's: the message gets
+        // its own turn after it.
+        let cancelled = if self.plan.as_ref().is_some_and(|p| p.scheduled.is_none() && !p.committed) {
             self.plan.take().map(|p| (p.turn_id, p.next))
         } else {
             None
@@ -348,6 +366,8 @@ impl ChatState {
             wait_deadline_ms: None,
             scheduled: Some(run),
             crew: None,
+            committed: false,
+            committed_upto: None,
         };
         self.turn = Some(turn.clone());
         turn
@@ -367,8 +387,9 @@ impl ChatState {
             return None;
         }
         let generation = self.generation;
-        let scheduled = self.turn.as_ref().is_some_and(|t| t.scheduled.is_some());
-        let pending = if scheduled { None } else { self.pending.take() };
+        // A scheduled or committed turn leaves people's messages to their own turn.
+        let keeps_own = self.turn.as_ref().is_some_and(|t| t.scheduled.is_some() || t.committed);
+        let pending = if keeps_own { None } else { self.pending.take() };
         let turn = self.turn.as_mut()?;
         turn.attempt += 1;
         turn.started_ms = now;
@@ -430,6 +451,8 @@ impl ChatState {
             wait_deadline_ms: None,
             scheduled: None,
             crew: None,
+            committed: false,
+            committed_upto: None,
         };
         self.turn = Some(turn.clone());
         turn
@@ -439,7 +462,7 @@ impl ChatState {
     pub fn resume_turn(&mut self, turn_id: &str, attempt: u32, now: i64) -> Option<TurnRun> {
         let generation = self.generation;
         let turn = self.turn.as_mut().filter(|t| t.turn_id == turn_id && t.waiting_retry)?;
-        let pending = if turn.scheduled.is_some() { None } else { self.pending.take() };
+        let pending = if turn.scheduled.is_some() || turn.committed { None } else { self.pending.take() };
         turn.waiting_retry = false;
         turn.wait_deadline_ms = None;
         turn.attempt = attempt;
@@ -456,10 +479,12 @@ impl ChatState {
         let Some(turn) = self.turn.as_ref().filter(|t| t.turn_id == turn_id) else {
             return Finish::Superseded;
         };
-        // A scheduled run never goes stale: newer messages get their own turn after it.
-        let stale = self.generation != turn.generation && turn.scheduled.is_none();
+        // A scheduled run never goes stale, nor does a committed answer: newer messages get
+        // their own turn after it.
+        let stale = self.generation != turn.generation && turn.scheduled.is_none() && !turn.committed;
         let target = turn.target_message_id;
         let scheduled = turn.scheduled.clone();
+        let committed = turn.committed;
         self.turn = None;
         if stale && self.replans_in_row < MAX_REPLANS {
             self.replans_in_row += 1;
@@ -477,9 +502,27 @@ impl ChatState {
                 step_starts: 0,
                 job_deadline_ms: None,
                 scheduled,
+                committed,
             });
         }
         Finish::Execute
+    }
+
+    /// The running turn's answer is about to go out in part while it streams (its first
+    /// chunk). Allowed only while the turn is current and no newer message came (else the
+    /// turn goes stale and is replanned as usual: nothing may go out); from then on the turn
+    /// is committed: it is carried out whatever arrives, and newer messages wait for their own
+    /// turn. `upto_seq`: the newest message the answer saw (a retry sees nothing newer; the
+    /// first commit's stays). Returns whether the chunk may go out.
+    pub fn commit_turn(&mut self, turn_id: &str, upto_seq: i64) -> bool {
+        let generation = self.generation;
+        let Some(turn) = self.turn.as_mut().filter(|t| t.turn_id == turn_id && !t.waiting_retry) else { return false };
+        if !turn.committed && turn.scheduled.is_none() && turn.generation != generation {
+            return false;
+        }
+        turn.committed = true;
+        turn.committed_upto.get_or_insert(upto_seq);
+        true
     }
 
     /// The model call failed and a retry job was queued; if it has not come by `deadline_ms`
@@ -953,6 +996,52 @@ mod tests {
         assert_eq!(s.due(40_000, &T), Due::Schedules);
         s.set_next_schedule(None);
         assert_eq!(s.next_wake(&T, false, 40_000), None);
+    }
+
+    #[test]
+    fn a_committed_answer_is_carried_out_and_newer_messages_get_their_own_turn() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let t = s.begin_turn(100, "c", 3);
+        assert!(s.commit_turn(&t.turn_id, 5), "no newer message: the first chunk may go out");
+        assert!(s.turn.as_ref().unwrap().committed);
+        // A message during the stream does not make it stale once committed.
+        s.signal(&sig(2, 200));
+        assert!(s.commit_turn(&t.turn_id, 9), "committed stays committed");
+        assert_eq!(s.turn.as_ref().unwrap().committed_upto, Some(5), "the first commit's bound stays");
+        assert_eq!(s.finish_turn(&t.turn_id, vec![send("long answer"), send("more")], 300), Finish::Execute);
+        assert!(s.plan.as_ref().unwrap().committed);
+        assert!(s.pending.is_some(), "the newer message waits, pending");
+        // A message while its plan runs does not cancel it either.
+        assert_eq!(s.signal(&sig(3, 400)), SignalOutcome::Accepted { cancelled: None });
+        assert_eq!(s.due(5_000, &T), Due::AdvancePlan);
+        s.step_done(&t.turn_id, 0, 500);
+        s.step_done(&t.turn_id, 1, 500);
+        assert_eq!(s.due(5_000, &T), Due::StartTurn, "then the newer messages' own turn");
+    }
+
+    #[test]
+    fn a_turn_a_newer_message_made_stale_cannot_commit() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let t = s.begin_turn(100, "c", 3);
+        s.signal(&sig(2, 200));
+        assert!(!s.commit_turn(&t.turn_id, 5), "nothing may go out: the turn will be replanned");
+        assert!(!s.commit_turn("c/other", 5), "nor for a turn that is not the running one");
+        assert_eq!(s.finish_turn(&t.turn_id, vec![send("old")], 300), Finish::Stale);
+    }
+
+    #[test]
+    fn a_committed_turn_taken_over_leaves_newer_messages_pending() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let t = s.begin_turn(100, "c", 3);
+        assert!(s.commit_turn(&t.turn_id, 5));
+        s.signal(&sig(2, 200));
+        let r = s.recover_turn(1_000, false).expect("a dead instance's turn is taken over");
+        assert!(r.committed && s.pending.is_some(), "the newer message keeps its own turn");
+        assert_eq!(r.committed_upto, Some(5), "and the retry answers nothing newer than the first attempt saw");
+        assert_eq!(s.finish_turn(&t.turn_id, vec![send("answer")], 1_100), Finish::Execute);
     }
 
     #[test]

@@ -333,6 +333,8 @@ impl ChatState {
             wait_deadline_ms: None,
             scheduled: None,
             crew: Some(crew_turn),
+            committed: false,
+            committed_upto: None,
         };
         self.turn = Some(turn.clone());
         Some(turn)

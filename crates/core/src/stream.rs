@@ -16,6 +16,9 @@ use crate::gemini::{Candidate, Content, GenerateContentResponse, Part};
 /// Drafts one turn may send at most: each is a subrequest of the invocation that runs the
 /// turn (50 on the free plan, shared with D1, the model, tools and the plan's first steps).
 pub const MAX_DRAFTS_PER_TURN: u32 = 12;
+/// At most this many chunks of a streamed answer go out as messages before its turn is over
+/// (each costs four subrequests of the turn's invocation); the rest go out with the plan.
+pub const MAX_EARLY_CHUNKS: usize = 3;
 
 /// Bytes a streamed answer may take in all: a model's answer (its output capped by
 /// `MAX_OUTPUT_TOKENS`) is far smaller; a stream past it is cut off as a failed call.

@@ -48,8 +48,14 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64) -> Result
         return Ok(None);
     }
     let answered_seq = first.answered_seq;
+    let mut messages = first.messages;
+    // A committed turn's retry answers what its first attempt saw, nothing newer: newer
+    // messages get their own turn after it (`ChatState::commit_turn`).
+    if let Some(upto) = turn.committed_upto {
+        messages.retain(|m| m.seq <= upto);
+    }
     let loaded = Loaded {
-        messages: first.messages,
+        messages,
         answered_seq: first.answered_seq,
         stored_start: first.conversation.session_start_seq,
         stored_started_at: first.conversation.session_started_at,

@@ -102,7 +102,7 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context,
     let describing = media::describe(ctx, conv, Some(&turn.turn_id), &items, &chosen, &extra, never);
     // Drafts show a private chat's answer as it is written; a crew persona's answer starts with
     // its name, which drafts do not show, so crew turns are not drafted.
-    let port = StreamingModel::new(ctx, conv, is_private(c) && turn.crew.is_none(), live);
+    let port = StreamingModel::new(ctx, conv, is_private(c) && turn.crew.is_none(), live, c.window.newest_seq);
     let (outcome, _) = futures::join!(call_model(ctx, conv, turn, c, &request, &port), describing);
     if !(refused_media(&outcome) && any_inline(&items)) {
         return outcome;
