@@ -296,11 +296,11 @@ impl ChatObject {
         };
         let (chat, storage, id) = (self.chat.clone(), Rc::new(self.state.storage()), turn.turn_id.clone());
         let commit = move |upto_seq: i64| -> futures::future::LocalBoxFuture<'static, bool> {
-            let snapshot = chat.borrow_mut().as_mut().and_then(|st| st.commit_turn(&id, upto_seq).then(|| st.clone()));
+            let snapshot = chat.borrow_mut().as_mut().and_then(|st| st.commit_turn(&id, upto_seq).then(|| chat_state::stored(st)));
             let storage = storage.clone();
             Box::pin(async move {
                 let Some(snapshot) = snapshot else { return false };
-                storage.put("state", &snapshot).await.map_err(|e| worker::console_error!("chat state not saved: {e}")).is_ok()
+                storage.put("state", snapshot).await.map_err(|e| worker::console_error!("chat state not saved: {e}")).is_ok()
             })
         };
         stream::Live { turn_id: turn.turn_id.clone(), current: Rc::new(current), commit: Rc::new(commit) }
