@@ -61,7 +61,13 @@ pub(super) async fn within<T>(
     result
 }
 
-/// Sends a request and reads the body as text. `Err` is a network failure or timeout.
+/// The most of a Gemini or Telegram API answer that is read (the size a streamed answer may
+/// reach, `core::stream::MAX_STREAM_BYTES`): past it the call fails like a broken connection
+/// and is retried as one, rather than a model's runaway answer being held and parsed whole.
+pub const MAX_RESPONSE_BYTES: usize = agent_core::stream::MAX_STREAM_BYTES;
+
+/// Sends a request and reads the body as text, at most [`MAX_RESPONSE_BYTES`]. `Err` is a
+/// network failure, a timeout or a body over the cap.
 pub async fn send(
     meter: &Meter,
     method: Method,
@@ -76,7 +82,11 @@ pub async fn send(
     let call = async {
         let mut resp = fetch.send_with_signal(&signal).await.map_err(|e| e.to_string())?;
         let status = resp.status_code();
-        let body = resp.text().await.map_err(|e| e.to_string())?;
+        let (bytes, over) = read_capped(&mut resp, MAX_RESPONSE_BYTES).await?;
+        if over {
+            return Err(format!("the answer is over {MAX_RESPONSE_BYTES} bytes"));
+        }
+        let body = String::from_utf8_lossy(&bytes).into_owned();
         Ok::<_, String>(HttpResponse { status, body, headers: resp.headers().clone() })
     };
     within(call, controller, timeout).await

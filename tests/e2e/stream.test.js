@@ -124,6 +124,26 @@ test("a group gets the typing action and the final message, never a draft", asyn
   assert.ok(typing.length >= 1 && typing[0].at < call.at, "typing shows before the model is asked");
 });
 
+test("a non-streamed answer over the 4 MiB cap fails like a broken connection: retried, and nothing of it is sent", async () => {
+  const chat = -1000000000000 - uniqueId();
+  const uid = uniqueId();
+  const t = "@edge_test_bot tell me everything";
+  const huge = { candidates: [{ content: { role: "model", parts: [{ text: "x".repeat(5 * 1024 * 1024) }] }, finishReason: "STOP", index: 0 }] };
+  s.gemini.script(uid, [{ raw: huge }, { text: "The short version." }]);
+  await post(groupText(chat, uid, t, { entities: mention(t, "edge_test_bot") }));
+  await s.tg.waitFor(() => finalSent(chat).length === 1, 60_000, "the group reply");
+  await sleep(500);
+  assert.equal(s.gemini.calls(uid).length, 2, "the oversized answer is retried once");
+  // The first answer was never read whole: its call is recorded as failed at the cap (read
+  // whole, it used to be taken as an answer and cut down afterwards).
+  const calls = await s.sql("SELECT status, error FROM model_calls WHERE chat_id = ? ORDER BY id", chat);
+  assert.equal(calls.length, 2, JSON.stringify(calls).slice(0, 300));
+  assert.match(calls[0].error ?? "", /over 4194304 bytes/);
+  assert.equal(calls[1].status, 200);
+  assert.deepEqual(finalSent(chat).map((m) => m.text ?? m), ["The short version."]);
+  assert.ok(!s.tg.requests.some((r) => r.body?.chat_id === chat && /xxxxxxxxxx/.test(r.body?.text ?? "")), "no part of the oversized answer reaches the chat");
+});
+
 test("a new message while the answer streams cancels the draft; the replanned answer is the only message", async () => {
   const uid = uniqueId();
   s.gemini.script(uid, [{ text: ANSWER, streamMs: 3000 }, { text: "The answer to both messages." }]);
