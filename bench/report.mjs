@@ -87,7 +87,7 @@ message, so a failed hand-off is redelivered rather than lost.
 | the same with DEBOUNCE_MS 4000 | ${w.bursts.debounce_4000_ms.model_calls} | 200 |
 | subrequests per turn (context, notes and memories, typing, Gemini, result) | mean ${fmt(w.turn.subrequests.mean, 1)}, max ${w.turn.subrequests.max} | < 50 |
 | D1 round trips per turn | mean ${fmt(w.turn.d1_round_trips.mean, 1)}, max ${w.turn.d1_round_trips.max} (${w.turn.d1_statements.max} statements) | |
-| per message sent | 1 Telegram call + 2 D1 round trips (outbox before, sent + stored after) | |
+| per message sent | 1 Telegram call + 2 D1 round trips (before: the step's outbox rows read with its pending record; after: sent + stored); the plan's end 1 more (the turn's status, with the last step's outcome) | |
 
 ${cacheSection(cache, prompt)}
 ## Media

@@ -44,7 +44,7 @@ impl ChatObject {
         self.in_flight.set(false);
         self.update(|st| st.end_turn(&turn.turn_id)).await;
         let answer = match result {
-            Ok(agent::TurnOutput::Planned { steps, schedules_changed }) => {
+            Ok(agent::TurnOutput::Planned { steps, schedules_changed, .. }) => {
                 if schedules_changed {
                     self.refresh_schedules(ctx).await;
                 }

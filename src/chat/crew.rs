@@ -134,20 +134,38 @@ impl ChatObject {
 
     /// Ends a turn with the model's steps: a persona's through the cycle (a pass sends nothing;
     /// without its own bot, its display name leads its message), anyone else's as usual.
-    pub(super) async fn finish_any_turn(&self, ctx: &Ctx, turn_id: &str, steps: Vec<Step>) -> (Finish, bool) {
+    /// `step_calls` stays with the plan (see `ChatState::keep_step_calls`).
+    pub(super) async fn finish_any_turn(&self, ctx: &Ctx, turn_id: &str, steps: Vec<Step>, step_calls: Option<Vec<Option<usize>>>) -> (Finish, bool) {
         let persona = crew::persona_of_turn(turn_id).and_then(|name| configured(ctx).into_iter().find(|p| p.name == name));
         let lineup = Lineup::of(&configured(ctx), ctx.cfg.crew_max_rounds);
         let is_crew = self.with(|st| st.turn.as_ref().is_some_and(|t| t.turn_id == turn_id && t.crew.is_some())).await;
         let Some(persona) = persona.filter(|_| is_crew) else {
             let empty = steps.is_empty();
-            return (self.update(|st| st.finish_turn(turn_id, steps, now_ms())).await, empty);
+            let finish = self
+                .update(|st| {
+                    let finish = st.finish_turn(turn_id, steps, now_ms());
+                    if let Some(calls) = step_calls {
+                        st.keep_step_calls(turn_id, calls);
+                    }
+                    finish
+                })
+                .await;
+            return (finish, empty);
         };
         // Its own bot speaks only in groups (as `Ctx::speaking_for` decides); else the header.
         let group = self.conv().is_some_and(|(_, kind)| kind.is_group());
         let own_bot = group && crate::config::env::crew_bot_token(&ctx.env, &persona.name).is_some();
         let steps = if own_bot || crew::is_pass(&steps) { steps } else { crew::with_display_name(steps, &persona.display_name) };
         let passed = crew::is_pass(&steps);
-        let (finish, end) = self.update(|st| st.finish_crew_turn(turn_id, steps, &lineup, now_ms())).await;
+        let (finish, end) = self
+            .update(|st| {
+                let done = st.finish_crew_turn(turn_id, steps, &lineup, now_ms());
+                if let Some(calls) = step_calls {
+                    st.keep_step_calls(turn_id, calls);
+                }
+                done
+            })
+            .await;
         if passed && finish == Finish::Execute {
             worker::console_log!("turn {turn_id}: {} passed", persona.name);
         }

@@ -87,7 +87,7 @@ async fn already_sent(ctx: &Ctx, step_key: &str) -> worker::Result<Vec<OutboxRow
 }
 
 async fn record_pending(ctx: &Ctx, key: &str, step_key: &str, conv: &ConvKey, method: &str, body: &str) -> worker::Result<()> {
-    outbox::record_pending(&ctx.db(), key, step_key, conv, method, body, now_ms()).await
+    outbox::record_pending(&ctx.db(), &outbox::Pending { key, step_key, conv, method, body }, now_ms()).await
 }
 
 /// Sends one chunk, falling back at most once each to plain text (when Telegram refuses the
@@ -151,7 +151,18 @@ async fn send_text_with(
     no_link_preview: bool,
 ) -> Result<Vec<i64>, StepError> {
     let chunks = render_reply(markdown, TELEGRAM_LIMIT);
-    let done = already_sent(ctx, step_key).await.map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
+    let retry = |e: worker::Error| StepError::Retry { error: e.to_string(), after_ms: None };
+    // What the step sent before, read with its first chunk recorded as pending (a no-op when
+    // that chunk was sent): a step's first try then goes straight to Telegram.
+    let first_key = format!("{step_key}/0");
+    let done = match chunks.first() {
+        Some(first) => {
+            let body = serde_json::to_string(&chunk_body(conv, first, reply_to, no_link_preview)).unwrap_or_default();
+            let pending = outbox::Pending { key: &first_key, step_key, conv, method: "sendMessage", body: &body };
+            outbox::of_step_recording(&ctx.db(), step_key, &pending, now_ms()).await.map_err(retry)?
+        }
+        None => already_sent(ctx, step_key).await.map_err(retry)?,
+    };
     let tg = ctx.telegram();
     let mut ids = Vec::new();
     for (i, chunk) in chunks.iter().enumerate() {
@@ -167,9 +178,23 @@ async fn send_text_with(
             return Err(StepError::Yield);
         }
         let reply_to = reply_to.filter(|_| i == 0);
-        ids.push(send_chunk(ctx, &tg, conv, (&key, step_key), chunk, reply_to, no_link_preview, turn_id).await?);
+        // The first chunk under its own key is recorded already (with the read above).
+        let recorded = key == first_key;
+        ids.push(send_chunk(ctx, &tg, conv, (&key, step_key), chunk, (reply_to, no_link_preview), recorded, turn_id).await?);
     }
     Ok(ids)
+}
+
+/// The request that sends `chunk` (what the outbox records before the send).
+fn chunk_body(conv: &ConvKey, chunk: &Chunk, reply_to: Option<i64>, no_link_preview: bool) -> SendMessage {
+    SendMessage {
+        chat_id: conv.chat_id,
+        message_thread_id: conv.thread_id,
+        text: chunk.html.clone(),
+        parse_mode: Some("HTML".into()),
+        reply_parameters: reply_to.map(|m| ReplyParameters { message_id: m, allow_sending_without_reply: true }),
+        link_preview_options: no_link_preview.then_some(LinkPreviewOptions { is_disabled: true }),
+    }
 }
 
 /// Where chunk `i` of a step stands in the outbox.
@@ -202,8 +227,9 @@ fn slot(done: &[OutboxRow], step_key: &str, i: usize, html: &str) -> Slot {
     }
 }
 
-/// Sends one chunk under `key` (of step `step_key`): written to the outbox first, marked sent
-/// (and stored as the bot's message) after; returns Telegram's message id.
+/// Sends one chunk under `key` (of step `step_key`): written to the outbox first (unless
+/// `recorded`: the caller wrote it), marked sent (and stored as the bot's message) after;
+/// returns Telegram's message id.
 #[allow(clippy::too_many_arguments)]
 async fn send_chunk(
     ctx: &Ctx,
@@ -211,22 +237,17 @@ async fn send_chunk(
     conv: &ConvKey,
     (key, step_key): (&str, &str),
     chunk: &Chunk,
-    reply_to: Option<i64>,
-    no_link_preview: bool,
+    (reply_to, no_link_preview): (Option<i64>, bool),
+    recorded: bool,
     turn_id: Option<&str>,
 ) -> Result<i64, StepError> {
-    let mut body = SendMessage {
-        chat_id: conv.chat_id,
-        message_thread_id: conv.thread_id,
-        text: chunk.html.clone(),
-        parse_mode: Some("HTML".into()),
-        reply_parameters: reply_to.map(|m| ReplyParameters { message_id: m, allow_sending_without_reply: true }),
-        link_preview_options: no_link_preview.then_some(LinkPreviewOptions { is_disabled: true }),
-    };
-    let body_json = serde_json::to_string(&body).unwrap_or_default();
-    record_pending(ctx, key, step_key, conv, "sendMessage", &body_json)
-        .await
-        .map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
+    let mut body = chunk_body(conv, chunk, reply_to, no_link_preview);
+    if !recorded {
+        let body_json = serde_json::to_string(&body).unwrap_or_default();
+        record_pending(ctx, key, step_key, conv, "sendMessage", &body_json)
+            .await
+            .map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
+    }
     // The outbox write was an await: the step may have been cancelled meanwhile.
     if !ctx.step_wanted() {
         return Err(StepError::Cancelled);
@@ -260,7 +281,7 @@ pub async fn send_early_chunk(ctx: &Ctx, conv: &ConvKey, step_key: &str, i: usiz
     if done.iter().any(|r| r.key == key && r.status == "sent") {
         return Ok(false);
     }
-    send_chunk(ctx, &ctx.telegram(), conv, (&key, step_key), chunk, None, no_link_preview, Some(turn_id)).await.map(|_| true)
+    send_chunk(ctx, &ctx.telegram(), conv, (&key, step_key), chunk, (None, no_link_preview), false, Some(turn_id)).await.map(|_| true)
 }
 
 async fn react(ctx: &Ctx, conv: &ConvKey, step_key: &str, message_id: i64, emoji: &str, turn_id: Option<&str>) -> Result<StepOutcome, StepError> {

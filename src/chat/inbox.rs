@@ -11,7 +11,6 @@
 
 use super::{access, agent, commands, ChatObject, Inbox};
 use crate::config::{now_ms, Ctx};
-use crate::storage;
 use agent_core::chat_state::{ChatState, Signal, SignalOutcome};
 use agent_core::commands as core_commands;
 use agent_core::conversation::{ChatKind, ConvKey};
@@ -103,10 +102,8 @@ impl ChatObject {
     pub(super) async fn record_cancelled(&self, ctx: &Ctx, turn_id: &str, from: usize) {
         worker::console_log!("turn {turn_id}: plan cancelled from step {from} by a new message");
         let calls = agent::step_calls(ctx, turn_id).await;
-        for index in from..calls.len() {
-            agent::record_step_outcome(ctx, turn_id, &calls, index, &StepOutcome::Cancelled).await;
-        }
-        let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some(format!("cancelled from step {from}")), now_ms()).await;
+        let cancelled: Vec<_> = (from..calls.len()).map(|index| (index, StepOutcome::Cancelled)).collect();
+        agent::record_steps(ctx, turn_id, &calls, &cancelled, Some((TurnStatus::Done, Some(format!("cancelled from step {from}"))))).await;
     }
 }
 

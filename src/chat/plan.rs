@@ -41,7 +41,12 @@ impl ChatObject {
                 return None;
             }
             if step_calls.as_ref().is_none_or(|(t, _)| *t != due.turn_id) {
-                step_calls = Some((due.turn_id.clone(), agent::step_calls(ctx, &due.turn_id).await));
+                // Kept with the plan when this object's turn made it; else the turn's row.
+                let calls = match due.step_calls.clone() {
+                    Some(calls) => calls,
+                    None => agent::step_calls(ctx, &due.turn_id).await,
+                };
+                step_calls = Some((due.turn_id.clone(), calls));
             }
             let calls = step_calls.as_ref().map(|(_, c)| c.clone()).unwrap_or_default();
             if let Step::Wait { seconds } = &due.step {
@@ -92,14 +97,15 @@ impl ChatObject {
                 // It was carried out (the guard held at the call); record that truthfully
                 // even if a new message cancelled the plan while Telegram answered.
                 let current = self.with(|st| st.is_current_step(turn_id, index)).await;
-                agent::record_step_outcome(ctx, turn_id, calls, index, &outcome).await;
                 if !current {
+                    agent::record_step_outcome(ctx, turn_id, calls, index, &outcome).await;
                     return Next::Stop;
                 }
+                // The plan's last step: its outcome and the turn's end in one round trip (a
+                // crash before the state's write repeats the step, which the outbox skips).
+                let done = (index + 1 >= due.len).then_some((TurnStatus::Done, None));
+                agent::record_steps(ctx, turn_id, calls, &[(index, outcome)], done).await;
                 self.update(|st| st.step_done(turn_id, index, now_ms())).await;
-                if index + 1 >= due.len {
-                    let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, None, now_ms()).await;
-                }
                 Next::Continue
             }
             Err(deliver::StepError::Yield) => {
@@ -139,6 +145,8 @@ struct DueStep {
     default_reply: Option<i64>,
     /// Steps in the plan.
     len: usize,
+    /// The plan's step → function-call mapping, when the state has it.
+    step_calls: Option<Vec<Option<usize>>>,
 }
 
 impl DueStep {
@@ -146,7 +154,7 @@ impl DueStep {
         let p = st.plan.as_ref().filter(|p| !p.waiting_job && now >= p.not_before_ms)?;
         let step = p.current()?.clone();
         let default_reply = default_reply_to(kind.is_group(), &p.steps, p.next, p.target_message_id);
-        Some(DueStep { turn_id: p.turn_id.clone(), index: p.next, step, default_reply, len: p.steps.len() })
+        Some(DueStep { turn_id: p.turn_id.clone(), index: p.next, step, default_reply, len: p.steps.len(), step_calls: p.step_calls.clone() })
     }
 }
 

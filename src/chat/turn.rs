@@ -54,11 +54,11 @@ impl ChatObject {
         result: std::result::Result<agent::TurnOutput, agent::TurnError>,
     ) -> JobOutcome {
         match result {
-            Ok(agent::TurnOutput::Planned { steps, schedules_changed }) => {
+            Ok(agent::TurnOutput::Planned { steps, schedules_changed, step_calls }) => {
                 // The state first (no await before it: the turn is not in flight any more, and
                 // an alarm in between would take it for a dead one), then the schedules' hint.
                 // A crew persona's answer also moves the cycle on (a pass sends nothing).
-                let (finish, nothing_to_send) = self.finish_any_turn(ctx, turn_id, steps).await;
+                let (finish, nothing_to_send) = self.finish_any_turn(ctx, turn_id, steps, step_calls).await;
                 if schedules_changed {
                     self.refresh_schedules(ctx).await;
                 }

@@ -21,19 +21,43 @@ pub struct OutboxRow {
 
 /// The rows of one step (all its chunks).
 pub async fn of_step(db: &Db, step_key: &str) -> Result<Vec<OutboxRow>> {
-    db.all("SELECT key, status, tg_message_id, body FROM outbox WHERE step_key = ?1", args![step_key]).await
+    db.all(SELECT_STEP, args![step_key]).await
+}
+
+const SELECT_STEP: &str = "SELECT key, status, tg_message_id, body FROM outbox WHERE step_key = ?1";
+
+/// Writes an action as pending (a repeat counts an attempt); a row already sent is left as it
+/// is (its text tells a re-run what went out).
+const UPSERT_PENDING: &str = "INSERT INTO outbox (key, step_key, conv, chat_id, method, body, status, attempts, created_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', 1, ?7)
+     ON CONFLICT (key) DO UPDATE SET attempts = attempts + 1, body = excluded.body WHERE outbox.status != 'sent'";
+
+/// An action about to be sent, as the outbox records it.
+pub struct Pending<'a> {
+    pub key: &'a str,
+    pub step_key: &'a str,
+    pub conv: &'a ConvKey,
+    pub method: &'a str,
+    pub body: &'a str,
 }
 
 /// Records an action as pending before it is sent (a repeat counts an attempt).
-pub async fn record_pending(db: &Db, key: &str, step_key: &str, conv: &ConvKey, method: &str, body: &str, now: i64) -> Result<()> {
-    db.run(
-        "INSERT INTO outbox (key, step_key, conv, chat_id, method, body, status, attempts, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', 1, ?7)
-         ON CONFLICT (key) DO UPDATE SET attempts = attempts + 1, body = excluded.body",
-        args![key, step_key, conv.to_string(), conv.chat_id, method, body, now],
-    )
-    .await?;
+pub async fn record_pending(db: &Db, p: &Pending<'_>, now: i64) -> Result<()> {
+    db.run(UPSERT_PENDING, args![p.key, p.step_key, p.conv.to_string(), p.conv.chat_id, p.method, p.body, now]).await?;
     Ok(())
+}
+
+/// The rows of one step as they were, and `first` (the step's first action) recorded as
+/// pending unless it was sent already, in one round trip: the common case, a step's first
+/// try, then needs no round trip of its own before its send.
+pub async fn of_step_recording(db: &Db, step_key: &str, first: &Pending<'_>, now: i64) -> Result<Vec<OutboxRow>> {
+    let p = first;
+    let stmts = vec![
+        db.stmt(SELECT_STEP, args![step_key])?,
+        db.stmt(UPSERT_PENDING, args![p.key, p.step_key, p.conv.to_string(), p.conv.chat_id, p.method, p.body, now])?,
+    ];
+    let results = db.batch(stmts).await?;
+    crate::storage::rows(&results[0])
 }
 
 /// Who sent: the bot, for its rows in `messages`.

@@ -237,6 +237,11 @@ pub async fn set_turn_status(db: &Db, turn_id: &str, status: TurnStatus, error: 
     Ok(())
 }
 
+/// `set_turn_status` as a statement, for a batch.
+pub fn turn_status_stmt(db: &Db, turn_id: &str, status: TurnStatus, error: Option<String>, now: i64) -> Result<worker::D1PreparedStatement> {
+    db.stmt(SET_TURN_STATUS, args![turn_id, status.as_str(), error, now])
+}
+
 const SET_STEP_OUTCOME: &str = "UPDATE turns SET step_outcomes = json_set(step_outcomes, '$.\"' || ?2 || '\"', json(?3)),
        updated_at = ?4 WHERE turn_id = ?1";
 

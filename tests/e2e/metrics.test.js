@@ -95,3 +95,62 @@ test("a turn's recall reads its own chat's matches, not every chat's (memory_fts
   await s.sql("DELETE FROM memories WHERE id = ?", id);
   assert.deepEqual(await match(`scope : "c${uid}"`), []);
 });
+
+test("a two-message plan takes 9 D1 round trips: the step → call mapping kept with the plan, the pending record read with the step's rows, the last outcome with the turn's end", async () => {
+  const uid = uniqueId();
+  s.gemini.script(uid, [{ calls: [
+    { name: "send_message", args: { text: "first" } },
+    { name: "send_message", args: { text: "second" } },
+  ] }]);
+  const from = s.logs().length;
+  await s.webhook(privateText(uid, "two messages, please"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 30_000, "both messages");
+  await sleep(500);
+  assert.deepEqual(s.tg.sent(uid), ["first", "second"]);
+  const [turn] = await s.sql("SELECT status, step_outcomes FROM turns WHERE chat_id = ? AND trigger != 'schedule'", uid);
+  assert.equal(turn.status, "done");
+  const outcomes = JSON.parse(turn.step_outcomes);
+  assert.deepEqual(Object.keys(outcomes).sort(), ["0", "1"], turn.step_outcomes);
+  assert.ok(Object.values(outcomes).every((o) => o.ok === true), turn.step_outcomes);
+  // Load, recall, the turn's result; per message: the step's outbox rows read with its first
+  // chunk recorded as pending, sent after, the step's outcome (the last one with the turn's
+  // end). Before: 13 (the mapping read back, the pending write and the turn's end apart).
+  const alarms = metricsSince(from).filter((l) => l.kind.startsWith("alarm"));
+  const trips = alarms.reduce((n, l) => n + l.d1_round_trips, 0);
+  assert.ok(trips <= 9, `the turn made ${trips} D1 round trips: ${alarms.map((l) => l.raw).join("\n")}`);
+});
+
+test("search_memory reads its own chat's matches, not every chat's (the scope filter over memory_fts)", async () => {
+  const uid = uniqueId();
+  const others = [];
+  for (let c = 0; c < 4; c++) {
+    const chat = c % 2 ? uniqueId() : -1000000000000 - uniqueId();
+    for (let k = 0; k < 100; k++) {
+      others.push(s.env.DB.prepare("INSERT INTO memories (kind, chat_id, conv, value, created_at, updated_at) VALUES ('episode', ?, ?, ?, 0, 0)").bind(chat, String(chat), `the quince jelly, batch ${k}`));
+    }
+  }
+  for (let k = 0; k < others.length; k += 100) await s.env.DB.batch(others.slice(k, k + 100));
+  await s.sql("INSERT INTO memories (kind, chat_id, conv, value, created_at, updated_at) VALUES ('episode', ?, ?, 'the quince jelly set overnight', 0, 0)", uid, String(uid));
+  // An operator note for every chat is still found (the filter keeps what the chat may see).
+  await s.sql("INSERT INTO notes (source, content, created_at) VALUES ('operator', 'quince jelly wants lemon', 0)");
+  let found;
+  s.gemini.script(uid, [
+    { calls: [{ name: "search_memory", args: { query: "quince jelly" } }] },
+    (body) => {
+      found = body.contents.at(-1).parts[0].functionResponse.response.results;
+      return { text: "It set overnight." };
+    },
+  ]);
+  const from = s.logs().length;
+  await s.webhook(privateText(uid, "how did it go with that jelly?"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length > 0, 30_000, "the reply");
+  await sleep(300);
+  assert.ok(found.some((r) => /set overnight/.test(r)), JSON.stringify(found));
+  assert.ok(found.some((r) => /wants lemon/.test(r)), JSON.stringify(found));
+  assert.ok(!found.some((r) => /batch \d+/.test(r)), JSON.stringify(found));
+  const turn = metricsSince(from).filter((l) => l.kind.startsWith("alarm"));
+  const read = turn.reduce((n, l) => n + l.rows_read, 0);
+  // Every chat's matches: 400 and more; within the chat's scope, a few.
+  assert.ok(read < 150, `the turn read ${read} rows: ${turn.map((l) => l.raw).join("\n")}`);
+  await s.sql("DELETE FROM notes WHERE content = 'quince jelly wants lemon'");
+});

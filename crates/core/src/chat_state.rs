@@ -150,6 +150,11 @@ pub struct PlanRun {
     /// messages do not cancel it either, so no half answer is left.
     #[serde(default)]
     pub committed: bool,
+    /// Which function call each step came from (for the steps' outcome records), when the turn
+    /// that made the plan ran in this object; `None` (a resumed plan, an older state): the
+    /// turn's row in D1 has it.
+    #[serde(default)]
+    pub step_calls: Option<Vec<Option<usize>>>,
 }
 
 impl PlanRun {
@@ -503,9 +508,18 @@ impl ChatState {
                 job_deadline_ms: None,
                 scheduled,
                 committed,
+                step_calls: None,
             });
         }
         Finish::Execute
+    }
+
+    /// Keeps the step → function-call mapping with the plan `turn_id` just made (so carrying
+    /// it out needs no D1 read for it).
+    pub fn keep_step_calls(&mut self, turn_id: &str, calls: Vec<Option<usize>>) {
+        if let Some(p) = self.plan.as_mut().filter(|p| p.turn_id == turn_id) {
+            p.step_calls = Some(calls);
+        }
     }
 
     /// The running turn's answer is about to go out in part while it streams (its first
@@ -915,6 +929,26 @@ mod tests {
         // an error too.
         assert_eq!(load(Some(serde_json::Value::String(stored(&s)))), Loaded { state: s, error: None });
         assert!(load(Some(serde_json::Value::String("{\"generation\":".into()))).error.is_some());
+    }
+
+    #[test]
+    fn a_plan_keeps_its_step_calls_and_an_older_state_reads_without_them() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let t = s.begin_turn(1000, "c", 1);
+        s.finish_turn(&t.turn_id, vec![send("a"), Step::Wait { seconds: 1 }, send("b")], 1000);
+        assert_eq!(s.plan.as_ref().unwrap().step_calls, None, "unknown until the edge keeps them");
+        s.keep_step_calls("another turn", vec![Some(9)]);
+        assert_eq!(s.plan.as_ref().unwrap().step_calls, None, "only for the plan's own turn");
+        s.keep_step_calls(&t.turn_id, vec![Some(0), Some(1), None]);
+        assert_eq!(s.plan.as_ref().unwrap().step_calls, Some(vec![Some(0), Some(1), None]));
+        assert_eq!(load(Some(serde_json::Value::String(stored(&s)))).state, s, "kept across a restart");
+        // A state written before the field existed: the plan loads, its calls unknown (D1 has them).
+        let mut old = serde_json::to_value(&s).unwrap();
+        old["plan"].as_object_mut().unwrap().remove("step_calls");
+        let back = load(Some(old));
+        assert_eq!(back.error, None);
+        assert_eq!(back.state.plan.unwrap().step_calls, None);
     }
 
     #[test]

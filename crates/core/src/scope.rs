@@ -152,7 +152,17 @@ impl Scope {
     /// the matches of this scope's chats and people rather than of every chat. It decides
     /// nothing: the predicate still does. `None` when the scope spans every chat.
     pub fn memories_fts(&self) -> Option<String> {
-        let tokens: Vec<String> = match self {
+        self.fts_filter(false)
+    }
+
+    /// [`Scope::memories_fts`] for a search over memories and notes: it also matches every note
+    /// row [`Scope::notes`] accepts (a chat also sees the operator's notes for no chat).
+    pub fn search_fts(&self) -> Option<String> {
+        self.fts_filter(true)
+    }
+
+    fn fts_filter(&self, notes: bool) -> Option<String> {
+        let mut tokens: Vec<String> = match self {
             Scope::Chat { chat_id, .. } | Scope::Own { chat_id, .. } | Scope::Erase { chat_id, .. } => {
                 // What the chat sees: learned there, or (a fact) about its private person; an
                 // `Erase` in that private chat also takes everything about the person.
@@ -163,6 +173,9 @@ impl Scope {
             Scope::Operator { chat_id: None, about_user_id: Some(u) } => vec![fts_user_token(*u)],
             Scope::Operator { chat_id: None, about_user_id: None } => return None,
         };
+        if notes && matches!(self, Scope::Chat { .. }) {
+            tokens.push(fts_chat_token(None));
+        }
         let quoted: Vec<String> = tokens.iter().map(|t| format!("\"{t}\"")).collect();
         Some(format!("scope : ({})", quoted.join(" OR ")))
     }
@@ -522,6 +535,24 @@ mod tests {
         assert_eq!(Scope::Chat { chat_id: G, people: vec![U] }.memories_fts().as_deref(), Some("scope : (\"cm100\")"));
         assert_eq!(Scope::Chat { chat_id: U, people: vec![] }.memories_fts().as_deref(), Some("scope : (\"c501\" OR \"u501\")"));
         assert_eq!(fts_chat_token(None), "cnone");
+    }
+
+    #[test]
+    fn the_search_filter_keeps_every_memory_and_note_the_scope_sees_and_narrows() {
+        for scope in scopes() {
+            let filter = scope.search_fts();
+            let mut narrowed = false;
+            for r in rows() {
+                let Some(f) = &filter else { continue };
+                let hit = fts_tokens(&r).iter().any(|t| f.contains(&format!("\"{t}\"")));
+                if sees(&scope, &r) {
+                    assert!(hit, "{scope:?} filter {f} misses {}", describe(&r));
+                }
+                narrowed |= !hit;
+            }
+            assert_eq!(filter.is_some(), narrowed, "{scope:?}: a filter must leave rows out, or be none");
+        }
+        assert_eq!(Scope::Chat { chat_id: G, people: vec![U] }.search_fts().as_deref(), Some("scope : (\"cm100\" OR \"cnone\")"));
     }
 
     fn describe(r: &Row) -> String {

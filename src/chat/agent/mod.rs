@@ -18,7 +18,7 @@ mod request;
 mod tools;
 mod typing;
 
-pub use record::{record_step_outcome, step_calls};
+pub use record::{record_step_outcome, record_steps, step_calls};
 
 use crate::chat::stream::{Live, StreamingModel};
 use crate::config::{now_ms, Ctx};
@@ -34,8 +34,9 @@ use agent_core::turn;
 /// How a turn ended.
 pub enum TurnOutput {
     /// The model answered (or a stored answer was found): carry out these steps.
-    /// `schedules_changed`: the turn created or cancelled a schedule.
-    Planned { steps: Vec<Step>, schedules_changed: bool },
+    /// `schedules_changed`: the turn created or cancelled a schedule. `step_calls`: which
+    /// function call each step came from (`None` for a stored result: its row has it).
+    Planned { steps: Vec<Step>, schedules_changed: bool, step_calls: Option<Vec<Option<usize>>> },
     /// Nothing new to answer, or the chat is blocked: no model call was made.
     NothingToDo,
 }
@@ -57,7 +58,7 @@ impl From<worker::Error> for TurnError {
 pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option<Live>) -> Result<TurnOutput, TurnError> {
     if let Some(steps) = stored_result(ctx, turn).await? {
         // Whether its tools changed a schedule is not stored: the object re-reads (once).
-        return Ok(TurnOutput::Planned { steps, schedules_changed: true });
+        return Ok(TurnOutput::Planned { steps, schedules_changed: true, step_calls: None });
     }
     let now = now_ms();
     if let Some(run) = &turn.scheduled {

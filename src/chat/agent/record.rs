@@ -112,7 +112,7 @@ pub async fn finish(
             } else if let Some(reason) = &result.empty_reason {
                 worker::console_warn!("turn {}: no usable answer ({reason}); sending a graceful reply", turn.turn_id);
             }
-            Ok(TurnOutput::Planned { steps: result.steps, schedules_changed: result.schedules_changed })
+            Ok(TurnOutput::Planned { steps: result.steps, schedules_changed: result.schedules_changed, step_calls: Some(result.step_calls) })
         }
         Err(failure) => {
             let error = failure.error.to_string();
@@ -129,16 +129,33 @@ pub async fn finish(
 
 /// Records the outcome of a plan step against the function call it came from.
 pub async fn record_step_outcome(ctx: &Ctx, turn_id: &str, step_calls: &[Option<usize>], index: usize, outcome: &StepOutcome) {
-    let Some(Some(call)) = step_calls.get(index) else { return };
+    record_steps(ctx, turn_id, step_calls, &[(index, outcome.clone())], None).await;
+}
+
+/// Records the outcomes of plan steps (each against the function call it came from) and, with
+/// `status`, the turn's new status, in one round trip (none when there is nothing to write).
+/// Failures are logged: these records are for the model's later turns and the operator.
+pub async fn record_steps(ctx: &Ctx, turn_id: &str, step_calls: &[Option<usize>], outcomes: &[(usize, StepOutcome)], status: Option<(TurnStatus, Option<String>)>) {
     let db = ctx.db();
-    let value = turn::step_outcome_value(outcome);
-    let only_if_absent = matches!(outcome, StepOutcome::Cancelled);
-    let result = match turns::step_outcome_stmt(&db, turn_id, *call, &value, now_ms(), only_if_absent) {
-        Ok(stmt) => db.batch(vec![stmt]).await.map(|_| ()),
-        Err(e) => Err(e),
-    };
-    if let Err(e) = result {
-        worker::console_warn!("turn {turn_id}: could not record step {index}: {e}");
+    let now = now_ms();
+    let mut stmts = Vec::new();
+    for (index, outcome) in outcomes {
+        let Some(Some(call)) = step_calls.get(*index) else { continue };
+        let value = turn::step_outcome_value(outcome);
+        let only_if_absent = matches!(outcome, StepOutcome::Cancelled);
+        match turns::step_outcome_stmt(&db, turn_id, *call, &value, now, only_if_absent) {
+            Ok(stmt) => stmts.push(stmt),
+            Err(e) => worker::console_warn!("turn {turn_id}: could not record step {index}: {e}"),
+        }
+    }
+    if let Some((status, error)) = status {
+        match turns::turn_status_stmt(&db, turn_id, status, error, now) {
+            Ok(stmt) => stmts.push(stmt),
+            Err(e) => worker::console_warn!("turn {turn_id}: could not record its status: {e}"),
+        }
+    }
+    if let Err(e) = db.batch(stmts).await {
+        worker::console_warn!("turn {turn_id}: could not record its steps: {e}");
     }
 }
 
