@@ -18,8 +18,21 @@ use agent_core::plan::Step;
 use agent_core::status::TurnStatus;
 
 /// The configured crew (`CREW`), or why it cannot be: an unknown persona, a bad front matter.
+/// Resolved once per isolate and `CREW` value (the persona files are part of the build), not
+/// on every update.
 pub fn personas(ctx: &Ctx) -> Result<Vec<Persona>, String> {
-    crew::resolve(&ctx.cfg.crew, &prompts::persona_files())
+    thread_local! {
+        static RESOLVED: std::cell::RefCell<Option<(Vec<String>, Result<Vec<Persona>, String>)>> = const { std::cell::RefCell::new(None) };
+    }
+    RESOLVED.with(|cell| {
+        let mut cached = cell.borrow_mut();
+        if let Some((_, result)) = cached.as_ref().filter(|(crew, _)| *crew == ctx.cfg.crew) {
+            return result.clone();
+        }
+        let result = crew::resolve(&ctx.cfg.crew, &prompts::persona_files());
+        *cached = Some((ctx.cfg.crew.clone(), result.clone()));
+        result
+    })
 }
 
 /// The configured crew, logging (not failing) when it is misconfigured: the worker's entry

@@ -287,17 +287,18 @@ pub async fn send_early_chunk(ctx: &Ctx, conv: &ConvKey, step_key: &str, i: usiz
 async fn react(ctx: &Ctx, conv: &ConvKey, step_key: &str, message_id: i64, emoji: &str, turn_id: Option<&str>) -> Result<StepOutcome, StepError> {
     let key = format!("{step_key}/0");
     let retry = |e: worker::Error| StepError::Retry { error: e.to_string(), after_ms: None };
-    if already_sent(ctx, step_key).await.map_err(retry)?.iter().any(|r| r.status == "sent") {
-        return Ok(StepOutcome::Done);
-    }
     let body = api::SetMessageReaction {
         chat_id: conv.chat_id,
         message_id,
         reaction: vec![ReactionTypeEmoji { kind: "emoji".into(), emoji: emoji.to_string() }],
     };
-    record_pending(ctx, &key, step_key, conv, "setMessageReaction", &serde_json::to_string(&body).unwrap_or_default())
-        .await
-        .map_err(retry)?;
+    // The step's rows as they were, read with the reaction recorded as pending (left as it is
+    // when it was set already).
+    let body_json = serde_json::to_string(&body).unwrap_or_default();
+    let pending = outbox::Pending { key: &key, step_key, conv, method: "setMessageReaction", body: &body_json };
+    if outbox::of_step_recording(&ctx.db(), step_key, &pending, now_ms()).await.map_err(retry)?.iter().any(|r| r.status == "sent") {
+        return Ok(StepOutcome::Done);
+    }
     if !ctx.step_wanted() {
         return Err(StepError::Cancelled);
     }
