@@ -107,6 +107,9 @@ pub struct ChatObject {
     advancing: Cell<bool>,
     /// Update ids being handled right now (a redelivery storm arrives concurrently).
     handling: RefCell<std::collections::HashSet<i64>>,
+    /// The state as last handed to storage (writes are applied in order, so storage holds it
+    /// once they are done): an update that changes nothing writes nothing. `None`: unknown.
+    written: Rc<RefCell<Option<String>>>,
 }
 
 impl DurableObject for ChatObject {
@@ -119,6 +122,7 @@ impl DurableObject for ChatObject {
             in_flight: Cell::new(false),
             advancing: Cell::new(false),
             handling: RefCell::new(Default::default()),
+            written: Rc::new(RefCell::new(None)),
         }
     }
 
@@ -239,8 +243,13 @@ impl ChatObject {
             let r = f(st);
             (r, chat_state::stored(st))
         };
+        if self.written.borrow().as_deref() == Some(snapshot.as_str()) {
+            return r;
+        }
+        *self.written.borrow_mut() = Some(snapshot.clone());
         if let Err(e) = self.state.storage().put("state", snapshot).await {
             worker::console_error!("chat state not saved: {e}");
+            *self.written.borrow_mut() = None;
         }
         r
     }
@@ -295,12 +304,18 @@ impl ChatObject {
             scheduled || chat.borrow().as_ref().is_some_and(|st| st.generation == generation || committed(st))
         };
         let (chat, storage, id) = (self.chat.clone(), Rc::new(self.state.storage()), turn.turn_id.clone());
+        let written = self.written.clone();
         let commit = move |upto_seq: i64| -> futures::future::LocalBoxFuture<'static, bool> {
             let snapshot = chat.borrow_mut().as_mut().and_then(|st| st.commit_turn(&id, upto_seq).then(|| chat_state::stored(st)));
-            let storage = storage.clone();
+            let (storage, written) = (storage.clone(), written.clone());
             Box::pin(async move {
                 let Some(snapshot) = snapshot else { return false };
-                storage.put("state", snapshot).await.map_err(|e| worker::console_error!("chat state not saved: {e}")).is_ok()
+                *written.borrow_mut() = Some(snapshot.clone());
+                let saved = storage.put("state", snapshot).await.map_err(|e| worker::console_error!("chat state not saved: {e}")).is_ok();
+                if !saved {
+                    *written.borrow_mut() = None;
+                }
+                saved
             })
         };
         stream::Live { turn_id: turn.turn_id.clone(), current: Rc::new(current), commit: Rc::new(commit) }

@@ -118,15 +118,17 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn new(env: Env) -> Self {
-        let cfg = config_from_env(&env);
-        Ctx {
-            meter: Meter::new(cfg.metrics_log),
-            cfg: Rc::new(cfg),
-            secrets: Rc::new(Secrets::from_env(&env)),
-            step_guard: None,
-            speaker_token: None,
-            env,
+        thread_local! {
+            /// The configuration and secrets, read from the environment once per isolate: they
+            /// are fixed for a deployment (new vars or secrets are a new version, in new
+            /// isolates). Reading them crossed into JS once per variable on every invocation,
+            /// most of a chatter webhook's own CPU.
+            static FROM_ENV: std::cell::RefCell<Option<(Rc<Config>, Rc<Secrets>)>> = const { std::cell::RefCell::new(None) };
         }
+        let (cfg, secrets) = FROM_ENV.with(|cell| {
+            cell.borrow_mut().get_or_insert_with(|| (Rc::new(config_from_env(&env)), Rc::new(Secrets::from_env(&env)))).clone()
+        });
+        Ctx { meter: Meter::new(cfg.metrics_log), cfg, secrets, step_guard: None, speaker_token: None, env }
     }
 
     /// With `METRICS_LOG` set, a guard that logs this invocation's metrics line when it goes

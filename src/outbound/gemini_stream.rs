@@ -54,7 +54,8 @@ impl GeminiClient {
             take(&mut chunks, decoder.finish())?;
             Ok::<_, String>(Ok(chunks))
         };
-        match net::within(call, controller, TIMEOUT).await {
+        // An answer streamed to its end needs no abort; an error's body may be cut.
+        match net::within(call, controller, TIMEOUT, |r| r.is_ok()).await {
             Err(e) => Err(ModelError::Network(e)),
             Ok(Err(e)) => Err(e),
             Ok(Ok(chunks)) if chunks.is_empty() => Err(ModelError::InvalidResponse("the stream had no answer".into())),

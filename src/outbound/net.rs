@@ -44,12 +44,14 @@ pub(super) fn prepare(
     Ok(Fetch::Request(request))
 }
 
-/// Runs `call` until it ends or `timeout` passes; either way the request is then aborted
-/// (whatever was not read is never transferred). Errors are redacted.
+/// Runs `call` until it ends or `timeout` passes; then the request is aborted (whatever was
+/// not read is never transferred) unless `read_whole` says the answer was read to its end
+/// (aborting a finished request only costs CPU). Errors are redacted.
 pub(super) async fn within<T>(
     call: impl std::future::Future<Output = Result<T, String>>,
     controller: AbortController,
     timeout: Duration,
+    read_whole: impl FnOnce(&T) -> bool,
 ) -> Result<T, String> {
     let timer = Delay::from(timeout);
     futures::pin_mut!(call);
@@ -57,7 +59,9 @@ pub(super) async fn within<T>(
         Either::Left((result, _)) => result.map_err(|e| format!("request failed: {}", redact(&e))),
         Either::Right(_) => Err(format!("timed out after {} s", timeout.as_secs())),
     };
-    controller.abort();
+    if !result.as_ref().is_ok_and(read_whole) {
+        controller.abort();
+    }
     result
 }
 
@@ -89,7 +93,8 @@ pub async fn send(
         let body = String::from_utf8_lossy(&bytes).into_owned();
         Ok::<_, String>(HttpResponse { status, body, headers: resp.headers().clone() })
     };
-    within(call, controller, timeout).await
+    // `Ok` only when the body was read to its end.
+    within(call, controller, timeout, |_| true).await
 }
 
 /// Reads at most `max` bytes of a body; the rest is not read. Whether it was cut.
@@ -137,7 +142,7 @@ pub async fn get_capped(meter: &Meter, url: &str, headers: &[(&str, &str)], time
         }
         Ok::<_, String>(out)
     };
-    within(call, controller, timeout).await
+    within(call, controller, timeout, |out| out.body.is_some() && !out.truncated).await
 }
 
 /// A GET whose body is bytes, of which at most `max` are read (the rest is never
@@ -156,7 +161,7 @@ pub async fn get_bytes(meter: &Meter, url: &str, max: usize, timeout: Duration) 
         let (bytes, truncated) = read_capped(&mut resp, max).await?;
         Ok::<_, String>((status, bytes, truncated))
     };
-    within(call, controller, timeout).await
+    within(call, controller, timeout, |(status, _, truncated)| *status == 200 && !truncated).await
 }
 
 pub async fn post_json(

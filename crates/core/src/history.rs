@@ -314,36 +314,39 @@ fn clean_username(u: &str) -> String {
 
 /// The `[meta]` line of a message in the structured format.
 pub fn meta_line(m: &HistoryMessage) -> String {
-    let mut out = String::from("[meta]");
+    use std::fmt::Write;
+    // Written into one buffer (a turn writes one per shown message, twice: cost and render).
+    let mut out = String::with_capacity(96);
+    out.push_str("[meta]");
     if let Some(id) = m.message_id {
-        out.push_str(&format!(" message_id={id}"));
+        let _ = write!(out, " message_id={id}");
     }
     if m.role == Role::Event {
         out.push_str(" event=true");
     }
     if let Some(u) = m.user_id {
-        out.push_str(&format!(" user_id={u}"));
+        let _ = write!(out, " user_id={u}");
     }
-    out.push_str(&format!(" name={}", quote(&m.name)));
+    let _ = write!(out, " name={}", quote(&m.name));
     if let Some(u) = m.username.as_deref().map(clean_username).filter(|u| !u.is_empty()) {
-        out.push_str(&format!(" username={u}"));
+        let _ = write!(out, " username={u}");
     }
     if let Some(r) = m.reply_to {
-        out.push_str(&format!(" reply_to_message_id={r}"));
+        let _ = write!(out, " reply_to_message_id={r}");
         if let Some(info) = &m.reply_info {
             if let Some(u) = info.user_id {
-                out.push_str(&format!(" reply_to_user_id={u}"));
+                let _ = write!(out, " reply_to_user_id={u}");
             }
             if let Some(n) = &info.name {
-                out.push_str(&format!(" reply_to_name={}", quote(n)));
+                let _ = write!(out, " reply_to_name={}", quote(n));
             }
             if let Some(e) = &info.excerpt {
-                out.push_str(&format!(" reply_excerpt={}", quote(e)));
+                let _ = write!(out, " reply_excerpt={}", quote(e));
             }
         }
     }
     if let Some(f) = &m.forwarded_from {
-        out.push_str(&format!(" forwarded_from={}", quote(f)));
+        let _ = write!(out, " forwarded_from={}", quote(f));
     }
     if m.edited {
         out.push_str(" edited=true");
@@ -545,9 +548,32 @@ pub fn compact_lines(msgs: &[HistoryMessage]) -> String {
     lines.join("\n")
 }
 
+/// [`estimate_tokens`] of a message's `compact_text`, without building it (a turn counts
+/// every loaded message).
+fn compact_text_tokens(m: &HistoryMessage) -> usize {
+    // The parts are joined by single spaces (ASCII).
+    let (mut ascii, mut other) = (m.parts.len().saturating_sub(1), 0usize);
+    let mut count = |s: &str| {
+        for c in s.chars() {
+            if c.is_ascii() {
+                ascii += 1;
+            } else {
+                other += 1;
+            }
+        }
+    };
+    for p in &m.parts {
+        match p {
+            MsgPart::Text { text, .. } => count(text),
+            p => count(&p.render_compact()),
+        }
+    }
+    ascii.div_ceil(4) + (other * 2).div_ceil(3)
+}
+
 /// Estimated cost of one message in either format (bot turns counted once, by their text).
 pub fn message_cost(m: &HistoryMessage, structured: bool) -> usize {
-    let text = estimate_tokens(&m.compact_text());
+    let text = compact_text_tokens(m);
     if structured {
         text + estimate_tokens(&meta_line(m)) + 12
     } else {
@@ -584,6 +610,23 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_message_cost_counts_its_compact_text_without_building_it() {
+        let texts = ["", "hello there", "naïve café – ok", "日本語のテキスト", "a\nb  c"];
+        for a in texts {
+            for b in texts {
+                let mut m = HistoryMessage { parts: vec![MsgPart::text(a.to_string())], ..user(1, 1, 1, "Ann", "") };
+                assert_eq!(compact_text_tokens(&m), estimate_tokens(&m.compact_text()), "{a:?}");
+                m.parts.push(MsgPart::Media { kind: "photo".into(), detail: b.to_string(), file_id: None, file_unique_id: None, mime_type: None, thumb_file_id: None, size: None });
+                m.parts.push(MsgPart::Event { kind: "pin".into(), detail: a.to_string() });
+                m.parts.push(MsgPart::text(b.to_string()));
+                assert_eq!(compact_text_tokens(&m), estimate_tokens(&m.compact_text()), "{a:?} {b:?}");
+            }
+        }
+        let none = HistoryMessage { parts: vec![], ..user(1, 1, 1, "Ann", "") };
+        assert_eq!(compact_text_tokens(&none), estimate_tokens(&none.compact_text()));
+    }
     use crate::gemini::FunctionCall;
 
     fn user(seq: i64, id: i64, uid: i64, name: &str, text: &str) -> HistoryMessage {
