@@ -127,7 +127,7 @@ pub async fn search(db: &Db, scope: &Scope, chat_id: i64, fts: &str, terms: &[St
     }
     let limit = limit.clamp(1, 50);
     // Narrowed to the scope's chats and people (the predicates below still decide).
-    let fts = agent_core::memory::in_content(fts, None);
+    let fts = agent_core::memory::in_content(fts, scope.search_fts());
     let on_m = scope.memories("m", 3);
     let on_n = scope.notes("n", 3 + on_m.binds.len());
     let sql = format!(
