@@ -261,11 +261,11 @@ const human = recording.messages.filter((m) => !m.bot && m.user_id).slice(0, Num
 
 /** The recorded conversation's people's messages into a group, one webhook at a time: each one
  *  is a group-chatter invocation (measured). Replies keep their reply_to when it is a person's. */
-async function replay(b, chat) {
+async function replay(b, chat, first) {
   const sent = new Map();
   const windows = [];
   for (const m of human) {
-    const u = groupText(chat, m.user_id, m.text || "(photo)", { name: m.name });
+    const u = m === human[0] ? first : groupText(chat, m.user_id, m.text || "(photo)", { name: m.name });
     u.message.from.username = m.username ?? undefined;
     const to = m.reply_to && sent.get(m.reply_to);
     if (to) u.message.reply_to_message = to;
@@ -273,6 +273,12 @@ async function replay(b, chat) {
     windows.push(await b.window(() => b.s.webhook(u), async () => {}, 60));
   }
   return windows;
+}
+
+/** An edit of `update`'s message (the `n`th), as Telegram sends it. */
+function edited(update, n) {
+  const m = update.message;
+  return { update_id: update.update_id + 700_000 + n, edited_message: { ...m, text: `${m.text} (edited ${n})`, edit_date: m.date + 5 + n } };
 }
 
 /** One message that asks for a reply: the webhook with its hand-off to the chat object, then
@@ -311,7 +317,8 @@ async function formatRun(format, bundle) {
     out.idle_cpu_ms_per_s = await b.measureIdle();
     await b.startPerf(path.join(ROOT, `.tmp/bench/perf-${format}${bundle ? "-before" : ""}.data`));
     const chat = -1001700000001 - (format === "compact" ? 1 : 0);
-    const chatter = await replay(b, chat);
+    const first = groupText(chat, human[0].user_id, human[0].text || "(photo)", { name: human[0].name });
+    const chatter = await replay(b, chat, first);
     later.push(["chatter", chatter.slice(20)]); // the first few warm the instance up
 
     // Turns over the replayed history (name trigger), each asked by one of its people.
@@ -319,6 +326,15 @@ async function formatRun(format, bundle) {
     const long = await clean((i) => askAndAnswer(b, groupText(chat, 101 + (i % 6), `Edge, what do you make of all this? (${i})`, { name: "Alice" }), chat), discarded);
     later.push(["group_ask_webhook", long.map((r) => r.hook)]);
     later.push(["turn_500", long.map((r) => r.turn)]);
+    // The same turns after an edit of the first message (it bumps the conversation's
+    // history_version): the chat object's copy of the rows no longer holds and each turn reads
+    // its whole window again, as the first turn of a new chat-object instance does.
+    const full = await clean(async (i) => {
+      await s.webhook(edited(first, i));
+      await sleep(200);
+      return askAndAnswer(b, groupText(chat, 101 + (i % 6), `Edge, and after the edit? (${i})`, { name: "Alice" }), chat);
+    }, discarded);
+    later.push(["turn_500_full", full.map((r) => r.turn)]);
 
     // Private chats with a short history: a first message warms the chat object up.
     const dm = await clean(async (i) => {

@@ -40,7 +40,7 @@ impl ChatObject {
             self.update(|st| st.end_turn(&turn.turn_id)).await;
             return (503, json!({"error": e.to_string()}));
         }
-        let result = agent::run(ctx, &conv, &turn, None).await;
+        let result = agent::run(ctx, &conv, &turn, None, None).await;
         self.in_flight.set(false);
         self.update(|st| st.end_turn(&turn.turn_id)).await;
         let answer = match result {

@@ -52,7 +52,7 @@ impl ChatObject {
                 };
                 self.arm(ctx).await;
                 self.in_flight.set(true);
-                let result = agent::run(ctx, &conv, &turn, Some(self.live(&turn))).await;
+                let result = agent::run(ctx, &conv, &turn, Some(self.live(&turn)), Some(&self.rows)).await;
                 self.in_flight.set(false);
                 self.after_turn(ctx, &conv, &turn_id, result).await
             }

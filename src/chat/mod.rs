@@ -110,6 +110,8 @@ pub struct ChatObject {
     /// The state as last handed to storage (writes are applied in order, so storage holds it
     /// once they are done): an update that changes nothing writes nothing. `None`: unknown.
     written: Rc<RefCell<Option<String>>>,
+    /// The rows the last turn loaded, so the next reads only what is new (in memory only).
+    rows: agent::RowCopy,
 }
 
 impl DurableObject for ChatObject {
@@ -123,6 +125,7 @@ impl DurableObject for ChatObject {
             advancing: Cell::new(false),
             handling: RefCell::new(Default::default()),
             written: Rc::new(RefCell::new(None)),
+            rows: Default::default(),
         }
     }
 

@@ -35,7 +35,7 @@ impl ChatObject {
         let Some((conv, _)) = self.conv() else { return };
         self.in_flight.set(true);
         self.arm(ctx).await; // the watchdog, in case this instance dies mid-turn
-        let result = agent::run(ctx, &conv, &turn, Some(self.live(&turn))).await;
+        let result = agent::run(ctx, &conv, &turn, Some(self.live(&turn)), Some(&self.rows)).await;
         self.in_flight.set(false);
         let outcome = self.after_turn(ctx, &conv, &turn.turn_id, result).await;
         if let JobOutcome::Retry { error, after_ms } = outcome {

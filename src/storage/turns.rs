@@ -4,6 +4,7 @@
 use crate::args;
 use crate::storage::{rows, Db};
 use agent_core::conversation::ConvKey;
+use agent_core::context::RowCache;
 use agent_core::history::{BotTurn, HistoryMessage};
 use agent_core::status::TurnStatus;
 use serde::Deserialize;
@@ -23,6 +24,9 @@ pub struct ConversationRow {
     pub history_cut_seq: Option<i64>,
     /// The newest message the conversation's summary covers.
     pub summary_until: Option<i64>,
+    /// Bumped by every change to the stored messages other than a new one (migration 0018).
+    #[serde(default)]
+    pub history_version: i64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -47,22 +51,29 @@ pub struct TurnContext {
     pub messages: Vec<HistoryMessage>,
     /// The last message seq an earlier turn already answered.
     pub answered_seq: i64,
+    /// The copy of the rows for the chat object to keep for its next turn.
+    pub kept: RowCache,
 }
 
 /// Messages a turn reads at most (the token budget usually cuts earlier).
 pub const HISTORY_ROWS: i64 = 400;
 
-const SELECT_CONVERSATION: &str = "SELECT session_start_seq, session_started_at, plan, history_cut_seq,
+const SELECT_CONVERSATION: &str = "SELECT session_start_seq, session_started_at, plan, history_cut_seq, history_version,
        (SELECT until_seq FROM summaries WHERE conv = ?1) AS summary_until
      FROM conversations WHERE conv = ?1";
 const SELECT_CHAT: &str = "SELECT kind, title, model, blocked_at FROM chats WHERE chat_id = ?1";
-/// The newest messages of the current session (it starts at `conversations.session_start_seq`).
+/// The newest messages of the current session (it starts at `conversations.session_start_seq`),
+/// only those after ?3 when the chat object's copy of the older ones still holds: the
+/// conversation's `history_version` is ?4 and its session start ?5 (`RowCache`; the turn
+/// decides the same way from the conversation's row, read in the same batch). Without a copy
+/// ?3 is -1 and the version NULL.
 const SELECT_RECENT_MESSAGES: &str = "SELECT m.seq, m.message_id, m.role, m.user_id, m.name, m.username, m.parts,
        m.reply_to, m.reply_to_user_id, m.reply_to_name, m.reply_excerpt, m.forwarded_from, m.date, m.edited_at, m.turn_id,
        t.upto_seq AS turn_upto_seq, m.media_group_id
      FROM messages m LEFT JOIN turns t ON t.turn_id = m.turn_id
-     WHERE m.conv = ?1 AND m.seq >= COALESCE((SELECT session_start_seq FROM conversations WHERE conv = ?1), 0)
-       AND m.excluded = 0
+     WHERE m.conv = ?1 AND m.excluded = 0 AND m.seq >= COALESCE((SELECT
+         CASE WHEN c.history_version = ?4 AND c.session_start_seq = ?5 THEN MAX(?3 + 1, c.session_start_seq) ELSE c.session_start_seq END
+       FROM conversations c WHERE c.conv = ?1), 0)
      ORDER BY m.seq DESC LIMIT ?2";
 /// The newest message an earlier turn (not this one, which may be a retry) answered. A
 /// scheduled run answers nobody: people's messages it saw still get their own turn.
@@ -74,21 +85,33 @@ const SELECT_TURNS: &str = "SELECT turn_id, contents, step_outcomes FROM turns
 /// Loads the conversation, chat, recent messages of the current session and the last answered
 /// seq, in one round trip. (Notes, stored turns and memories depend on who and what is in the
 /// history; the turn reads them in its second round trip.)
-pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str, rows_limit: usize) -> Result<TurnContext> {
+/// `copy`: the chat object's copy of the rows (`RowCache`) when it may serve this load; the
+/// messages then are only those after it if it still holds (the caller merges them).
+pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str, rows_limit: usize, copy: Option<&RowCache>) -> Result<TurnContext> {
+    let (after, version, start) = copy.map_or((-1, None, None), |c| (c.upto, Some(c.version), Some(c.session_start)));
     let stmts = vec![
         db.stmt(SELECT_CONVERSATION, args![conv])?,
         db.stmt(SELECT_CHAT, args![chat_id])?,
         // One row more than a turn uses: if it comes back, it is the newest message cut off.
-        db.stmt(SELECT_RECENT_MESSAGES, args![conv, rows_limit as i64 + 1])?,
+        db.stmt(SELECT_RECENT_MESSAGES, args![conv, rows_limit as i64 + 1, after, version, start])?,
         db.stmt(SELECT_ANSWERED, args![conv, turn_id])?,
     ];
     let r = db.batch(stmts).await?;
-    let conversation = rows::<ConversationRow>(&r[0])?.into_iter().next().unwrap_or_default();
+    let found = rows::<ConversationRow>(&r[0])?.into_iter().next();
     let chat = rows::<ChatRow>(&r[1])?.into_iter().next();
     let mut messages: Vec<HistoryMessage> = rows::<MessageRow>(&r[2])?.into_iter().map(MessageRow::into_history).collect();
     messages.reverse();
+    // The copy held when the query used it (the conversation's row, read in the same batch,
+    // decides as the query did): the rows read are only the newer ones.
+    if let (Some(copy), Some(c)) = (copy, &found) {
+        if let Some(all) = copy.merge(c.history_version, c.session_start_seq, &messages, rows_limit) {
+            messages = all;
+        }
+    }
+    let conversation = found.unwrap_or_default();
+    let kept = RowCache::keep(conversation.history_version, conversation.session_start_seq, &messages, rows_limit);
     let answered_seq = rows::<LastTurnRow>(&r[3])?.into_iter().next().and_then(|r| r.upto_seq).unwrap_or(0);
-    Ok(TurnContext { conversation, chat, messages, answered_seq })
+    Ok(TurnContext { conversation, chat, messages, answered_seq, kept })
 }
 
 #[derive(Deserialize)]

@@ -4,7 +4,7 @@
 // neither, and a message writes no index entry for its update id (only reactions need it).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, groupText, privateText, reaction, uniqueId, sleep } from "../support/stack.js";
+import { startStack, groupText, privateText, reaction, mention, uniqueId, sleep } from "../support/stack.js";
 import { promptText } from "../support/prompt.js";
 
 let s;
@@ -153,4 +153,39 @@ test("search_memory reads its own chat's matches, not every chat's (the scope fi
   // Every chat's matches: 400 and more; within the chat's scope, a few.
   assert.ok(read < 150, `the turn read ${read} rows: ${turn.map((l) => l.raw).join("\n")}`);
   await s.sql("DELETE FROM notes WHERE content = 'quince jelly wants lemon'");
+});
+
+test("a turn over a long history reads only what is new since the chat object's last turn; an edit makes it read the whole window again (0018)", async () => {
+  const chat = -1000000000000 - uniqueId();
+  const uid = uniqueId();
+  const first = groupText(chat, uid, "the first thing said: apricots");
+  await s.webhook(first);
+  for (let i = 0; i < 150; i++) await s.webhook(groupText(chat, uid, `chatter line ${i}`));
+  const ask = async (text) => {
+    const before = s.gemini.calls(uid).length;
+    const sent = s.tg.sent(chat).length;
+    const from = s.logs().length;
+    const t = `@edge_test_bot ${text}`;
+    await s.webhook(groupText(chat, uid, t, { entities: mention(t, "edge_test_bot") }));
+    await s.tg.waitFor(() => s.gemini.calls(uid).length > before && s.tg.sent(chat).length > sent, 30_000, "the turn");
+    await sleep(500);
+    const turn = metricsSince(from).filter((l) => l.kind.startsWith("alarm"));
+    return { read: turn.reduce((n, l) => n + l.rows_read, 0), prompt: JSON.stringify(s.gemini.calls(uid).at(-1).body.contents), raw: turn.map((l) => l.raw).join("\n") };
+  };
+  const one = await ask("what came first?");
+  assert.ok(one.read > 150, `the first turn reads the whole window: ${one.raw}`);
+  assert.match(one.prompt, /apricots/);
+  const two = await ask("and now?");
+  // The copy's rows, plus the few new ones: the 150 chatter lines are not read again.
+  assert.ok(two.read < 60, `the second turn read ${two.read} rows: ${two.raw}`);
+  assert.match(two.prompt, /apricots/, "the whole window is still shown");
+  assert.match(two.prompt, /chatter line 149/);
+  assert.equal((two.prompt.match(/chatter line 75\b/g) ?? []).length, 1, "each message once");
+  // An edit of an old message bumps the conversation's history version: read again, shown edited.
+  await s.webhook({ update_id: first.update_id + 900000, edited_message: { ...first.message, text: "the first thing said: plums", edit_date: first.message.date + 5 } });
+  await sleep(300);
+  const three = await ask("and the first one, again?");
+  assert.match(three.prompt, /plums/);
+  assert.doesNotMatch(three.prompt, /apricots/);
+  assert.ok(three.read > 150, `after the edit the turn reads the whole window again: ${three.raw}`);
 });

@@ -146,6 +146,60 @@ pub fn stable_start(messages: &[HistoryMessage], more_before: bool, anchors: Anc
     by_rows.max(by_budget).min(messages.len().saturating_sub(1))
 }
 
+/// A chat object's copy of the rows its turns loaded, so that a turn over a long history
+/// reads and converts only the messages that are new since (issue 17). Stored messages change
+/// only in two ways: a new message gets a higher seq, and anything else (an edit; a turn's
+/// `upto_seq` moving on its retry; a deletion) bumps the conversation's `history_version`
+/// (triggers, migration 0018). So the copy holds while the version and the session start are
+/// what they were when it was taken; then the rows after `upto` are all that is missing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RowCache {
+    /// The conversation the rows are of (set by the edge, which checks it).
+    pub conv: String,
+    pub version: i64,
+    pub session_start: i64,
+    /// The newest seq the copy covers: newer rows are read from D1.
+    pub upto: i64,
+    /// The rows, oldest first: the newest of the session up to `upto`, at most `limit` + 1
+    /// (what a turn loads).
+    pub rows: Vec<HistoryMessage>,
+    pub limit: usize,
+}
+
+impl RowCache {
+    /// Whether the copy can serve a load of `limit` rows (it holds that many of the past).
+    pub fn serves(&self, limit: usize) -> bool {
+        limit <= self.limit
+    }
+
+    /// A turn's rows (oldest first, at most `limit` + 1, like a load) from the copy and the
+    /// rows D1 returned after `upto` (`fresh`, oldest first), when the copy holds for the
+    /// conversation's `version` and `session_start` as read with them (the query decides the
+    /// same way); `None` when it does not: D1 then returned the whole window.
+    pub fn merge(&self, version: i64, session_start: i64, fresh: &[HistoryMessage], limit: usize) -> Option<Vec<HistoryMessage>> {
+        if version != self.version || session_start != self.session_start {
+            return None;
+        }
+        let mut rows: Vec<HistoryMessage> = self.rows.iter().filter(|m| m.seq >= session_start).cloned().collect();
+        rows.extend(fresh.iter().filter(|m| m.seq > self.upto).cloned());
+        let extra = rows.len().saturating_sub(limit + 1);
+        rows.drain(..extra);
+        Some(rows)
+    }
+
+    /// The copy to keep after a load of `rows` (oldest first, the newest `limit` + 1 of the
+    /// session, as read with `version` and `session_start`). It stops before the first bot
+    /// message whose turn is not stored yet (an answer's chunk goes out while its turn runs;
+    /// the turn's row, which places the answer, is written at its end): from there on the rows
+    /// are read again, until that row exists.
+    pub fn keep(version: i64, session_start: i64, rows: &[HistoryMessage], limit: usize) -> RowCache {
+        let settled = rows.iter().position(|m| m.role == Role::Bot && m.turn_id.is_some() && m.answered_upto.is_none()).unwrap_or(rows.len());
+        let rows = rows[..settled].to_vec();
+        let upto = rows.last().map_or(session_start - 1, |m| m.seq);
+        RowCache { conv: String::new(), version, session_start, upto, rows, limit }
+    }
+}
+
 /// The rows a turn's attempt loads at most: `base` for the first two attempts, then half as
 /// many for each further one, down to [`MIN_ROWS`]. A turn that failed twice may have run out
 /// of its invocation's CPU time over a long history (the runtime ends such an invocation and
@@ -236,6 +290,68 @@ mod tests {
 
     fn loaded(messages: Vec<HistoryMessage>, answered_seq: i64) -> Loaded {
         Loaded { messages, answered_seq, stored_start: 0, stored_started_at: Some(1), scheduled: false, stored_cut: None, summary_until: None }
+    }
+
+    /// What D1 returns for a load of `limit` rows after `after` (oldest first): the newest
+    /// `limit` + 1 of the session's rows newer than `after`.
+    fn load_rows(all: &[HistoryMessage], start: i64, after: i64, limit: usize) -> Vec<HistoryMessage> {
+        let matching: Vec<HistoryMessage> = all.iter().filter(|m| m.seq >= start && m.seq > after).cloned().collect();
+        let from = matching.len().saturating_sub(limit + 1);
+        matching[from..].to_vec()
+    }
+
+    #[test]
+    fn a_kept_copy_plus_what_is_new_is_the_load_it_replaces() {
+        // Conversations of many lengths, grown by many steps, with the copy kept after each
+        // load: what it serves equals a full load every time.
+        for limit in [3usize, 10, 400] {
+            for step in [1i64, 2, 7, 30] {
+                let mut all: Vec<HistoryMessage> = Vec::new();
+                let mut copy: Option<RowCache> = None;
+                let mut seq = 0;
+                for _ in 0..40 {
+                    for _ in 0..step {
+                        seq += 1;
+                        let role = if seq % 5 == 0 { Role::Bot } else { Role::User };
+                        all.push(msg(seq, seq, role, 1 + seq % 3, "words"));
+                    }
+                    let full = load_rows(&all, 0, -1, limit);
+                    let rows = match copy.as_ref().filter(|c| c.serves(limit)) {
+                        Some(c) => c.merge(0, 0, &load_rows(&all, 0, c.upto, limit), limit).expect("the copy holds"),
+                        None => full.clone(),
+                    };
+                    assert_eq!(rows, full, "limit {limit}, step {step}, at seq {seq}");
+                    copy = Some(RowCache::keep(0, 0, &rows, limit));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_copy_does_not_hold_past_a_change_and_stops_before_an_unplaced_answer() {
+        let rows: Vec<HistoryMessage> = (1..=6).map(|s| user(s, s, 1)).collect();
+        let copy = RowCache::keep(4, 1, &rows, 10);
+        assert_eq!(copy.upto, 6);
+        assert_eq!(copy.merge(5, 1, &[], 10), None, "a bumped version (an edit)");
+        assert_eq!(copy.merge(4, 3, &[], 10), None, "another session start");
+        assert!(copy.serves(10) && !copy.serves(11), "a bigger load needs rows the copy lacks");
+        // A chunk of an answer sent while its turn ran: no turn row yet, so no place.
+        let mut unplaced = msg(4, 4, Role::Bot, 0, "early chunk");
+        unplaced.answered_upto = None;
+        let mut with_chunk = rows.clone();
+        with_chunk[3] = unplaced;
+        let copy = RowCache::keep(4, 1, &with_chunk, 10);
+        assert_eq!(copy.upto, 3);
+        assert_eq!(copy.rows.len(), 3);
+        // The rows from it on are read again (now placed) and served.
+        let placed = msg(4, 4, Role::Bot, 0, "early chunk");
+        let fresh: Vec<HistoryMessage> = std::iter::once(placed).chain((5..=6).map(|s| user(s, s, 1))).collect();
+        let merged = copy.merge(4, 1, &fresh, 10).unwrap();
+        assert_eq!(merged.len(), 6);
+        assert_eq!(merged[3].answered_upto, Some(3));
+        // Nothing settled: the copy covers nothing and everything is read.
+        let none = RowCache::keep(4, 1, &with_chunk[3..], 10);
+        assert_eq!((none.upto, none.rows.len()), (0, 0));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::config::Ctx;
 use crate::storage::{self, turns::ChatRow};
 use agent_core::chat_state::TurnRun;
 use agent_core::config::HistoryFormat;
-use agent_core::context::{self as window, Limits, Loaded, Note, Window};
+use agent_core::context::{self as window, Limits, Loaded, Note, RowCache, Window};
 use agent_core::conversation::ConvKey;
 use agent_core::history::BotTurn;
 use agent_core::media::{self, Described, KnownSticker};
@@ -37,13 +37,26 @@ pub struct Context {
     pub stickers: Vec<KnownSticker>,
 }
 
+/// A chat object's copy of the rows its last turn loaded (`agent_core::context::RowCache`): in
+/// the instance's memory only (a new instance reads the whole window once).
+pub type RowCopy = std::rc::Rc<std::cell::RefCell<Option<RowCache>>>;
+
 /// Loads a turn's context; `None` when there is nothing to answer (the chat blocked the bot,
-/// or nothing new from people since the last answered turn).
-pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64) -> Result<Option<Context>, TurnError> {
+/// or nothing new from people since the last answered turn). `copy`: the chat object's copy of
+/// the rows, used when it holds and updated after.
+pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64, copy: Option<&RowCopy>) -> Result<Option<Context>, TurnError> {
     let db = ctx.db();
-    // A turn retried more than once loads fewer rows (it may have run out of CPU time).
+    // A turn retried more than once loads fewer rows (it may have run out of CPU time), and
+    // neither uses nor keeps the copy.
     let row_limit = window::rows_for_attempt(storage::turns::HISTORY_ROWS as usize, turn.attempt);
-    let first = storage::turns::load_turn_context(&db, &conv.to_string(), conv.chat_id, &turn.turn_id, row_limit).await?;
+    let copy = copy.filter(|_| row_limit == storage::turns::HISTORY_ROWS as usize);
+    let offered = copy.and_then(|c| c.borrow().clone()).filter(|c| c.conv == conv.to_string() && c.serves(row_limit));
+    let mut first = storage::turns::load_turn_context(&db, &conv.to_string(), conv.chat_id, &turn.turn_id, row_limit, offered.as_ref()).await?;
+    if let Some(copy) = copy {
+        let mut kept = std::mem::take(&mut first.kept);
+        kept.conv = conv.to_string();
+        *copy.borrow_mut() = Some(kept);
+    }
     if first.chat.as_ref().is_some_and(|c| c.blocked_at.is_some()) {
         return Ok(None);
     }

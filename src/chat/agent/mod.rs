@@ -18,6 +18,7 @@ mod request;
 mod tools;
 mod typing;
 
+pub use context::RowCopy;
 pub use record::{record_step_outcome, record_steps, step_calls};
 
 use crate::chat::stream::{Live, StreamingModel};
@@ -55,7 +56,8 @@ impl From<worker::Error> for TurnError {
 /// Runs one turn of `conv` (or finds its stored result).
 /// `live`: a Telegram chat's check that the turn is still current (typing and drafts are
 /// shown); `None` for the API chat.
-pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option<Live>) -> Result<TurnOutput, TurnError> {
+/// `copy`: the chat object's copy of the history rows (see `context::RowCopy`).
+pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option<Live>, copy: Option<&context::RowCopy>) -> Result<TurnOutput, TurnError> {
     if let Some(steps) = stored_result(ctx, turn).await? {
         // Whether its tools changed a schedule is not stored: the object re-reads (once).
         return Ok(TurnOutput::Planned { steps, schedules_changed: true, step_calls: None });
@@ -69,7 +71,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option<Live>) 
             return Ok(TurnOutput::NothingToDo);
         }
     }
-    let Some(c) = context::load(ctx, conv, turn, now).await? else {
+    let Some(c) = context::load(ctx, conv, turn, now, copy).await? else {
         return Ok(TurnOutput::NothingToDo);
     };
     let model = request::model_of(ctx, &c, turn);
