@@ -517,30 +517,11 @@ mod tests {
         std::iter::once(fts_chat_token(r.chat)).chain(r.about.map(fts_user_token)).collect()
     }
 
-    #[test]
-    fn the_fts_filter_keeps_every_memory_the_scope_sees_and_narrows() {
+    /// Every row (of `rows`) a scope sees is matched by its filter, and a filter leaves some
+    /// row out (or there is none).
+    fn assert_filter_keeps_what_is_seen(filter_of: impl Fn(&Scope) -> Option<String>, rows: impl Fn() -> Vec<Row>) {
         for scope in scopes() {
-            let filter = scope.memories_fts();
-            let mut narrowed = false;
-            for r in rows().into_iter().filter(|r| !r.note) {
-                let Some(f) = &filter else { continue };
-                let hit = fts_tokens(&r).iter().any(|t| f.contains(&format!("\"{t}\"")));
-                if sees(&scope, &r) {
-                    assert!(hit, "{scope:?} filter {f} misses {}", describe(&r));
-                }
-                narrowed |= !hit;
-            }
-            assert_eq!(filter.is_some(), narrowed, "{scope:?}: a filter must leave rows out, or be none");
-        }
-        assert_eq!(Scope::Chat { chat_id: G, people: vec![U] }.memories_fts().as_deref(), Some("scope : (\"cm100\")"));
-        assert_eq!(Scope::Chat { chat_id: U, people: vec![] }.memories_fts().as_deref(), Some("scope : (\"c501\" OR \"u501\")"));
-        assert_eq!(fts_chat_token(None), "cnone");
-    }
-
-    #[test]
-    fn the_search_filter_keeps_every_memory_and_note_the_scope_sees_and_narrows() {
-        for scope in scopes() {
-            let filter = scope.search_fts();
+            let filter = filter_of(&scope);
             let mut narrowed = false;
             for r in rows() {
                 let Some(f) = &filter else { continue };
@@ -552,6 +533,19 @@ mod tests {
             }
             assert_eq!(filter.is_some(), narrowed, "{scope:?}: a filter must leave rows out, or be none");
         }
+    }
+
+    #[test]
+    fn the_fts_filter_keeps_every_memory_the_scope_sees_and_narrows() {
+        assert_filter_keeps_what_is_seen(Scope::memories_fts, || rows().into_iter().filter(|r| !r.note).collect());
+        assert_eq!(Scope::Chat { chat_id: G, people: vec![U] }.memories_fts().as_deref(), Some("scope : (\"cm100\")"));
+        assert_eq!(Scope::Chat { chat_id: U, people: vec![] }.memories_fts().as_deref(), Some("scope : (\"c501\" OR \"u501\")"));
+        assert_eq!(fts_chat_token(None), "cnone");
+    }
+
+    #[test]
+    fn the_search_filter_keeps_every_memory_and_note_the_scope_sees_and_narrows() {
+        assert_filter_keeps_what_is_seen(Scope::search_fts, rows);
         assert_eq!(Scope::Chat { chat_id: G, people: vec![U] }.search_fts().as_deref(), Some("scope : (\"cm100\" OR \"cnone\")"));
     }
 
