@@ -107,12 +107,12 @@ ${row("consolidation jobs of one tick (queue consumer, a batch)", st.consolidati
 
 ${beforeAfter(runs)}The long-history turns replay the people's messages of tests/fixtures/conversations/group_500.json
 through the webhook (the recording's other ${st.turn_500.recorded_bot_messages} messages, the bot's, are not replayed: this bot
-did not make them), then ask the bot by name ${reps} times: from the second ask on, the chat
-object's copy of the rows its last turn loaded serves, and the turn reads only the messages
-that are new (the first ask, in a new instance, reads the whole window: it is in the range).
-Then ${reps} more asks, each after an edit of the first message, which makes the turn read its
-whole window again, as the first turn of an instance does: on Cloudflare an idle chat object is
-evicted after a minute or two, and its copy with it. Alarms that only re-arm later are not in
+did not make them), then ask the bot by name: 3 asks to warm up (not measured: the first
+runs while V8 still compiles that path), then ${reps} measured: the chat object's copy of the
+rows its last turn loaded serves, and each turn reads only the messages that are new. Then
+${reps} more asks, each after an edit of the first message, which makes the turn read its whole
+window again, as the first turn of an instance does (on Cloudflare an idle chat object is
+evicted after a minute or two, and its copy with it). Alarms that only re-arm later are not in
 these windows.
 
 ## D1 rows per message

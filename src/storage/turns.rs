@@ -87,8 +87,8 @@ const SELECT_TURNS: &str = "SELECT turn_id, contents, step_outcomes FROM turns
 /// history; the turn reads them in its second round trip.)
 /// `copy`: the chat object's copy of the rows (`RowCache`) when it may serve this load; the
 /// messages then are only those after it if it still holds (the caller merges them).
-pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str, rows_limit: usize, copy: Option<&RowCache>) -> Result<TurnContext> {
-    let (after, version, start) = copy.map_or((-1, None, None), |c| (c.upto, Some(c.version), Some(c.session_start)));
+pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str, rows_limit: usize, copy: Option<RowCache>) -> Result<TurnContext> {
+    let (after, version, start) = copy.as_ref().map_or((-1, None, None), |c| (c.upto, Some(c.version), Some(c.session_start)));
     let stmts = vec![
         db.stmt(SELECT_CONVERSATION, args![conv])?,
         db.stmt(SELECT_CHAT, args![chat_id])?,
@@ -104,9 +104,7 @@ pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str,
     // The copy held when the query used it (the conversation's row, read in the same batch,
     // decides as the query did): the rows read are only the newer ones.
     if let (Some(copy), Some(c)) = (copy, &found) {
-        if let Some(all) = copy.merge(c.history_version, c.session_start_seq, &messages, rows_limit) {
-            messages = all;
-        }
+        copy.merge(c.history_version, c.session_start_seq, &mut messages, rows_limit);
     }
     let conversation = found.unwrap_or_default();
     let kept = RowCache::keep(conversation.history_version, conversation.session_start_seq, &messages, rows_limit);

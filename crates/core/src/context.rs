@@ -173,18 +173,22 @@ impl RowCache {
     }
 
     /// A turn's rows (oldest first, at most `limit` + 1, like a load) from the copy and the
-    /// rows D1 returned after `upto` (`fresh`, oldest first), when the copy holds for the
-    /// conversation's `version` and `session_start` as read with them (the query decides the
-    /// same way); `None` when it does not: D1 then returned the whole window.
-    pub fn merge(&self, version: i64, session_start: i64, fresh: &[HistoryMessage], limit: usize) -> Option<Vec<HistoryMessage>> {
+    /// rows D1 returned after `upto` (`fresh`, oldest first, replaced by them), when the copy
+    /// holds for the conversation's `version` and `session_start` as read with them (the query
+    /// decides the same way). False when it does not: D1 then returned the whole window and
+    /// `fresh` is left as it is. The copy's rows move (no copy of them is made).
+    pub fn merge(self, version: i64, session_start: i64, fresh: &mut Vec<HistoryMessage>, limit: usize) -> bool {
         if version != self.version || session_start != self.session_start {
-            return None;
+            return false;
         }
-        let mut rows: Vec<HistoryMessage> = self.rows.iter().filter(|m| m.seq >= session_start).cloned().collect();
-        rows.extend(fresh.iter().filter(|m| m.seq > self.upto).cloned());
+        let upto = self.upto;
+        let mut rows = self.rows;
+        rows.retain(|m| m.seq >= session_start);
+        rows.extend(fresh.drain(..).filter(|m| m.seq > upto));
         let extra = rows.len().saturating_sub(limit + 1);
         rows.drain(..extra);
-        Some(rows)
+        *fresh = rows;
+        true
     }
 
     /// The copy to keep after a load of `rows` (oldest first, the newest `limit` + 1 of the
@@ -316,8 +320,12 @@ mod tests {
                         all.push(msg(seq, seq, role, 1 + seq % 3, "words"));
                     }
                     let full = load_rows(&all, 0, -1, limit);
-                    let rows = match copy.as_ref().filter(|c| c.serves(limit)) {
-                        Some(c) => c.merge(0, 0, &load_rows(&all, 0, c.upto, limit), limit).expect("the copy holds"),
+                    let rows = match copy.take().filter(|c| c.serves(limit)) {
+                        Some(c) => {
+                            let mut rows = load_rows(&all, 0, c.upto, limit);
+                            assert!(c.merge(0, 0, &mut rows, limit), "the copy holds");
+                            rows
+                        }
                         None => full.clone(),
                     };
                     assert_eq!(rows, full, "limit {limit}, step {step}, at seq {seq}");
@@ -332,8 +340,10 @@ mod tests {
         let rows: Vec<HistoryMessage> = (1..=6).map(|s| user(s, s, 1)).collect();
         let copy = RowCache::keep(4, 1, &rows, 10);
         assert_eq!(copy.upto, 6);
-        assert_eq!(copy.merge(5, 1, &[], 10), None, "a bumped version (an edit)");
-        assert_eq!(copy.merge(4, 3, &[], 10), None, "another session start");
+        let mut fresh = vec![user(7, 7, 1)];
+        assert!(!copy.clone().merge(5, 1, &mut fresh, 10), "a bumped version (an edit)");
+        assert!(!copy.clone().merge(4, 3, &mut fresh, 10), "another session start");
+        assert_eq!(fresh, vec![user(7, 7, 1)], "left as D1 returned it");
         assert!(copy.serves(10) && !copy.serves(11), "a bigger load needs rows the copy lacks");
         // A chunk of an answer sent while its turn ran: no turn row yet, so no place.
         let mut unplaced = msg(4, 4, Role::Bot, 0, "early chunk");
@@ -345,8 +355,8 @@ mod tests {
         assert_eq!(copy.rows.len(), 3);
         // The rows from it on are read again (now placed) and served.
         let placed = msg(4, 4, Role::Bot, 0, "early chunk");
-        let fresh: Vec<HistoryMessage> = std::iter::once(placed).chain((5..=6).map(|s| user(s, s, 1))).collect();
-        let merged = copy.merge(4, 1, &fresh, 10).unwrap();
+        let mut merged: Vec<HistoryMessage> = std::iter::once(placed).chain((5..=6).map(|s| user(s, s, 1))).collect();
+        assert!(copy.merge(4, 1, &mut merged, 10));
         assert_eq!(merged.len(), 6);
         assert_eq!(merged[3].answered_upto, Some(3));
         // Nothing settled: the copy covers nothing and everything is read.

@@ -50,8 +50,9 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64, copy: Opt
     // neither uses nor keeps the copy.
     let row_limit = window::rows_for_attempt(storage::turns::HISTORY_ROWS as usize, turn.attempt);
     let copy = copy.filter(|_| row_limit == storage::turns::HISTORY_ROWS as usize);
-    let offered = copy.and_then(|c| c.borrow().clone()).filter(|c| c.conv == conv.to_string() && c.serves(row_limit));
-    let mut first = storage::turns::load_turn_context(&db, &conv.to_string(), conv.chat_id, &turn.turn_id, row_limit, offered.as_ref()).await?;
+    // Taken, not copied (the turn's load replaces it).
+    let offered = copy.and_then(|c| c.borrow_mut().take()).filter(|c| c.conv == conv.to_string() && c.serves(row_limit));
+    let mut first = storage::turns::load_turn_context(&db, &conv.to_string(), conv.chat_id, &turn.turn_id, row_limit, offered).await?;
     if let Some(copy) = copy {
         let mut kept = std::mem::take(&mut first.kept);
         kept.conv = conv.to_string();
