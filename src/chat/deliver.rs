@@ -276,12 +276,16 @@ async fn send_chunk(
 /// sent (an earlier attempt of the turn): nothing is sent early any more. In a private chat a
 /// turn's first send step replies to nothing, so neither does this chunk.
 pub async fn send_early_chunk(ctx: &Ctx, conv: &ConvKey, step_key: &str, i: usize, chunk: &Chunk, no_link_preview: bool, turn_id: &str) -> Result<bool, StepError> {
-    let done = already_sent(ctx, step_key).await.map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
     let key = format!("{step_key}/{i}");
+    // The step's rows read with this chunk recorded as pending (left as it is when sent), as
+    // the step's own delivery does.
+    let body = serde_json::to_string(&chunk_body(conv, chunk, None, no_link_preview)).unwrap_or_default();
+    let pending = outbox::Pending { key: &key, step_key, conv, method: "sendMessage", body: &body };
+    let done = outbox::of_step_recording(&ctx.db(), step_key, &pending, now_ms()).await.map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
     if done.iter().any(|r| r.key == key && r.status == "sent") {
         return Ok(false);
     }
-    send_chunk(ctx, &ctx.telegram(), conv, (&key, step_key), chunk, (None, no_link_preview), false, Some(turn_id)).await.map(|_| true)
+    send_chunk(ctx, &ctx.telegram(), conv, (&key, step_key), chunk, (None, no_link_preview), true, Some(turn_id)).await.map(|_| true)
 }
 
 async fn react(ctx: &Ctx, conv: &ConvKey, step_key: &str, message_id: i64, emoji: &str, turn_id: Option<&str>) -> Result<StepOutcome, StepError> {

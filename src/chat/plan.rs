@@ -10,7 +10,6 @@
 
 use super::{agent, deliver, ChatObject, StepRetry};
 use crate::config::{now_ms, Ctx};
-use crate::storage;
 use agent_core::chat_state::ChatState;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::plan::{Step, StepOutcome};
@@ -120,14 +119,15 @@ impl ChatObject {
             }
             Err(deliver::StepError::Fatal { error, blocked }) => {
                 worker::console_warn!("turn {turn_id} step {index} failed: {error}");
-                agent::record_step_outcome(ctx, turn_id, calls, index, &StepOutcome::Failed { error: error.clone() }).await;
+                let failed = [(index, StepOutcome::Failed { error: error.clone() })];
                 match after_fatal(&due.step, blocked) {
                     AfterFailure::DropPlan => {
+                        agent::record_steps(ctx, turn_id, calls, &failed, Some((TurnStatus::Failed, Some(error)))).await;
                         self.update(|st| st.drop_plan(turn_id)).await;
-                        let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Failed, Some(error), now_ms()).await;
                         Next::Stop
                     }
                     AfterFailure::Skip => {
+                        agent::record_steps(ctx, turn_id, calls, &failed, None).await;
                         self.update(|st| st.step_done(turn_id, index, now_ms())).await;
                         Next::Continue
                     }

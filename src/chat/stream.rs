@@ -197,7 +197,8 @@ impl Sink<'_> {
         let settled = settled_chunks(text, TELEGRAM_LIMIT);
         while d.early.get() < settled.len().min(MAX_EARLY_CHUNKS) {
             let i = d.early.get();
-            // Four subrequests a chunk, and the plan's delivery still has to fit.
+            // Three subrequests a chunk (outbox, Telegram, sent record), and the plan's delivery
+            // still has to fit.
             if d.ctx.meter.count() + 8 > crate::config::SUBREQUEST_BUDGET || (i == 0 && !(d.live.commit)(d.newest_seq).await) {
                 d.early_over.set(true);
                 return;

@@ -107,7 +107,7 @@ pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str,
         copy.merge(c.history_version, c.session_start_seq, &mut messages, rows_limit);
     }
     let conversation = found.unwrap_or_default();
-    let kept = RowCache::keep(conversation.history_version, conversation.session_start_seq, &messages, rows_limit);
+    let kept = RowCache::keep(conv, conversation.history_version, conversation.session_start_seq, &messages, rows_limit);
     let answered_seq = rows::<LastTurnRow>(&r[3])?.into_iter().next().and_then(|r| r.upto_seq).unwrap_or(0);
     Ok(TurnContext { conversation, chat, messages, answered_seq, kept })
 }

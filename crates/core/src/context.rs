@@ -154,7 +154,7 @@ pub fn stable_start(messages: &[HistoryMessage], more_before: bool, anchors: Anc
 /// what they were when it was taken; then the rows after `upto` are all that is missing.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RowCache {
-    /// The conversation the rows are of (set by the edge, which checks it).
+    /// The conversation the rows are of (the edge offers the copy only to its turns).
     pub conv: String,
     pub version: i64,
     pub session_start: i64,
@@ -196,11 +196,11 @@ impl RowCache {
     /// message whose turn is not stored yet (an answer's chunk goes out while its turn runs;
     /// the turn's row, which places the answer, is written at its end): from there on the rows
     /// are read again, until that row exists.
-    pub fn keep(version: i64, session_start: i64, rows: &[HistoryMessage], limit: usize) -> RowCache {
+    pub fn keep(conv: &str, version: i64, session_start: i64, rows: &[HistoryMessage], limit: usize) -> RowCache {
         let settled = rows.iter().position(|m| m.role == Role::Bot && m.turn_id.is_some() && m.answered_upto.is_none()).unwrap_or(rows.len());
         let rows = rows[..settled].to_vec();
         let upto = rows.last().map_or(session_start - 1, |m| m.seq);
-        RowCache { conv: String::new(), version, session_start, upto, rows, limit }
+        RowCache { conv: conv.to_string(), version, session_start, upto, rows, limit }
     }
 }
 
@@ -329,7 +329,7 @@ mod tests {
                         None => full.clone(),
                     };
                     assert_eq!(rows, full, "limit {limit}, step {step}, at seq {seq}");
-                    copy = Some(RowCache::keep(0, 0, &rows, limit));
+                    copy = Some(RowCache::keep("c", 0, 0, &rows, limit));
                 }
             }
         }
@@ -338,7 +338,7 @@ mod tests {
     #[test]
     fn a_copy_does_not_hold_past_a_change_and_stops_before_an_unplaced_answer() {
         let rows: Vec<HistoryMessage> = (1..=6).map(|s| user(s, s, 1)).collect();
-        let copy = RowCache::keep(4, 1, &rows, 10);
+        let copy = RowCache::keep("c", 4, 1, &rows, 10);
         assert_eq!(copy.upto, 6);
         let mut fresh = vec![user(7, 7, 1)];
         assert!(!copy.clone().merge(5, 1, &mut fresh, 10), "a bumped version (an edit)");
@@ -350,7 +350,7 @@ mod tests {
         unplaced.answered_upto = None;
         let mut with_chunk = rows.clone();
         with_chunk[3] = unplaced;
-        let copy = RowCache::keep(4, 1, &with_chunk, 10);
+        let copy = RowCache::keep("c", 4, 1, &with_chunk, 10);
         assert_eq!(copy.upto, 3);
         assert_eq!(copy.rows.len(), 3);
         // The rows from it on are read again (now placed) and served.
@@ -360,7 +360,7 @@ mod tests {
         assert_eq!(merged.len(), 6);
         assert_eq!(merged[3].answered_upto, Some(3));
         // Nothing settled: the copy covers nothing and everything is read.
-        let none = RowCache::keep(4, 1, &with_chunk[3..], 10);
+        let none = RowCache::keep("c", 4, 1, &with_chunk[3..], 10);
         assert_eq!((none.upto, none.rows.len()), (0, 0));
     }
 

@@ -54,9 +54,7 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64, copy: Opt
     let offered = copy.and_then(|c| c.borrow_mut().take()).filter(|c| c.conv == conv.to_string() && c.serves(row_limit));
     let mut first = storage::turns::load_turn_context(&db, &conv.to_string(), conv.chat_id, &turn.turn_id, row_limit, offered).await?;
     if let Some(copy) = copy {
-        let mut kept = std::mem::take(&mut first.kept);
-        kept.conv = conv.to_string();
-        *copy.borrow_mut() = Some(kept);
+        *copy.borrow_mut() = Some(std::mem::take(&mut first.kept));
     }
     if first.chat.as_ref().is_some_and(|c| c.blocked_at.is_some()) {
         return Ok(None);
