@@ -130,12 +130,16 @@ ${answerTable(w.answer)}
 | compact | ${prompt.whole.compact.chars.toLocaleString("en-US")} | ${prompt.whole.compact.tokens.toLocaleString("en-US")} |
 | compact / structured | ${fmt(prompt.whole.compact.chars / prompt.whole.structured.chars, 2)} | ${fmt(prompt.whole.ratio_tokens, 2)} |
 ${prompt.whole.words_only ? `| the messages' words alone (no id, name, reply or turn) | | ${fmt(prompt.whole.words_only.tokens, 0)} (${fmt(prompt.whole.words_only.tokens / prompt.whole.structured.tokens, 2)} of structured) |
+` : ""}${prompt.whole.names_and_words ? `| each message as "name: words" (no id, reply or turn) | | ${fmt(prompt.whole.names_and_words.tokens, 0)} (${fmt(prompt.whole.names_and_words.tokens / prompt.whole.structured.tokens, 2)} of structured) |
 ` : ""}
 Within the default 12,000-token history budget, structured keeps the last
 ${prompt.budget_12000.structured_messages_kept} messages and compact all ${prompt.budget_12000.compact_messages_kept}. Tokens are estimated as the
 model sees them (part texts and function-call JSON, a few tokens of framing per turn and part),
 not from the request's JSON syntax. The aim was a third; short chat lines are mostly text,
-which both formats carry.
+which both formats carry, and a format that names who wrote each message, with nothing else
+(no message ids, so no replies to older messages, no reactions to them, and no reply
+arrows), would still be ${prompt.whole.names_and_words ? fmt(prompt.whole.names_and_words.tokens / prompt.whole.structured.tokens, 2) : "—"} of structured. What compact carries beyond
+that is the message ids the model replies and reacts by, and who answers whom.
 
 ## Core speed (criterion, native, median with 95% interval)
 

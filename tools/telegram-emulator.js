@@ -70,20 +70,25 @@ export function parseTelegramHtml(html) {
   return { text };
 }
 
+// The Bot API states every answer's length (content-length), as api.telegram.org does.
+function json(res, code, headers, body) {
+  const text = JSON.stringify(body);
+  res.writeHead(code, { ...headers, "content-type": "application/json", "content-length": String(Buffer.byteLength(text)) });
+  res.end(text);
+}
+
 function ok(res, result) {
-  res.writeHead(200, { "content-type": "application/json" });
-  res.end(JSON.stringify({ ok: true, result }));
+  json(res, 200, {}, { ok: true, result });
 }
 
 function fail(res, code, description, parameters) {
   const body = { ok: false, error_code: code, description };
-  const headers = { "content-type": "application/json" };
+  const headers = {};
   if (parameters) {
     body.parameters = parameters;
     if (parameters.retry_after) headers["retry-after"] = String(parameters.retry_after);
   }
-  res.writeHead(code, headers);
-  res.end(JSON.stringify(body));
+  json(res, code, headers, body);
 }
 
 /** The emulator without a server: `handle(req, res)` serves /bot<token>/<method>. */

@@ -36,7 +36,7 @@ impl GeminiClient {
             let status = resp.status_code();
             if status != 200 {
                 let retry_after = resp.headers().get("retry-after").ok().flatten();
-                let (bytes, _) = net::read_capped(&mut resp, agent_core::fetch::MAX_BODY_BYTES).await?;
+                let (bytes, _) = net::read_capped(&mut resp, agent_core::fetch::MAX_BODY_BYTES, true).await?;
                 return Ok(Err(parse_error(status, &String::from_utf8_lossy(&bytes), retry_after.as_deref())));
             }
             let mut decoder = SseDecoder::default();

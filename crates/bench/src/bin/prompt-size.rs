@@ -20,8 +20,20 @@ fn main() {
         // line each, with no id, name, reply or turn around them.
         let words: Vec<String> = m.iter().map(|x| x.compact_text()).collect();
         let tt = history::estimate_contents_tokens(&[agent_core::gemini::Content::user(vec![agent_core::gemini::Part::text(words.join("\n"))])]);
+        // The same with the speaker's name before each message ("Name: words", "bot: words"),
+        // still with no id, reply or turn: what a format that says who said each message
+        // cannot go under.
+        let named: Vec<String> = m
+            .iter()
+            .map(|x| match x.role {
+                history::Role::Bot => format!("bot: {}", x.compact_text()),
+                _ => format!("{}: {}", x.name, x.compact_text()),
+            })
+            .collect();
+        let nt = history::estimate_contents_tokens(&[agent_core::gemini::Content::user(vec![agent_core::gemini::Part::text(named.join("\n"))])]);
         json!({
             "words_only": {"tokens": tt},
+            "names_and_words": {"tokens": nt},
             "messages": m.len(),
             "structured": {"chars": history::contents_json_chars(&s), "tokens": st},
             "compact": {"chars": history::contents_json_chars(&c), "tokens": ct},
