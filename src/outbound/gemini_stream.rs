@@ -12,8 +12,7 @@ use super::gemini::{GeminiClient, TIMEOUT};
 use super::net;
 use agent_core::gemini::{parse_error, GenerateContentRequest, GenerateContentResponse, ModelError};
 use agent_core::stream::{merge, parse_chunk, SseDecoder};
-use futures::StreamExt;
-use worker::{AbortController, Method, RequestRedirect};
+use worker::{AbortController, Method, RequestRedirect, ResponseBody};
 
 /// Receives the pieces of a streamed answer so far, after each new one.
 #[allow(async_fn_in_trait)]
@@ -41,9 +40,12 @@ impl GeminiClient {
             }
             let mut decoder = SseDecoder::default();
             let mut chunks = Vec::new();
-            let mut stream = resp.stream().map_err(|e| e.to_string())?;
-            while let Some(bytes) = stream.next().await {
-                let events = decoder.push(&bytes.map_err(|e| e.to_string())?);
+            let ResponseBody::Stream(body) = resp.body() else {
+                return Err("the streamed answer has no body".to_string());
+            };
+            let mut body = net::Chunks::of(body);
+            while let Some(bytes) = body.next().await? {
+                let events = decoder.push(&bytes);
                 if decoder.too_long() {
                     return Err(format!("the streamed answer is over {} bytes", agent_core::stream::MAX_STREAM_BYTES));
                 }

@@ -11,9 +11,11 @@
 use crate::config::Meter;
 use agent_core::fetch::{should_read_body, FetchResponse, MAX_BODY_BYTES};
 use futures::future::{select, Either};
-use futures::StreamExt;
 use std::time::Duration;
-use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, ResponseBody};
+use worker::js_sys::{Reflect, Uint8Array};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{web_sys, AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, ResponseBody};
 
 pub struct HttpResponse {
     pub status: u16,
@@ -102,30 +104,67 @@ pub async fn send(
 /// length is believed; a page fetch_url reads never gets that (a body may be framed otherwise
 /// than its stated length says).
 pub(super) async fn read_capped(resp: &mut worker::Response, max: usize, known: bool) -> Result<(Vec<u8>, bool), String> {
-    let mut bytes: Vec<u8> = Vec::new();
+    let stream = match resp.body() {
+        ResponseBody::Stream(stream) => stream.clone(),
+        _ => {
+            let mut bytes = resp.bytes().await.map_err(|e| e.to_string())?;
+            let truncated = bytes.len() > max;
+            bytes.truncate(max);
+            return Ok((bytes, truncated));
+        }
+    };
     // A known service's body whose length the answer states, within the cap and not
     // compressed (the runtime decompresses, so a compressed body's stated length says nothing
-    // of what is read), is read in one piece. Reading it chunk by chunk
-    // through a stream reader costs several times the CPU (a promise, a chunk copy and the
-    // reader's lock per chunk), and most answers (Telegram's, Gemini's unstreamed) are of this
-    // kind.
-    if !matches!(resp.body(), ResponseBody::Stream(_)) || (known && stated_length(resp.headers()).is_some_and(|n| n <= max)) {
-        bytes = resp.bytes().await.map_err(|e| e.to_string())?;
+    // of what is read), is read in one piece by the runtime: reading it chunk by chunk costs
+    // a promise, a copy and a wake-up per chunk, and most answers (Telegram's, Gemini's
+    // unstreamed) are of this kind.
+    if known && stated_length(resp.headers()).is_some_and(|n| n <= max) {
+        let whole = web_sys::Response::new_with_opt_readable_stream(Some(&stream)).map_err(js_error)?;
+        let buffer = JsFuture::from(whole.array_buffer().map_err(js_error)?).await.map_err(js_error)?;
+        let mut bytes = Uint8Array::new(&buffer).to_vec();
         let truncated = bytes.len() > max;
         bytes.truncate(max);
         return Ok((bytes, truncated));
     }
-    let mut stream = resp.stream().map_err(|e| e.to_string())?;
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| e.to_string())?;
+    let mut bytes: Vec<u8> = Vec::new();
+    let mut chunks = Chunks::of(&stream);
+    while let Some(chunk) = chunks.next().await? {
         let room = max.saturating_sub(bytes.len());
         if chunk.len() > room {
-            bytes.extend(chunk.iter().take(room));
+            bytes.extend_from_slice(&chunk[..room]);
             return Ok((bytes, true));
         }
         bytes.extend_from_slice(&chunk);
     }
     Ok((bytes, false))
+}
+
+/// A body read chunk by chunk with the stream's own reader, whose lock is never released: a
+/// body read to its end needs no release, one left part-read goes with its aborted request,
+/// and a release costs an exception object (the reader's `closed` promise is rejected with a
+/// TypeError, stack trace and all).
+pub(super) struct Chunks(web_sys::ReadableStreamDefaultReader);
+
+impl Chunks {
+    pub(super) fn of(stream: &web_sys::ReadableStream) -> Chunks {
+        Chunks(stream.get_reader().unchecked_into())
+    }
+
+    /// The next chunk, or `None` at the end.
+    pub(super) async fn next(&mut self) -> Result<Option<Vec<u8>>, String> {
+        let result = JsFuture::from(self.0.read()).await.map_err(js_error)?;
+        if Reflect::get(&result, &"done".into()).ok().and_then(|d| d.as_bool()).unwrap_or(false) {
+            return Ok(None);
+        }
+        let value = Reflect::get(&result, &"value".into()).map_err(js_error)?;
+        let chunk = value.dyn_into::<Uint8Array>().map_err(|_| "a body chunk is not bytes".to_string())?;
+        Ok(Some(chunk.to_vec()))
+    }
+}
+
+/// A JavaScript error as text (redacted where it is shown, by the callers' `within`).
+fn js_error(e: JsValue) -> String {
+    worker::Error::from(e).to_string()
 }
 
 /// The body length an answer states, when its body is not compressed.
