@@ -40,7 +40,9 @@ pub(super) fn prepare(
     let mut init = RequestInit::new();
     init.with_method(method).with_headers(h).with_redirect(redirect);
     if let Some(b) = body {
-        init.with_body(Some(b.into()));
+        // As bytes: a string would be decoded from UTF-8 into a JavaScript string only for
+        // the request to encode it again (a turn's request is tens of kilobytes).
+        init.with_body(Some(Uint8Array::from(b.as_bytes()).into()));
     }
     let request = Request::new_with_init(url, &init).map_err(|_| "invalid request".to_string())?;
     Ok(Fetch::Request(request))

@@ -10,6 +10,7 @@
 // share one worker do not interfere.
 import http from "node:http";
 import crypto from "node:crypto";
+import zlib from "node:zlib";
 import { waiters } from "../../tools/util.js";
 import { implicitCache } from "./fake-gemini-cache.js";
 
@@ -288,6 +289,13 @@ export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0 } = {})
     for await (const chunk of req) raw += chunk;
     const url = new URL(req.url, "http://x");
     const send = (a) => {
+      if (a.gzipPad) {
+        // The answer, then that many spaces, gzip-compressed: a small stated length that
+        // inflates to far more (the runtime decompresses what it reads).
+        const packed = zlib.gzipSync(JSON.stringify(a.body) + " ".repeat(a.gzipPad));
+        res.writeHead(a.status, { "content-type": "application/json", "content-encoding": "gzip", "content-length": String(packed.length) });
+        return res.end(packed);
+      }
       res.writeHead(a.status, { "content-type": "application/json" });
       res.end(JSON.stringify(a.body));
     };
@@ -336,7 +344,7 @@ export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0 } = {})
       entry.status = out.status;
       entry.response = out.body;
       if (streamed && out.status === 200) await streamAnswer(res, out.body, answer?.streamMs ?? defaultStreamMs, entry);
-      else send(out);
+      else send({ ...out, gzipPad: answer?.gzipPad });
     } finally {
       notify();
     }
@@ -350,7 +358,8 @@ export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0 } = {})
       return requests.filter((r) => r.route === String(userId));
     },
     /** Queue answers for requests routed to `userId`: {text}, {calls:[{name,args}]},
-     *  {status: 503|429|400, retryDelay}, {finishReason}, {delayMs}, {streamMs}, or a function(body). */
+     *  {status: 503|429|400, retryDelay}, {finishReason}, {delayMs}, {streamMs}, {gzipPad: bytes of
+     *  spaces after the answer, sent gzip-compressed (not streamed)}, or a function(body). */
     script(userId, answers) {
       const q = scripts.get(String(userId)) ?? [];
       q.push(...answers);
