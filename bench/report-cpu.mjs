@@ -85,7 +85,11 @@ it; so it overstates what the Free plan's ${FREE.cpu_ms} ms counts. ${st.perf ? 
 are separated with \`perf\`: workerd runs with V8's \`--perf-basic-prof\` and
 \`--interpreted-frames-native-stack\`, \`perf record -g\` samples it every 0.25 ms of CPU, and a sample
 is the Worker's when the innermost JIT frame of its call chain is the worker's wasm or its JS
-glue (\`index.js\`) rather than miniflare's scripts; samples with no JIT frame in their chain
+glue (\`index.js\`) rather than miniflare's scripts (miniflare's outbound proxy, which every
+local fetch passes through and which is not there on Cloudflare, is also named \`index.js\`;
+its functions are told apart by name and line, and are not the Worker's; runs before
+2026-11-25 counted them as the Worker's, up to 8% of a short turn's own samples); samples
+with no JIT frame in their chain
 (native code whose caller could not be unwound) are not counted as the Worker's, so that column
 is a lower bound: its median share of each window times the window's CPU.` : "The Worker's own share is not separated in this run (`perf` was not available)."} On a machine
 shared with other work the figures are inflated and vary from run to run; compare runs on a

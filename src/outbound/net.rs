@@ -7,6 +7,8 @@
 //! - [`get_capped`] (fetch_url) never follows a redirect (the core checks every hop), reads a
 //!   body only when `fetch::should_read_body` allows it from the status and content type, and
 //!   never more than `fetch::MAX_BODY_BYTES` of it: the rest is not read, the request aborted.
+//! - An answer of Telegram or Gemini that states an uncompressed length within its cap is read
+//!   whole by the runtime; every other body is read chunk by chunk, up to its cap.
 
 use crate::config::Meter;
 use agent_core::fetch::{should_read_body, FetchResponse, MAX_BODY_BYTES};
