@@ -239,7 +239,7 @@ function writeProfile(name, windows) {
       bump(self, clip(frames[0]));
       // The runtime work a sample does is charged to the worker's innermost frame that asked
       // for it (a wasm function or the glue), so calls into the runtime show under their caller.
-      const mine = frames.find((f) => / index\.js:/.test(f) || /-(liftoff|turbofan|maglev)$/.test(clip(f)) || /^JS:wasm-/.test(f));
+      const mine = frames.find((f) => (/ index\.js:/.test(f) && !isOutboundProxy(f)) || /-(liftoff|turbofan|maglev)$/.test(clip(f)) || /^JS:wasm-/.test(f));
       bump(caller, mine ? clip(mine) : "(none)");
       for (const f of new Set(frames.map(clip))) bump(total, f);
     }
