@@ -24,7 +24,7 @@ import readline from "node:readline";
 import { performance } from "node:perf_hooks";
 import { spawn, spawnSync } from "node:child_process";
 import { startStack, groupText, privateText, sleep, ROOT } from "../tests/support/stack.js";
-import { embedText } from "../tests/support/fake-gemini.js";
+import { embedText, q8 } from "../tests/support/fake-gemini.js";
 
 // CPU_PROFILE=1 (development only): writes .tmp/bench/profile-<run>-<key>.txt, the Worker's own
 // samples of each measured kind of window by function (self: the innermost frame; total: any
@@ -420,15 +420,6 @@ async function formatRun(format, bundle) {
   return out;
 }
 
-/** A stored vector as the worker writes it (core::memory::vector): `q8:` and base64, no padding,
- * of a little-endian f32 scale and one signed byte per component. */
-function q8(v) {
-  const scale = v.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
-  const bytes = Buffer.alloc(4 + v.length);
-  bytes.writeFloatLE(scale, 0);
-  v.forEach((x, i) => bytes.writeInt8(scale > 0 ? Math.round((x / scale) * 127) : 0, 4 + i));
-  return `q8:${bytes.toString("base64").replace(/=+$/, "")}`;
-}
 
 /** Turns with EMBEDDINGS_MODEL set over a chat with 300 stored memories that have embeddings
  * (recall reads up to 300): the query is embedded and every vector compared, every turn. */

@@ -13,7 +13,7 @@ use crate::storage::Db;
 use agent_core::commands::ForgetTarget;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::history::{HistoryMessage, Role};
-use agent_core::memory::{cosine, fts_query, render, search_terms, Memory};
+use agent_core::memory::{fts_query, render, search_terms, Memory};
 use agent_core::scope::Scope;
 
 /// What a turn recalls beyond the notes: learned memories and the summary of older history.
@@ -78,16 +78,14 @@ pub async fn recall(ctx: &Ctx, conv: &ConvKey, people: &[i64], messages: &[Histo
 async fn similar(ctx: &Ctx, scope: &Scope, text: &str) -> Result<Vec<Memory>, String> {
     let query = ctx.gemini().embed(&ctx.cfg.embeddings_model, &[text.to_string()]).await?.into_iter().next().unwrap_or_default();
     let candidates = rows::embedded(&ctx.db(), scope).await.map_err(|e| e.to_string())?;
-    let mut scored: Vec<(f32, Memory)> = candidates
-        .into_iter()
-        .filter_map(|r| {
-            let v = agent_core::memory::vector::decode(&r.embedding)?;
-            Some((cosine(&query, &v), r.memory))
-        })
+    let mut query = agent_core::memory::vector::Query::new(query);
+    let mut scored: Vec<(f32, &rows::Embedded)> = candidates
+        .iter()
+        .filter_map(|r| Some((query.score(&r.embedding)?, r)))
         .filter(|(score, _)| *score >= 0.55)
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-    Ok(scored.into_iter().take(6).map(|(_, m)| m).collect())
+    scored.into_iter().take(6).map(|(_, r)| r.memory().map_err(|e| e.to_string())).collect()
 }
 
 /// `search_memory`: full-text search over the memories and notes the conversation may see

@@ -94,26 +94,47 @@ pub fn recall_rows(results: &[D1Rows]) -> Result<(Option<Summary>, Vec<Memory>)>
     Ok((summary, found))
 }
 
-/// A memory with its embedding (as `core::memory::vector` stores it).
-#[derive(Deserialize)]
+/// A memory with its embedding (as `core::memory::vector` stores it). Only the embedding is
+/// read from the row at first: a turn scores up to 300 and keeps a few, and
+/// parsing every row's memory (through `#[serde(flatten)]`, which copies each field into an
+/// intermediate value first) cost twice what reading the embeddings does.
 pub struct Embedded {
-    #[serde(flatten)]
-    pub memory: Memory,
     pub embedding: String,
+    /// The whole row as D1 returned it, for [`Embedded::memory`].
+    row: Box<serde_json::value::RawValue>,
+}
+
+impl Embedded {
+    /// The memory of the row.
+    pub fn memory(&self) -> Result<Memory> {
+        serde_json::from_str(self.row.get()).map_err(|e| worker::Error::RustError(format!("a D1 row is not what the query reads: {e}")))
+    }
 }
 
 /// The newest memories in `scope` that have an embedding.
 pub async fn embedded(db: &Db, scope: &Scope) -> Result<Vec<Embedded>> {
+    #[derive(Deserialize)]
+    struct Head {
+        embedding: String,
+    }
     let on = scope.memories("", 1);
-    db.all(
-        &format!(
-            "SELECT {MEMORY_COLUMNS}, embedding FROM memories
-             WHERE embedding IS NOT NULL AND superseded_by IS NULL AND {} ORDER BY updated_at DESC LIMIT 300",
-            on.sql
-        ),
-        scope_args(&on),
-    )
-    .await
+    let found: Vec<Box<serde_json::value::RawValue>> = db
+        .all(
+            &format!(
+                "SELECT {MEMORY_COLUMNS}, embedding FROM memories
+                 WHERE embedding IS NOT NULL AND superseded_by IS NULL AND {} ORDER BY updated_at DESC LIMIT 300",
+                on.sql
+            ),
+            scope_args(&on),
+        )
+        .await?;
+    found
+        .into_iter()
+        .map(|row| {
+            let head: Head = serde_json::from_str(row.get()).map_err(|e| worker::Error::RustError(format!("a D1 row is not what the query reads: {e}")))?;
+            Ok(Embedded { embedding: head.embedding, row })
+        })
+        .collect()
 }
 
 /// Full-text search over the memories and notes `scope` may see, and over the descriptions and

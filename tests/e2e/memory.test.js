@@ -5,7 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, privateText, uniqueId, sleep } from "../support/stack.js";
-import { embedText } from "../support/fake-gemini.js";
+import { embedText, q8 } from "../support/fake-gemini.js";
 import { promptText as systemText } from "../support/prompt.js";
 
 let s;
@@ -194,16 +194,23 @@ test("what is learned in one group is not recalled in another; in the person's p
 
 test("with embeddings configured, a memory full-text search misses is recalled by similarity", async () => {
   const uid = uniqueId();
-  // An episode learned in this chat: "allergic"/"peanuts", where the message will say
+  // Episodes learned in this chat: "allergic"/"peanuts", where the message will say
   // "allergy"/"peanut" (FTS sees different words; episodes are not among people's memories).
-  const text = "Allergic to peanuts";
-  await s.env.DB.prepare(
-    "INSERT INTO memories (kind, chat_id, conv, value, embedding, created_at, updated_at) VALUES ('episode', ?, ?, ?, ?, 0, 0)",
-  ).bind(uid, String(uid), text, JSON.stringify(embedText(text, 768))).run(); // the JSON form stored before is still read
+  // One in the JSON form stored before, one as the worker stores them now (q8), and one far
+  // from the message (a cosine of 0 under the fake's embedding), which must not come.
+  const insert = (text, embedding) =>
+    s.env.DB.prepare("INSERT INTO memories (kind, chat_id, conv, value, embedding, created_at, updated_at) VALUES ('episode', ?, ?, ?, ?, 0, 0)")
+      .bind(uid, String(uid), text, embedding).run();
+  await insert("Peanuts? allergic!", JSON.stringify(embedText("Peanuts? allergic!", 768)));
+  await insert("Allergic to peanuts and pollen", q8(embedText("Allergic to peanuts and pollen", 768)));
+  await insert("Owns a red bicycle", q8(embedText("Owns a red bicycle", 768)));
   const embedCalls = s.gemini.requests.filter((r) => r.embed).length;
   await s.webhook(privateText(uid, "my peanut allergy"));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "the reply");
   assert.equal(s.gemini.requests.filter((r) => r.embed).length, embedCalls + 1, "the new messages were embedded");
-  assert.match(systemText(s.gemini.calls(uid).at(-1)), /Allergic to peanuts/);
+  const system = systemText(s.gemini.calls(uid).at(-1));
+  assert.match(system, /Peanuts\? allergic!/, "the JSON form");
+  assert.match(system, /Allergic to peanuts and pollen/, "the q8 form");
+  assert.doesNotMatch(system, /red bicycle/, "a memory far from the message is not recalled");
   assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memory_fts WHERE memory_fts MATCH '\"peanut\" OR \"allergy\"' AND chat_id = ?", uid))[0].n, 0, "FTS alone finds nothing");
 });

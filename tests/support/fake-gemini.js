@@ -133,6 +133,16 @@ export function embedText(text, dims = 512) {
   return v;
 }
 
+/** A stored vector as the worker writes it (core::memory::vector): `q8:` and base64, no padding,
+ * of a little-endian f32 scale and one signed byte per component. */
+export function q8(v) {
+  const scale = v.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
+  const bytes = Buffer.alloc(4 + v.length);
+  bytes.writeFloatLE(scale, 0);
+  v.forEach((x, i) => bytes.writeInt8(scale > 0 ? Math.round((x / scale) * 127) : 0, 4 + i));
+  return `q8:${bytes.toString("base64").replace(/=+$/, "")}`;
+}
+
 /** All text of a request, in order (system instruction last). */
 export function requestText(body) {
   const parts = (body.contents ?? []).flatMap((c) => c.parts ?? []);

@@ -5,6 +5,9 @@
 //! kilobyte each and a cosine that differs by well under a hundredth.
 //!
 //! [`decode`] also reads the JSON arrays stored before (`[0.1, …]`).
+//!
+//! A turn scores its stored vectors with a [`Query`]: on the stored bytes, as they are (the
+//! scale cancels out of a cosine), with no vector of floats made per memory.
 
 use base64::Engine;
 
@@ -35,6 +38,42 @@ pub fn decode(s: &str) -> Option<Vec<f32>> {
         return Some(body.iter().map(|b| (*b as i8) as f32 * scale / 127.0).collect());
     }
     serde_json::from_str(s).ok()
+}
+
+/// A query vector, to score stored vectors against (the cosine of [`crate::memory::cosine`]).
+pub struct Query {
+    v: Vec<f32>,
+    norm: f32,
+    /// The bytes of the stored vector being scored, kept for the next.
+    buf: Vec<u8>,
+}
+
+impl Query {
+    pub fn new(v: Vec<f32>) -> Query {
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        Query { v, norm, buf: Vec::new() }
+    }
+
+    /// The cosine between the query and a stored vector; `None` when `stored` is neither form,
+    /// 0 when the lengths differ or either is all zeros.
+    pub fn score(&mut self, stored: &str) -> Option<f32> {
+        let Some(rest) = stored.strip_prefix(PREFIX) else {
+            return decode(stored).map(|v| crate::memory::cosine(&self.v, &v));
+        };
+        self.buf.clear();
+        B64.decode_vec(rest, &mut self.buf).ok()?;
+        let body = self.buf.get(4..)?;
+        if body.len() != self.v.len() || body.is_empty() || self.norm == 0.0 {
+            return Some(0.0);
+        }
+        let (mut dot, mut squares) = (0f32, 0i32);
+        for (x, b) in self.v.iter().zip(body) {
+            let q = *b as i8;
+            dot += x * q as f32;
+            squares += q as i32 * q as i32;
+        }
+        Some(if squares == 0 { 0.0 } else { dot / (self.norm * (squares as f32).sqrt()) })
+    }
 }
 
 #[cfg(test)]
@@ -68,5 +107,29 @@ mod tests {
         assert_eq!(zeros, vec![0.0, 0.0]);
         let odd = decode(&encode(&[f32::NAN, 1.0, f32::INFINITY])).unwrap();
         assert_eq!(odd, vec![0.0, 1.0, 0.0], "non-finite components are stored as 0");
+    }
+
+    #[test]
+    fn a_query_scores_the_stored_bytes_as_the_cosine_of_the_decoded_vector() {
+        let a = wave(DIMENSIONS, 0.37);
+        let mut q = Query::new(a.clone());
+        for k in [0.41, 0.9, 2.3] {
+            let b = wave(DIMENSIONS, k);
+            let stored = encode(&b);
+            let want = cosine(&a, &decode(&stored).unwrap());
+            let got = q.score(&stored).unwrap();
+            assert!((got - want).abs() < 1e-4, "{got} vs {want}");
+        }
+        let negated: Vec<f32> = a.iter().map(|x| -x).collect();
+        assert!((q.score(&encode(&negated)).unwrap() + 1.0).abs() < 0.01, "opposite: about -1");
+        assert_eq!(q.score("[0.5, -0.25]"), Some(0.0), "another length scores 0");
+        let legacy = format!("{:?}", wave(DIMENSIONS, 0.41));
+        let want = cosine(&a, &wave(DIMENSIONS, 0.41));
+        assert!((q.score(&legacy).unwrap() - want).abs() < 1e-6, "the JSON arrays stored before");
+        assert_eq!(q.score("q8:!!"), None);
+        assert_eq!(q.score("q8:"), None, "no scale");
+        assert_eq!(q.score("nonsense"), None);
+        assert_eq!(q.score(&encode(&vec![0.0; DIMENSIONS])), Some(0.0), "all zeros");
+        assert_eq!(Query::new(vec![0.0; DIMENSIONS]).score(&encode(&a)), Some(0.0), "a zero query");
     }
 }
