@@ -174,9 +174,8 @@ class Bench {
       if (!frame || !cur || cur.own !== null) continue;
       const sym = frame[1];
       if (!sym.startsWith("JS:")) continue;
-      // The innermost JIT frame decides: the worker's glue, or a wasm function (named by
-      // Rust path with its tier, and no script of its own), or else miniflare's JS.
-      cur.own = (/ index\.js:/.test(sym) && !isOutboundProxy(sym)) || (/-(liftoff|turbofan|maglev)$/.test(sym) && !/\.js:\d|miniflare:|node:/.test(sym)) || /^JS:wasm-/.test(sym);
+      // The innermost JIT frame decides: the worker's, or else miniflare's JS.
+      cur.own = isOwnFrame(sym);
     }
     close();
     if ((await exited) !== 0) return;
@@ -212,6 +211,17 @@ function isOutboundProxy(sym) {
   return !!m && outboundProxy.has(`${m[1]}@${m[2]}`);
 }
 
+/** A perf frame's symbol without V8's marks ("JS:", "*") and the map file perf names. */
+const bare = (frame) => frame.replace(/^JS:\*?/, "").replace(/\s*\(\/tmp\/perf-\d+\.map\)$/, "");
+
+/** Whether a JIT frame is the Worker's own: its JS glue (index.js, but not miniflare's outbound
+ *  proxy), or a wasm function (named by Rust path with its tier, and no script of its own).
+ *  Both the own-CPU share and the profile's by-caller view decide by this. */
+function isOwnFrame(frame) {
+  const f = bare(frame);
+  return (/ index\.js:/.test(f) && !isOutboundProxy(f)) || (/-(liftoff|turbofan|maglev)$/.test(f) && !/\.js:\d|miniflare:|node:/.test(f)) || /^wasm-/.test(f);
+}
+
 /** The own samples of `windows` by function (CPU_PROFILE). */
 function writeProfile(name, windows) {
   const self = new Map();
@@ -220,7 +230,7 @@ function writeProfile(name, windows) {
   let own = 0;
   let all = 0;
   const bump = (m, k) => m.set(k, (m.get(k) ?? 0) + 1);
-  const clip = (f) => f.replace(/^JS:\*?/, "").replace(/\s*\(\/tmp\/perf-\d+\.map\)$/, "").slice(0, 140);
+  const clip = (f) => bare(f).slice(0, 140);
   const per = [];
   for (const w of windows) {
     let wOwn = 0;
@@ -239,7 +249,7 @@ function writeProfile(name, windows) {
       bump(self, clip(frames[0]));
       // The runtime work a sample does is charged to the worker's innermost frame that asked
       // for it (a wasm function or the glue), so calls into the runtime show under their caller.
-      const mine = frames.find((f) => (/ index\.js:/.test(f) && !isOutboundProxy(f)) || /-(liftoff|turbofan|maglev)$/.test(clip(f)) || /^JS:wasm-/.test(f));
+      const mine = frames.find(isOwnFrame);
       bump(caller, mine ? clip(mine) : "(none)");
       for (const f of new Set(frames.map(clip))) bump(total, f);
     }
@@ -419,7 +429,6 @@ async function formatRun(format, bundle) {
   }
   return out;
 }
-
 
 /** Turns with EMBEDDINGS_MODEL set over a chat with 300 stored memories that have embeddings
  * (recall reads up to 300): the query is embedded and every vector compared, every turn. */

@@ -110,12 +110,7 @@ pub async fn send(
 pub(super) async fn read_capped(resp: &mut worker::Response, max: usize, known: bool) -> Result<(Vec<u8>, bool), String> {
     let stream = match resp.body() {
         ResponseBody::Stream(stream) => stream.clone(),
-        _ => {
-            let mut bytes = resp.bytes().await.map_err(|e| e.to_string())?;
-            let truncated = bytes.len() > max;
-            bytes.truncate(max);
-            return Ok((bytes, truncated));
-        }
+        _ => return Ok(cut(resp.bytes().await.map_err(|e| e.to_string())?, max)),
     };
     // A known service's body whose length the answer states, within the cap and not
     // compressed (the runtime decompresses, so a compressed body's stated length says nothing
@@ -125,10 +120,7 @@ pub(super) async fn read_capped(resp: &mut worker::Response, max: usize, known: 
     if known && stated_length(resp.headers()).is_some_and(|n| n <= max) {
         let whole = web_sys::Response::new_with_opt_readable_stream(Some(&stream)).map_err(js_error)?;
         let buffer = JsFuture::from(whole.array_buffer().map_err(js_error)?).await.map_err(js_error)?;
-        let mut bytes = Uint8Array::new(&buffer).to_vec();
-        let truncated = bytes.len() > max;
-        bytes.truncate(max);
-        return Ok((bytes, truncated));
+        return Ok(cut(Uint8Array::new(&buffer).to_vec(), max));
     }
     let mut bytes: Vec<u8> = Vec::new();
     let mut chunks = Chunks::of(&stream);
@@ -141,6 +133,13 @@ pub(super) async fn read_capped(resp: &mut worker::Response, max: usize, known: 
         bytes.extend_from_slice(&chunk);
     }
     Ok((bytes, false))
+}
+
+/// A body read whole, cut to `max` bytes; whether it was cut.
+fn cut(mut bytes: Vec<u8>, max: usize) -> (Vec<u8>, bool) {
+    let truncated = bytes.len() > max;
+    bytes.truncate(max);
+    (bytes, truncated)
 }
 
 /// A body read chunk by chunk with the stream's own reader, whose lock is never released: a

@@ -381,9 +381,7 @@ impl Tally {
     fn tokens(&self) -> usize {
         self.ascii.div_ceil(4) + (self.other * 2).div_ceil(3)
     }
-}
 
-impl Tally {
     fn add(&mut self, s: &str) {
         // Most text is ASCII, which `is_ascii` checks a word at a time.
         if s.is_ascii() {
