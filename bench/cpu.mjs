@@ -41,9 +41,9 @@ const median = (xs) => {
 };
 
 /** The workerd process that runs the worker: the harness starts two as children of this
- *  process (one of them only proxies); the one that compiled the wasm has used far more CPU. */
-function workerdPid() {
-  const found = workerdPids();
+ *  process (one of them only proxies); the one that compiled the wasm has used far more CPU.
+ *  `found`: the processes of this stack (not those of another run's stack). */
+function workerdPid(found) {
   if (found.length === 0) throw new Error(`no workerd child of ${process.pid}`);
   return found.sort((a, b) => cpu(b).ns - cpu(a).ns)[0];
 }
@@ -81,11 +81,45 @@ function cpu(pid) {
   return { ns, tick_ms: (Number(f[11]) + Number(f[12])) * 10 };
 }
 
+/** Two runs of the same script, one with the bundle of an earlier commit (CPU_BEFORE), take
+ *  turns: only the run that holds the baton does anything, and it hands the baton over at the
+ *  start of each repetition (`Bench.pass`), so before and after alternate repetition by
+ *  repetition and a drift in the machine's load reaches both alike. Each run measures its own
+ *  workerd process, which is idle while the other run works. */
+class Baton {
+  constructor() {
+    this.holder = 0;
+    this.wake = [null, null];
+    this.ended = [false, false];
+  }
+  side(i) {
+    return { take: () => this.take(i), pass: () => this.pass(i), end: () => this.end(i) };
+  }
+  async take(i) {
+    while (this.holder !== i) await new Promise((r) => (this.wake[i] = r));
+  }
+  handTo(i) {
+    this.holder = i;
+    this.wake[i]?.();
+  }
+  async pass(i) {
+    if (this.ended[1 - i]) return;
+    this.handTo(1 - i);
+    await this.take(i);
+  }
+  end(i) {
+    this.ended[i] = true;
+    if (this.holder === i) this.handTo(1 - i);
+  }
+}
+
 class Bench {
-  constructor(s) {
+  /** `others`: workerd processes that were running before this stack started (another run's). */
+  constructor(s, side = null, others = []) {
     this.s = s;
-    this.pid = workerdPid();
-    this.workerdPids = workerdPids();
+    this.side = side;
+    this.workerdPids = workerdPids().filter((p) => !others.includes(p));
+    this.pid = workerdPid(this.workerdPids);
     this.seen = 0;
     this.idleNsPerMs = 0;
     this.windows = [];
@@ -117,6 +151,13 @@ class Bench {
         since = performance.now();
       }
     }
+  }
+  /** A point between repetitions: once this stack is quiet, the other run (if any) has its
+   *  turn, and this one goes on when it passes the baton back. */
+  async pass(ms = 250) {
+    if (!this.side) return;
+    await this.quiet(ms);
+    await this.side.pass();
   }
   async measureIdle(ms = 3000) {
     await this.quiet();
@@ -304,6 +345,7 @@ async function replay(b, chat, first) {
     const to = m.reply_to && sent.get(m.reply_to);
     if (to) u.message.reply_to_message = to;
     sent.set(m.message_id, u.message);
+    await b.pass(0); // the last window ended quiet
     windows.push(await b.window(() => b.s.webhook(u), async () => {}, 60));
   }
   return windows;
@@ -318,6 +360,7 @@ function edited(update, n) {
 /** One message that asks for a reply: the webhook with its hand-off to the chat object, then
  *  everything until the reply is sent (the turn's alarm, which also delivers). */
 async function askAndAnswer(b, update, chat) {
+  await b.pass();
   const before = b.s.tg.sent(chat).length;
   const hook = await b.window(() => b.s.webhook(update), async () => {}, 60);
   const turn = await b.window(async () => {}, () => b.s.tg.waitFor(() => b.s.tg.sent(chat).length > before, 60_000, "the reply"), 300);
@@ -338,12 +381,13 @@ async function clean(rep, discarded) {
   return out;
 }
 
-async function formatRun(format, bundle) {
+async function formatRun(format, bundle, side = null) {
+  const others = workerdPids();
   const s = await startStack({
     bundle,
     vars: { METRICS_LOG: "true", HISTORY_FORMAT: format, DEBOUNCE_MS: "400", DEBOUNCE_MAX_MS: "2000", USER_TURNS_PER_HOUR: "0", RETRY_BASE_MS: "1500" },
   });
-  const b = new Bench(s);
+  const b = new Bench(s, side, others);
   const out = { format, perf: PERF };
   const later = []; // [key, windows, pred]: summarised once perf has attributed the samples
   try {
@@ -403,6 +447,7 @@ async function formatRun(format, bundle) {
       const cron = [];
       const jobs = [];
       for (let i = 0; i < REPS; i++) {
+        await b.pass();
         // New messages, so the next tick has something to consolidate (40 needed per chat).
         if (i > 0) for (const m of human.slice(0, 45)) await s.webhook(groupText(chat, m.user_id, m.text || "(photo)", { name: m.name }));
         cron.push(await b.window(() => s.scheduled(), async () => {}, 20));
@@ -432,9 +477,10 @@ async function formatRun(format, bundle) {
 
 /** Turns with EMBEDDINGS_MODEL set over a chat with 300 stored memories that have embeddings
  * (recall reads up to 300): the query is embedded and every vector compared, every turn. */
-async function embeddingsRun(bundle) {
+async function embeddingsRun(bundle, side = null) {
+  const others = workerdPids();
   const s = await startStack({ bundle, vars: { METRICS_LOG: "true", EMBEDDINGS_MODEL: "gemini-embedding-001", DEBOUNCE_MS: "400", DEBOUNCE_MAX_MS: "2000", USER_TURNS_PER_HOUR: "0" } });
-  const b = new Bench(s);
+  const b = new Bench(s, side, others);
   const out = { perf: PERF };
   try {
     await s.fetch("/health");
@@ -464,18 +510,37 @@ async function embeddingsRun(bundle) {
   return out;
 }
 
+/** Runs `after(side)` and `before(side)` taking turns (see Baton); each holds the baton from
+ *  its start (the stack's start-up too) to its end (its profile's attribution too). */
+async function alternating(after, before) {
+  const baton = new Baton();
+  const holding = async (side, run) => {
+    await side.take();
+    try {
+      return await run(side);
+    } finally {
+      side.end();
+    }
+  };
+  return Promise.all([holding(baton.side(0), after), holding(baton.side(1), before)]);
+}
+
 // CPU_RUNS (development only) picks runs: structured, compact, embeddings.
 const picked = (process.env.CPU_RUNS ?? "structured,compact,embeddings").split(",");
 const runs = {};
-for (const format of ["structured", "compact"]) if (picked.includes(format)) runs[format] = await formatRun(format);
-if (picked.includes("embeddings")) runs.embeddings = await embeddingsRun();
-// CPU_BEFORE=<a prebuilt bundle of an earlier commit> measures it too, in the same run, for a
-// before-and-after table (the structured and embeddings runs; the schema is this commit's).
-if (process.env.CPU_BEFORE) {
-  const before = path.resolve(process.env.CPU_BEFORE);
-  runs.before = { bundle: process.env.CPU_BEFORE_NAME ?? before };
-  if (picked.includes("structured")) runs.before.structured = await formatRun("structured", before);
-  if (picked.includes("embeddings")) runs.before.embeddings = await embeddingsRun(before);
+// CPU_BEFORE=<a prebuilt bundle of an earlier commit> measures it too, in the same run and
+// alternating with this commit's repetition by repetition, for a before-and-after table (the
+// structured and embeddings runs; the schema is this commit's).
+const before = process.env.CPU_BEFORE ? path.resolve(process.env.CPU_BEFORE) : null;
+if (before) runs.before = { bundle: process.env.CPU_BEFORE_NAME ?? before };
+if (picked.includes("structured")) {
+  if (before) [runs.structured, runs.before.structured] = await alternating((side) => formatRun("structured", undefined, side), (side) => formatRun("structured", before, side));
+  else runs.structured = await formatRun("structured");
+}
+if (picked.includes("compact")) runs.compact = await formatRun("compact");
+if (picked.includes("embeddings")) {
+  if (before) [runs.embeddings, runs.before.embeddings] = await alternating((side) => embeddingsRun(undefined, side), (side) => embeddingsRun(before, side));
+  else runs.embeddings = await embeddingsRun();
 }
 fs.mkdirSync(path.join(ROOT, ".tmp/bench"), { recursive: true });
 fs.writeFileSync(path.join(ROOT, ".tmp/bench/cpu.json"), JSON.stringify({ reps: REPS, runs }, null, 1));

@@ -43,7 +43,9 @@ function beforeAfter(runs) {
   const line = (name, x, y) => `| ${name} | ${own(x)} | ${own(y)} | ${x ? fmt(x.rows_read, 0) : "–"} | ${y ? fmt(y.rows_read, 0) : "–"} |`;
   const [st, sb] = [runs.structured, b.structured];
   return `Before and after, in this run: the same invocations with the bundle of ${b.bundle} (an
-earlier commit, over this commit's schema), measured right after, the same way:
+earlier commit, over this commit's schema), measured the same way in a second stack that takes
+turns with this commit's: before and after alternate repetition by repetition, so a change in
+the machine's load reaches both alike:
 
 | invocation | the Worker's own CPU, before | after | rows read, before | after |
 |---|---|---|---|---|
