@@ -324,6 +324,7 @@ function summary(windows, pred = () => true) {
     sampled_ms: windows.every((w) => w.sampled_ms != null) ? median(windows.map((w) => w.sampled_ms)) : null,
     rows_read: median(windows.map((w) => sum(w.lines, "rows_read", pred))),
     rows_written: median(windows.map((w) => sum(w.lines, "rows_written", pred))),
+    rows_bytes: median(windows.map((w) => sum(w.lines, "rows_bytes", pred))),
     d1_round_trips: median(windows.map((w) => sum(w.lines, "d1_round_trips", pred))),
     invocations: kinds(windows.flatMap((w) => w.lines)),
     invocations_per_rep: median(windows.map((w) => w.lines.filter((l) => pred(l.kind)).length)),

@@ -74,18 +74,32 @@ pub async fn recall(ctx: &Ctx, conv: &ConvKey, people: &[i64], messages: &[Histo
     })
 }
 
-/// Memories whose embeddings are close to `text` (only when EMBEDDINGS_MODEL is set).
+/// About how many bytes of decoded vectors an isolate keeps (`vector::Cache`): some 5,000
+/// memories' worth.
+const VECTOR_CACHE_BYTES: usize = 4 << 20;
+
+thread_local! {
+    /// Every chat object of this isolate shares it: it holds vectors by memory id and no
+    /// text, and a turn scores only the ids its own scoped query listed.
+    static VECTORS: std::cell::RefCell<agent_core::memory::vector::Cache> = std::cell::RefCell::new(agent_core::memory::vector::Cache::new(VECTOR_CACHE_BYTES));
+}
+
+/// Memories whose embeddings are close to `text` (only when EMBEDDINGS_MODEL is set). The
+/// query is embedded while D1 lists the candidates; only vectors this isolate has not read
+/// yet are read, and only the memories kept are.
 async fn similar(ctx: &Ctx, scope: &Scope, text: &str) -> Result<Vec<Memory>, String> {
-    let query = ctx.gemini().embed(&ctx.cfg.embeddings_model, &[text.to_string()]).await?.into_iter().next().unwrap_or_default();
-    let candidates = rows::embedded(&ctx.db(), scope).await.map_err(|e| e.to_string())?;
-    let mut query = agent_core::memory::vector::Query::new(query);
-    let mut scored: Vec<(f32, &rows::Embedded)> = candidates
-        .iter()
-        .filter_map(|r| Some((query.score(&r.embedding)?, r)))
-        .filter(|(score, _)| *score >= 0.55)
-        .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-    scored.into_iter().take(6).map(|(_, r)| r.memory().map_err(|e| e.to_string())).collect()
+    let (db, gemini, texts) = (ctx.db(), ctx.gemini(), [text.to_string()]);
+    let (query, ids) = futures::join!(gemini.embed(&ctx.cfg.embeddings_model, &texts), rows::embedded_ids(&db, scope));
+    let query = query?.into_iter().next().unwrap_or_default();
+    let ids = ids.map_err(|e| e.to_string())?;
+    let missing = VECTORS.with(|c| c.borrow().missing(&ids));
+    if !missing.is_empty() {
+        let read = rows::embeddings(&db, &missing).await.map_err(|e| e.to_string())?;
+        VECTORS.with(|c| c.borrow_mut().fill(read.iter().map(|(id, e)| (*id, e.as_str()))));
+    }
+    let query = agent_core::memory::vector::Query::new(query);
+    let best = VECTORS.with(|c| c.borrow().best(&query, &ids, 0.55, 6));
+    rows::memories_by_id(&db, scope, &best).await.map_err(|e| e.to_string())
 }
 
 /// `search_memory`: full-text search over the memories and notes the conversation may see

@@ -38,6 +38,7 @@ pub struct MeterCounts {
     rows_on: bool,
     rows_read: Cell<u64>,
     rows_written: Cell<u64>,
+    rows_bytes: Cell<u64>,
 }
 
 impl Meter {
@@ -53,6 +54,10 @@ impl Meter {
     pub fn d1_rows(&self, read: u64, written: u64) {
         self.0.rows_read.set(self.0.rows_read.get() + read);
         self.0.rows_written.set(self.0.rows_written.get() + written);
+    }
+    /// Bytes of rows (as JSON) one D1 result carried into the worker.
+    pub fn d1_bytes(&self, n: u64) {
+        self.0.rows_bytes.set(self.0.rows_bytes.get() + n);
     }
     pub fn add(&self, n: u32) {
         self.0.subrequests.set(self.0.subrequests.get() + n);
@@ -75,8 +80,8 @@ impl Meter {
 }
 
 /// Logs one `metrics {...}` line when dropped (at the end of an invocation, early returns
-/// included) if the meter counts rows: the invocation's kind, D1 round trips, statements and
-/// rows read and written, and subrequests. `npm run bench` reads these lines; no values of
+/// included) if the meter counts rows: the invocation's kind, D1 round trips, statements,
+/// rows read and written, the bytes of the rows read into the worker, and subrequests. `npm run bench` reads these lines; no values of
 /// the request are in them.
 pub struct Metrics {
     meter: Meter,
@@ -95,6 +100,7 @@ impl Drop for Metrics {
                 "d1_statements": m.d1_statements.get(),
                 "rows_read": m.rows_read.get(),
                 "rows_written": m.rows_written.get(),
+                "rows_bytes": m.rows_bytes.get(),
             })
         );
     }

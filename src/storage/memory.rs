@@ -94,47 +94,57 @@ pub fn recall_rows(results: &[D1Rows]) -> Result<(Option<Summary>, Vec<Memory>)>
     Ok((summary, found))
 }
 
-/// A memory with its embedding (as `core::memory::vector` stores it). Only the embedding is
-/// read from the row at first: a turn scores up to 300 and keeps a few, and
-/// parsing every row's memory (through `#[serde(flatten)]`, which copies each field into an
-/// intermediate value first) cost twice what reading the embeddings does.
-pub struct Embedded {
-    pub embedding: String,
-    /// The whole row as D1 returned it, for [`Embedded::memory`].
-    row: Box<serde_json::value::RawValue>,
-}
-
-impl Embedded {
-    /// The memory of the row.
-    pub fn memory(&self) -> Result<Memory> {
-        serde_json::from_str(self.row.get()).map_err(|e| worker::Error::RustError(format!("a D1 row is not what the query reads: {e}")))
-    }
-}
-
-/// The newest memories in `scope` that have an embedding.
-pub async fn embedded(db: &Db, scope: &Scope) -> Result<Vec<Embedded>> {
+/// The ids of the newest memories in `scope` that have an embedding, newest first (up to 300).
+/// This query alone decides which memories a turn may recall by similarity; the vectors come
+/// from [`embeddings`] or the worker's cache (`agent_core::memory::vector::Cache`).
+pub async fn embedded_ids(db: &Db, scope: &Scope) -> Result<Vec<i64>> {
     #[derive(Deserialize)]
-    struct Head {
-        embedding: String,
+    struct Row {
+        id: i64,
     }
     let on = scope.memories("", 1);
-    let found: Vec<Box<serde_json::value::RawValue>> = db
+    let found: Vec<Row> = db
         .all(
             &format!(
-                "SELECT {MEMORY_COLUMNS}, embedding FROM memories
+                "SELECT id FROM memories
                  WHERE embedding IS NOT NULL AND superseded_by IS NULL AND {} ORDER BY updated_at DESC LIMIT 300",
                 on.sql
             ),
             scope_args(&on),
         )
         .await?;
-    found
-        .into_iter()
-        .map(|row| {
-            let head: Head = serde_json::from_str(row.get()).map_err(|e| worker::Error::RustError(format!("a D1 row is not what the query reads: {e}")))?;
-            Ok(Embedded { embedding: head.embedding, row })
-        })
-        .collect()
+    Ok(found.into_iter().map(|r| r.id).collect())
+}
+
+/// The stored embeddings of memories `ids` (listed by [`embedded_ids`], so in scope).
+pub async fn embeddings(db: &Db, ids: &[i64]) -> Result<Vec<(i64, String)>> {
+    #[derive(Deserialize)]
+    struct Row {
+        id: i64,
+        embedding: String,
+    }
+    let ids = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
+    let found: Vec<Row> = db
+        .all("SELECT id, embedding FROM memories WHERE id IN (SELECT value FROM json_each(?1)) AND embedding IS NOT NULL", args![ids])
+        .await?;
+    Ok(found.into_iter().map(|r| (r.id, r.embedding)).collect())
+}
+
+/// The memories `ids` that are current and in `scope`, in the order of `ids`.
+pub async fn memories_by_id(db: &Db, scope: &Scope, ids: &[i64]) -> Result<Vec<Memory>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let on = scope.memories("", 2);
+    let json = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
+    let mut found: Vec<Memory> = db
+        .all(
+            &format!("SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN (SELECT value FROM json_each(?1)) AND superseded_by IS NULL AND {}", on.sql),
+            with_scope(args![json], &on),
+        )
+        .await?;
+    found.sort_by_key(|m| ids.iter().position(|id| *id == m.id));
+    Ok(found)
 }
 
 /// Full-text search over the memories and notes `scope` may see, and over the descriptions and

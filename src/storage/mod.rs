@@ -144,14 +144,14 @@ impl Db {
         self.meter.d1(statements.len() as u32);
         let list: Array = statements.iter().map(|s| JsValue::from(s.inner().clone())).collect();
         let results = call(self.db.as_ref(), "batch", &[list.into()]).await?;
-        let results: Vec<D1Rows> = Array::from(&results).iter().map(D1Rows).collect();
+        let results: Vec<D1Rows> = Array::from(&results).iter().map(|value| D1Rows { value, meter: self.meter.clone() }).collect();
         results.iter().for_each(|r| self.count_rows(r));
         Ok(results)
     }
 
     pub async fn all<T: DeserializeOwned>(&self, sql: &str, args: Vec<Arg>) -> Result<Vec<T>> {
         self.meter.d1(1);
-        let r = D1Rows(call(self.stmt(sql, args)?.inner(), "all", &[]).await?);
+        let r = D1Rows { value: call(self.stmt(sql, args)?.inner(), "all", &[]).await?, meter: self.meter.clone() };
         self.count_rows(&r);
         rows(&r)
     }
@@ -164,7 +164,7 @@ impl Db {
     /// use RETURNING to count rows of tables that have them).
     pub async fn run(&self, sql: &str, args: Vec<Arg>) -> Result<usize> {
         self.meter.d1(1);
-        let r = D1Rows(call(self.stmt(sql, args)?.inner(), "run", &[]).await?);
+        let r = D1Rows { value: call(self.stmt(sql, args)?.inner(), "run", &[]).await?, meter: self.meter.clone() };
         self.count_rows(&r);
         Ok(r.meta("changes") as usize)
     }
@@ -197,12 +197,16 @@ fn d1_error(e: JsValue) -> worker::Error {
 /// than a JS round trip per field (`serde_wasm_bindgen`). Measured (`npm run bench`, before and
 /// after in one run) this did not lower a turn's CPU beyond the noise: the conversion costs
 /// about the same either way (issue 17, section 2).
-pub struct D1Rows(JsValue);
+pub struct D1Rows {
+    value: JsValue,
+    /// The invocation's meter, which counts the bytes `rows` reads (`METRICS_LOG`).
+    meter: Meter,
+}
 
 impl D1Rows {
     /// A number of the result's `meta` (0 when absent).
     fn meta(&self, key: &str) -> u64 {
-        Reflect::get(&self.0, &"meta".into())
+        Reflect::get(&self.value, &"meta".into())
             .and_then(|m| Reflect::get(&m, &JsValue::from_str(key)))
             .ok()
             .and_then(|v| v.as_f64())
@@ -212,11 +216,14 @@ impl D1Rows {
 
 /// Rows of a statement's result.
 pub fn rows<T: DeserializeOwned>(r: &D1Rows) -> Result<Vec<T>> {
-    let results = Reflect::get(&r.0, &"results".into())?;
+    let results = Reflect::get(&r.value, &"results".into())?;
     if results.is_undefined() || results.is_null() {
         return Ok(Vec::new());
     }
     let json = utf8(&JSON::stringify(&results)?);
+    if r.meter.counts_rows() {
+        r.meter.d1_bytes(json.len() as u64);
+    }
     serde_json::from_slice(&json).map_err(|e| worker::Error::RustError(format!("a D1 row is not what the query reads: {e}")))
 }
 

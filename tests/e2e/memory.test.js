@@ -10,7 +10,7 @@ import { promptText as systemText } from "../support/prompt.js";
 
 let s;
 before(async () => {
-  s = await startStack({ vars: { EMBEDDINGS_MODEL: "gemini-embedding-001" } });
+  s = await startStack({ vars: { EMBEDDINGS_MODEL: "gemini-embedding-001", METRICS_LOG: "true" } });
 });
 after(async () => {
   await s?.close();
@@ -213,4 +213,44 @@ test("with embeddings configured, a memory full-text search misses is recalled b
   assert.match(system, /Allergic to peanuts and pollen/, "the q8 form");
   assert.doesNotMatch(system, /red bicycle/, "a memory far from the message is not recalled");
   assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memory_fts WHERE memory_fts MATCH '\"peanut\" OR \"allergy\"' AND chat_id = ?", uid))[0].n, 0, "FTS alone finds nothing");
+});
+
+test("a turn reads from D1 only the vectors it has not read before, and recalls what changed since", async () => {
+  const uid = uniqueId();
+  const insert = async (text) => {
+    const r = await s.env.DB.prepare("INSERT INTO memories (kind, chat_id, conv, value, embedding, created_at, updated_at) VALUES ('episode', ?, ?, ?, ?, 0, 0) RETURNING id")
+      .bind(uid, String(uid), text, q8(embedText(text, 768))).first();
+    return r.id;
+  };
+  // 40 memories far from the messages (about a kilobyte of vector each) and one close to them.
+  for (let k = 0; k < 40; k++) await insert(`Went hiking on trail number ${k} in the hills`);
+  const first = await insert("Allergic to cashews and pollen");
+  /** One message and its reply: the system prompt and the bytes of D1 rows its turn read. */
+  const turn = async (text) => {
+    const from = s.logs().length;
+    const sent = s.tg.sent(uid).length;
+    await s.webhook(privateText(uid, text));
+    await s.tg.waitFor(() => s.tg.sent(uid).length === sent + 1, 10_000, "the reply");
+    await sleep(100);
+    const lines = s.logs().slice(from).map((l) => String(l.message ?? l)).filter((m) => m.startsWith("metrics ")).map((m) => JSON.parse(m.slice(8)));
+    const alarms = lines.filter((l) => l.kind.startsWith("alarm"));
+    assert.ok(alarms.length > 0, "the turn ran in an alarm");
+    return { system: systemText(s.gemini.calls(uid).at(-1)), bytes: alarms.reduce((n, l) => n + l.rows_bytes, 0) };
+  };
+  const one = await turn("my cashew allergy");
+  assert.match(one.system, /Allergic to cashews and pollen/);
+  assert.ok(one.bytes > 40_000, `the first turn read the 41 vectors: ${one.bytes} bytes`);
+
+  const two = await turn("that cashew allergy again");
+  assert.match(two.system, /Allergic to cashews and pollen/, "recalled from the vectors kept");
+  assert.ok(two.bytes < one.bytes - 35_000, `the second turn did not read them again: ${two.bytes} bytes after ${one.bytes}`);
+
+  // Forgotten and learned since: the kept vectors do not bring back the one erased, and the new
+  // one is read (only it).
+  await s.env.DB.prepare("DELETE FROM memories WHERE id = ?").bind(first).run();
+  await insert("Allergic to cashews, the doctor said");
+  const three = await turn("cashew allergy, once more");
+  assert.doesNotMatch(three.system, /Allergic to cashews and pollen/, "a memory erased since is not recalled");
+  assert.match(three.system, /Allergic to cashews, the doctor said/, "a memory learned since is");
+  assert.ok(three.bytes < one.bytes - 35_000, `only the new vector was read: ${three.bytes} bytes`);
 });

@@ -6,8 +6,9 @@
 //!
 //! [`decode`] also reads the JSON arrays stored before (`[0.1, …]`).
 //!
-//! A turn scores its stored vectors with a [`Query`]: on the stored bytes, as they are (the
-//! scale cancels out of a cosine), with no vector of floats made per memory.
+//! A turn scores stored vectors with a [`Query`]: on the stored bytes, as they are (the scale
+//! cancels out of a cosine), with no vector of floats made per memory. [`Cache`] keeps them
+//! decoded across turns, so a turn reads from D1 only the vectors it has not seen.
 
 use base64::Engine;
 
@@ -40,39 +41,123 @@ pub fn decode(s: &str) -> Option<Vec<f32>> {
     serde_json::from_str(s).ok()
 }
 
+/// A stored vector, decoded once: the signed bytes of the `q8:` form with their norm (its
+/// scale cancels out of a cosine), or the floats of the JSON form stored before.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stored {
+    Bytes { q: Vec<i8>, norm: f32 },
+    Floats(Vec<f32>),
+}
+
+impl Stored {
+    /// `None` when `s` is neither form.
+    pub fn parse(s: &str) -> Option<Stored> {
+        let Some(rest) = s.strip_prefix(PREFIX) else {
+            return serde_json::from_str(s).ok().map(Stored::Floats);
+        };
+        let bytes = B64.decode(rest).ok()?;
+        let body = bytes.get(4..)?;
+        let q: Vec<i8> = body.iter().map(|b| *b as i8).collect();
+        let squares: i32 = q.iter().map(|x| *x as i32 * *x as i32).sum();
+        Some(Stored::Bytes { q, norm: (squares as f32).sqrt() })
+    }
+
+    /// About the bytes it holds (what a [`Cache`] counts).
+    fn size(&self) -> usize {
+        match self {
+            Stored::Bytes { q, .. } => q.len() + 16,
+            Stored::Floats(v) => 4 * v.len() + 16,
+        }
+    }
+}
+
 /// A query vector, to score stored vectors against (the cosine of [`crate::memory::cosine`]).
 pub struct Query {
     v: Vec<f32>,
     norm: f32,
-    /// The bytes of the stored vector being scored, kept for the next.
-    buf: Vec<u8>,
 }
 
 impl Query {
     pub fn new(v: Vec<f32>) -> Query {
         let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        Query { v, norm, buf: Vec::new() }
+        Query { v, norm }
     }
 
-    /// The cosine between the query and a stored vector; `None` when `stored` is neither form,
-    /// 0 when the lengths differ or either is all zeros.
-    pub fn score(&mut self, stored: &str) -> Option<f32> {
-        let Some(rest) = stored.strip_prefix(PREFIX) else {
-            return decode(stored).map(|v| crate::memory::cosine(&self.v, &v));
+    /// The cosine between the query and a stored vector: 0 when the lengths differ or either
+    /// is all zeros.
+    pub fn score(&self, stored: &Stored) -> f32 {
+        let (q, norm) = match stored {
+            Stored::Floats(v) => return crate::memory::cosine(&self.v, v),
+            Stored::Bytes { q, norm } => (q, *norm),
         };
-        self.buf.clear();
-        B64.decode_vec(rest, &mut self.buf).ok()?;
-        let body = self.buf.get(4..)?;
-        if body.len() != self.v.len() || body.is_empty() || self.norm == 0.0 {
-            return Some(0.0);
+        if q.len() != self.v.len() || q.is_empty() || self.norm == 0.0 || norm == 0.0 {
+            return 0.0;
         }
-        let (mut dot, mut squares) = (0f32, 0i32);
-        for (x, b) in self.v.iter().zip(body) {
-            let q = *b as i8;
-            dot += x * q as f32;
-            squares += q as i32 * q as i32;
+        let dot: f32 = self.v.iter().zip(q).map(|(x, b)| x * *b as f32).sum();
+        dot / (self.norm * norm)
+    }
+}
+
+/// Stored vectors by memory id, decoded once and kept across turns (the worker keeps one per
+/// isolate): a turn with embeddings configured scores up to 300 of them, and reading them all
+/// from D1 every turn was most of what that turn cost.
+///
+/// Sound because a memory's embedding never changes once set: ids are never reused
+/// (`AUTOINCREMENT`), a row's embedding is written once (from none), and what a turn may see is
+/// decided by the query that lists the ids, never by the cache, which holds no text.
+pub struct Cache {
+    vectors: std::collections::HashMap<i64, Option<Stored>>,
+    bytes: usize,
+    cap_bytes: usize,
+}
+
+impl Cache {
+    /// A cache that holds about `cap_bytes` of vectors; past that it starts over.
+    pub fn new(cap_bytes: usize) -> Cache {
+        Cache { vectors: Default::default(), bytes: 0, cap_bytes }
+    }
+
+    /// The ids of `ids` it does not hold.
+    pub fn missing(&self, ids: &[i64]) -> Vec<i64> {
+        ids.iter().copied().filter(|id| !self.vectors.contains_key(id)).collect()
+    }
+
+    /// Keeps the stored vectors of `rows` (an unreadable one as never scored). When they would
+    /// pass the cap, what it held before is dropped first: a turn's own ids stay.
+    pub fn fill<'a>(&mut self, rows: impl IntoIterator<Item = (i64, &'a str)>) {
+        let parsed: Vec<(i64, Option<Stored>)> = rows.into_iter().map(|(id, s)| (id, Stored::parse(s))).collect();
+        let adding: usize = parsed.iter().map(|(_, v)| v.as_ref().map_or(16, Stored::size)).sum();
+        if self.bytes + adding > self.cap_bytes {
+            self.vectors.clear();
+            self.bytes = 0;
         }
-        Some(if squares == 0 { 0.0 } else { dot / (self.norm * (squares as f32).sqrt()) })
+        for (id, v) in parsed {
+            let size = v.as_ref().map_or(16, Stored::size);
+            if let Some(old) = self.vectors.insert(id, v) {
+                self.bytes -= old.as_ref().map_or(16, Stored::size);
+            }
+            self.bytes += size;
+        }
+    }
+
+    /// Up to `n` of `ids` whose vectors score at least `min` against `query`, best first (ties
+    /// in the order of `ids`); ids it does not hold are skipped.
+    pub fn best(&self, query: &Query, ids: &[i64], min: f32, n: usize) -> Vec<i64> {
+        let mut scored: Vec<(f32, i64)> = ids
+            .iter()
+            .filter_map(|id| Some((query.score(self.vectors.get(id)?.as_ref()?), *id)))
+            .filter(|(score, _)| *score >= min)
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        scored.into_iter().take(n).map(|(_, id)| id).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.vectors.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.vectors.is_empty()
     }
 }
 
@@ -109,27 +194,68 @@ mod tests {
         assert_eq!(odd, vec![0.0, 1.0, 0.0], "non-finite components are stored as 0");
     }
 
+    fn scored(q: &Query, s: &str) -> Option<f32> {
+        Stored::parse(s).map(|v| q.score(&v))
+    }
+
     #[test]
     fn a_query_scores_the_stored_bytes_as_the_cosine_of_the_decoded_vector() {
         let a = wave(DIMENSIONS, 0.37);
-        let mut q = Query::new(a.clone());
+        let q = Query::new(a.clone());
         for k in [0.41, 0.9, 2.3] {
             let b = wave(DIMENSIONS, k);
             let stored = encode(&b);
             let want = cosine(&a, &decode(&stored).unwrap());
-            let got = q.score(&stored).unwrap();
+            let got = scored(&q, &stored).unwrap();
             assert!((got - want).abs() < 1e-4, "{got} vs {want}");
         }
         let negated: Vec<f32> = a.iter().map(|x| -x).collect();
-        assert!((q.score(&encode(&negated)).unwrap() + 1.0).abs() < 0.01, "opposite: about -1");
-        assert_eq!(q.score("[0.5, -0.25]"), Some(0.0), "another length scores 0");
+        assert!((scored(&q, &encode(&negated)).unwrap() + 1.0).abs() < 0.01, "opposite: about -1");
+        assert_eq!(scored(&q, "[0.5, -0.25]"), Some(0.0), "another length scores 0");
         let legacy = format!("{:?}", wave(DIMENSIONS, 0.41));
         let want = cosine(&a, &wave(DIMENSIONS, 0.41));
-        assert!((q.score(&legacy).unwrap() - want).abs() < 1e-6, "the JSON arrays stored before");
-        assert_eq!(q.score("q8:!!"), None);
-        assert_eq!(q.score("q8:"), None, "no scale");
-        assert_eq!(q.score("nonsense"), None);
-        assert_eq!(q.score(&encode(&vec![0.0; DIMENSIONS])), Some(0.0), "all zeros");
-        assert_eq!(Query::new(vec![0.0; DIMENSIONS]).score(&encode(&a)), Some(0.0), "a zero query");
+        assert!((scored(&q, &legacy).unwrap() - want).abs() < 1e-6, "the JSON arrays stored before");
+        assert_eq!(scored(&q, "q8:!!"), None);
+        assert_eq!(scored(&q, "q8:"), None, "no scale");
+        assert_eq!(scored(&q, "nonsense"), None);
+        assert_eq!(scored(&q, &encode(&vec![0.0; DIMENSIONS])), Some(0.0), "all zeros");
+        assert_eq!(scored(&Query::new(vec![0.0; DIMENSIONS]), &encode(&a)), Some(0.0), "a zero query");
+    }
+
+    #[test]
+    fn the_cache_scores_only_the_ids_asked_for_best_first_and_keeps_what_it_read() {
+        let a = wave(DIMENSIONS, 0.37);
+        let near: Vec<f32> = a.iter().enumerate().map(|(i, x)| if i % 50 == 0 { x + 0.05 } else { *x }).collect();
+        let far: Vec<f32> = a.iter().map(|x| -x).collect();
+        let (near, far, same) = (encode(&near), encode(&far), encode(&a));
+        let legacy = format!("{:?}", wave(DIMENSIONS, 0.37));
+        let mut c = Cache::new(1 << 20);
+        assert_eq!(c.missing(&[1, 2, 3]), vec![1, 2, 3]);
+        c.fill([(1, near.as_str()), (2, far.as_str()), (3, same.as_str()), (4, "garbage"), (5, legacy.as_str())]);
+        assert_eq!(c.len(), 5);
+        assert_eq!(c.missing(&[1, 2, 3, 4, 5, 6]), vec![6], "an unreadable one is held too (never scored)");
+        assert!(!c.is_empty());
+        let q = Query::new(a);
+        assert_eq!(c.best(&q, &[1, 2, 3, 4, 5, 6], 0.55, 6), vec![5, 3, 1], "best first (the floats are exact); far, unreadable and unknown ones left out");
+        c.fill([(7, same.as_str())]);
+        assert_eq!(c.best(&q, &[7, 3], 0.55, 6), vec![7, 3], "ties in the order asked");
+        assert_eq!(c.best(&q, &[3, 7], 0.55, 6), vec![3, 7], "ties in the order asked");
+        assert_eq!(c.best(&q, &[1, 2], 0.55, 6), vec![1], "only the ids asked for: what the turn may see");
+        assert_eq!(c.best(&q, &[1, 3, 5], 0.55, 2).len(), 2, "at most n");
+    }
+
+    #[test]
+    fn the_cache_starts_over_past_its_cap_and_keeps_the_turn_that_filled_it() {
+        let v = encode(&wave(DIMENSIONS, 0.5));
+        let one = Stored::parse(&v).unwrap().size();
+        let mut c = Cache::new(one * 10);
+        c.fill((0..8).map(|id| (id, v.as_str())));
+        assert_eq!(c.len(), 8);
+        c.fill((0..8).map(|id| (id, v.as_str())));
+        assert_eq!(c.len(), 8, "filling the same ids again does not grow it");
+        c.fill((100..105).map(|id| (id, v.as_str())));
+        assert_eq!(c.len(), 5, "past the cap: the old ones go, the new ones stay");
+        assert!(c.missing(&(100..105).collect::<Vec<_>>()).is_empty());
+        assert_eq!(c.missing(&[0]), vec![0]);
     }
 }
