@@ -268,6 +268,7 @@ function writeProfile(name, windows) {
   const self = new Map();
   const total = new Map();
   const caller = new Map();
+  const glue = new Map();
   let own = 0;
   let all = 0;
   const bump = (m, k) => m.set(k, (m.get(k) ?? 0) + 1);
@@ -292,12 +293,18 @@ function writeProfile(name, windows) {
       // for it (a wasm function or the glue), so calls into the runtime show under their caller.
       const mine = frames.find(isOwnFrame);
       bump(caller, mine ? clip(mine) : "(none)");
+      // Time in the JS glue (and the runtime under it), charged to the wasm function that
+      // called into the glue.
+      if (mine && / index\.js:/.test(mine)) {
+        const wasm = frames.find((f) => isOwnFrame(f) && !/ index\.js:/.test(f) && !/^wasm-/.test(bare(f)));
+        bump(glue, wasm ? clip(wasm) : "(no wasm caller)");
+      }
       for (const f of new Set(frames.map(clip))) bump(total, f);
     }
     per.push(`window: own ${w.own_ms?.toFixed(2)} ms (${wOwn} samples, ${wCompile} in lazy wasm compilation), all workerd ${w.cpu_ms.toFixed(1)} ms`);
   }
   const top = (m) => [...m].sort((a, b) => b[1] - a[1]).slice(0, 250).map(([k, n]) => `${((100 * n) / Math.max(own, 1)).toFixed(1).padStart(5)}%  ${k}`);
-  const text = [`${name}: ${own} own samples of ${all} (${windows.length} windows)`, ...per, "", "self:", ...top(self), "", "by the worker's innermost frame:", ...top(caller), "", "total:", ...top(total)].join("\n");
+  const text = [`${name}: ${own} own samples of ${all} (${windows.length} windows)`, ...per, "", "self:", ...top(self), "", "by the worker's innermost frame:", ...top(caller), "", "the glue's samples by the wasm function that called it:", ...top(glue), "", "total:", ...top(total)].join("\n");
   fs.mkdirSync(path.join(ROOT, ".tmp/bench"), { recursive: true });
   fs.writeFileSync(path.join(ROOT, `.tmp/bench/profile-${name}.txt`), text + "\n");
 }

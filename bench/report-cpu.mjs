@@ -34,21 +34,24 @@ export function messageCosts(st) {
   };
 }
 
+/** Bytes of D1 rows read into the worker (a bundle before rows_bytes was logged: "–"). */
+const bytes = (x) => (Number.isFinite(x?.rows_bytes) ? fmt(x.rows_bytes, 0) : "–");
+
 /** The before-and-after table of a run with CPU_BEFORE (the same invocations, an earlier
  *  commit's bundle, measured in the same run), or nothing. */
 function beforeAfter(runs) {
   const b = runs.before;
   if (!b?.structured) return "";
   const own = (x) => (x?.own_ms == null ? "–" : `${fmt(x.own_ms)} ms`);
-  const line = (name, x, y) => `| ${name} | ${own(x)} | ${own(y)} | ${x ? fmt(x.rows_read, 0) : "–"} | ${y ? fmt(y.rows_read, 0) : "–"} |`;
+  const line = (name, x, y) => `| ${name} | ${own(x)} | ${own(y)} | ${x ? fmt(x.rows_read, 0) : "–"} | ${y ? fmt(y.rows_read, 0) : "–"} | ${bytes(x)} | ${bytes(y)} |`;
   const [st, sb] = [runs.structured, b.structured];
   return `Before and after, in this run: the same invocations with the bundle of ${b.bundle} (an
 earlier commit, over this commit's schema), measured the same way in a second stack that takes
 turns with this commit's: before and after alternate repetition by repetition, so a change in
 the machine's load reaches both alike:
 
-| invocation | the Worker's own CPU, before | after | rows read, before | after |
-|---|---|---|---|---|
+| invocation | the Worker's own CPU, before | after | rows read, before | after | bytes of rows into the worker, before | after |
+|---|---|---|---|---|---|---|
 ${line("group chatter webhook", sb.chatter, st.chatter)}
 ${line("DM webhook + hand-off", sb.dm_webhook, st.dm_webhook)}
 ${line("turn, short history", sb.turn_short, st.turn_short)}
@@ -68,7 +71,7 @@ export function cpuSections(root) {
   const co = runs.compact;
   const own = (x) => (x.own_ms == null ? "not separated" : `${fmt(x.own_ms)} ms (${fmt(100 * x.own_share, 0)}%)`);
   const row = (name, x) => (x == null ? `| ${name} | not measured in this run | | 0 | |` : `| ${name} | ${range(x)} | ${own(x)} | ${x.reps} | ${x.invocations.map((k) => `\`${k.trim()}\``).join(", ")} |`);
-  const rows = (name, x) => x == null ? `| ${name} | not measured in this run | | |` : `| ${name} | ${fmt(x.rows_read, 0)} | ${fmt(x.rows_written, 0)} | ${fmt(x.d1_round_trips, 0)} |`;
+  const rows = (name, x) => x == null ? `| ${name} | not measured in this run | | | |` : `| ${name} | ${fmt(x.rows_read, 0)} | ${fmt(x.rows_written, 0)} | ${fmt(x.d1_round_trips, 0)} | ${bytes(x)} |`;
   const c = messageCosts(st);
   const day = Object.fromEntries(Object.entries(c).map(([k, v]) => [k, perDay(v.read, v.written, v.requests)]));
   // A day of a group where one message in ten asks for a reply (over the long history).
@@ -107,7 +110,7 @@ ${row(`turn, ${st.turn_500.history_messages}-message group history, \`HISTORY_FO
 ${row(`turn, ${co.turn_500.history_messages}-message group history, \`HISTORY_FORMAT=compact\``, co.turn_500)}
 ${row(`the same, structured, after an edit of an early message: the whole window read again`, st.turn_500_full)}
 ${row(`the same, compact, after an edit`, co.turn_500_full)}
-${runs.embeddings ? row("turn, short history, with `EMBEDDINGS_MODEL` and 300 stored memories with embeddings (the query embedded, every vector read and compared)", runs.embeddings.turn_embeddings) + "\n" : ""}${row("queue job: a turn retried through the queue (the consumer and the chat object's `/job`)", st.queue_turn_job)}
+${runs.embeddings ? row("turn, short history, with `EMBEDDINGS_MODEL` and 300 stored memories with embeddings (the query embedded, every vector compared; the chat's first turn, not measured, read the vectors, which the isolate keeps)", runs.embeddings.turn_embeddings) + "\n" : ""}${row("queue job: a turn retried through the queue (the consumer and the chat object's `/job`)", st.queue_turn_job)}
 ${row("cron tick (queues the consolidation jobs)", st.cron_tick)}
 ${row("consolidation jobs of one tick (queue consumer, a batch)", st.consolidation_jobs)}
 
@@ -126,10 +129,11 @@ these windows.
 Rows read and written as D1's result meta reports them (\`rows_read\`, \`rows_written\`; D1
 counts every index entry written as a row), summed by the storage layer over every statement
 of an invocation and logged once per invocation when \`METRICS_LOG\` is set (bench/cpu.mjs
-reads those lines). Medians over the same runs as above.
+reads those lines). Medians over the same runs as above. The bytes are the rows' JSON as the
+worker reads it (\`rows_bytes\`): what crosses from D1 into the wasm.
 
-| per | rows read | rows written | D1 round trips |
-|---|---|---|---|
+| per | rows read | rows written | D1 round trips | bytes of rows into the worker |
+|---|---|---|---|---|
 ${rows("group chatter update", st.chatter)}
 ${rows("reply-asking private update: webhook", st.dm_webhook_edge)}
 ${rows("reply-asking private update: the chat object's `/inbox`", st.dm_object_inbox)}
