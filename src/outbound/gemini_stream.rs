@@ -12,7 +12,7 @@ use super::gemini::{GeminiClient, TIMEOUT};
 use super::net;
 use agent_core::gemini::{parse_error, GenerateContentRequest, GenerateContentResponse, ModelError};
 use agent_core::stream::{merge, parse_chunk, SseDecoder};
-use worker::{AbortController, Method, RequestRedirect, ResponseBody};
+use worker::{AbortController, Method, RequestRedirect};
 
 /// Receives the pieces of a streamed answer so far, after each new one.
 #[allow(async_fn_in_trait)]
@@ -31,19 +31,19 @@ impl GeminiClient {
         let controller = AbortController::default();
         let signal = controller.signal();
         let call = async {
-            let mut resp = fetch.send_with_signal(&signal).await.map_err(|e| e.to_string())?;
-            let status = resp.status_code();
+            let resp = fetch.send(&signal).await?;
+            let status = resp.status();
             if status != 200 {
                 let retry_after = resp.headers().get("retry-after").ok().flatten();
-                let (bytes, _) = net::read_capped(&mut resp, agent_core::fetch::MAX_BODY_BYTES, true).await?;
+                let (bytes, _) = net::read_capped(&resp, agent_core::fetch::MAX_BODY_BYTES, true).await?;
                 return Ok(Err(parse_error(status, &String::from_utf8_lossy(&bytes), retry_after.as_deref())));
             }
             let mut decoder = SseDecoder::default();
             let mut chunks = Vec::new();
-            let ResponseBody::Stream(body) = resp.body() else {
+            let Some(body) = resp.body() else {
                 return Err("the streamed answer has no body".to_string());
             };
-            let mut body = net::Chunks::of(body);
+            let mut body = net::Chunks::of(&body);
             while let Some(bytes) = body.next().await? {
                 let events = decoder.push(&bytes);
                 if decoder.too_long() {

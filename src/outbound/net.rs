@@ -17,7 +17,7 @@ use std::time::Duration;
 use worker::js_sys::{Reflect, Uint8Array};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{web_sys, AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, ResponseBody};
+use worker::{web_sys, AbortController, Delay, Headers, Method, RequestRedirect};
 
 pub struct HttpResponse {
     pub status: u16,
@@ -26,6 +26,17 @@ pub struct HttpResponse {
 }
 
 /// A request ready to go: its headers set, the subrequest counted.
+///
+/// Built and sent with the runtime's own `fetch(url, init)`, not through `worker::Request` and
+/// `worker::Fetch`: those make a `Request` object, read its URL, method and headers back into
+/// Rust, and `fetch` then copies the request once more to add the abort signal; the answer's
+/// `worker::Response` reads its headers, status, `cf` and WebSocket up front. A turn makes
+/// several calls, and that bookkeeping was about a tenth of a short turn's own CPU.
+pub(super) struct Prepared {
+    url: String,
+    init: web_sys::RequestInit,
+}
+
 pub(super) fn prepare(
     meter: &Meter,
     method: Method,
@@ -33,21 +44,34 @@ pub(super) fn prepare(
     headers: &[(&str, &str)],
     body: Option<String>,
     redirect: RequestRedirect,
-) -> Result<Fetch, String> {
+) -> Result<Prepared, String> {
     meter.add(1);
-    let h = Headers::new();
-    for (k, v) in headers {
-        h.set(k, v).map_err(|_| "invalid header".to_string())?;
+    let init = web_sys::RequestInit::new();
+    init.set_method(method.as_ref());
+    if !headers.is_empty() {
+        let h = web_sys::Headers::new().map_err(|_| "invalid header".to_string())?;
+        for (k, v) in headers {
+            h.set(k, v).map_err(|_| "invalid header".to_string())?;
+        }
+        init.set_headers(&h);
     }
-    let mut init = RequestInit::new();
-    init.with_method(method).with_headers(h).with_redirect(redirect);
+    init.set_redirect(redirect.into());
     if let Some(b) = body {
         // As bytes: a string would be decoded from UTF-8 into a JavaScript string only for
         // the request to encode it again (a turn's request is tens of kilobytes).
-        init.with_body(Some(Uint8Array::from(b.as_bytes()).into()));
+        init.set_body(&Uint8Array::from(b.as_bytes()));
     }
-    let request = Request::new_with_init(url, &init).map_err(|_| "invalid request".to_string())?;
-    Ok(Fetch::Request(request))
+    Ok(Prepared { url: url.to_string(), init })
+}
+
+impl Prepared {
+    /// Sends the request; the answer once its head has come.
+    pub(super) async fn send(self, signal: &web_sys::AbortSignal) -> Result<web_sys::Response, String> {
+        self.init.set_signal(Some(signal));
+        let scope: web_sys::WorkerGlobalScope = worker::js_sys::global().unchecked_into();
+        let answer = JsFuture::from(scope.fetch_with_str_and_init(&self.url, &self.init)).await.map_err(js_error)?;
+        answer.dyn_into().map_err(|_| "the answer is not a Response".to_string())
+    }
 }
 
 /// Runs `call` until it ends or `timeout` passes; then the request is aborted (whatever was
@@ -90,14 +114,14 @@ pub async fn send(
     let controller = AbortController::default();
     let signal = controller.signal();
     let call = async {
-        let mut resp = fetch.send_with_signal(&signal).await.map_err(|e| e.to_string())?;
-        let status = resp.status_code();
-        let (bytes, over) = read_capped(&mut resp, MAX_RESPONSE_BYTES, true).await?;
+        let resp = fetch.send(&signal).await?;
+        let status = resp.status();
+        let (bytes, over) = read_capped(&resp, MAX_RESPONSE_BYTES, true).await?;
         if over {
             return Err(format!("the answer is over {MAX_RESPONSE_BYTES} bytes"));
         }
         let body = String::from_utf8_lossy(&bytes).into_owned();
-        Ok::<_, String>(HttpResponse { status, body, headers: resp.headers().clone() })
+        Ok::<_, String>(HttpResponse { status, body, headers: Headers(resp.headers()) })
     };
     // `Ok` only when the body was read to its end.
     within(call, controller, timeout, |_| true).await
@@ -107,21 +131,17 @@ pub async fn send(
 /// the answer comes from a service the bot talks to by design (Telegram, Gemini), whose stated
 /// length is believed; a page fetch_url reads never gets that (a body may be framed otherwise
 /// than its stated length says).
-pub(super) async fn read_capped(resp: &mut worker::Response, max: usize, known: bool) -> Result<(Vec<u8>, bool), String> {
-    let stream = match resp.body() {
-        ResponseBody::Stream(stream) => stream.clone(),
-        _ => return Ok(cut(resp.bytes().await.map_err(|e| e.to_string())?, max)),
-    };
+pub(super) async fn read_capped(resp: &web_sys::Response, max: usize, known: bool) -> Result<(Vec<u8>, bool), String> {
     // A known service's body whose length the answer states, within the cap and not
     // compressed (the runtime decompresses, so a compressed body's stated length says nothing
     // of what is read), is read in one piece by the runtime: reading it chunk by chunk costs
     // a promise, a copy and a wake-up per chunk, and most answers (Telegram's, Gemini's
     // unstreamed) are of this kind.
-    if known && stated_length(resp.headers()).is_some_and(|n| n <= max) {
-        let whole = web_sys::Response::new_with_opt_readable_stream(Some(&stream)).map_err(js_error)?;
-        let buffer = JsFuture::from(whole.array_buffer().map_err(js_error)?).await.map_err(js_error)?;
+    if known && stated_length(&resp.headers()).is_some_and(|n| n <= max) {
+        let buffer = JsFuture::from(resp.array_buffer().map_err(js_error)?).await.map_err(js_error)?;
         return Ok(cut(Uint8Array::new(&buffer).to_vec(), max));
     }
+    let Some(stream) = resp.body() else { return Ok((Vec::new(), false)) };
     let mut bytes: Vec<u8> = Vec::new();
     let mut chunks = Chunks::of(&stream);
     while let Some(chunk) = chunks.next().await? {
@@ -171,7 +191,7 @@ fn js_error(e: JsValue) -> String {
 }
 
 /// The body length an answer states, when its body is not compressed.
-fn stated_length(headers: &Headers) -> Option<usize> {
+fn stated_length(headers: &web_sys::Headers) -> Option<usize> {
     let encoding = headers.get("content-encoding").ok().flatten();
     if encoding.is_some_and(|e| !e.trim().eq_ignore_ascii_case("identity")) {
         return None;
@@ -185,9 +205,10 @@ pub async fn get_capped(meter: &Meter, url: &str, headers: &[(&str, &str)], time
     let controller = AbortController::default();
     let signal = controller.signal();
     let call = async {
-        let mut resp = fetch.send_with_signal(&signal).await.map_err(|e| e.to_string())?;
-        let status = resp.status_code();
-        let header = |name: &str| resp.headers().get(name).ok().flatten();
+        let resp = fetch.send(&signal).await?;
+        let status = resp.status();
+        let headers = resp.headers();
+        let header = |name: &str| headers.get(name).ok().flatten();
         let mut out = FetchResponse {
             status,
             location: header("location"),
@@ -196,7 +217,7 @@ pub async fn get_capped(meter: &Meter, url: &str, headers: &[(&str, &str)], time
             truncated: false,
         };
         if should_read_body(status, &out.content_type) {
-            let (bytes, truncated) = read_capped(&mut resp, MAX_BODY_BYTES, false).await?;
+            let (bytes, truncated) = read_capped(&resp, MAX_BODY_BYTES, false).await?;
             out.body = Some(String::from_utf8_lossy(&bytes).into_owned());
             out.truncated = truncated;
         }
@@ -213,12 +234,12 @@ pub async fn get_bytes(meter: &Meter, url: &str, max: usize, timeout: Duration) 
     let controller = AbortController::default();
     let signal = controller.signal();
     let call = async {
-        let mut resp = fetch.send_with_signal(&signal).await.map_err(|e| e.to_string())?;
-        let status = resp.status_code();
+        let resp = fetch.send(&signal).await?;
+        let status = resp.status();
         if status != 200 {
             return Ok((status, Vec::new(), false));
         }
-        let (bytes, truncated) = read_capped(&mut resp, max, true).await?;
+        let (bytes, truncated) = read_capped(&resp, max, true).await?;
         Ok::<_, String>((status, bytes, truncated))
     };
     within(call, controller, timeout, |(status, _, truncated)| *status == 200 && !truncated).await
