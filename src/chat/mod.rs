@@ -186,6 +186,10 @@ impl DurableObject for ChatObject {
         let _metrics = ctx.metrics(|| "alarm".into());
         self.load().await?; // an alarm that fails is retried by the platform
         self.on_alarm(&ctx).await;
+        // A statistic, counted once the alarm's work is done: written with the state's next
+        // change (any write of it before would be a write of its own, one of five in a turn's
+        // alarm).
+        self.note(|st| st.alarms += 1);
         Response::ok("ok")
     }
 }
@@ -255,6 +259,14 @@ impl ChatObject {
             *self.written.borrow_mut() = None;
         }
         r
+    }
+
+    /// Changes the loaded state in memory only: the change is written with the next `update`
+    /// that writes. Only for what may be lost with the instance (statistics).
+    fn note(&self, f: impl FnOnce(&mut ChatState)) {
+        if let Some(st) = self.chat.borrow_mut().as_mut() {
+            f(st);
+        }
     }
 
     /// Remembers the conversation key and, when told, the chat's kind (a kind once known
@@ -353,13 +365,7 @@ impl ChatObject {
 
     async fn on_alarm(&self, ctx: &Ctx) {
         let now = now_ms();
-        if self
-            .update(|st| {
-                st.alarms += 1;
-                st.take_over_lost_step(now)
-            })
-            .await
-        {
+        if self.update(|st| st.take_over_lost_step(now)).await {
             worker::console_warn!("a step's retry job is overdue (lost?); retrying the step here");
         }
         self.send_apologies(ctx).await;

@@ -177,7 +177,8 @@ pub struct ChatState {
     /// Apologies owed to the user, oldest first.
     #[serde(default)]
     pub apologies: Vec<Apology>,
-    /// Alarms handled (a statistic, so tests and operators can see an alarm storm).
+    /// Alarms handled (a statistic, so tests and operators can see an alarm storm); written
+    /// with the state's next change, so an instance that ends may lose its last few.
     #[serde(default)]
     pub alarms: u64,
     /// The chat's next schedule run as last read from D1 (`schedules`), if any.
