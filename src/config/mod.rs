@@ -120,6 +120,10 @@ pub struct Ctx {
     /// Crew mode: the token of the persona bot that speaks (`CREW_BOT_TOKEN_<NAME>`), when a
     /// persona's steps and typing go through its own bot; `None` is the main bot.
     pub speaker_token: Option<agent_core::secret::Secret>,
+    /// The D1 binding, taken from the environment once per invocation (`storage`'s `Ctx::db`):
+    /// taking it checks the binding's type by its constructor's name, three crossings into JS
+    /// that a turn repeated for each of its dozen storage calls.
+    pub d1: Rc<std::cell::OnceCell<Rc<worker::D1Database>>>,
 }
 
 impl Ctx {
@@ -134,7 +138,7 @@ impl Ctx {
         let (cfg, secrets) = FROM_ENV.with(|cell| {
             cell.borrow_mut().get_or_insert_with(|| (Rc::new(config_from_env(&env)), Rc::new(Secrets::from_env(&env)))).clone()
         });
-        Ctx { meter: Meter::new(cfg.metrics_log), cfg, secrets, step_guard: None, speaker_token: None, env }
+        Ctx { meter: Meter::new(cfg.metrics_log), cfg, secrets, step_guard: None, speaker_token: None, d1: Rc::default(), env }
     }
 
     /// With `METRICS_LOG` set, a guard that logs this invocation's metrics line when it goes

@@ -30,11 +30,12 @@ pub mod usage;
 use crate::config::env::DB;
 use crate::config::{Ctx, Meter};
 use serde::de::DeserializeOwned;
+use std::rc::Rc;
 use wasm_bindgen::JsValue;
 use worker::js_sys::{Array, Function, Promise, Reflect, JSON};
 use worker::wasm_bindgen::JsCast;
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{D1Database, D1PreparedStatement, Env, Result};
+use worker::{D1Database, D1PreparedStatement, Result};
 
 /// A value bound to a `?` placeholder.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,20 +117,17 @@ macro_rules! args {
 impl Ctx {
     /// The D1 database, counting on this context's meter.
     pub fn db(&self) -> Db {
-        Db::new(&self.env, self.meter.clone())
+        let db = self.d1.get_or_init(|| Rc::new(self.env.d1(DB).expect("the DB binding is configured in wrangler.toml"))).clone();
+        Db { db, meter: self.meter.clone() }
     }
 }
 
 pub struct Db {
-    db: D1Database,
+    db: Rc<D1Database>,
     meter: Meter,
 }
 
 impl Db {
-    pub fn new(env: &Env, meter: Meter) -> Self {
-        Db { db: env.d1(DB).expect("the DB binding is configured in wrangler.toml"), meter }
-    }
-
     /// A prepared statement with its arguments bound.
     pub fn stmt(&self, sql: &str, args: Vec<Arg>) -> Result<D1PreparedStatement> {
         let values: Vec<JsValue> = args.iter().map(Arg::to_js).collect();
@@ -143,7 +141,7 @@ impl Db {
         }
         self.meter.d1(statements.len() as u32);
         let list: Array = statements.iter().map(|s| JsValue::from(s.inner().clone())).collect();
-        let results = call(self.db.as_ref(), "batch", &[list.into()]).await?;
+        let results = call((*self.db).as_ref(), "batch", &[list.into()]).await?;
         let results: Vec<D1Rows> = Array::from(&results).iter().map(|value| D1Rows { value, meter: self.meter.clone() }).collect();
         results.iter().for_each(|r| self.count_rows(r));
         Ok(results)
@@ -166,14 +164,15 @@ impl Db {
         self.meter.d1(1);
         let r = D1Rows { value: call(self.stmt(sql, args)?.inner(), "run", &[]).await?, meter: self.meter.clone() };
         self.count_rows(&r);
-        Ok(r.meta("changes") as usize)
+        Ok(KEYS.with(|k| r.meta(&k.changes)) as usize)
     }
 
     /// Adds a result's rows read and written to the meter, only when it counts them
     /// (`METRICS_LOG`): reading the meta costs JS round trips per statement.
     fn count_rows(&self, r: &D1Rows) {
         if self.meter.counts_rows() {
-            self.meter.d1_rows(r.meta("rows_read"), r.meta("rows_written"));
+            let (read, written) = KEYS.with(|k| (r.meta(&k.rows_read), r.meta(&k.rows_written)));
+            self.meter.d1_rows(read, written);
         }
     }
 }
@@ -205,9 +204,9 @@ pub struct D1Rows {
 
 impl D1Rows {
     /// A number of the result's `meta` (0 when absent).
-    fn meta(&self, key: &str) -> u64 {
-        Reflect::get(&self.value, &"meta".into())
-            .and_then(|m| Reflect::get(&m, &JsValue::from_str(key)))
+    fn meta(&self, key: &JsValue) -> u64 {
+        KEYS.with(|k| Reflect::get(&self.value, &k.meta))
+            .and_then(|m| Reflect::get(&m, key))
             .ok()
             .and_then(|v| v.as_f64())
             .map_or(0, |n| n as u64)
@@ -216,7 +215,7 @@ impl D1Rows {
 
 /// Rows of a statement's result.
 pub fn rows<T: DeserializeOwned>(r: &D1Rows) -> Result<Vec<T>> {
-    let results = Reflect::get(&r.value, &"results".into())?;
+    let results = KEYS.with(|k| Reflect::get(&r.value, &k.results))?;
     if results.is_undefined() || results.is_null() {
         return Ok(Vec::new());
     }
@@ -239,6 +238,22 @@ extern "C" {
 
 thread_local! {
     static ENCODER: TextEncoder = TextEncoder::new();
+    /// The property names a result is read by, made into JavaScript strings once.
+    static KEYS: Keys = Keys {
+        results: JsValue::from_str("results"),
+        meta: JsValue::from_str("meta"),
+        changes: JsValue::from_str("changes"),
+        rows_read: JsValue::from_str("rows_read"),
+        rows_written: JsValue::from_str("rows_written"),
+    };
+}
+
+struct Keys {
+    results: JsValue,
+    meta: JsValue,
+    changes: JsValue,
+    rows_read: JsValue,
+    rows_written: JsValue,
 }
 
 /// A JavaScript string's UTF-8 bytes, encoded natively and copied in one piece. (Taking it as
