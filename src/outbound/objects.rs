@@ -9,24 +9,54 @@ use crate::config::env::CHATS;
 use crate::config::Ctx;
 use agent_core::conversation::ConvKey;
 use serde::Serialize;
-use worker::{Method, Request, RequestInit, Response, Result};
+use worker::js_sys::{Promise, Reflect, Uint8Array};
+use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{web_sys, Response, Result};
+
+#[wasm_bindgen]
+extern "C" {
+    /// The chat objects' namespace (`env.CHATS`), as the runtime gives it.
+    type Namespace;
+    #[wasm_bindgen(method, catch, js_name = idFromName)]
+    fn id_from_name(this: &Namespace, name: &str) -> std::result::Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, catch)]
+    fn get(this: &Namespace, id: &JsValue) -> std::result::Result<Stub, JsValue>;
+
+    /// A chat object's stub.
+    type Stub;
+    #[wasm_bindgen(method, catch)]
+    fn fetch(this: &Stub, url: &str, init: &web_sys::RequestInit) -> std::result::Result<Promise, JsValue>;
+}
+
+/// Posts a JSON body to a chat object's route; the answer as the runtime gives it.
+///
+/// Through the runtime's own objects, not `worker::Stub` and `worker::Request`: those check the
+/// binding's type by its constructor's name, make a `Request`, read its URL, method and headers
+/// back into Rust, and read the answer's headers, `cf` and WebSocket up front. Every webhook
+/// that asks for a reply and every queued job makes this call.
+async fn post(ctx: &Ctx, conv: &ConvKey, route: &str, body: &impl Serialize) -> Result<web_sys::Response> {
+    ctx.meter.add(1);
+    let conv = conv.to_string();
+    let namespace: Namespace = Reflect::get(&ctx.env, &JsValue::from_str(CHATS))?.unchecked_into();
+    let stub = namespace.get(&namespace.id_from_name(&conv)?)?;
+    let init = web_sys::RequestInit::new();
+    init.set_method("POST");
+    init.set_body(&Uint8Array::from(serde_json::to_vec(body)?.as_slice()));
+    let answer = JsFuture::from(stub.fetch(&format!("https://chat{route}?conv={conv}"), &init)?).await?;
+    Ok(answer.dyn_into()?)
+}
 
 /// Calls a chat object's route with a JSON body.
 pub async fn call<T: Serialize>(ctx: &Ctx, conv: &ConvKey, route: &str, body: &T) -> Result<Response> {
-    ctx.meter.add(1);
-    let conv = conv.to_string();
-    let stub = ctx.env.durable_object(CHATS)?.id_from_name(&conv)?.get_stub()?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(serde_json::to_string(body)?.into()));
-    let req = Request::new_with_init(&format!("https://chat{route}?conv={conv}"), &init)?;
-    stub.fetch_with_request(req).await
+    post(ctx, conv, route, body).await.map(Response::from)
 }
 
-/// Calls a route and fails unless the object answered 200.
-pub async fn call_ok<T: Serialize>(ctx: &Ctx, conv: &ConvKey, route: &str, body: &T) -> Result<Response> {
-    let resp = call(ctx, conv, route, body).await?;
-    if resp.status_code() != 200 {
-        return Err(worker::Error::RustError(format!("chat object answered {}", resp.status_code())));
+/// Calls a route and fails unless the object answered 200 (its body is not read).
+pub async fn call_ok<T: Serialize>(ctx: &Ctx, conv: &ConvKey, route: &str, body: &T) -> Result<web_sys::Response> {
+    let resp = post(ctx, conv, route, body).await?;
+    if resp.status() != 200 {
+        return Err(worker::Error::RustError(format!("chat object answered {}", resp.status())));
     }
     Ok(resp)
 }
@@ -35,8 +65,9 @@ pub async fn call_ok<T: Serialize>(ctx: &Ctx, conv: &ConvKey, route: &str, body:
 /// answered 200, and its body is read to the end (an unread body keeps the caller's
 /// invocation open: a cron run would never finish).
 pub async fn notify<T: Serialize>(ctx: &Ctx, conv: &ConvKey, route: &str, body: &T) -> Result<()> {
-    let mut resp = call_ok(ctx, conv, route, body).await?;
-    resp.text().await.map(|_| ())
+    let resp = call_ok(ctx, conv, route, body).await?;
+    JsFuture::from(resp.array_buffer()?).await.map(|_| ())?;
+    Ok(())
 }
 
 /// The object's state, for the admin API (`GET /state`).
