@@ -95,7 +95,7 @@ async fn similar(ctx: &Ctx, scope: &Scope, text: &str) -> Result<Vec<Memory>, St
     let missing = VECTORS.with(|c| c.borrow().missing(&ids));
     if !missing.is_empty() {
         let read = rows::embeddings(&db, &missing).await.map_err(|e| e.to_string())?;
-        VECTORS.with(|c| c.borrow_mut().fill(read.iter().map(|(id, e)| (*id, e.as_str()))));
+        VECTORS.with(|c| c.borrow_mut().fill(&ids, read.iter().map(|(id, e)| (*id, e.as_str()))));
     }
     let query = agent_core::memory::vector::Query::new(query);
     let best = VECTORS.with(|c| c.borrow().best(&query, &ids, 0.55, 6));

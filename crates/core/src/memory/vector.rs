@@ -112,7 +112,8 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// A cache that holds about `cap_bytes` of vectors; past that it starts over.
+    /// A cache that holds about `cap_bytes` of vectors; past that it drops all but what the
+    /// turn that fills it scores ([`Cache::fill`]).
     pub fn new(cap_bytes: usize) -> Cache {
         Cache { vectors: Default::default(), bytes: 0, cap_bytes }
     }
@@ -123,13 +124,15 @@ impl Cache {
     }
 
     /// Keeps the stored vectors of `rows` (an unreadable one as never scored). When they would
-    /// pass the cap, what it held before is dropped first: a turn's own ids stay.
-    pub fn fill<'a>(&mut self, rows: impl IntoIterator<Item = (i64, &'a str)>) {
+    /// pass the cap, what it held before is dropped first, but for `keep` (the ids the turn
+    /// that read `rows` scores).
+    pub fn fill<'a>(&mut self, keep: &[i64], rows: impl IntoIterator<Item = (i64, &'a str)>) {
         let parsed: Vec<(i64, Option<Stored>)> = rows.into_iter().map(|(id, s)| (id, Stored::parse(s))).collect();
         let adding: usize = parsed.iter().map(|(_, v)| v.as_ref().map_or(16, Stored::size)).sum();
         if self.bytes + adding > self.cap_bytes {
-            self.vectors.clear();
-            self.bytes = 0;
+            let keep: std::collections::HashSet<i64> = keep.iter().copied().collect();
+            self.vectors.retain(|id, _| keep.contains(id));
+            self.bytes = self.vectors.values().map(|v| v.as_ref().map_or(16, Stored::size)).sum();
         }
         for (id, v) in parsed {
             let size = v.as_ref().map_or(16, Stored::size);
@@ -231,13 +234,13 @@ mod tests {
         let legacy = format!("{:?}", wave(DIMENSIONS, 0.37));
         let mut c = Cache::new(1 << 20);
         assert_eq!(c.missing(&[1, 2, 3]), vec![1, 2, 3]);
-        c.fill([(1, near.as_str()), (2, far.as_str()), (3, same.as_str()), (4, "garbage"), (5, legacy.as_str())]);
+        c.fill(&[], [(1, near.as_str()), (2, far.as_str()), (3, same.as_str()), (4, "garbage"), (5, legacy.as_str())]);
         assert_eq!(c.len(), 5);
         assert_eq!(c.missing(&[1, 2, 3, 4, 5, 6]), vec![6], "an unreadable one is held too (never scored)");
         assert!(!c.is_empty());
         let q = Query::new(a);
         assert_eq!(c.best(&q, &[1, 2, 3, 4, 5, 6], 0.55, 6), vec![5, 3, 1], "best first (the floats are exact); far, unreadable and unknown ones left out");
-        c.fill([(7, same.as_str())]);
+        c.fill(&[], [(7, same.as_str())]);
         assert_eq!(c.best(&q, &[7, 3], 0.55, 6), vec![7, 3], "ties in the order asked");
         assert_eq!(c.best(&q, &[3, 7], 0.55, 6), vec![3, 7], "ties in the order asked");
         assert_eq!(c.best(&q, &[1, 2], 0.55, 6), vec![1], "only the ids asked for: what the turn may see");
@@ -249,13 +252,18 @@ mod tests {
         let v = encode(&wave(DIMENSIONS, 0.5));
         let one = Stored::parse(&v).unwrap().size();
         let mut c = Cache::new(one * 10);
-        c.fill((0..8).map(|id| (id, v.as_str())));
+        c.fill(&[], (0..8).map(|id| (id, v.as_str())));
         assert_eq!(c.len(), 8);
-        c.fill((0..8).map(|id| (id, v.as_str())));
+        c.fill(&[], (0..8).map(|id| (id, v.as_str())));
         assert_eq!(c.len(), 8, "filling the same ids again does not grow it");
-        c.fill((100..105).map(|id| (id, v.as_str())));
-        assert_eq!(c.len(), 5, "past the cap: the old ones go, the new ones stay");
-        assert!(c.missing(&(100..105).collect::<Vec<_>>()).is_empty());
-        assert_eq!(c.missing(&[0]), vec![0]);
+        // A turn that scores ids 6, 7 (held) and 100..105 (read now): past the cap, the
+        // others go, and every id the turn scores is held.
+        let turn: Vec<i64> = [6, 7].into_iter().chain(100..105).collect();
+        c.fill(&turn, (100..105).map(|id| (id, v.as_str())));
+        assert_eq!(c.len(), 7);
+        assert!(c.missing(&turn).is_empty(), "the turn's ids stay: {:?}", c.missing(&turn));
+        assert_eq!(c.missing(&[0, 5]), vec![0, 5]);
+        let q = Query::new(wave(DIMENSIONS, 0.5));
+        assert_eq!(c.best(&q, &turn, 0.55, 10), turn, "all of them scored (ties in the order asked)");
     }
 }
