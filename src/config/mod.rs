@@ -81,8 +81,8 @@ impl Meter {
 
 /// Logs one `metrics {...}` line when dropped (at the end of an invocation, early returns
 /// included) if the meter counts rows: the invocation's kind, D1 round trips, statements,
-/// rows read and written, the bytes of the rows read into the worker, and subrequests. `npm run bench` reads these lines; no values of
-/// the request are in them.
+/// rows read and written, the bytes of the rows read into the worker, and subrequests.
+/// `npm run bench` reads these lines; no values of the request are in them.
 pub struct Metrics {
     meter: Meter,
     kind: String,
