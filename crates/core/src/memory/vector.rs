@@ -4,7 +4,7 @@
 //! JSON arrays of floats that was megabytes of text to parse in every turn, as bytes it is a
 //! kilobyte each and a cosine that differs by well under a hundredth.
 //!
-//! [`decode`] also reads the JSON arrays stored before (`[0.1, …]`).
+//! [`Stored::parse`] also reads the JSON arrays stored before (`[0.1, …]`).
 //!
 //! A turn scores stored vectors with a [`Query`]: on the stored bytes, as they are (the scale
 //! cancels out of a cosine), with no vector of floats made per memory. [`Cache`] keeps them
@@ -30,17 +30,6 @@ pub fn encode(v: &[f32]) -> String {
     format!("{PREFIX}{}", B64.encode(bytes))
 }
 
-/// A stored vector, in either form; `None` when it is neither.
-pub fn decode(s: &str) -> Option<Vec<f32>> {
-    if let Some(rest) = s.strip_prefix(PREFIX) {
-        let bytes = B64.decode(rest).ok()?;
-        let (head, body) = bytes.split_at_checked(4)?;
-        let scale = f32::from_le_bytes(head.try_into().ok()?);
-        return Some(body.iter().map(|b| (*b as i8) as f32 * scale / 127.0).collect());
-    }
-    serde_json::from_str(s).ok()
-}
-
 /// A stored vector, decoded once: the signed bytes of the `q8:` form with their norm (its
 /// scale cancels out of a cosine), or the floats of the JSON form stored before.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,12 +51,14 @@ impl Stored {
         Some(Stored::Bytes { q, norm: (squares as f32).sqrt() })
     }
 
-    /// About the bytes it holds (what a [`Cache`] counts).
-    fn size(&self) -> usize {
-        match self {
-            Stored::Bytes { q, .. } => q.len() + 16,
-            Stored::Floats(v) => 4 * v.len() + 16,
-        }
+}
+
+/// About the bytes a [`Cache`] entry holds (an unreadable vector holds none but its place).
+fn held(v: &Option<Stored>) -> usize {
+    16 + match v {
+        Some(Stored::Bytes { q, .. }) => q.len(),
+        Some(Stored::Floats(v)) => 4 * v.len(),
+        None => 0,
     }
 }
 
@@ -107,7 +98,6 @@ impl Query {
 /// decided by the query that lists the ids, never by the cache, which holds no text.
 pub struct Cache {
     vectors: std::collections::HashMap<i64, Option<Stored>>,
-    bytes: usize,
     cap_bytes: usize,
 }
 
@@ -115,7 +105,7 @@ impl Cache {
     /// A cache that holds about `cap_bytes` of vectors; past that it drops all but what the
     /// turn that fills it scores ([`Cache::fill`]).
     pub fn new(cap_bytes: usize) -> Cache {
-        Cache { vectors: Default::default(), bytes: 0, cap_bytes }
+        Cache { vectors: Default::default(), cap_bytes }
     }
 
     /// The ids of `ids` it does not hold.
@@ -128,19 +118,12 @@ impl Cache {
     /// that read `rows` scores).
     pub fn fill<'a>(&mut self, keep: &[i64], rows: impl IntoIterator<Item = (i64, &'a str)>) {
         let parsed: Vec<(i64, Option<Stored>)> = rows.into_iter().map(|(id, s)| (id, Stored::parse(s))).collect();
-        let adding: usize = parsed.iter().map(|(_, v)| v.as_ref().map_or(16, Stored::size)).sum();
-        if self.bytes + adding > self.cap_bytes {
+        let adding: usize = parsed.iter().map(|(_, v)| held(v)).sum();
+        if self.vectors.values().map(held).sum::<usize>() + adding > self.cap_bytes {
             let keep: std::collections::HashSet<i64> = keep.iter().copied().collect();
             self.vectors.retain(|id, _| keep.contains(id));
-            self.bytes = self.vectors.values().map(|v| v.as_ref().map_or(16, Stored::size)).sum();
         }
-        for (id, v) in parsed {
-            let size = v.as_ref().map_or(16, Stored::size);
-            if let Some(old) = self.vectors.insert(id, v) {
-                self.bytes -= old.as_ref().map_or(16, Stored::size);
-            }
-            self.bytes += size;
-        }
+        self.vectors.extend(parsed);
     }
 
     /// Up to `n` of `ids` whose vectors score at least `min` against `query`, best first (ties
@@ -168,6 +151,17 @@ impl Cache {
 mod tests {
     use super::*;
     use crate::memory::search::cosine;
+
+    /// A stored vector as floats (the scale applied), in either form: the oracle of the tests.
+    fn decode(s: &str) -> Option<Vec<f32>> {
+        if let Some(rest) = s.strip_prefix(PREFIX) {
+            let bytes = B64.decode(rest).ok()?;
+            let (head, body) = bytes.split_at_checked(4)?;
+            let scale = f32::from_le_bytes(head.try_into().ok()?);
+            return Some(body.iter().map(|b| (*b as i8) as f32 * scale / 127.0).collect());
+        }
+        serde_json::from_str(s).ok()
+    }
 
     fn wave(n: usize, k: f32) -> Vec<f32> {
         (0..n).map(|i| ((i as f32 * k).sin() * 0.07) + if i % 17 == 0 { 0.2 } else { 0.0 }).collect()
@@ -250,7 +244,7 @@ mod tests {
     #[test]
     fn the_cache_starts_over_past_its_cap_and_keeps_the_turn_that_filled_it() {
         let v = encode(&wave(DIMENSIONS, 0.5));
-        let one = Stored::parse(&v).unwrap().size();
+        let one = held(&Stored::parse(&v));
         let mut c = Cache::new(one * 10);
         c.fill(&[], (0..8).map(|id| (id, v.as_str())));
         assert_eq!(c.len(), 8);
