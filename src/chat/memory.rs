@@ -43,20 +43,28 @@ fn recent_text(messages: &[HistoryMessage]) -> String {
         .join(" ")
 }
 
-/// The statements of a recall (summary, people's memories, and memories matching the newest
-/// messages), to run in the turn's batch; `recall` reads their results.
-pub fn recall_statements(db: &Db, conv: &ConvKey, people: &[i64], messages: &[HistoryMessage]) -> worker::Result<Vec<worker::D1PreparedStatement>> {
-    let fts = fts_query(&recent_text(messages), 12);
-    rows::recall_statements(db, &conv.to_string(), &chat_scope(conv, people), people, fts)
+/// Whether a turn recalls by similarity too: with `EMBEDDINGS_MODEL` set and newest messages
+/// to compare.
+fn by_similarity(embeddings: bool, text: &str) -> bool {
+    embeddings && !text.trim().is_empty()
+}
+
+/// The statements of a recall (summary, people's memories, memories matching the newest
+/// messages, and with `embeddings` the ids of those that may be recalled by similarity), to
+/// run in the turn's batch; `recall` reads their results.
+pub fn recall_statements(db: &Db, conv: &ConvKey, people: &[i64], messages: &[HistoryMessage], embeddings: bool) -> worker::Result<Vec<worker::D1PreparedStatement>> {
+    let text = recent_text(messages);
+    let fts = fts_query(&text, 12);
+    rows::recall_statements(db, &conv.to_string(), &chat_scope(conv, people), people, fts, by_similarity(embeddings, &text))
 }
 
 /// What a turn recalls, from the results of `recall_statements` (plus embedding matches
 /// when EMBEDDINGS_MODEL is set).
 pub async fn recall(ctx: &Ctx, conv: &ConvKey, people: &[i64], messages: &[HistoryMessage], results: &[crate::storage::D1Rows]) -> worker::Result<Memories> {
     let text = recent_text(messages);
-    let (summary, mut found) = rows::recall_rows(results)?;
-    if !ctx.cfg.embeddings_model.is_empty() && !text.trim().is_empty() {
-        match similar(ctx, &chat_scope(conv, people), &text).await {
+    let rows::Recalled { summary, mut found, embedded } = rows::recall_rows(results, by_similarity(!ctx.cfg.embeddings_model.is_empty(), &text))?;
+    if let Some(ids) = embedded {
+        match similar(ctx, &chat_scope(conv, people), &text, &ids).await {
             Ok(more) => {
                 for m in more {
                     if !found.iter().any(|f| f.id == m.id) {
@@ -84,21 +92,19 @@ thread_local! {
     static VECTORS: std::cell::RefCell<agent_core::memory::vector::Cache> = std::cell::RefCell::new(agent_core::memory::vector::Cache::new(VECTOR_CACHE_BYTES));
 }
 
-/// Memories whose embeddings are close to `text` (only when EMBEDDINGS_MODEL is set). The
-/// query is embedded while D1 lists the candidates; only vectors this isolate has not read
-/// yet are read, and only the memories kept are.
-async fn similar(ctx: &Ctx, scope: &Scope, text: &str) -> Result<Vec<Memory>, String> {
-    let (db, gemini, texts) = (ctx.db(), ctx.gemini(), [text.to_string()]);
-    let (query, ids) = futures::join!(gemini.embed(&ctx.cfg.embeddings_model, &texts), rows::embedded_ids(&db, scope));
-    let query = query?.into_iter().next().unwrap_or_default();
-    let ids = ids.map_err(|e| e.to_string())?;
-    let missing = VECTORS.with(|c| c.borrow().missing(&ids));
+/// Memories whose embeddings are close to `text`, among `ids` (listed by the recall's scoped
+/// statement, in the turn's batch). Only vectors this isolate has not read yet are read, and
+/// only the memories kept are.
+async fn similar(ctx: &Ctx, scope: &Scope, text: &str, ids: &[i64]) -> Result<Vec<Memory>, String> {
+    let query = ctx.gemini().embed(&ctx.cfg.embeddings_model, &[text.to_string()]).await?.into_iter().next().unwrap_or_default();
+    let db = ctx.db();
+    let missing = VECTORS.with(|c| c.borrow().missing(ids));
     if !missing.is_empty() {
         let read = rows::embeddings(&db, &missing).await.map_err(|e| e.to_string())?;
-        VECTORS.with(|c| c.borrow_mut().fill(&ids, read.iter().map(|(id, e)| (*id, e.as_str()))));
+        VECTORS.with(|c| c.borrow_mut().fill(ids, read.iter().map(|(id, e)| (*id, e.as_str()))));
     }
     let query = agent_core::memory::vector::Query::new(query);
-    let best = VECTORS.with(|c| c.borrow().best(&query, &ids, 0.55, 6));
+    let best = VECTORS.with(|c| c.borrow().best(&query, ids, 0.55, 6));
     rows::memories_by_id(&db, scope, &best).await.map_err(|e| e.to_string())
 }
 

@@ -62,15 +62,20 @@ fn relevant_memories_sql(scope: &Predicate) -> String {
     )
 }
 
-/// The statements of a recall in `scope` (summary, people's memories, and with `fts` the
-/// memories matching it), to run in the turn's batch; [`recall_rows`] reads their results.
-pub fn recall_statements(db: &Db, conv: &str, scope: &Scope, people: &[i64], fts: Option<String>) -> Result<Vec<D1PreparedStatement>> {
+/// The statements of a recall in `scope` (summary, people's memories, with `embedded` the ids
+/// of the memories that have an embedding, and with `fts` the memories matching it), to run
+/// in the turn's batch; [`recall_rows`] reads their results.
+pub fn recall_statements(db: &Db, conv: &str, scope: &Scope, people: &[i64], fts: Option<String>, embedded: bool) -> Result<Vec<D1PreparedStatement>> {
     let people_json = serde_json::to_string(people).unwrap_or_else(|_| "[]".into());
     let on_people = scope.memories("", 2);
     let mut stmts = vec![
         db.stmt(SELECT_SUMMARY, args![conv])?,
         db.stmt(&people_memories_sql(&on_people), with_scope(args![people_json], &on_people))?,
     ];
+    if embedded {
+        let on = scope.memories("", 1);
+        stmts.push(db.stmt(&embedded_ids_sql(&on), scope_args(&on))?);
+    }
     if let Some(q) = fts {
         // Matched within the scope's chats and people (migration 0017), not every chat's.
         let q = agent_core::memory::in_content(&q, scope.memories_fts());
@@ -80,43 +85,46 @@ pub fn recall_statements(db: &Db, conv: &str, scope: &Scope, people: &[i64], fts
     Ok(stmts)
 }
 
-/// The summary and the memories (people's first, then matches not already in) of a recall.
-pub fn recall_rows(results: &[D1Rows]) -> Result<(Option<Summary>, Vec<Memory>)> {
+/// What a recall read: the summary, the memories (people's first, then matches not already
+/// in), and with `embedded` the ids of the memories that have an embedding.
+pub struct Recalled {
+    pub summary: Option<Summary>,
+    pub found: Vec<Memory>,
+    pub embedded: Option<Vec<i64>>,
+}
+
+/// The results of [`recall_statements`] (`embedded` as it was given).
+pub fn recall_rows(results: &[D1Rows], embedded: bool) -> Result<Recalled> {
+    #[derive(Deserialize)]
+    struct Id {
+        id: i64,
+    }
     let summary = results.first().map(rows::<Summary>).transpose()?.and_then(|r| r.into_iter().next());
     let mut found: Vec<Memory> = results.get(1).map(rows).transpose()?.unwrap_or_default();
-    if let Some(relevant) = results.get(2) {
+    let ids = if embedded { Some(results.get(2).map(rows::<Id>).transpose()?.unwrap_or_default().into_iter().map(|r| r.id).collect()) } else { None };
+    if let Some(relevant) = results.get(if embedded { 3 } else { 2 }) {
         for m in rows::<Memory>(relevant)? {
             if !found.iter().any(|f| f.id == m.id) {
                 found.push(m);
             }
         }
     }
-    Ok((summary, found))
+    Ok(Recalled { summary, found, embedded: ids })
 }
 
-/// The ids of the newest memories in `scope` that have an embedding, newest first (up to 300).
-/// This query alone decides which memories a turn may recall by similarity; the vectors come
-/// from [`embeddings`] or the worker's cache (`agent_core::memory::vector::Cache`).
-pub async fn embedded_ids(db: &Db, scope: &Scope) -> Result<Vec<i64>> {
-    #[derive(Deserialize)]
-    struct Row {
-        id: i64,
-    }
-    let on = scope.memories("", 1);
-    let found: Vec<Row> = db
-        .all(
-            &format!(
-                "SELECT id FROM memories
-                 WHERE embedding IS NOT NULL AND superseded_by IS NULL AND {} ORDER BY updated_at DESC LIMIT 300",
-                on.sql
-            ),
-            scope_args(&on),
-        )
-        .await?;
-    Ok(found.into_iter().map(|r| r.id).collect())
+/// The ids of the newest memories in the scope that have an embedding, newest first (up to
+/// 300). ?1... the scope's values. This query alone decides which memories a turn may recall
+/// by similarity; the vectors come from [`embeddings`] or the worker's cache
+/// (`agent_core::memory::vector::Cache`).
+fn embedded_ids_sql(scope: &Predicate) -> String {
+    format!(
+        "SELECT id FROM memories
+         WHERE embedding IS NOT NULL AND superseded_by IS NULL AND {} ORDER BY updated_at DESC LIMIT 300",
+        scope.sql
+    )
 }
 
-/// The stored embeddings of memories `ids` (listed by [`embedded_ids`], so in scope).
+/// The stored embeddings of memories `ids` (listed by the recall's scoped ids statement, so in scope).
 pub async fn embeddings(db: &Db, ids: &[i64]) -> Result<Vec<(i64, String)>> {
     #[derive(Deserialize)]
     struct Row {

@@ -112,7 +112,7 @@ async fn load_recall(ctx: &Ctx, conv: &ConvKey, w: &Window, structured: bool) ->
         stmts.push(storage::media::stickers_stmt(&db, sets)?);
     }
     let recall_at = stmts.len();
-    stmts.extend(memory::recall_statements(&db, conv, &w.people, &w.messages)?);
+    stmts.extend(memory::recall_statements(&db, conv, &w.people, &w.messages, !ctx.cfg.embeddings_model.is_empty())?);
     let results = db.batch(stmts).await?;
     let notes: Vec<Note> = storage::rows(&results[0])?;
     let turns = if structured { storage::turns::bot_turns(&results[1])? } else { BTreeMap::new() };
