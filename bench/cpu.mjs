@@ -113,6 +113,23 @@ class Baton {
   }
 }
 
+/** Wall-clock time (what a metrics line's `started_ms` is in) minus CLOCK_MONOTONIC (perf's
+ *  sample times and `process.hrtime`), in ns; good to well under a millisecond. */
+const WALL_MINUS_MONO_NS = (() => {
+  const mono = process.hrtime.bigint();
+  return BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6)) - mono;
+})();
+
+/** A window split by `Bench.attribute` (`split`) as if it were only the invocations whose kind
+ *  starts with `kind`: their share of the CPU and own CPU, and their metrics lines. A window
+ *  that could not be split (a bundle from before the lines had times) has no own figure. */
+function partOf(w, kind) {
+  const mine = Object.entries(w.parts ?? {}).filter(([k]) => k.startsWith(kind)).map(([, p]) => p);
+  const cpu = mine.reduce((a, p) => a + p.cpu_ms, 0);
+  const own = mine.reduce((a, p) => a + p.own_ms, 0);
+  return { ...w, cpu_ms: w.parts ? cpu : w.cpu_ms, own_ms: w.parts ? own : null, own_share: w.parts && cpu > 0 ? own / cpu : null, lines: w.lines.filter((l) => l.kind.startsWith(kind)) };
+}
+
 class Bench {
   /** `others`: workerd processes that were running before this stack started (another run's). */
   constructor(s, side = null, others = []) {
@@ -228,6 +245,29 @@ class Bench {
       w.own_ms = inside.length ? (own / inside.length) * w.cpu_ms : null;
       w.sampled_ms = (inside.length * PERF_PERIOD_NS) / 1e6;
       if (PROFILE) w.samples = inside;
+      // A window of several invocations (`w.split`) is split among them by their metrics
+      // lines' times (the runtime's clock, in ms, which moves only with I/O: an invocation's
+      // last synchronous stretch after its last I/O counts to whatever holds it): a sample
+      // goes to the innermost invocation running then (the chat object's `/inbox` or `/job`
+      // inside the webhook or consumer that waits for it); samples outside every span to the
+      // window's first invocation.
+      if (w.split && inside.length) {
+        const spans = w.lines.filter((l) => Number.isFinite(l.started_ms) && Number.isFinite(l.ended_ms));
+        if (spans.length === w.lines.length && spans.length > 0) {
+          const mono = (ms) => BigInt(Math.round(ms * 1e6)) - WALL_MINUS_MONO_NS;
+          const iv = spans.map((l) => ({ kind: l.kind, t0: mono(l.started_ms), t1: mono(l.ended_ms + 1) }));
+          const first = iv.reduce((a, b) => (b.t0 < a.t0 ? b : a)).kind;
+          const n = {};
+          for (const [t, own] of inside) {
+            const holding = iv.filter((x) => t >= x.t0 && t < x.t1);
+            const k = holding.length ? holding.reduce((a, b) => (b.t0 > a.t0 ? b : a)).kind : first;
+            n[k] ??= { all: 0, own: 0 };
+            n[k].all += 1;
+            n[k].own += own ? 1 : 0;
+          }
+          w.parts = Object.fromEntries(Object.entries(n).map(([k, c]) => [k, { cpu_ms: (c.all / inside.length) * w.cpu_ms, own_ms: (c.own / inside.length) * w.cpu_ms }]));
+        }
+      }
     }
     fs.rmSync(this.perfFile, { force: true });
   }
@@ -433,8 +473,9 @@ async function formatRun(format, bundle, side = null) {
     }, discarded);
     out.discarded_repetitions = discarded;
     later.push(["dm_webhook", dm.map((r) => r.hook)]);
-    later.push(["dm_webhook_edge", dm.map((r) => r.hook), (k) => k.startsWith("fetch")]);
-    later.push(["dm_object_inbox", dm.map((r) => r.hook), (k) => k.startsWith("object")]);
+    for (const r of dm) r.hook.split = true;
+    later.push(["dm_webhook_edge", dm.map((r) => r.hook), (k) => k.startsWith("fetch"), (w) => partOf(w, "fetch")]);
+    later.push(["dm_object_inbox", dm.map((r) => r.hook), (k) => k.startsWith("object"), (w) => partOf(w, "object")]);
     later.push(["turn_short", dm.map((r) => r.turn)]);
 
     if (format === "structured") {
@@ -447,9 +488,16 @@ async function formatRun(format, bundle, side = null) {
         s.gemini.script(uid, [{ status: 503 }]);
         const before = s.tg.sent(uid).length;
         await b.window(() => s.webhook(privateText(uid, `retry me (${i})`)), () => s.gemini.waitFor(() => s.gemini.calls(uid).some((r) => r.status === 503), 30_000, "the failed call"), 300);
-        q.push(await b.window(async () => {}, () => s.tg.waitFor(() => s.tg.sent(uid).length > before, 60_000, "the retried reply"), 300));
+        const w = await b.window(async () => {}, () => s.tg.waitFor(() => s.tg.sent(uid).length > before, 60_000, "the retried reply"), 300);
+        // The consumer hands the job to the chat object, whose `/job` runs the turn; an
+        // alarm (the state's next wake) may follow. Split among them.
+        w.split = true;
+        q.push(w);
       }
       later.push(["queue_turn_job", q]);
+      later.push(["queue_job_consumer", q, (k) => k.startsWith("queue"), (w) => partOf(w, "queue")]);
+      later.push(["queue_job_object", q, (k) => k.startsWith("object"), (w) => partOf(w, "object")]);
+      later.push(["queue_job_alarm", q, (k) => k.startsWith("alarm"), (w) => partOf(w, "alarm")]);
 
       // The cron tick, then the consolidation jobs it queued (the replayed group and the chats).
       const cron = [];
@@ -469,8 +517,8 @@ async function formatRun(format, bundle, side = null) {
       later.push(["consolidation_jobs", jobs.filter(hasQueue)]);
     }
     await b.attribute();
-    for (const [key, windows, pred] of later) out[key] = summary(windows, pred);
-    if (PROFILE) for (const [key, windows] of later) writeProfile(`${format}${bundle ? "-before" : ""}-${key}`, windows);
+    for (const [key, windows, pred, view] of later) out[key] = summary(view ? windows.map(view) : windows, pred);
+    if (PROFILE) for (const [key, windows, , view] of later) if (!view) writeProfile(`${format}${bundle ? "-before" : ""}-${key}`, windows);
     out.chatter.replayed_messages = human.length;
     out.turn_500.history_messages = human.length;
     out.turn_500.recorded_bot_messages = recording.messages.filter((m) => m.bot).length;

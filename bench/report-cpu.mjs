@@ -57,7 +57,8 @@ ${line("DM webhook + hand-off", sb.dm_webhook, st.dm_webhook)}
 ${line("turn, short history", sb.turn_short, st.turn_short)}
 ${line(`turn, ${st.turn_500.history_messages}-message history, structured`, sb.turn_500, st.turn_500)}
 ${line(`the same after an edit (the whole window read)`, sb.turn_500_full, st.turn_500_full)}
-${b.embeddings && runs.embeddings ? line("turn with `EMBEDDINGS_MODEL` over 300 stored vectors", b.embeddings.turn_embeddings, runs.embeddings.turn_embeddings) + "\n" : ""}${line("queue job (a retried turn)", sb.queue_turn_job, st.queue_turn_job)}
+${b.embeddings && runs.embeddings ? line("turn with `EMBEDDINGS_MODEL` over 300 stored vectors", b.embeddings.turn_embeddings, runs.embeddings.turn_embeddings) + "\n" : ""}${line("queue job (a retried turn), all its invocations", sb.queue_turn_job, st.queue_turn_job)}
+${line("of which the chat object's `/job`, the retried turn", sb.queue_job_object, st.queue_job_object)}
 ${line("consolidation jobs of one tick", sb.consolidation_jobs, st.consolidation_jobs)}
 
 `;
@@ -104,17 +105,32 @@ quiet machine.
 |---|---|---|---|---|
 ${row(`group chatter webhook (the recorded conversation's ${st.chatter.replayed_messages} people's messages, replayed; the first 20 left out as warm-up)`, st.chatter)}
 ${row("DM webhook + chat-object hand-off (the webhook waits for `/inbox`)", st.dm_webhook)}
+${row("of which the webhook", st.dm_webhook_edge)}
+${row("of which the chat object's `/inbox`", st.dm_object_inbox)}
 ${row("group webhook asking for a reply + hand-off", st.group_ask_webhook)}
 ${row("turn, short history (a private chat's second message; the alarm runs the turn and sends the reply)", st.turn_short)}
 ${row(`turn, ${st.turn_500.history_messages}-message group history, \`HISTORY_FORMAT=structured\``, st.turn_500)}
 ${row(`turn, ${co.turn_500.history_messages}-message group history, \`HISTORY_FORMAT=compact\``, co.turn_500)}
 ${row(`the same, structured, after an edit of an early message: the whole window read again`, st.turn_500_full)}
 ${row(`the same, compact, after an edit`, co.turn_500_full)}
-${runs.embeddings ? row("turn, short history, with `EMBEDDINGS_MODEL` and 300 stored memories with embeddings (the query embedded, every vector compared; the chat's first turn, not measured, read the vectors, which the isolate keeps)", runs.embeddings.turn_embeddings) + "\n" : ""}${row("queue job: a turn retried through the queue (the consumer and the chat object's `/job`)", st.queue_turn_job)}
+${runs.embeddings ? row("turn, short history, with `EMBEDDINGS_MODEL` and 300 stored memories with embeddings (the query embedded, every vector compared; the chat's first turn, not measured, read the vectors, which the isolate keeps)", runs.embeddings.turn_embeddings) + "\n" : ""}${row("queue job: a turn retried through the queue (the consumer, the chat object's `/job` that runs the turn, and the alarm after it), all together", st.queue_turn_job)}
+${row("of which the consumer", st.queue_job_consumer)}
+${row("of which the chat object's `/job`: the retried turn", st.queue_job_object)}
+${row("of which the alarm after it", st.queue_job_alarm)}
 ${row("cron tick (queues the consolidation jobs)", st.cron_tick)}
 ${row("consolidation jobs of one tick (queue consumer, a batch)", st.consolidation_jobs)}
 
-${beforeAfter(runs)}The long-history turns replay the people's messages of tests/fixtures/conversations/group_500.json
+${beforeAfter(runs)}A window with more than one invocation (the DM webhook and the \`/inbox\` it waits for; the
+queue consumer, the chat object's \`/job\` it waits for, and an alarm after) is also split among
+them ("of which" rows): each invocation's metrics line carries the runtime's clock at its start
+and end (\`started_ms\`, \`ended_ms\`, in ms; that clock moves only with I/O, so an invocation's
+last stretch after its last I/O counts to whatever holds it), the bench maps them onto perf's
+sample times, and a sample goes to the innermost invocation running then (samples outside
+every span to the window's first invocation). Both columns are split by the samples' shares,
+so an "of which" row is approximate to about a millisecond of wall time. A bundle from before
+the lines had times shows "–".
+
+The long-history turns replay the people's messages of tests/fixtures/conversations/group_500.json
 through the webhook (the recording's other ${st.turn_500.recorded_bot_messages} messages, the bot's, are not replayed: this bot
 did not make them), then ask the bot by name: 3 asks to warm up (not measured: the first
 runs while V8 still compiles that path), then ${reps} measured: the chat object's copy of the

@@ -81,11 +81,13 @@ impl Meter {
 
 /// Logs one `metrics {...}` line when dropped (at the end of an invocation, early returns
 /// included) if the meter counts rows: the invocation's kind, D1 round trips, statements,
-/// rows read and written, the bytes of the rows read into the worker, and subrequests.
-/// `npm run bench` reads these lines; no values of the request are in them.
+/// rows read and written, the bytes of the rows read into the worker, subrequests, and when it
+/// started and ended (the runtime's clock, in ms). `npm run bench` reads these lines (the times
+/// tell apart the invocations of one measured window); no values of the request are in them.
 pub struct Metrics {
     meter: Meter,
     kind: String,
+    started_ms: f64,
 }
 
 impl Drop for Metrics {
@@ -101,6 +103,8 @@ impl Drop for Metrics {
                 "rows_read": m.rows_read.get(),
                 "rows_written": m.rows_written.get(),
                 "rows_bytes": m.rows_bytes.get(),
+                "started_ms": self.started_ms,
+                "ended_ms": worker::js_sys::Date::now(),
             })
         );
     }
@@ -145,7 +149,7 @@ impl Ctx {
     /// out of scope (hold it for the whole handler: `let _metrics = ctx.metrics(..)`). `kind`
     /// is only called when the setting is on.
     pub fn metrics(&self, kind: impl FnOnce() -> String) -> Option<Metrics> {
-        self.meter.counts_rows().then(|| Metrics { meter: self.meter.clone(), kind: kind() })
+        self.meter.counts_rows().then(|| Metrics { meter: self.meter.clone(), kind: kind(), started_ms: worker::js_sys::Date::now() })
     }
 
     /// False once the plan step this context runs was cancelled (see `step_guard`).
