@@ -201,18 +201,15 @@ pub async fn record_reaction(db: &Db, update_id: i64, r: &InboundReaction, admit
 }
 
 
-/// A stored message as the queries that read history give it: from a row object (`parts` the
-/// stored JSON text), or from the turn's window, an array of these columns in this order with
-/// `parts` as JSON itself (`Option<&RawValue>`, `None` when the stored text was not JSON).
 #[derive(Debug, Clone, Deserialize)]
-pub struct MessageRow<P = String> {
+pub struct MessageRow {
     pub seq: i64,
     pub message_id: Option<i64>,
     pub role: String,
     pub user_id: Option<i64>,
     pub name: String,
     pub username: Option<String>,
-    pub parts: P,
+    pub parts: String,
     pub reply_to: Option<i64>,
     #[serde(default)]
     pub reply_to_user_id: Option<i64>,
@@ -229,28 +226,9 @@ pub struct MessageRow<P = String> {
     pub media_group_id: Option<String>,
 }
 
-/// How a row carries a message's parts.
-pub trait StoredParts {
-    /// The parts, or `None` when what is stored does not read as parts.
-    fn parts(&self) -> Option<Vec<Part>>;
-}
-
-impl StoredParts for String {
-    fn parts(&self) -> Option<Vec<Part>> {
-        serde_json::from_str(self).ok()
-    }
-}
-
-impl StoredParts for Option<&serde_json::value::RawValue> {
-    fn parts(&self) -> Option<Vec<Part>> {
-        self.and_then(|raw| serde_json::from_str(raw.get()).ok())
-    }
-}
-
-impl<P: StoredParts> MessageRow<P> {
-    /// The message as history; parts that do not read stand as one `unreadable` part.
+impl MessageRow {
     pub fn into_history(self) -> HistoryMessage {
-        let parts: Vec<Part> = self.parts.parts().unwrap_or_else(|| vec![Part::Unknown { kind: "unreadable".into() }]);
+        let parts: Vec<Part> = serde_json::from_str(&self.parts).unwrap_or_else(|_| vec![Part::Unknown { kind: "unreadable".into() }]);
         HistoryMessage {
             seq: self.seq,
             message_id: self.message_id,

@@ -226,28 +226,6 @@ pub fn rows<T: DeserializeOwned>(r: &D1Rows) -> Result<Vec<T>> {
     serde_json::from_slice(&json).map_err(|e| worker::Error::RustError(format!("a D1 row is not what the query reads: {e}")))
 }
 
-/// One text column of each row of a statement's result, as UTF-8 bytes (rows where it is NULL
-/// left out), read straight from the JavaScript strings: for a column the query builds as JSON
-/// (`json_group_array`), which `rows` would quote in `JSON.stringify` and parse twice.
-pub fn text_column(r: &D1Rows, column: &str) -> Result<Vec<Vec<u8>>> {
-    let results = KEYS.with(|k| Reflect::get(&r.value, &k.results))?;
-    if results.is_undefined() || results.is_null() {
-        return Ok(Vec::new());
-    }
-    let key = JsValue::from_str(column);
-    let mut out = Vec::new();
-    for row in Array::from(&results).iter() {
-        let value = Reflect::get(&row, &key)?;
-        let Some(text) = value.dyn_ref::<worker::js_sys::JsString>() else { continue };
-        let bytes = utf8(text);
-        if r.meter.counts_rows() {
-            r.meter.d1_bytes(bytes.len() as u64);
-        }
-        out.push(bytes);
-    }
-    Ok(out)
-}
-
 #[wasm_bindgen::prelude::wasm_bindgen]
 extern "C" {
     /// The runtime's `TextEncoder`.

@@ -2,13 +2,12 @@
 //! recent messages, the last answered seq, the bot's stored turns), the turn's row from start
 //! to finish, and what became of each plan step.
 use crate::args;
-use crate::storage::{rows, text_column, Db};
+use crate::storage::{rows, Db};
 use agent_core::conversation::ConvKey;
 use agent_core::context::RowCache;
 use agent_core::history::{BotTurn, HistoryMessage};
 use agent_core::status::TurnStatus;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use worker::Result;
@@ -68,31 +67,14 @@ const SELECT_CHAT: &str = "SELECT kind, title, model, blocked_at FROM chats WHER
 /// conversation's `history_version` is ?4 and its session start ?5 (`RowCache`; the turn
 /// decides the same way from the conversation's row, read in the same batch). Without a copy
 /// ?3 is -1 and the version NULL.
-///
-/// Read as JSON the query builds (column `rows`): arrays of `MessageRow`'s columns in its
-/// order, `parts` as JSON itself (NULL when the stored text is not JSON), so the worker makes
-/// no `JSON.stringify` of the rows and parses each message once, not a string of JSON inside
-/// JSON. A D1 value holds at most 2 MB: the messages come in chunks, one row each, of those
-/// whose running size from the newest (the bytes of `parts` and the excerpt, plus 1 KB for the
-/// other columns, escaping included) falls in the same ?6 bytes; a chunk is at most ?6 plus
-/// its first message. In no particular order: the caller sorts by seq.
-const SELECT_RECENT_MESSAGES: &str = "SELECT json_group_array(json_array(seq, message_id, role, user_id, name, username,
-         json(CASE WHEN json_valid(parts) THEN parts ELSE 'null' END), reply_to, reply_to_user_id, reply_to_name,
-         reply_excerpt, forwarded_from, date, edited_at, turn_id, turn_upto_seq, media_group_id)) AS rows
-     FROM (SELECT *, SUM(size) OVER (ORDER BY seq DESC ROWS UNBOUNDED PRECEDING) AS running FROM (
-       SELECT m.seq, m.message_id, m.role, m.user_id, m.name, m.username, m.parts, m.reply_to, m.reply_to_user_id,
-         m.reply_to_name, m.reply_excerpt, m.forwarded_from, m.date, m.edited_at, m.turn_id, t.upto_seq AS turn_upto_seq,
-         m.media_group_id,
-         length(CAST(m.parts AS BLOB)) + length(CAST(COALESCE(m.reply_excerpt, '') AS BLOB)) + 1024 AS size
-       FROM messages m LEFT JOIN turns t ON t.turn_id = m.turn_id
-       WHERE m.conv = ?1 AND m.excluded = 0 AND m.seq >= COALESCE((SELECT
-           CASE WHEN c.history_version = ?4 AND c.session_start_seq = ?5 THEN MAX(?3 + 1, c.session_start_seq) ELSE c.session_start_seq END
-         FROM conversations c WHERE c.conv = ?1), 0)
-       ORDER BY m.seq DESC LIMIT ?2))
-     GROUP BY running / ?6";
-/// The bytes of messages a chunk of the window holds before the next starts (far under D1's
-/// 2 MB for a value: a stored message is one Telegram update's, well under 1 MB).
-const WINDOW_CHUNK_BYTES: i64 = 512 * 1024;
+const SELECT_RECENT_MESSAGES: &str = "SELECT m.seq, m.message_id, m.role, m.user_id, m.name, m.username, m.parts,
+       m.reply_to, m.reply_to_user_id, m.reply_to_name, m.reply_excerpt, m.forwarded_from, m.date, m.edited_at, m.turn_id,
+       t.upto_seq AS turn_upto_seq, m.media_group_id
+     FROM messages m LEFT JOIN turns t ON t.turn_id = m.turn_id
+     WHERE m.conv = ?1 AND m.excluded = 0 AND m.seq >= COALESCE((SELECT
+         CASE WHEN c.history_version = ?4 AND c.session_start_seq = ?5 THEN MAX(?3 + 1, c.session_start_seq) ELSE c.session_start_seq END
+       FROM conversations c WHERE c.conv = ?1), 0)
+     ORDER BY m.seq DESC LIMIT ?2";
 /// The newest message an earlier turn (not this one, which may be a retry) answered. A
 /// scheduled run answers nobody: people's messages it saw still get their own turn.
 const SELECT_ANSWERED: &str = "SELECT MAX(upto_seq) AS upto_seq FROM turns
@@ -111,13 +93,14 @@ pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str,
         db.stmt(SELECT_CONVERSATION, args![conv])?,
         db.stmt(SELECT_CHAT, args![chat_id])?,
         // One row more than a turn uses: if it comes back, it is the newest message cut off.
-        db.stmt(SELECT_RECENT_MESSAGES, args![conv, rows_limit as i64 + 1, after, version, start, WINDOW_CHUNK_BYTES])?,
+        db.stmt(SELECT_RECENT_MESSAGES, args![conv, rows_limit as i64 + 1, after, version, start])?,
         db.stmt(SELECT_ANSWERED, args![conv, turn_id])?,
     ];
     let r = db.batch(stmts).await?;
     let found = rows::<ConversationRow>(&r[0])?.into_iter().next();
     let chat = rows::<ChatRow>(&r[1])?.into_iter().next();
-    let mut messages = window_messages(&r[2])?;
+    let mut messages: Vec<HistoryMessage> = rows::<MessageRow>(&r[2])?.into_iter().map(MessageRow::into_history).collect();
+    messages.reverse();
     // The copy held when the query used it (the conversation's row, read in the same batch,
     // decides as the query did): the rows read are only the newer ones.
     if let (Some(copy), Some(c)) = (copy, &found) {
@@ -127,18 +110,6 @@ pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str,
     let kept = RowCache::keep(conv, conversation.history_version, conversation.session_start_seq, &messages, rows_limit);
     let answered_seq = rows::<LastTurnRow>(&r[3])?.into_iter().next().and_then(|r| r.upto_seq).unwrap_or(0);
     Ok(TurnContext { conversation, chat, messages, answered_seq, kept })
-}
-
-/// The window's messages, oldest first, from the chunks of `SELECT_RECENT_MESSAGES`.
-fn window_messages(result: &crate::storage::D1Rows) -> Result<Vec<HistoryMessage>> {
-    let mut messages = Vec::new();
-    for chunk in text_column(result, "rows")? {
-        let found: Vec<MessageRow<Option<&RawValue>>> =
-            serde_json::from_slice(&chunk).map_err(|e| worker::Error::RustError(format!("the window's rows are not what the query builds: {e}")))?;
-        messages.extend(found.into_iter().map(MessageRow::into_history));
-    }
-    messages.sort_unstable_by_key(|m| m.seq);
-    Ok(messages)
 }
 
 #[derive(Deserialize)]

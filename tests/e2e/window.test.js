@@ -1,7 +1,6 @@
-// A turn's window of messages as D1 gives it: JSON the query builds, in chunks under D1's 2 MB
-// for a value (storage::turns::SELECT_RECENT_MESSAGES). A window of more than one chunk comes
-// back whole, in order, each message once; a message whose stored parts are not JSON stands
-// as unreadable and costs no other message.
+// A turn's window of messages as D1 gives it (storage::turns::SELECT_RECENT_MESSAGES): a window
+// of long messages (over 600 KB) comes back whole, in order, each message once; a message whose
+// stored parts are not JSON stands as unreadable and costs no other message.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, groupText, mention, uniqueId, sleep } from "../support/stack.js";
@@ -25,14 +24,14 @@ async function ask(chat, uid, text) {
   return allText(s.gemini.calls(uid).at(-1));
 }
 
-test("a window of more than one chunk (over 512 KB of messages) reaches the model whole, in order, each message once", async () => {
+test("a window of 160 of the longest texts (over 600 KB) reaches the model whole, in order, each message once", async () => {
   const chat = -1000000000000 - uniqueId();
   const uid = uniqueId();
-  // 160 messages of Telegram's longest text: about 650 KB stored, two chunks or more.
+  // 160 messages of Telegram's longest text: about 650 KB stored.
   const filler = "x".repeat(3980);
   for (let i = 0; i < 160; i++) await s.webhook(groupText(chat, uid, `marker-${String(i).padStart(3, "0")} ${filler}`));
   const [{ bytes }] = await s.sql("SELECT SUM(length(parts)) AS bytes FROM messages WHERE chat_id = ?", chat);
-  assert.ok(bytes > 600_000, `the window is more than one chunk: ${bytes} bytes`);
+  assert.ok(bytes > 600_000, `the window is over 600 KB: ${bytes} bytes`);
   const prompt = await ask(chat, uid, "what did I say first?");
   const shown = [...prompt.matchAll(/marker-(\d{3})/g)].map((m) => Number(m[1]));
   assert.deepEqual(shown, Array.from({ length: 160 }, (_, i) => i), "every message once, oldest first");
