@@ -155,6 +155,32 @@ pub(super) async fn read_capped(resp: &web_sys::Response, max: usize, known: boo
     Ok((bytes, false))
 }
 
+/// An incoming request's body when it is at most `max` bytes, else `None`: a body whose
+/// stated length is over is not read at all, one without a stated length only up to `max`.
+/// A stated length within `max` is read in one piece by the runtime (the webhook's case).
+pub async fn request_body_within(req: &web_sys::Request, max: usize) -> Result<Option<Vec<u8>>, String> {
+    let stated = stated_length(&req.headers());
+    if stated.is_some_and(|n| n > max) {
+        return Ok(None);
+    }
+    let bytes = if stated.is_some() {
+        let buffer = JsFuture::from(req.array_buffer().map_err(js_error)?).await.map_err(js_error)?;
+        Uint8Array::new(&buffer).to_vec()
+    } else {
+        let Some(stream) = req.body() else { return Ok(Some(Vec::new())) };
+        let mut bytes: Vec<u8> = Vec::new();
+        let mut chunks = Chunks::of(&stream);
+        while let Some(chunk) = chunks.next().await? {
+            if bytes.len() + chunk.len() > max {
+                return Ok(None);
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        bytes
+    };
+    Ok((bytes.len() <= max).then_some(bytes))
+}
+
 /// A body read whole, cut to `max` bytes; whether it was cut.
 fn cut(mut bytes: Vec<u8>, max: usize) -> (Vec<u8>, bool) {
     let truncated = bytes.len() > max;

@@ -3,7 +3,7 @@
 // so the command got no answer).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, groupText, uniqueId, sleep } from "../support/stack.js";
+import { startStack, privateText, groupText, uniqueId, sleep, WEBHOOK_SECRET } from "../support/stack.js";
 
 let s;
 before(async () => {
@@ -45,4 +45,38 @@ test("a group message full of odd characters and entities past the end is stored
   const [row] = await s.sql("SELECT text FROM messages WHERE chat_id = ? AND role = 'user'", chat);
   assert.ok(row.text.includes("é🦀"), row.text);
   await sleep(200);
+});
+
+/** A body sent as a stream, with no Content-Length (chunked). */
+const streamed = (text) =>
+  new ReadableStream({
+    start(c) {
+      const bytes = new TextEncoder().encode(text);
+      for (let i = 0; i < bytes.length; i += 64 * 1024) c.enqueue(bytes.slice(i, i + 64 * 1024));
+      c.close();
+    },
+  });
+const postStreamed = (update) =>
+  s.fetch("/telegram/webhook", {
+    method: "POST",
+    headers: { "content-type": "application/json", "X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET },
+    body: streamed(JSON.stringify(update)),
+    duplex: "half",
+  });
+
+test("an update over 256 KB is acknowledged and ignored, stated or streamed; one within it, streamed, is answered", async () => {
+  const uid = uniqueId();
+  const huge = privateText(uid, `forged ${"y".repeat(300 * 1024)}`);
+  const stated = await s.webhook(huge);
+  assert.equal(stated.status, 200, "acknowledged: Telegram would redeliver anything else");
+  const streamedHuge = await postStreamed({ ...huge, update_id: huge.update_id + 1 });
+  assert.equal(streamedHuge.status, 200);
+  await sleep(300);
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM messages WHERE user_id = ?", uid))[0].n, 0, "nothing of it stored");
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM updates WHERE update_id IN (?, ?)", huge.update_id, huge.update_id + 1))[0].n, 0);
+  // Telegram's longest text (4,096 characters, 4 bytes each at most) is far within the cap.
+  const r = await postStreamed(privateText(uid, `long and fine ${"é".repeat(4000)}`));
+  assert.equal(r.status, 200);
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "the answer");
+  assert.equal(s.gemini.calls(uid).length, 1);
 });

@@ -73,6 +73,11 @@ impl ParseError {
     }
 }
 
+/// The longest webhook body the bot reads. Telegram's updates are a few KB (a text is at most
+/// 4,096 characters); a longer body is acknowledged and ignored without being read whole, so
+/// no message row can near D1's 2 MB and no forged text reaches the model whole.
+pub const MAX_UPDATE_BYTES: usize = 256 * 1024;
+
 /// Parses a webhook body. Duplicate keys are tolerated (the last one wins), as Telegram's own
 /// clients do; see fixture 020.
 pub fn parse_update(body: &[u8]) -> Result<Update, ParseError> {
