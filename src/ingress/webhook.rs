@@ -23,7 +23,7 @@ use agent_core::conversation::{ConvKey, Inbound};
 use agent_core::gating::{reply_trigger, BotIdentity, Trigger};
 use agent_core::normalize::normalize;
 use agent_core::policy::admitted_by_level;
-use agent_core::telegram::{parse_update, MAX_UPDATE_BYTES};
+use agent_core::telegram::{parse_update, Update, MAX_UPDATE_BYTES};
 use worker::{Request, Response, Result};
 
 pub const SECRET_HEADER: &str = "X-Telegram-Bot-Api-Secret-Token";
@@ -50,6 +50,30 @@ pub async fn bot_identity(ctx: &Ctx) -> BotIdentity {
     bot
 }
 
+/// The update in the request's body, at most `MAX_UPDATE_BYTES` of it; `None` (with a log line)
+/// for a body over the cap, one that could not be read or one that does not parse: such an
+/// update is acknowledged and ignored, as Telegram would redeliver anything else forever.
+async fn read_update(req: &Request) -> Option<Update> {
+    let body = match crate::outbound::net::request_body_within(req.inner(), MAX_UPDATE_BYTES).await {
+        Ok(Some(body)) => body,
+        Ok(None) => {
+            worker::console_warn!("ignoring an update of more than {MAX_UPDATE_BYTES} bytes");
+            return None;
+        }
+        Err(e) => {
+            worker::console_warn!("ignoring an update whose body could not be read: {e}");
+            return None;
+        }
+    };
+    match parse_update(&body) {
+        Ok(u) => Some(u),
+        Err(e) => {
+            worker::console_warn!("ignoring an update that does not parse: {e}");
+            None
+        }
+    }
+}
+
 pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
     let presented = req.headers().get(SECRET_HEADER)?.unwrap_or_default();
     if let Some(refused) = refuse(&req, &ctx.secrets.webhook_secret, "TELEGRAM_WEBHOOK_SECRET", "the webhook", &presented)? {
@@ -61,25 +85,8 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
         worker::console_error!("refusing to serve the webhook: {e}");
         return Response::error(format!("server misconfigured: {e}"), 500);
     }
-    // Acknowledged and ignored, as an update that does not parse: Telegram would redeliver
-    // anything else forever.
-    let body = match crate::outbound::net::request_body_within(req.inner(), MAX_UPDATE_BYTES).await {
-        Ok(Some(body)) => body,
-        Ok(None) => {
-            worker::console_warn!("ignoring an update of more than {MAX_UPDATE_BYTES} bytes");
-            return ok(ctx);
-        }
-        Err(e) => {
-            worker::console_warn!("ignoring an update whose body could not be read: {e}");
-            return ok(ctx);
-        }
-    };
-    let update = match parse_update(&body) {
-        Ok(u) => u,
-        Err(e) => {
-            worker::console_warn!("ignoring an update that does not parse: {e}");
-            return ok(ctx);
-        }
+    let Some(update) = read_update(&req).await else {
+        return ok(ctx);
     };
     let now = now_ms();
     let db = ctx.db();
