@@ -475,18 +475,20 @@ mod tests {
     #[test]
     fn without_a_stored_cut_the_window_starts_right_after_the_summary_when_that_fits() {
         let lim = Limits { row_limit: 100, session_idle_secs: DAY, token_budget: 1000, structured: true };
-        let each = history::message_cost(&user(1, 1, 7), true);
-        let msgs: Vec<_> = (1..=20).map(|s| user(s, s, 7)).collect();
+        // Ids of one length: every message costs the same (each digit is a token).
+        let each = history::message_cost(&user(11, 11, 7), true);
+        let msgs: Vec<_> = (11..=30).map(|s| user(s, s, 7)).collect();
+        assert!(msgs.iter().all(|m| history::message_cost(m, true) == each));
         // Over the budget by a few messages; the summary covers the first five.
         let tight = Limits { token_budget: 17 * each, ..lim };
         let mut l = loaded(msgs.clone(), 0);
-        l.summary_until = Some(5);
+        l.summary_until = Some(15);
         let w = window(l, tight, 0).unwrap();
-        assert_eq!((w.cut_seq, w.last_cut), (Some(6), Some(5)), "the summary covers exactly what is cut");
-        assert_eq!(summary_for(w.last_cut, Some("s"), Some(5)), (Some("s"), false));
+        assert_eq!((w.cut_seq, w.last_cut), (Some(16), Some(15)), "the summary covers exactly what is cut");
+        assert_eq!(summary_for(w.last_cut, Some("s"), Some(15)), (Some("s"), false));
         // A summary that leaves too much to show is not a start: cut anew to two thirds.
         let mut l = loaded(msgs, 0);
-        l.summary_until = Some(1);
+        l.summary_until = Some(11);
         let w = window(l, tight, 0).unwrap();
         assert_eq!(w.messages.len(), 17 * 2 / 3);
     }

@@ -138,7 +138,11 @@ pub fn chronological(msgs: &mut [HistoryMessage]) {
     });
 }
 
-/// Rough token estimate: about 4 ASCII characters per token, 1.5 for other scripts.
+/// Rough token estimate, after Gemini's tokenizer (SentencePiece, digits split): each ASCII
+/// digit one token, about 4 other ASCII characters per token, 1.5 characters of other scripts.
+/// Counted as a quarter token each, digits made it about two thirds of Gemini's count of the
+/// recorded conversation's history in either format: message ids are digits (BENCHMARKS.md,
+/// "Prompt size", has the estimate against Gemini's count).
 pub fn estimate_tokens(s: &str) -> usize {
     let mut tally = Tally::default();
     tally.add(s);
@@ -373,23 +377,29 @@ pub fn meta_tokens(m: &HistoryMessage) -> usize {
 /// Counts what is written as [`estimate_tokens`] counts a string.
 #[derive(Default)]
 struct Tally {
+    /// ASCII characters but digits.
     ascii: usize,
+    digits: usize,
     other: usize,
 }
 
 impl Tally {
     fn tokens(&self) -> usize {
-        self.ascii.div_ceil(4) + (self.other * 2).div_ceil(3)
+        self.digits + self.ascii.div_ceil(4) + (self.other * 2).div_ceil(3)
     }
 
     fn add(&mut self, s: &str) {
         // Most text is ASCII, which `is_ascii` checks a word at a time.
         if s.is_ascii() {
-            self.ascii += s.len();
+            let digits = s.bytes().filter(u8::is_ascii_digit).count();
+            self.digits += digits;
+            self.ascii += s.len() - digits;
             return;
         }
         for c in s.chars() {
-            if c.is_ascii() {
+            if c.is_ascii_digit() {
+                self.digits += 1;
+            } else if c.is_ascii() {
                 self.ascii += 1;
             } else {
                 self.other += 1;
@@ -648,7 +658,7 @@ pub fn compact_lines(msgs: &[HistoryMessage]) -> String {
 /// every loaded message).
 fn compact_text_tokens(m: &HistoryMessage) -> usize {
     // The parts are joined by single spaces (ASCII).
-    let mut tally = Tally { ascii: m.parts.len().saturating_sub(1), other: 0 };
+    let mut tally = Tally { ascii: m.parts.len().saturating_sub(1), ..Tally::default() };
     for p in &m.parts {
         match p {
             MsgPart::Text { text, .. } => tally.add(text),
@@ -708,13 +718,26 @@ mod tests {
     #[test]
     fn token_estimates_count_characters_not_bytes() {
         let by_chars = |s: &str| {
-            let ascii = s.chars().filter(char::is_ascii).count();
-            ascii.div_ceil(4) + ((s.chars().count() - ascii) * 2).div_ceil(3)
+            let digits = s.chars().filter(char::is_ascii_digit).count();
+            let ascii = s.chars().filter(char::is_ascii).count() - digits;
+            digits + ascii.div_ceil(4) + ((s.chars().count() - ascii - digits) * 2).div_ceil(3)
         };
-        for s in ["", "abc", "abcde", "é", "naïve café – ok", "日本語のテキスト", "🙂🙂 ok", "\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}"] {
+        for s in ["", "abc", "abcde", "é", "naïve café – ok", "日本語のテキスト", "🙂🙂 ok", "\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}", "#9001 at 7pm", "٣ ½ ²"] {
             assert_eq!(estimate_tokens(s), by_chars(s), "{s:?}");
         }
         assert_eq!(estimate_tokens("日本語"), 2, "three characters of another script, not nine bytes");
+    }
+
+    #[test]
+    fn every_digit_is_a_token_as_gemini_splits_numbers() {
+        // Gemini's tokenizer: "#9001 Carol#103:" is #|9|0|0|1| Carol|#|1|0|3|: (11 tokens).
+        assert_eq!(estimate_tokens("9001"), 4);
+        assert_eq!(estimate_tokens("message_id=9001"), 4 + 3);
+        assert_eq!(estimate_tokens("#9001 Carol#103:"), 7 + 3, "seven digits, nine other characters");
+        let mut m = user(1, 9001, 103, "Carol", "at 19:30 on 2026-11-18");
+        m.reply_to = Some(9000);
+        assert_eq!(meta_tokens(&m), estimate_tokens(&meta_line(&m)));
+        assert_eq!(compact_text_tokens(&m), estimate_tokens(&m.compact_text()));
     }
 
     #[test]
