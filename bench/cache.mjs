@@ -1,10 +1,10 @@
 // Replays the recorded 500-message group conversation (tests/fixtures/conversations/group_500.json)
 // through the worker under local workerd, in both history formats: every person's message goes
 // to the webhook in order, every fourth one mentions the bot (so it becomes a turn, about 110 of
-// them), and the next message waits for that turn's answer. The fake Gemini reports cached
-// tokens the way Gemini's implicit cache does (tests/support/fake-gemini-cache.js: the longest
-// prefix shared with a request of the last five minutes, from the model's minimum cacheable
-// size on). Prints JSON (read by report.mjs): per format, turns, input and cached tokens, the
+// them), and the next message waits for that turn's answer. The fake Gemini counts Gemini's own
+// tokens (tests/support/gemini-tokens.js) and reports cached tokens the way Gemini's implicit
+// cache does (tests/support/fake-gemini-cache.js: the longest prefix shared with a request of
+// the last five minutes, from the model's minimum cacheable size on). Prints JSON (read by report.mjs): per format, turns, input and cached tokens, the
 // cached share and the estimated cost per 100 turns as the bot prices it (`/api/v1/costs`).
 import fs from "node:fs";
 import path from "node:path";
@@ -17,7 +17,7 @@ const EVERY = 4;
 const PRICE = { model: "gemini-3.8-flash", input: 1.5, output: 7.5, cached: 0.375 };
 
 async function replay(format, chatId) {
-  const s = await startStack({ vars: { HISTORY_FORMAT: format, DEBOUNCE_MS: "50", DEBOUNCE_MAX_MS: "2000", GEMINI_MODEL: PRICE.model, PRICES: `${PRICE.model}=${PRICE.input}/${PRICE.output}/${PRICE.cached}` } });
+  const s = await startStack({ geminiTokens: "gemini", vars: { HISTORY_FORMAT: format, DEBOUNCE_MS: "50", DEBOUNCE_MAX_MS: "2000", GEMINI_MODEL: PRICE.model, PRICES: `${PRICE.model}=${PRICE.input}/${PRICE.output}/${PRICE.cached}` } });
   try {
     const ids = new Map(); // the fixture's message id → the id the replay sent it with
     let turns = 0;

@@ -11,12 +11,14 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const worker = JSON.parse(fs.readFileSync(path.join(root, ".tmp/bench/worker.json"), "utf8"));
 const prompt = JSON.parse(fs.readFileSync(path.join(root, ".tmp/bench/prompt.json"), "utf8"));
 const cache = JSON.parse(fs.readFileSync(path.join(root, ".tmp/bench/cache.json"), "utf8"));
+const tokens = JSON.parse(fs.readFileSync(path.join(root, ".tmp/bench/tokens.json"), "utf8"));
 const criterion = (name) => {
   const file = path.join(root, "target/criterion", name, "new/estimates.json");
   const e = JSON.parse(fs.readFileSync(file, "utf8"));
   return { median_ms: e.median.point_estimate / 1e6, low_ms: e.median.confidence_interval.lower_bound / 1e6, high_ms: e.median.confidence_interval.upper_bound / 1e6 };
 };
 const fmt = (n, d = 1) => n.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d });
+const n = (x) => Math.round(x).toLocaleString("en-US");
 const kb = (b) => `${fmt(b / 1024, 0)} KiB`;
 const mark = (ok) => (ok ? "✅" : "❌");
 
@@ -89,7 +91,7 @@ message, so a failed hand-off is redelivered rather than lost.
 | D1 round trips per turn | mean ${fmt(w.turn.d1_round_trips.mean, 1)}, max ${w.turn.d1_round_trips.max} (${w.turn.d1_statements.max} statements) | |
 | per message sent | 1 Telegram call + 2 D1 round trips (before: the step's outbox rows read with its pending record; after: sent + stored); the plan's end 1 more (the turn's status, with the last step's outcome) | |
 
-${cacheSection(cache, prompt)}
+${cacheSection(cache, tokens)}
 ## Media
 
 One private chat sends 100 photos, one at a time, each answered (DEBOUNCE_MS 100); they are
@@ -124,22 +126,27 @@ ${answerTable(w.answer)}
 
 ## Prompt size (the recorded 500-message group conversation, tests/fixtures/conversations/group_500.json)
 
-| format | JSON characters | estimated tokens |
-|---|---|---|
-| structured | ${prompt.whole.structured.chars.toLocaleString("en-US")} | ${prompt.whole.structured.tokens.toLocaleString("en-US")} |
-| compact | ${prompt.whole.compact.chars.toLocaleString("en-US")} | ${prompt.whole.compact.tokens.toLocaleString("en-US")} |
-| compact / structured | ${fmt(prompt.whole.compact.chars / prompt.whole.structured.chars, 2)} | ${fmt(prompt.whole.ratio_tokens, 2)} |
-${prompt.whole.words_only ? `| the messages' words alone (no id, name, reply or turn) | | ${fmt(prompt.whole.words_only.tokens, 0)} (${fmt(prompt.whole.words_only.tokens / prompt.whole.structured.tokens, 2)} of structured) |
-` : ""}${prompt.whole.names_and_words ? `| each message as "name: words" (no id, reply or turn) | | ${fmt(prompt.whole.names_and_words.tokens, 0)} (${fmt(prompt.whole.names_and_words.tokens / prompt.whole.structured.tokens, 2)} of structured) |
-` : ""}
-Within the default 12,000-token history budget, structured keeps the last
-${prompt.budget_12000.structured_messages_kept} messages and compact all ${prompt.budget_12000.compact_messages_kept}. Tokens are estimated as the
-model sees them (part texts and function-call JSON, a few tokens of framing per turn and part),
-not from the request's JSON syntax. The aim was a third; short chat lines are mostly text,
-which both formats carry, and a format that names who wrote each message, with nothing else
-(no message ids, so no replies to older messages, no reactions to them, and no reply
-arrows), would still be ${prompt.whole.names_and_words ? fmt(prompt.whole.names_and_words.tokens / prompt.whole.structured.tokens, 2) : "—"} of structured. What compact carries beyond
-that is the message ids the model replies and reacts by, and who answers whom.
+| format | JSON characters | the bot's estimate, tokens | Gemini's tokens |
+|---|---|---|---|
+| structured | ${n(prompt.whole.structured.chars)} | ${n(prompt.whole.structured.tokens)} | ${n(tokens.whole.structured)} |
+| compact | ${n(prompt.whole.compact.chars)} | ${n(prompt.whole.compact.tokens)} | ${n(tokens.whole.compact)} |
+| compact / structured | ${fmt(prompt.whole.compact.chars / prompt.whole.structured.chars, 2)} | ${fmt(prompt.whole.ratio_tokens, 2)} | ${fmt(tokens.ratio, 2)} |
+| the messages' words alone (no id, name, reply or turn) | | ${n(prompt.whole.words_only.tokens)} (${fmt(prompt.whole.words_only.tokens / prompt.whole.structured.tokens, 2)} of structured) | ${n(tokens.whole.words_only)} (${fmt(tokens.whole.words_only / tokens.whole.structured, 2)} of structured) |
+| each message as "name: words" (no id, reply or turn) | | ${n(prompt.whole.names_and_words.tokens)} (${fmt(prompt.whole.names_and_words.tokens / prompt.whole.structured.tokens, 2)} of structured) | ${n(tokens.whole.names_and_words)} (${fmt(tokens.whole.names_and_words / tokens.whole.structured, 2)} of structured) |
+
+Gemini's tokens are counted with Gemini 2.0's tokenizer (as in "Model cost" above), each
+content as a turn with its role markers; the bot's estimate (\`core::history::estimate_tokens\`,
+what its history budget counts: a token per digit, 4 other ASCII characters, 1.5 characters of
+other scripts, a few tokens of framing per turn and part) comes to ${fmt(tokens.estimate_over_gemini.structured, 2)} of Gemini's count for
+structured history and ${fmt(tokens.estimate_over_gemini.compact, 2)} for compact. Within the default 12,000-token history budget,
+structured keeps the last ${prompt.budget_12000.structured_messages_kept} messages and compact ${prompt.budget_12000.compact_messages_kept === prompt.whole.messages ? "all " : "the last "}${prompt.budget_12000.compact_messages_kept}.
+
+The aim was a third. Short chat lines are mostly text, which both formats carry, and a format
+that names who wrote each message with nothing else (no message ids, so no replies to older
+messages, no reactions to them, and no reply arrows) would still be ${fmt(tokens.whole.names_and_words / tokens.whole.structured, 2)} of structured in
+Gemini's tokens. What compact carries beyond that is the message ids the model replies and
+reacts by, and who answers whom; in Gemini's tokens an id is a token a digit, so they are
+${fmt((tokens.whole.compact - tokens.whole.names_and_words) / tokens.whole.compact * 100, 0)}% of compact history.
 
 ## Core speed (criterion, native, median with 95% interval)
 

@@ -6,13 +6,15 @@
 // messages (roles, empty parts, unknown fields, function call/response pairing), thought
 // signatures issued on function calls and checked when they come back, inline files whose bytes
 // must be what their mimeType says (magic bytes), usageMetadata on every
-// answer (with cachedContentTokenCount for a repeated prefix: fake-gemini-cache.js). Answers are scripted per user id (the bot's prompts name the sender), so tests that
+// answer (with cachedContentTokenCount for a repeated prefix: fake-gemini-cache.js; tokens counted
+// as 4 characters, or with Gemini's tokenizer when asked: gemini-tokens.js). Answers are scripted per user id (the bot's prompts name the sender), so tests that
 // share one worker do not interfere.
 import http from "node:http";
 import crypto from "node:crypto";
 import zlib from "node:zlib";
 import { waiters } from "../../tools/util.js";
-import { implicitCache } from "./fake-gemini-cache.js";
+import { implicitCache, charMeasure, geminiMeasure } from "./fake-gemini-cache.js";
+import { geminiTokenizer } from "./gemini-tokens.js";
 
 const TOP_LEVEL = new Set(["contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings", "cachedContent"]);
 
@@ -200,20 +202,22 @@ async function streamAnswer(res, body, streamMs, entry) {
   res.end();
 }
 
-export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0 } = {}) {
+/** `tokens`: how usageMetadata counts, "estimate" (4 characters of the request's JSON a token,
+ *  quick) or "gemini" (Gemini's own tokenizer, gemini-tokens.js; the benchmarks). */
+export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0, tokens = "estimate" } = {}) {
   const requests = [];
   const scripts = new Map(); // route → array of answers (consumed in order)
   const issued = new Map(); // functionCall id → thoughtSignature
   let defaultLatency = latencyMs;
   let defaultStreamMs = streamMs;
   const { notify, waitFor } = waiters();
-  const cache = implicitCache();
+  const measure = tokens === "gemini" ? geminiMeasure(await geminiTokenizer()) : charMeasure;
+  const cache = implicitCache({ measure });
 
   function usage(body, outText, model) {
-    const prompt = Math.ceil(JSON.stringify(body).length / 4);
-    const candidates = Math.ceil((outText ?? "").length / 4) + 1;
+    const { prompt, cached } = cache.cached(body, model);
+    const candidates = measure.text(outText) + 1;
     const out = { promptTokenCount: prompt, candidatesTokenCount: candidates, thoughtsTokenCount: 3, totalTokenCount: prompt + candidates + 3 };
-    const cached = Math.min(cache.cached(body, model), prompt);
     if (cached > 0) out.cachedContentTokenCount = cached;
     return out;
   }

@@ -50,10 +50,11 @@ export async function startWorker(vars, secrets = {}, bundle = "./.tmp/bundle") 
   return { server, worker, url };
 }
 
-/** Starts fakes and the worker. `vars` override wrangler.toml's [vars]. */
-export async function startStack({ vars = {}, latencyMs = 0, secrets = {}, bundle } = {}) {
+/** Starts fakes and the worker. `vars` override wrangler.toml's [vars]; `geminiTokens`
+ *  "gemini" makes the fake Gemini count tokens with Gemini's tokenizer (the benchmarks). */
+export async function startStack({ vars = {}, latencyMs = 0, secrets = {}, bundle, geminiTokens } = {}) {
   const tg = await startFakeTelegram({ token: TOKEN });
-  const gemini = await startFakeGemini({ key: GEMINI_KEY, latencyMs });
+  const gemini = await startFakeGemini({ key: GEMINI_KEY, latencyMs, tokens: geminiTokens });
   const { server, worker, url } = await startWorker({ TELEGRAM_API_BASE: tg.base, GEMINI_API_BASE: gemini.base, ...vars }, secrets, bundle);
   const env = await worker.getEnv();
 

@@ -1,9 +1,10 @@
-//! A native simulation of Gemini's implicit cache over the recorded 500-message group
-//! conversation, to compare request layouts in the same run: every fourth person's message
-//! asks for a turn (about 110 turns), each turn's request is built from the history up to it,
-//! and each request's cached tokens are the longest prefix it shares with an earlier one, from
+//! The requests of a replay of the recorded 500-message group conversation, to compare
+//! request layouts under Gemini's implicit cache in the same run: every fourth person's message
+//! asks for a turn (about 110 turns), and each turn's request is built from the history up to
+//! it. `npm run bench` (bench/tokens.mjs) counts them in Gemini's tokens and applies the cache's
+//! rule: each request's cached tokens are the longest prefix it shares with an earlier one, from
 //! the model's minimum cacheable size on (the rule `tests/support/fake-gemini-cache.js` applies
-//! to the worker's real requests; tokens are 4 characters of the request's JSON).
+//! to the worker's real requests).
 //!
 //! - `before`: the layout this bot had until issue 17: the situation, the time and the turn's
 //!   stored context at the start of the system instruction, the history cut anew to the budget
@@ -20,11 +21,9 @@ use agent_core::gemini::Content;
 use agent_core::history::{self, BotTurn, HistoryMessage, Role};
 use agent_core::prompt::{self, ChatDetails, PromptInput, PromptLibrary, Situation};
 use agent_core::turn::{build_request, TurnRequest};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// Gemini's minimum cacheable prefix for the default model (Gemini 3.x: 4,096 tokens).
-pub const MIN_CACHE_TOKENS: usize = 4096;
 /// Turns are asked for by every this many person's messages.
 pub const EVERY: usize = 4;
 const BUDGET: usize = 12_000;
@@ -43,16 +42,6 @@ fn library() -> PromptLibrary {
         personas: [("default".to_string(), read("personas/default.md"))].into(),
         roles: [("group_host".to_string(), read("roles/group_host.md"))].into(),
     }
-}
-
-/// The request JSON as Gemini reads it: system instruction, tools, tool config, contents.
-fn linearize(body: &Value) -> String {
-    let head = json!([body["systemInstruction"], body["tools"], body.get("toolConfig").cloned().unwrap_or(Value::Null)]);
-    format!("{}{}", head, body["contents"])
-}
-
-fn common_prefix(a: &str, b: &str) -> usize {
-    a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count()
 }
 
 /// One turn's request in a layout, and the cut it leaves for the next turn.
@@ -126,9 +115,8 @@ fn request(layout: Layout, format: HistoryFormat, upto: &[HistoryMessage], turns
     (serde_json::to_value(build_request(&req, &contents, false)).unwrap(), cut)
 }
 
-/// Input tokens and cached tokens of every turn of the replay, in a layout and format.
-pub fn replay(layout: Layout, format: HistoryFormat, msgs: &[HistoryMessage], turns: &BTreeMap<String, BotTurn>) -> Vec<(usize, usize)> {
-    let mut seen: Vec<String> = Vec::new();
+/// The request of every turn of the replay, in a layout and format, in order.
+pub fn requests(layout: Layout, format: HistoryFormat, msgs: &[HistoryMessage], turns: &BTreeMap<String, BotTurn>) -> Vec<Value> {
     let mut out = Vec::new();
     let mut stored_cut = None;
     let mut people = 0;
@@ -142,29 +130,7 @@ pub fn replay(layout: Layout, format: HistoryFormat, msgs: &[HistoryMessage], tu
         }
         let (body, cut) = request(layout, format, &msgs[..=i], turns, stored_cut);
         stored_cut = cut;
-        let text = linearize(&body);
-        // Against the requests of the last few minutes (here: the last 20 turns).
-        let prefix = seen.iter().rev().take(20).map(|s| common_prefix(s, &text)).max().unwrap_or(0) / 4;
-        let cached = if prefix >= MIN_CACHE_TOKENS { prefix } else { 0 };
-        out.push((body.to_string().len().div_ceil(4), cached));
-        seen.push(text);
+        out.push(body);
     }
     out
-}
-
-/// The replay's totals: turns, input tokens, cached tokens, cached share; and the same from
-/// the first turn whose request is long enough to be cached at all (over the minimum).
-pub fn summary(calls: &[(usize, usize)]) -> Value {
-    let totals = |calls: &[(usize, usize)]| {
-        let input: usize = calls.iter().map(|c| c.0).sum();
-        let cached: usize = calls.iter().map(|c| c.1).sum();
-        (input, cached, cached as f64 / input.max(1) as f64)
-    };
-    let (input, cached, share) = totals(calls);
-    let long = calls.iter().position(|c| c.0 > MIN_CACHE_TOKENS).unwrap_or(calls.len());
-    let (_, _, share_long) = totals(&calls[long..]);
-    json!({
-        "turns": calls.len(), "input_tokens": input, "cached_tokens": cached, "cached_share": share,
-        "first_turn_over_minimum": long + 1, "cached_share_from_then": share_long,
-    })
 }

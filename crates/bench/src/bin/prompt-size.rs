@@ -1,68 +1,81 @@
-//! Prompt size of the recorded 500-message group conversation in both history formats,
-//! whole and cut to the default budget, and a simulation of Gemini's implicit cache over it
-//! in the request layouts before and after issue 17 (`agent_bench::cache`), as JSON (read by
-//! bench/report.mjs).
+//! Prompt size of the recorded 500-message group conversation in both history formats, whole
+//! and cut to the default budget, in the bot's own token estimate, as JSON on stdout (read by
+//! bench/report.mjs). With a path argument, also writes there what bench/tokens.mjs counts in
+//! Gemini's own tokens: the rendered histories, the floors (the words alone; "name: words"),
+//! and every request of the cache replay in the request layouts before and after issue 17
+//! (`agent_bench::cache`).
 
 use agent_bench::cache::{self, Layout};
 use agent_bench::group_500;
 use agent_core::config::HistoryFormat;
-use agent_core::history;
+use agent_core::gemini::{Content, Part};
+use agent_core::history::{self, HistoryMessage};
 use serde_json::json;
+
+/// The words alone, one line each, with no id, name, reply or turn around them: the floor of
+/// any format that carries every message's words.
+fn words_only(m: &[HistoryMessage]) -> Vec<Content> {
+    let words: Vec<String> = m.iter().map(|x| x.compact_text()).collect();
+    vec![Content::user(vec![Part::text(words.join("\n"))])]
+}
+
+/// The same with the speaker's name before each message ("Name: words", "bot: words"), still
+/// with no id, reply or turn: what a format that says who said each message cannot go under.
+fn names_and_words(m: &[HistoryMessage]) -> Vec<Content> {
+    let named: Vec<String> = m
+        .iter()
+        .map(|x| match x.role {
+            history::Role::Bot => format!("bot: {}", x.compact_text()),
+            _ => format!("{}: {}", x.name, x.compact_text()),
+        })
+        .collect();
+    vec![Content::user(vec![Part::text(named.join("\n"))])]
+}
 
 fn main() {
     let (mut msgs, turns) = group_500();
     history::chronological(&mut msgs);
-    let measure = |m: &[history::HistoryMessage]| {
-        let s = history::render_structured(m, &turns);
-        let c = history::render_compact(m, m.last().and_then(|x| x.message_id));
-        let (st, ct) = (history::estimate_contents_tokens(&s), history::estimate_contents_tokens(&c));
-        // The floor of any format that carries every message's words: the words alone, one
-        // line each, with no id, name, reply or turn around them.
-        let words: Vec<String> = m.iter().map(|x| x.compact_text()).collect();
-        let tt = history::estimate_contents_tokens(&[agent_core::gemini::Content::user(vec![agent_core::gemini::Part::text(words.join("\n"))])]);
-        // The same with the speaker's name before each message ("Name: words", "bot: words"),
-        // still with no id, reply or turn: what a format that says who said each message
-        // cannot go under.
-        let named: Vec<String> = m
-            .iter()
-            .map(|x| match x.role {
-                history::Role::Bot => format!("bot: {}", x.compact_text()),
-                _ => format!("{}: {}", x.name, x.compact_text()),
-            })
-            .collect();
-        let nt = history::estimate_contents_tokens(&[agent_core::gemini::Content::user(vec![agent_core::gemini::Part::text(named.join("\n"))])]);
-        json!({
-            "words_only": {"tokens": tt},
-            "names_and_words": {"tokens": nt},
-            "messages": m.len(),
-            "structured": {"chars": history::contents_json_chars(&s), "tokens": st},
-            "compact": {"chars": history::contents_json_chars(&c), "tokens": ct},
-            "ratio_tokens": ct as f64 / st as f64,
-        })
-    };
-    let whole = measure(&msgs);
+    let structured = history::render_structured(&msgs, &turns);
+    let compact = history::render_compact(&msgs, msgs.last().and_then(|x| x.message_id));
+    let (words, named) = (words_only(&msgs), names_and_words(&msgs));
+    let (st, ct) = (history::estimate_contents_tokens(&structured), history::estimate_contents_tokens(&compact));
+    let whole = json!({
+        "words_only": {"tokens": history::estimate_contents_tokens(&words)},
+        "names_and_words": {"tokens": history::estimate_contents_tokens(&named)},
+        "messages": msgs.len(),
+        "structured": {"chars": history::contents_json_chars(&structured), "tokens": st},
+        "compact": {"chars": history::contents_json_chars(&compact), "tokens": ct},
+        "ratio_tokens": ct as f64 / st as f64,
+    });
     let s_first = history::fit_budget(&msgs, 12_000, true);
     let c_first = history::fit_budget(&msgs, 12_000, false);
-    // Request layouts before and after issue 17, under the implicit cache's rule.
-    let mut sim = serde_json::Map::new();
-    for (name, format) in [("structured", HistoryFormat::Structured), ("compact", HistoryFormat::Compact)] {
-        sim.insert(
-            name.into(),
-            json!({
-                "before": cache::summary(&cache::replay(Layout::Before, format, &msgs, &turns)),
-                "after": cache::summary(&cache::replay(Layout::After, format, &msgs, &turns)),
-            }),
-        );
-    }
     println!(
         "{}",
         json!({
             "whole": whole,
-            "cache_simulation": sim,
             "budget_12000": {
                 "structured_messages_kept": msgs.len() - s_first,
                 "compact_messages_kept": msgs.len() - c_first,
             }
         })
     );
+    if let Some(path) = std::env::args().nth(1) {
+        let mut replay = serde_json::Map::new();
+        for (name, format) in [("structured", HistoryFormat::Structured), ("compact", HistoryFormat::Compact)] {
+            replay.insert(
+                name.into(),
+                json!({
+                    "before": cache::requests(Layout::Before, format, &msgs, &turns),
+                    "after": cache::requests(Layout::After, format, &msgs, &turns),
+                }),
+            );
+        }
+        let out = json!({
+            "every": cache::EVERY,
+            "whole": {"structured": structured, "compact": compact, "words_only": words, "names_and_words": named},
+            "estimated": {"structured": st, "compact": ct},
+            "replay": replay,
+        });
+        std::fs::write(&path, out.to_string()).unwrap_or_else(|e| panic!("writing {path}: {e}"));
+    }
 }
