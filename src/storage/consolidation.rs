@@ -86,9 +86,8 @@ pub async fn release(db: &Db, conv: &ConvKey, lease: Lease) {
 pub async fn messages(db: &Db, conv: &ConvKey, after: i64, before: i64, limit: i64, newest_first: bool) -> Result<Vec<HistoryMessage>> {
     let order = if newest_first { "DESC" } else { "ASC" };
     let sql = format!(
-        "SELECT m.seq, m.message_id, m.role, m.user_id, m.name, m.username, m.parts, m.reply_to, m.forwarded_from,
-           m.date, m.edited_at, m.turn_id, NULL AS turn_upto_seq, m.media_group_id
-         FROM messages m WHERE m.conv = ?1 AND m.seq > ?2 AND m.seq < ?3 AND m.excluded = 0 ORDER BY m.seq {order} LIMIT ?4"
+        "SELECT {} FROM messages m WHERE m.conv = ?1 AND m.seq > ?2 AND m.seq < ?3 AND m.excluded = 0 ORDER BY m.seq {order} LIMIT ?4",
+        crate::message_columns!()
     );
     let found: Vec<MessageRow> = db.all(&sql, args![conv.to_string(), after, before, limit]).await?;
     let mut out: Vec<HistoryMessage> = found.into_iter().map(MessageRow::into_history).collect();

@@ -67,14 +67,16 @@ const SELECT_CHAT: &str = "SELECT kind, title, model, blocked_at FROM chats WHER
 /// conversation's `history_version` is ?4 and its session start ?5 (`RowCache`; the turn
 /// decides the same way from the conversation's row, read in the same batch). Without a copy
 /// ?3 is -1 and the version NULL.
-const SELECT_RECENT_MESSAGES: &str = "SELECT m.seq, m.message_id, m.role, m.user_id, m.name, m.username, m.parts,
-       m.reply_to, m.reply_to_user_id, m.reply_to_name, m.reply_excerpt, m.forwarded_from, m.date, m.edited_at, m.turn_id,
-       t.upto_seq AS turn_upto_seq, m.media_group_id
+const SELECT_RECENT_MESSAGES: &str = concat!(
+    "SELECT ",
+    crate::message_columns!(replies),
+    ", t.upto_seq AS tu
      FROM messages m LEFT JOIN turns t ON t.turn_id = m.turn_id
      WHERE m.conv = ?1 AND m.excluded = 0 AND m.seq >= COALESCE((SELECT
          CASE WHEN c.history_version = ?4 AND c.session_start_seq = ?5 THEN MAX(?3 + 1, c.session_start_seq) ELSE c.session_start_seq END
        FROM conversations c WHERE c.conv = ?1), 0)
-     ORDER BY m.seq DESC LIMIT ?2";
+     ORDER BY m.seq DESC LIMIT ?2"
+);
 /// The newest message an earlier turn (not this one, which may be a retry) answered. A
 /// scheduled run answers nobody: people's messages it saw still get their own turn.
 const SELECT_ANSWERED: &str = "SELECT MAX(upto_seq) AS upto_seq FROM turns
