@@ -145,8 +145,9 @@ The aim was a third. Short chat lines are mostly text, which both formats carry,
 that names who wrote each message with nothing else (no message ids, so no replies to older
 messages, no reactions to them, and no reply arrows) would still be ${fmt(tokens.whole.names_and_words / tokens.whole.structured, 2)} of structured in
 Gemini's tokens. What compact carries beyond that is the message ids the model replies and
-reacts by, and who answers whom; in Gemini's tokens an id is a token a digit, so they are
-${fmt((tokens.whole.compact - tokens.whole.names_and_words) / tokens.whole.compact * 100, 0)}% of compact history.
+reacts by, and who answers whom; Gemini's tokenizer makes an id a token a digit, so the ids,
+the reply arrows and the user ids named at a person's first line are
+${fmt((tokens.whole.compact - tokens.whole.names_and_words) / tokens.whole.compact * 100, 0)}% of compact history's tokens.
 
 ## Core speed (criterion, native, median with 95% interval)
 
