@@ -9,7 +9,9 @@ import { startStack, privateText, uniqueId, sleep, ROOT } from "../support/stack
 
 let s;
 before(async () => {
-  s = await startStack({ vars: { RETRY_BASE_MS: "300", MAX_TURN_ATTEMPTS: "4" } });
+  // A history budget that the 301-message window below fits whole (its ids are 14 digits a
+  // message, a token each in the estimate): the window shrinks by attempt, not by budget.
+  s = await startStack({ vars: { RETRY_BASE_MS: "300", MAX_TURN_ATTEMPTS: "4", HISTORY_TOKEN_BUDGET: "40000" } });
 });
 after(async () => {
   await s?.close();
