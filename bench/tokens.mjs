@@ -2,34 +2,28 @@
 // (.tmp/bench/prompt-requests.json): the recorded 500-message conversation's history in both
 // formats and the floors, and the cache replay's requests in the layouts before and after
 // issue 17 under Gemini's implicit cache rule (fake-gemini-cache.js: the longest prefix shared
-// with one of the last few minutes' requests, here the last 20 turns, counted from the model's
-// minimum cacheable size on). Prints JSON (read by report.mjs).
+// with one of the last five minutes' requests, here the last 20 turns, counted from the model's
+// minimum cacheable size on; the fake's own `implicitCache`). Prints JSON (read by report.mjs).
 import fs from "node:fs";
 import path from "node:path";
 import { ROOT } from "../tests/support/stack.js";
 import { geminiTokenizer } from "../tests/support/gemini-tokens.js";
-import { minCacheTokens } from "../tests/support/fake-gemini-cache.js";
+import { minCacheTokens, implicitCache, geminiMeasure } from "../tests/support/fake-gemini-cache.js";
 
 const MODEL = "gemini-3.8-flash";
 const file = process.argv[2] ?? path.join(ROOT, ".tmp/bench/prompt-requests.json");
 const dump = JSON.parse(fs.readFileSync(file, "utf8"));
 const tokenizer = await geminiTokenizer();
 
-const prefix = (a, b) => {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
-};
-
-/** Input and cached tokens of every request of a replay, in order. */
+/** Input and cached tokens of every request of a replay, in order: the fake Gemini's implicit
+ *  cache over Gemini's tokens, with a turn every 15 s (its five minutes: the last 20 turns). */
 function replay(requests) {
-  const seen = [];
+  let at = 0;
+  const cache = implicitCache({ measure: geminiMeasure(tokenizer), now: () => at });
   return requests.map((body) => {
-    const seq = tokenizer.request(body);
-    const best = seen.slice(-20).reduce((m, s) => Math.max(m, prefix(s, seq)), 0);
-    seen.push(seq);
-    return { input: seq.length, cached: best >= minCacheTokens(MODEL) ? best : 0 };
+    at += 15_000;
+    const { prompt, cached } = cache.cached(body, MODEL);
+    return { input: prompt, cached };
   });
 }
 
