@@ -1,5 +1,6 @@
 // HISTORY_FORMAT=compact: the history is one plain-text user turn, a line per message,
-// ending with the marker of the message to answer; the metadata never reaches users.
+// ending with the marker of the message to answer; message ids only on the lines the model may
+// act on; the metadata never reaches users.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, privateText, groupText, mention, uniqueId } from "../support/stack.js";
@@ -29,10 +30,25 @@ test("compact history is one text turn with a line per message and the answer ma
   assert.equal(
     text,
     `#${a.message.message_id} Alice#${alice}: lunch at noon?\n` +
-      `#${b.message.message_id} Bob#${bob} → #${a.message.message_id}: ${t}\n` +
+      `#${b.message.message_id} Bob#${bob} → Alice: ${t}\n` +
       `→ Answer #${b.message.message_id}`,
   );
   assert.match(req.body.systemInstruction.parts[0].text, /one line per message/);
+
+  // The next turn: the lines before the bot's answer name who wrote them and whom they answer,
+  // without ids; what came after it carries its id, for replies and reactions.
+  const c = groupText(chat, alice, "@edge_test_bot and a table for 3?", { name: "Alice", entities: mention("@edge_test_bot and a table for 3?", "edge_test_bot") });
+  await s.webhook(c);
+  await s.tg.waitFor(() => s.tg.sent(chat).length === 2, 10_000, "the second reply");
+  const next = s.gemini.calls(alice).at(-1).body.contents[0].parts[0].text;
+  assert.equal(
+    next,
+    `Alice#${alice}: lunch at noon?\n` +
+      `Bob#${bob} → Alice: ${t}\n` +
+      `bot: ${s.tg.sent(chat)[0]}\n` +
+      `#${c.message.message_id} Alice: @edge_test_bot and a table for 3?\n` +
+      `→ Answer #${c.message.message_id}`,
+  );
 });
 
 test("a model that echoes the line prefix or [meta] does not leak it to users", async () => {

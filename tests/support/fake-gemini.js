@@ -151,13 +151,23 @@ export function requestText(body) {
   return parts.map((p) => p.text ?? "").join("\n");
 }
 
-/** The user id whose message is newest in a request, from `[meta] ... user_id=` or `Name#id:`. */
+/** The user id whose message is newest in a request: from `[meta] ... user_id=` (structured), or
+ *  from the compact lines (`#id Name#user_id → Author: text`, where the id is on some lines only
+ *  and a person's user id follows their name only the first time: the last person's line is
+ *  looked up by name). */
 function routeOf(body) {
   const text = requestText(body);
   let last = null;
-  for (const m of text.matchAll(/\buser_id=(\d+)|#\d+ [^\n#]*?#(\d+)(?: →| \(|:)/g)) last = m[1] ?? m[2];
+  for (const m of text.matchAll(/\buser_id=(\d+)/g)) last = m[1];
+  if (last !== null) return last;
+  const ids = new Map();
+  for (const m of text.matchAll(/^(?:#\d+ )?("(?:[^"\\\n]|\\.)*"|[^\n#:→"]+?)(?:#(\d+))?(?: →| \(|:)/gm)) {
+    const [, name, uid] = m;
+    if (uid) ids.set(name, uid);
+    if (ids.has(name)) last = ids.get(name);
+  }
   if (last === null) {
-    // Compact lines name a person's id only the first time; fall back to any id seen.
+    // No person's line: fall back to any id seen.
     for (const m of text.matchAll(/#(\d+)/g)) last = m[1];
   }
   return last;

@@ -5,9 +5,11 @@
 //!   reply-to with the replied-to author and an excerpt); the bot's turns are replayed exactly
 //!   as Gemini returned them (thought signatures included), with function responses
 //!   synthesised from what became of each action. Consecutive turns of the same role are merged.
-//! - `compact`: one plain-text user turn, a line per message (`#456 Alice#987654: text`),
-//!   ending with a marker that says which message to answer. A reply to a message that is not
-//!   among the lines carries its author and excerpt (`→ #12 (Alice: "excerpt")`).
+//! - `compact`: one plain-text user turn, a line per message (`Alice#987654: text`, then
+//!   `Bob → Alice: text`), ending with a marker that says which message to answer. Message ids
+//!   (`#456 Alice: text`) only on the lines the model may act on ([`COMPACT_RECENT_IDS`]). A
+//!   reply to a message that is not among the lines carries its author and excerpt
+//!   (`→ Alice ("excerpt")`).
 //!
 //! History is cut by an estimated-token budget, newest kept; the cut is reported, never silent.
 //!
@@ -15,8 +17,9 @@
 //! forwarded-from labels and excerpts in `[meta]` are JSON-quoted (newlines and quotes
 //! escaped); text that starts like a `[meta]` header is shown as `[quoted meta]`
 //! ([`neutralize`]); in the compact format every line break inside a message (any Unicode line
-//! separator) continues an indented line, and names that could pass for a line prefix (with
-//! `#`, `:`, `→`, brackets, quotes, or the name `bot`) are quoted.
+//! separator) continues an indented line, so only the renderer starts a line, and names that
+//! could pass for a line prefix (with `#`, `:`, `→`, brackets, quotes, or the name `bot`) are
+//! quoted.
 
 use crate::conversation::Part as MsgPart;
 use crate::gemini::{Content, Part};
@@ -573,9 +576,29 @@ pub fn render_structured_with_media(msgs: &[HistoryMessage], turns: &BTreeMap<St
     normalize_contents(contents)
 }
 
+/// In a turn's compact history, the lines that carry their message id are the messages since
+/// the bot last spoke (what the turn answers), at most this many of the last, with the message
+/// to answer and the messages whose media the turn attaches, wherever they are: the messages
+/// the model may reply to or react to. Every other line names who wrote it and whom it
+/// answers, and nothing else: ids are a token a digit in Gemini's tokenizer, and they were a
+/// third of what compact history spent. (The ids move with the conversation, so a line that
+/// loses its id ends the prefix a request shares with the one before: they are kept to the
+/// end of the history, where the new lines are anyway.)
+pub const COMPACT_RECENT_IDS: usize = 10;
+
 /// Renders the compact history: one user turn, ending with the marker of the message to answer.
 pub fn render_compact(msgs: &[HistoryMessage], target: Option<i64>) -> Vec<Content> {
-    let mut text = compact_lines(msgs);
+    render_compact_with_media(msgs, target, &BTreeMap::new())
+}
+
+/// [`render_compact`], with the media a turn looks at (by message seq) after the text, in
+/// message order (each item's parts name its message, whose line shows its id).
+pub fn render_compact_with_media(msgs: &[HistoryMessage], target: Option<i64>, media: &BTreeMap<i64, Vec<Part>>) -> Vec<Content> {
+    // The messages since the bot last spoke (what this turn answers), at most the last few.
+    let answered = msgs.iter().rposition(|m| m.role == Role::Bot).map_or(0, |i| i + 1);
+    let recent = msgs.len().saturating_sub(COMPACT_RECENT_IDS).max(answered);
+    let show_id = |i: usize, m: &HistoryMessage| i >= recent || (target.is_some() && m.message_id == target) || media.contains_key(&m.seq);
+    let mut text = compact_lines_with(msgs, show_id);
     if !text.is_empty() {
         text.push('\n');
     }
@@ -583,34 +606,39 @@ pub fn render_compact(msgs: &[HistoryMessage], target: Option<i64>) -> Vec<Conte
         Some(t) => format!("→ Answer #{t}"),
         None => "→ Answer the latest messages".to_string(),
     });
-    vec![Content::user(vec![Part::text(text)])]
+    let mut parts = vec![Part::text(text)];
+    parts.extend(media.values().flatten().cloned());
+    vec![Content::user(parts)]
 }
 
-/// [`render_compact`], with the media a turn looks at (by message seq) after the text, in
-/// message order (each item's parts name its message).
-pub fn render_compact_with_media(msgs: &[HistoryMessage], target: Option<i64>, media: &BTreeMap<i64, Vec<Part>>) -> Vec<Content> {
-    let mut contents = render_compact(msgs, target);
-    if let Some(user) = contents.first_mut() {
-        user.parts.extend(media.values().flatten().cloned());
-    }
-    contents
-}
-
-/// The compact lines of messages, one per message (also what consolidation reads).
+/// The compact lines of messages, one per message, every line with its message id (what
+/// consolidation reads: the memories it extracts cite the ids).
 pub fn compact_lines(msgs: &[HistoryMessage]) -> String {
+    compact_lines_with(msgs, |_, _| true)
+}
+
+/// The compact lines of messages: `#id Name#user_id → Author: text`, the id only where
+/// `show_id(index, message)` says, a person's user id at the first line of their name, the
+/// arrow naming the author of the message replied to (described when it is not among the lines).
+pub fn compact_lines_with(msgs: &[HistoryMessage], show_id: impl Fn(usize, &HistoryMessage) -> bool) -> String {
     let mut lines = Vec::with_capacity(msgs.len());
     let mut named: BTreeMap<&str, Option<i64>> = BTreeMap::new();
-    let shown: BTreeSet<i64> = msgs.iter().filter_map(|m| m.message_id).collect();
-    for m in msgs {
-        let id = m.message_id.map_or_else(|| "#-".to_string(), |id| format!("#{id}"));
+    let by_id: BTreeMap<i64, &HistoryMessage> = msgs.iter().filter_map(|m| Some((m.message_id?, m))).collect();
+    // Names more than one person uses in view: an arrow to one of them adds the user id.
+    let mut people: BTreeMap<&str, BTreeSet<Option<i64>>> = BTreeMap::new();
+    for m in msgs.iter().filter(|m| m.role == Role::User) {
+        people.entry(m.name.as_str()).or_default().insert(m.user_id);
+    }
+    for (i, m) in msgs.iter().enumerate() {
+        let id = if show_id(i, m) { m.message_id.map_or_else(|| "#- ".to_string(), |id| format!("#{id} ")) } else { String::new() };
         // Every line break inside a message continues an indented line: only the renderer
-        // starts a line with `#`. (\r\n counts as one break.)
+        // starts a line. (\r\n counts as one break.)
         let raw = m.compact_text().replace("\r\n", "\n");
         let text = if m.role == Role::Bot { raw } else { neutralize(&raw) };
         let text = text.split(is_line_break).collect::<Vec<_>>().join("\n  ");
         let line = match m.role {
-            Role::Bot => format!("{id} bot: {text}"),
-            Role::Event => format!("{id} {text}"),
+            Role::Bot => format!("{id}bot: {text}"),
+            Role::Event => format!("{id}{text}"),
             Role::User => {
                 // A person's id is written the first time their name appears.
                 let name = compact_name(&m.name);
@@ -624,18 +652,20 @@ pub fn compact_lines(msgs: &[HistoryMessage]) -> String {
                         }
                     }
                 };
-                let mut head = format!("{id} {who}");
+                let mut head = format!("{id}{who}");
                 if let Some(r) = m.reply_to {
-                    head.push_str(&format!(" → #{r}"));
-                    // A message out of view is described: who wrote it and how it began.
-                    if !shown.contains(&r) {
-                        if let Some(info) = &m.reply_info {
-                            let author = info.name.as_deref().map(compact_name);
-                            match (author, &info.excerpt) {
-                                (Some(a), Some(e)) => head.push_str(&format!(" ({a}: {})", quote(e))),
-                                (Some(a), None) => head.push_str(&format!(" ({a})")),
-                                (None, Some(e)) => head.push_str(&format!(" ({})", quote(e))),
-                                (None, None) => {}
+                    head.push_str(" → ");
+                    match by_id.get(&r) {
+                        Some(to) => head.push_str(&author(to, &people)),
+                        // A message out of view is described: who wrote it and how it began.
+                        None => {
+                            let a = m.reply_info.as_ref().and_then(|info| info.name.as_deref()).map(compact_name);
+                            let e = m.reply_info.as_ref().and_then(|info| info.excerpt.as_deref()).map(quote);
+                            match (a, e) {
+                                (Some(a), Some(e)) => head.push_str(&format!("{a} ({e})")),
+                                (Some(a), None) => head.push_str(&a),
+                                (None, Some(e)) => head.push_str(&format!("({e})")),
+                                (None, None) => head.push_str(&format!("#{r}")),
                             }
                         }
                     }
@@ -652,6 +682,22 @@ pub fn compact_lines(msgs: &[HistoryMessage]) -> String {
         lines.push(line);
     }
     lines.join("\n")
+}
+
+/// Who wrote a message in view, as an arrow names them: `bot`, the person's name (with their
+/// user id when another person in view has the same name), or the id of a service message.
+fn author(m: &HistoryMessage, people: &BTreeMap<&str, BTreeSet<Option<i64>>>) -> String {
+    match m.role {
+        Role::Bot => "bot".to_string(),
+        Role::Event => m.message_id.map_or_else(|| "#-".to_string(), |id| format!("#{id}")),
+        Role::User => {
+            let name = compact_name(&m.name);
+            match m.user_id {
+                Some(uid) if people.get(m.name.as_str()).is_some_and(|p| p.len() > 1) => format!("{name}#{uid}"),
+                _ => name,
+            }
+        }
+    }
 }
 
 /// [`estimate_tokens`] of a message's `compact_text`, without building it (a turn counts
@@ -674,7 +720,9 @@ pub fn message_cost(m: &HistoryMessage, structured: bool) -> usize {
     if structured {
         text + meta_tokens(m) + 12
     } else {
-        text + 6
+        // `Name: text` and the line break; an arrow and its author for a reply. The ids of the
+        // last lines are within the budget's slack.
+        text + estimate_tokens(&m.name) + 2 + if m.reply_to.is_some() { 3 } else { 0 }
     }
 }
 
@@ -871,8 +919,65 @@ mod tests {
         let c = render_compact(&msgs, Some(459));
         assert_eq!(
             c[0].parts[0].text.as_deref().unwrap(),
-            "#456 Alice#987654: hello\n#457 bot: hi\n#458 Bob#111222 → #456: agreed\n#459 Alice: ok\n→ Answer #459"
+            "Alice#987654: hello\nbot: hi\n#458 Bob#111222 → Alice: agreed\n#459 Alice: ok\n→ Answer #459",
+            "ids since the bot spoke"
         );
+        // Consolidation reads every id (the memories it extracts cite them).
+        assert_eq!(compact_lines(&msgs), "#456 Alice#987654: hello\n#457 bot: hi\n#458 Bob#111222 → Alice: agreed\n#459 Alice: ok");
+    }
+
+    /// Only the last lines, the message to answer and the messages whose media are attached
+    /// carry ids in a turn's compact history; every line still says who wrote it and whom it
+    /// answers, and a line's text is the same whether its id is shown or not.
+    #[test]
+    fn a_turn_shows_ids_only_where_the_model_may_act() {
+        let n = COMPACT_RECENT_IDS as i64 + 20;
+        let mut msgs: Vec<HistoryMessage> = (1..=n).map(|i| user(i, 100 + i, 7 + i % 2, ["Ann", "Bob"][i as usize % 2], "hi")).collect();
+        msgs[4].reply_to = Some(101);
+        msgs[4].edited = true;
+        let media: BTreeMap<i64, Vec<Part>> = [(3, vec![Part::text("[#103 photo, attached]")])].into();
+        let c = render_compact_with_media(&msgs, Some(102), &media);
+        let text = c[0].parts[0].text.as_deref().unwrap();
+        assert_eq!(c[0].parts[1].text.as_deref(), Some("[#103 photo, attached]"));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), msgs.len() + 1);
+        let with_id: Vec<usize> = (0..msgs.len()).filter(|&i| lines[i].starts_with('#')).collect();
+        let recent: Vec<usize> = (msgs.len() - COMPACT_RECENT_IDS..msgs.len()).collect();
+        assert_eq!(with_id, [vec![1, 2], recent].concat(), "{text}");
+        assert_eq!(lines[0], "Bob#8: hi");
+        assert_eq!(lines[1], "#102 Ann#7: hi", "the message to answer");
+        assert_eq!(lines[4], "Bob → Bob (edited): hi", "a reply names whom it answers");
+        assert_eq!(lines[msgs.len()], "→ Answer #102");
+        let every = compact_lines(&msgs);
+        for (shown, full) in lines.iter().zip(every.lines()) {
+            assert!(full.ends_with(shown), "{full:?} / {shown:?}");
+            assert!(full.starts_with('#'));
+        }
+        // A new message takes an id from the line that is no longer among the last.
+        msgs.push(user(n + 1, 101 + n, 7, "Ann", "later"));
+        let next = render_compact(&msgs, None);
+        let next = next[0].parts[0].text.as_deref().unwrap();
+        let first_new = msgs.len() - 1 - COMPACT_RECENT_IDS;
+        assert!(!next.lines().nth(first_new).unwrap().starts_with('#'), "{next}");
+        assert!(next.lines().nth(first_new + 1).unwrap().starts_with('#'), "{next}");
+        // Once the bot has spoken, only what came after it (and the target) shows ids.
+        let spoke = msgs.len() - 3;
+        msgs.insert(spoke, bot(n + 2, 200, "noted", "t"));
+        let after = render_compact(&msgs, Some(102));
+        let after = after[0].parts[0].text.as_deref().unwrap();
+        let with_id: Vec<usize> = after.lines().enumerate().filter(|(_, l)| l.starts_with('#')).map(|(i, _)| i).collect();
+        assert_eq!(with_id, vec![1, spoke + 1, spoke + 2, spoke + 3], "{after}");
+        assert_eq!(after.lines().nth(spoke), Some("bot: noted"));
+    }
+
+    #[test]
+    fn an_arrow_tells_people_with_one_name_apart() {
+        let mut reply = user(3, 12, 9, "Cy", "yes");
+        reply.reply_to = Some(11);
+        let msgs = vec![user(1, 10, 7, "Sam", "a"), user(2, 11, 8, "Sam", "b"), reply.clone()];
+        assert!(compact_lines(&msgs).ends_with("#12 Cy#9 → Sam#8: yes"), "{}", compact_lines(&msgs));
+        let msgs = vec![user(2, 11, 8, "Sam", "b"), reply];
+        assert!(compact_lines(&msgs).ends_with("#12 Cy#9 → Sam: yes"));
     }
 
     /// A person types the bot's own header to pose as someone else (the operator, another
@@ -916,6 +1021,7 @@ mod tests {
 
         let compact = compact_lines(&msgs);
         let lines: Vec<&str> = compact.lines().collect();
+        assert_eq!(lines.iter().filter(|l| !l.starts_with(' ')).count(), 2, "{compact}");
         assert_eq!(lines.iter().filter(|l| l.starts_with('#')).count(), 2, "{compact}");
         assert!(lines.iter().skip(1).take(4).all(|l| l.starts_with("  ")), "{compact}");
         assert!(compact.contains("[quoted meta] message_id=99"));
@@ -939,10 +1045,14 @@ mod tests {
             r#"[meta] message_id=20 user_id=8 name="Bob" reply_to_message_id=5 reply_to_user_id=7 reply_to_name="Alice" reply_excerpt="Let's meet at \"noon\"\nor later""#
         );
         // Out of view (message 5 is not shown): the compact line says what it was.
-        assert!(compact_lines(&msgs).ends_with(r#"#20 Bob#8 → #5 (Alice: "Let's meet at \"noon\"\nor later"): agreed"#));
-        // In view: the line points at it and stays short.
+        assert!(compact_lines(&msgs).ends_with(r#"#20 Bob#8 → Alice ("Let's meet at \"noon\"\nor later"): agreed"#));
+        // In view: the line names whom it answers and stays short.
         reply.reply_to = Some(10);
-        assert!(compact_lines(&[user(1, 10, 7, "Alice", "hello"), reply]).ends_with("#20 Bob#8 → #10: agreed"));
+        assert!(compact_lines(&[user(1, 10, 7, "Alice", "hello"), reply.clone()]).ends_with("#20 Bob#8 → Alice: agreed"));
+        // Out of view with nothing known of it: the id it answers.
+        reply.reply_to = Some(4);
+        reply.reply_info = None;
+        assert!(compact_lines(&[user(1, 10, 7, "Alice", "hello"), reply]).ends_with("#20 Bob#8 → #4: agreed"));
     }
 
     #[test]

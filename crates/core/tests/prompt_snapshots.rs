@@ -267,12 +267,13 @@ pub fn long_conversation(n: usize) -> (Vec<HistoryMessage>, BTreeMap<String, Bot
     (msgs, turns)
 }
 
-/// The issue aimed for a third. Measured (November 2026) on this conversation: ≈ 0.42 of the
-/// structured tokens counted as the model sees them, ≈ 0.35 counted by JSON characters. Short
-/// chat lines are mostly their text, which both formats carry; the saving is the [meta] line
-/// and the JSON of bot turns. This guards the saving we have: under half.
+/// Issue 17 asks for a third. Short chat lines are mostly their text, which both formats carry;
+/// what compact saves is the [meta] line and the JSON of bot turns, and since it shows message
+/// ids only where the model may act (`history::COMPACT_RECENT_IDS`) it is at a third here by
+/// the bot's estimate (0.42 with an id on every line; the recorded conversation, counted in
+/// Gemini's tokens by `npm run bench`, 0.31).
 #[test]
-fn compact_history_is_under_half_of_structured() {
+fn compact_history_is_a_third_of_structured() {
     let (msgs, turns) = long_conversation(500);
     let s = history::render_structured(&msgs, &turns);
     let c = history::render_compact(&msgs, Some(1499));
@@ -284,5 +285,5 @@ fn compact_history_is_under_half_of_structured() {
         history::contents_json_chars(&s),
         history::contents_json_chars(&c)
     );
-    assert!(ratio < 0.5, "compact is {ratio:.3} of structured");
+    assert!(ratio <= 1.0 / 3.0, "compact is {ratio:.3} of structured");
 }
