@@ -455,13 +455,22 @@ async function formatRun(format, bundle, side = null) {
     const long = await clean((i) => askAndAnswer(b, groupText(chat, 101 + (i % 6), `Edge, what do you make of all this? (${i})`, { name: "Alice" }), chat), discarded);
     later.push(["group_ask_webhook", long.map((r) => r.hook)]);
     later.push(["turn_500", long.map((r) => r.turn)]);
-    // The same turns after an edit of the first message (it bumps the conversation's
-    // history_version): the chat object's copy of the rows no longer holds and each turn reads
-    // its whole window again, as the first turn of a new chat-object instance does.
-    const full = await clean(async (i) => {
+    // The same turns after an edit of the first message: since migration 0019 the edited row
+    // is read with the new ones (before it, an edit bumped the conversation's history_version
+    // and the turn read its whole window, as `turn_500_full` below does).
+    const edit = await clean(async (i) => {
       await s.webhook(edited(first, i));
       await sleep(200);
       return askAndAnswer(b, groupText(chat, 101 + (i % 6), `Edge, and after the edit? (${i})`, { name: "Alice" }), chat);
+    }, discarded);
+    later.push(["turn_500_edit", edit.map((r) => r.turn)]);
+    // The same turns after the conversation's history_version moved (as its triggers move it
+    // when a message leaves the history or a retried turn's answer is placed anew): the chat
+    // object's copy of the rows no longer holds and each turn reads its whole window again, as
+    // the first turn of a new chat-object instance does.
+    const full = await clean(async (i) => {
+      await s.sql("UPDATE conversations SET history_version = history_version + 1 WHERE chat_id = ?", chat);
+      return askAndAnswer(b, groupText(chat, 101 + (i % 6), `Edge, and after the change? (${i})`, { name: "Alice" }), chat);
     }, discarded);
     later.push(["turn_500_full", full.map((r) => r.turn)]);
 

@@ -20,6 +20,16 @@ function verdict(cache, tokens) {
     .join(" ");
 }
 
+/** How one input bill compares with another: within 5% is "about the same". */
+const bill = (now, was) => (Math.abs(now - was) <= 0.05 * was ? "is about the same" : now < was ? `is ${pct(1 - now / was)} lower` : `is ${pct(now / was - 1)} higher`);
+
+/** Compact history with an id on every line, as it was, against now, in the same simulation. */
+function everyId(tokens) {
+  const { after, every_id: was } = tokens.cache_simulation.compact;
+  if (!was) return "";
+  return `Compact history now shows message ids only where the model may act ("Prompt size" below). Simulated, with an id on every line as before: ${n(was.input_tokens / was.turns)} input tokens a turn, ${pct(was.cached_share)} cached (the requests pass the minimum at turn ${was.first_turn_over_minimum}), ${usd(was.input_cost_per_100_turns_usd)} of input per 100 turns; now ${n(after.input_tokens / after.turns)} tokens, ${pct(after.cached_share)} cached (from turn ${after.first_turn_over_minimum}), ${usd(after.input_cost_per_100_turns_usd)}. The requests are ${pct(1 - after.input_tokens / was.input_tokens)} shorter, and the bill ${bill(after.input_cost_per_100_turns_usd, was.input_cost_per_100_turns_usd)} on this conversation: its first ${after.first_turn_over_minimum - 1} turns are under the minimum and nothing of them is cached; once a chat's requests are over it, ${pct(after.cached_share_from_then)} is cached against ${pct(was.cached_share_from_then)}, on fewer tokens.`;
+}
+
 export function cacheSection(cache, tokens) {
   const rows = cache.results
     .map((r) => {
@@ -53,5 +63,7 @@ last).
 ${rows}
 
 ${verdict(cache, tokens)}
+
+${everyId(tokens)}
 `;
 }

@@ -56,7 +56,8 @@ ${line("group chatter webhook", sb.chatter, st.chatter)}
 ${line("DM webhook + hand-off", sb.dm_webhook, st.dm_webhook)}
 ${line("turn, short history", sb.turn_short, st.turn_short)}
 ${line(`turn, ${st.turn_500.history_messages}-message history, structured`, sb.turn_500, st.turn_500)}
-${line(`the same after an edit (the whole window read)`, sb.turn_500_full, st.turn_500_full)}
+${line(`the same after an edit (before: the whole window read; after: the edited row read with the new ones)`, sb.turn_500_full, st.turn_500_edit ?? st.turn_500_full)}
+${line(`the same, the whole window read (the history version moved)`, sb.turn_500_full, st.turn_500_full)}
 ${b.embeddings && runs.embeddings ? line("turn with `EMBEDDINGS_MODEL` over 300 stored vectors", b.embeddings.turn_embeddings, runs.embeddings.turn_embeddings) + "\n" : ""}${line("queue job (a retried turn), all its invocations", sb.queue_turn_job, st.queue_turn_job)}
 ${line("of which the chat object's `/job`, the retried turn", sb.queue_job_object, st.queue_job_object)}
 ${line("consolidation jobs of one tick", sb.consolidation_jobs, st.consolidation_jobs)}
@@ -111,8 +112,8 @@ ${row("group webhook asking for a reply + hand-off", st.group_ask_webhook)}
 ${row("turn, short history (a private chat's second message; the alarm runs the turn and sends the reply)", st.turn_short)}
 ${row(`turn, ${st.turn_500.history_messages}-message group history, \`HISTORY_FORMAT=structured\``, st.turn_500)}
 ${row(`turn, ${co.turn_500.history_messages}-message group history, \`HISTORY_FORMAT=compact\``, co.turn_500)}
-${row(`the same, structured, after an edit of an early message: the whole window read again`, st.turn_500_full)}
-${row(`the same, compact, after an edit`, co.turn_500_full)}
+${st.turn_500_edit ? row(`the same, structured, after an edit of an early message (the edited row read with the new ones)`, st.turn_500_edit) + "\n" : ""}${co.turn_500_edit ? row(`the same, compact, after an edit`, co.turn_500_edit) + "\n" : ""}${row(`the same, structured, the whole window read again (the history version moved)`, st.turn_500_full)}
+${row(`the same, compact, the whole window read again`, co.turn_500_full)}
 ${runs.embeddings ? row("turn, short history, with `EMBEDDINGS_MODEL` and 300 stored memories with embeddings (the query embedded, every vector compared; the chat's first turn, not measured, read the vectors, which the isolate keeps)", runs.embeddings.turn_embeddings) + "\n" : ""}${row("queue job: a turn retried through the queue (the consumer, the chat object's `/job` that runs the turn, and the alarm after it), all together", st.queue_turn_job)}
 ${row("of which the consumer", st.queue_job_consumer)}
 ${row("of which the chat object's `/job`: the retried turn", st.queue_job_object)}
@@ -135,10 +136,14 @@ through the webhook (the recording's other ${st.turn_500.recorded_bot_messages} 
 did not make them), then ask the bot by name: 3 asks to warm up (not measured: the first
 runs while V8 still compiles that path), then ${reps} measured: the chat object's copy of the
 rows its last turn loaded serves, and each turn reads only the messages that are new. Then
-${reps} more asks, each after an edit of the first message, which makes the turn read its whole
-window again, as the first turn of an instance does (on Cloudflare an idle chat object is
-evicted after a minute or two, and its copy with it). Alarms that only re-arm later are not in
-these windows.
+${reps} more asks, each after an edit of the first message, which the turn reads with the new
+messages (migration 0019; before it, an edit made the turn read its whole window). Then ${reps}
+more, each after the conversation's history version was moved (by SQL, as its triggers move it
+when a message leaves the history or a retried turn's answer is placed anew), which makes the
+turn read its whole window again, as the first turn of an instance does (on Cloudflare an idle
+chat object is evicted after a minute or two, and its copy with it). In the before-and-after
+table, "after an edit" compares the before bundle's whole-window turn (what an edit cost it)
+with this commit's turn after an edit. Alarms that only re-arm later are not in these windows.
 
 ## D1 rows per message
 
@@ -157,7 +162,7 @@ ${rows("turn, short history (alarm, with delivery)", st.turn_short)}
 ${rows("group update asking for a reply (webhook + `/inbox`)", st.group_ask_webhook)}
 ${rows(`turn, ${st.turn_500.history_messages}-message history, structured`, st.turn_500)}
 ${rows(`turn, ${co.turn_500.history_messages}-message history, compact`, co.turn_500)}
-${rows(`the same, structured, after an edit (the whole window read)`, st.turn_500_full)}
+${st.turn_500_edit ? rows(`the same, structured, after an edit`, st.turn_500_edit) + "\n" : ""}${rows(`the same, structured, the whole window read`, st.turn_500_full)}
 ${runs.embeddings ? rows("turn, short history, with `EMBEDDINGS_MODEL` over 300 memories with embeddings (the chat's; other chats' grow by 300 per repetition)", runs.embeddings.turn_embeddings) + "\n" : ""}${rows("turn retried through the queue", st.queue_turn_job)}
 ${rows("cron tick", st.cron_tick)}
 

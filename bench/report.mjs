@@ -130,7 +130,8 @@ ${answerTable(w.answer)}
 |---|---|---|---|
 | structured | ${n(prompt.whole.structured.chars)} | ${n(prompt.whole.structured.tokens)} | ${n(tokens.whole.structured)} |
 | compact | ${n(prompt.whole.compact.chars)} | ${n(prompt.whole.compact.tokens)} | ${n(tokens.whole.compact)} |
-| compact / structured | ${fmt(prompt.whole.compact.chars / prompt.whole.structured.chars, 2)} | ${fmt(prompt.whole.ratio_tokens, 2)} | ${fmt(tokens.ratio, 2)} |
+| compact / structured | ${fmt(prompt.whole.compact.chars / prompt.whole.structured.chars, 2)} | ${fmt(prompt.whole.ratio_tokens, 2)} | ${fmt(tokens.ratio, 2)} ${mark(tokens.ratio <= 1 / 3)} |
+| compact with an id on every line (as before) | ${n(prompt.whole.compact_every_id.chars)} | ${n(prompt.whole.compact_every_id.tokens)} (${fmt(prompt.whole.compact_every_id.tokens / prompt.whole.structured.tokens, 2)} of structured) | ${n(tokens.whole.compact_every_id)} (${fmt(tokens.whole.compact_every_id / tokens.whole.structured, 2)} of structured) |
 | the messages' words alone (no id, name, reply or turn) | | ${n(prompt.whole.words_only.tokens)} (${fmt(prompt.whole.words_only.tokens / prompt.whole.structured.tokens, 2)} of structured) | ${n(tokens.whole.words_only)} (${fmt(tokens.whole.words_only / tokens.whole.structured, 2)} of structured) |
 | each message as "name: words" (no id, reply or turn) | | ${n(prompt.whole.names_and_words.tokens)} (${fmt(prompt.whole.names_and_words.tokens / prompt.whole.structured.tokens, 2)} of structured) | ${n(tokens.whole.names_and_words)} (${fmt(tokens.whole.names_and_words / tokens.whole.structured, 2)} of structured) |
 
@@ -141,13 +142,15 @@ other scripts, a few tokens of framing per turn and part) comes to ${fmt(tokens.
 structured history and ${fmt(tokens.estimate_over_gemini.compact, 2)} for compact. Within the default 12,000-token history budget,
 structured keeps the last ${prompt.budget_12000.structured_messages_kept} messages and compact ${prompt.budget_12000.compact_messages_kept === prompt.whole.messages ? "all " : "the last "}${prompt.budget_12000.compact_messages_kept}.
 
-The aim was a third. Short chat lines are mostly text, which both formats carry, and a format
-that names who wrote each message with nothing else (no message ids, so no replies to older
-messages, no reactions to them, and no reply arrows) would still be ${fmt(tokens.whole.names_and_words / tokens.whole.structured, 2)} of structured in
-Gemini's tokens. What compact carries beyond that is the message ids the model replies and
-reacts by, and who answers whom; Gemini's tokenizer makes an id a token a digit, so the ids,
-the reply arrows and the user ids named at a person's first line are
-${fmt((tokens.whole.compact - tokens.whole.names_and_words) / tokens.whole.compact * 100, 0)}% of compact history's tokens.
+The aim was a third. Short chat lines are mostly text, which both formats carry: a format that
+names who wrote each message with nothing else would be ${fmt(tokens.whole.names_and_words / tokens.whole.structured, 2)} of structured in Gemini's tokens.
+Compact history shows a message id only where the model may act (the messages since the bot
+last spoke, at most the last ${prompt.compact_recent_ids}; the message to answer; messages whose media are
+attached), and a reply's arrow names whom it answers (\`Bob → Alice: ...\`), so what it carries
+beyond names and words (arrows, the few ids, the user id at a person's first line) is
+${fmt((tokens.whole.compact - tokens.whole.names_and_words) / tokens.whole.compact * 100, 0)}% of its tokens. With an id on every line (Gemini's tokenizer makes an id a token
+a digit: \`#9001\` is five) it was ${fmt((tokens.whole.compact_every_id - tokens.whole.names_and_words) / tokens.whole.compact_every_id * 100, 0)}%. Shorter requests reach Gemini's cache minimum later in a
+conversation: "Model cost" above has what that does to the cached share and the bill.
 
 ## Core speed (criterion, native, median with 95% interval)
 

@@ -11,6 +11,9 @@ import { geminiTokenizer } from "../tests/support/gemini-tokens.js";
 import { minCacheTokens, implicitCache, geminiMeasure } from "../tests/support/fake-gemini-cache.js";
 
 const MODEL = "gemini-3.8-flash";
+// Its list price per million input tokens, cached at a quarter (as bench/cache.mjs prices it).
+const INPUT_USD = 1.5;
+const CACHED_USD = 0.375;
 const file = process.argv[2] ?? path.join(ROOT, ".tmp/bench/prompt-requests.json");
 const dump = JSON.parse(fs.readFileSync(file, "utf8"));
 const tokenizer = await geminiTokenizer();
@@ -42,6 +45,7 @@ function summary(calls) {
     input_tokens_per_turn: all.input / Math.max(1, calls.length),
     cached_tokens: all.cached,
     cached_share: all.share,
+    input_cost_per_100_turns_usd: (((all.input - all.cached) * INPUT_USD + all.cached * CACHED_USD) / 1e6) * (100 / Math.max(1, calls.length)),
     first_turn_over_minimum: from + 1,
     cached_share_from_then: totals(calls.slice(from)).share,
   };
@@ -51,7 +55,7 @@ const count = (contents) => tokenizer.contents(contents).length;
 const whole = Object.fromEntries(Object.entries(dump.whole).map(([k, v]) => [k, count(v)]));
 const cache_simulation = {};
 for (const [format, layouts] of Object.entries(dump.replay)) {
-  cache_simulation[format] = { before: summary(replay(layouts.before)), after: summary(replay(layouts.after)) };
+  cache_simulation[format] = Object.fromEntries(Object.entries(layouts).map(([layout, requests]) => [layout, summary(replay(requests))]));
 }
 console.log(
   JSON.stringify(

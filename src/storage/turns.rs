@@ -24,9 +24,13 @@ pub struct ConversationRow {
     pub history_cut_seq: Option<i64>,
     /// The newest message the conversation's summary covers.
     pub summary_until: Option<i64>,
-    /// Bumped by every change to the stored messages other than a new one (migration 0018).
+    /// Bumped by every change to the stored messages other than a new one or an edit
+    /// (migrations 0018, 0019).
     #[serde(default)]
     pub history_version: i64,
+    /// The conversation's newest edit mark (`messages.rev`, migration 0019), if any.
+    #[serde(default)]
+    pub edit_rev: Option<i64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -59,7 +63,8 @@ pub struct TurnContext {
 pub const HISTORY_ROWS: i64 = 400;
 
 const SELECT_CONVERSATION: &str = "SELECT session_start_seq, session_started_at, plan, history_cut_seq, history_version,
-       (SELECT until_seq FROM summaries WHERE conv = ?1) AS summary_until
+       (SELECT until_seq FROM summaries WHERE conv = ?1) AS summary_until,
+       (SELECT MAX(rev) FROM messages WHERE conv = ?1 AND rev IS NOT NULL) AS edit_rev
      FROM conversations WHERE conv = ?1";
 const SELECT_CHAT: &str = "SELECT kind, title, model, blocked_at FROM chats WHERE chat_id = ?1";
 /// The newest messages of the current session (it starts at `conversations.session_start_seq`),
@@ -77,6 +82,15 @@ const SELECT_RECENT_MESSAGES: &str = concat!(
        FROM conversations c WHERE c.conv = ?1), 0)
      ORDER BY m.seq DESC LIMIT ?2"
 );
+/// The rows of the chat object's copy (seq ?3 and older) edited since it was taken (an edit
+/// mark after ?2; the partial index `messages_edited`, migration 0019, holds only edited rows).
+const SELECT_EDITED_MESSAGES: &str = concat!(
+    "SELECT ",
+    crate::message_columns!(replies),
+    ", t.upto_seq AS tu
+     FROM messages m LEFT JOIN turns t ON t.turn_id = m.turn_id
+     WHERE m.conv = ?1 AND m.rev IS NOT NULL AND m.rev > ?2 AND m.seq <= ?3 AND m.excluded = 0"
+);
 /// The newest message an earlier turn (not this one, which may be a retry) answered. A
 /// scheduled run answers nobody: people's messages it saw still get their own turn.
 const SELECT_ANSWERED: &str = "SELECT MAX(upto_seq) AS upto_seq FROM turns
@@ -88,28 +102,37 @@ const SELECT_TURNS: &str = "SELECT turn_id, contents, step_outcomes FROM turns
 /// seq, in one round trip. (Notes, stored turns and memories depend on who and what is in the
 /// history; the turn reads them in its second round trip.)
 /// `copy`: the chat object's copy of the rows (`RowCache`) when it may serve this load; the
-/// messages then are only those after it if it still holds (the caller merges them).
+/// messages then are only those after it, and those of it edited since, if it still holds
+/// (the caller merges them).
 pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str, rows_limit: usize, copy: Option<RowCache>) -> Result<TurnContext> {
     let (after, version, start) = copy.as_ref().map_or((-1, None, None), |c| (c.upto, Some(c.version), Some(c.session_start)));
-    let stmts = vec![
+    let mut stmts = vec![
         db.stmt(SELECT_CONVERSATION, args![conv])?,
         db.stmt(SELECT_CHAT, args![chat_id])?,
         // One row more than a turn uses: if it comes back, it is the newest message cut off.
         db.stmt(SELECT_RECENT_MESSAGES, args![conv, rows_limit as i64 + 1, after, version, start])?,
         db.stmt(SELECT_ANSWERED, args![conv, turn_id])?,
     ];
+    if let Some(c) = &copy {
+        stmts.push(db.stmt(SELECT_EDITED_MESSAGES, args![conv, c.rev, c.upto])?);
+    }
     let r = db.batch(stmts).await?;
     let found = rows::<ConversationRow>(&r[0])?.into_iter().next();
     let chat = rows::<ChatRow>(&r[1])?.into_iter().next();
     let mut messages: Vec<HistoryMessage> = rows::<MessageRow>(&r[2])?.into_iter().map(MessageRow::into_history).collect();
     messages.reverse();
     // The copy held when the query used it (the conversation's row, read in the same batch,
-    // decides as the query did): the rows read are only the newer ones.
+    // decides as the query did): the rows read are only the newer ones, and the edited ones.
     if let (Some(copy), Some(c)) = (copy, &found) {
-        copy.merge(c.history_version, c.session_start_seq, &mut messages, rows_limit);
+        let edited: Vec<HistoryMessage> = match r.get(4) {
+            Some(e) => rows::<MessageRow>(e)?.into_iter().map(MessageRow::into_history).collect(),
+            None => Vec::new(),
+        };
+        copy.merge(c.history_version, c.session_start_seq, edited, &mut messages, rows_limit);
     }
     let conversation = found.unwrap_or_default();
-    let kept = RowCache::keep(conv, conversation.history_version, conversation.session_start_seq, &messages, rows_limit);
+    let rev = conversation.edit_rev.unwrap_or(0);
+    let kept = RowCache::keep(conv, conversation.history_version, conversation.session_start_seq, rev, &messages, rows_limit);
     let answered_seq = rows::<LastTurnRow>(&r[3])?.into_iter().next().and_then(|r| r.upto_seq).unwrap_or(0);
     Ok(TurnContext { conversation, chat, messages, answered_seq, kept })
 }

@@ -155,7 +155,7 @@ test("search_memory reads its own chat's matches, not every chat's (the scope fi
   await s.sql("DELETE FROM notes WHERE content = 'quince jelly wants lemon'");
 });
 
-test("a turn over a long history reads only what is new since the chat object's last turn; an edit makes it read the whole window again (0018)", async () => {
+test("a turn over a long history reads only what is new or edited since the chat object's last turn; a message leaving the history makes it read the whole window again (0018, 0019)", async () => {
   const chat = -1000000000000 - uniqueId();
   const uid = uniqueId();
   const first = groupText(chat, uid, "the first thing said: apricots");
@@ -181,11 +181,26 @@ test("a turn over a long history reads only what is new since the chat object's 
   assert.match(two.prompt, /apricots/, "the whole window is still shown");
   assert.match(two.prompt, /chatter line 149/);
   assert.equal((two.prompt.match(/chatter line 75\b/g) ?? []).length, 1, "each message once");
-  // An edit of an old message bumps the conversation's history version: read again, shown edited.
+  // An edit of an old message marks its row: the next turn reads it with what is new, and
+  // shows it edited.
   await s.webhook({ update_id: first.update_id + 900000, edited_message: { ...first.message, text: "the first thing said: plums", edit_date: first.message.date + 5 } });
   await sleep(300);
   const three = await ask("and the first one, again?");
   assert.match(three.prompt, /plums/);
   assert.doesNotMatch(three.prompt, /apricots/);
-  assert.ok(three.read > 150, `after the edit the turn reads the whole window again: ${three.raw}`);
+  assert.ok(three.read < 60, `after the edit the turn read ${three.raw}`);
+  // A second edit of it, and an edit of another: both marked anew, both shown.
+  await s.webhook({ update_id: first.update_id + 900001, edited_message: { ...first.message, text: "the first thing said: quinces", edit_date: first.message.date + 9 } });
+  await sleep(300);
+  const four = await ask("and now the first one?");
+  assert.match(four.prompt, /quinces/);
+  assert.doesNotMatch(four.prompt, /plums/);
+  assert.ok(four.read < 60, `after the second edit the turn read ${four.raw}`);
+  // A message leaving the history (nothing does this yet but an operator's SQL) bumps the
+  // history version: the whole window is read again, without it.
+  await s.sql("UPDATE messages SET excluded = 1 WHERE chat_id = ? AND text = 'chatter line 75'", chat);
+  const five = await ask("and after that?");
+  assert.doesNotMatch(five.prompt, /chatter line 75\b/);
+  assert.match(five.prompt, /chatter line 76\b/);
+  assert.ok(five.read > 150, `after the exclusion the turn reads the whole window again: ${five.raw}`);
 });

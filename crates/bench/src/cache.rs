@@ -12,6 +12,8 @@
 //! - `after`: the layout it has now (`core::prompt`): a system instruction that is the same
 //!   every turn, the history from a start that stays put (`core::context::stable_start`), the
 //!   turn context last.
+//! - `every_id` (compact only): `after` with a message id on every compact line, as compact
+//!   history was until it showed ids only where the model may act (`history::COMPACT_RECENT_IDS`).
 
 use agent_core::config::HistoryFormat;
 use agent_core::context::{self, Limits, Loaded};
@@ -33,6 +35,7 @@ const ROWS: usize = 400;
 pub enum Layout {
     Before,
     After,
+    EveryId,
 }
 
 fn library() -> PromptLibrary {
@@ -51,7 +54,7 @@ fn request(layout: Layout, format: HistoryFormat, upto: &[HistoryMessage], turns
     let from = upto.len().saturating_sub(ROWS + 1);
     let limits = Limits { row_limit: ROWS, session_idle_secs: i64::MAX / 4, token_budget: BUDGET, structured };
     let (shown, cut) = match layout {
-        Layout::After => {
+        Layout::After | Layout::EveryId => {
             let loaded = Loaded { messages: upto[from..].to_vec(), answered_seq: 0, stored_start: 0, stored_started_at: Some(0), scheduled: false, stored_cut, summary_until: None };
             let w = context::window(loaded, limits, 0).unwrap();
             (w.messages, w.cut_seq)
@@ -90,12 +93,15 @@ fn request(layout: Layout, format: HistoryFormat, upto: &[HistoryMessage], turns
         chat: &chat,
         summary: cut.map(|_| "Earlier: the friends planned dinners, games and a book club."),
     };
-    let mut contents: Vec<Content> =
-        if structured { history::render_structured(&shown, turns) } else { history::render_compact(&shown, target.message_id) };
+    let mut contents: Vec<Content> = match (structured, layout) {
+        (true, _) => history::render_structured(&shown, turns),
+        (false, Layout::EveryId) => every_id(&shown, target.message_id),
+        (false, _) => history::render_compact(&shown, target.message_id),
+    };
     let system = match layout {
         // The turn's situation, stored context and time opened the system instruction.
         Layout::Before => format!("{}\n\n{}", prompt::turn_context(&input), prompt::system_instruction(&input)),
-        Layout::After => {
+        Layout::After | Layout::EveryId => {
             history::append_turn_context(&mut contents, prompt::turn_context(&input));
             prompt::system_instruction(&input)
         }
@@ -113,6 +119,14 @@ fn request(layout: Layout, format: HistoryFormat, upto: &[HistoryMessage], turns
         empty_reply: None,
     };
     (serde_json::to_value(build_request(&req, &contents, false)).unwrap(), cut)
+}
+
+/// Compact history with a message id on every line (what consolidation reads), ending with the
+/// answer marker as `history::render_compact` does.
+pub fn every_id(msgs: &[HistoryMessage], target: Option<i64>) -> Vec<Content> {
+    let lines = history::compact_lines(msgs);
+    let marker = target.map_or_else(|| "→ Answer the latest messages".to_string(), |t| format!("→ Answer #{t}"));
+    vec![Content::user(vec![agent_core::gemini::Part::text(format!("{lines}\n{marker}"))])]
 }
 
 /// The request of every turn of the replay, in a layout and format, in order.

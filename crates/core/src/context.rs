@@ -147,17 +147,23 @@ pub fn stable_start(messages: &[HistoryMessage], more_before: bool, anchors: Anc
 }
 
 /// A chat object's copy of the rows its turns loaded, so that a turn over a long history
-/// reads and converts only the messages that are new since (issue 17). Stored messages change
-/// only in two ways: a new message gets a higher seq, and anything else (an edit; a turn's
-/// `upto_seq` moving on its retry; a deletion) bumps the conversation's `history_version`
-/// (triggers, migration 0018). So the copy holds while the version and the session start are
-/// what they were when it was taken; then the rows after `upto` are all that is missing.
+/// reads and converts only the messages that are new or edited since (issue 17). Stored
+/// messages change in three ways only: a new message gets a higher seq; an edit marks its row
+/// with the conversation's next edit mark (`messages.rev`, migration 0019); anything else (a
+/// message joining or leaving the history; a turn's `upto_seq` moving on its retry; a
+/// deletion) bumps the conversation's `history_version` (triggers, migrations 0018 and 0019).
+/// So the copy holds while the version and the session start are what they were when it was
+/// taken; then the rows after `upto`, and the copy's rows marked after `rev`, are all that is
+/// missing.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RowCache {
     /// The conversation the rows are of (the edge offers the copy only to its turns).
     pub conv: String,
     pub version: i64,
     pub session_start: i64,
+    /// The conversation's newest edit mark when the copy was taken: rows marked later are read
+    /// again.
+    pub rev: i64,
     /// The newest seq the copy covers: newer rows are read from D1.
     pub upto: i64,
     /// The rows, oldest first: the newest of the session up to `upto`, at most `limit` + 1
@@ -172,18 +178,26 @@ impl RowCache {
         limit <= self.limit
     }
 
-    /// A turn's rows (oldest first, at most `limit` + 1, like a load) from the copy and the
-    /// rows D1 returned after `upto` (`fresh`, oldest first, replaced by them), when the copy
-    /// holds for the conversation's `version` and `session_start` as read with them (the query
+    /// A turn's rows (oldest first, at most `limit` + 1, like a load) from the copy, the copy's
+    /// rows D1 returned as edited since `rev` (`edited`, in place of the copy's) and the rows
+    /// D1 returned after `upto` (`fresh`, oldest first, replaced by them), when the copy holds
+    /// for the conversation's `version` and `session_start` as read with them (the query
     /// decides the same way). False when it does not: D1 then returned the whole window and
     /// `fresh` is left as it is. The copy's rows move (no copy of them is made).
-    pub fn merge(self, version: i64, session_start: i64, fresh: &mut Vec<HistoryMessage>, limit: usize) -> bool {
+    pub fn merge(self, version: i64, session_start: i64, edited: Vec<HistoryMessage>, fresh: &mut Vec<HistoryMessage>, limit: usize) -> bool {
         if version != self.version || session_start != self.session_start {
             return false;
         }
         let upto = self.upto;
         let mut rows = self.rows;
         rows.retain(|m| m.seq >= session_start);
+        // An edited row the copy does not hold is older than its rows (an edit cannot add or
+        // remove a row from the history: that bumps the version).
+        for m in edited {
+            if let Ok(i) = rows.binary_search_by_key(&m.seq, |r| r.seq) {
+                rows[i] = m;
+            }
+        }
         rows.extend(fresh.drain(..).filter(|m| m.seq > upto));
         let extra = rows.len().saturating_sub(limit + 1);
         rows.drain(..extra);
@@ -196,11 +210,11 @@ impl RowCache {
     /// message whose turn is not stored yet (an answer's chunk goes out while its turn runs;
     /// the turn's row, which places the answer, is written at its end): from there on the rows
     /// are read again, until that row exists.
-    pub fn keep(conv: &str, version: i64, session_start: i64, rows: &[HistoryMessage], limit: usize) -> RowCache {
+    pub fn keep(conv: &str, version: i64, session_start: i64, rev: i64, rows: &[HistoryMessage], limit: usize) -> RowCache {
         let settled = rows.iter().position(|m| m.role == Role::Bot && m.turn_id.is_some() && m.answered_upto.is_none()).unwrap_or(rows.len());
         let rows = rows[..settled].to_vec();
         let upto = rows.last().map_or(session_start - 1, |m| m.seq);
-        RowCache { conv: conv.to_string(), version, session_start, upto, rows, limit }
+        RowCache { conv: conv.to_string(), version, session_start, rev, upto, rows, limit }
     }
 }
 
@@ -305,44 +319,77 @@ mod tests {
     }
 
     #[test]
-    fn a_kept_copy_plus_what_is_new_is_the_load_it_replaces() {
-        // Conversations of many lengths, grown by many steps, with the copy kept after each
-        // load: what it serves equals a full load every time.
+    fn a_kept_copy_plus_what_is_new_or_edited_is_the_load_it_replaces() {
+        // Conversations of many lengths, grown by many steps, with edits of old and new rows
+        // between loads and the copy kept after each load: what it serves equals a full load
+        // every time.
         for limit in [3usize, 10, 400] {
             for step in [1i64, 2, 7, 30] {
                 let mut all: Vec<HistoryMessage> = Vec::new();
+                let mut revs: Vec<i64> = Vec::new(); // each row's edit mark, 0 when never edited
                 let mut copy: Option<RowCache> = None;
                 let mut seq = 0;
-                for _ in 0..40 {
+                for round in 0..40i64 {
                     for _ in 0..step {
                         seq += 1;
                         let role = if seq % 5 == 0 { Role::Bot } else { Role::User };
                         all.push(msg(seq, seq, role, 1 + seq % 3, "words"));
+                        revs.push(0);
                     }
+                    // Edits: a row far back, one in the middle, the newest (some rounds).
+                    for at in [round * 7 % seq, seq / 2, seq - 1].into_iter().filter(|at| (round + at) % 3 != 0) {
+                        let i = at as usize;
+                        if all[i].role == Role::User {
+                            all[i].parts = vec![crate::conversation::Part::Text { text: format!("edited in round {round}"), entities: vec![] }];
+                            all[i].edited = true;
+                            revs[i] = revs.iter().max().unwrap() + 1;
+                        }
+                    }
+                    let rev = *revs.iter().max().unwrap();
                     let full = load_rows(&all, 0, -1, limit);
                     let rows = match copy.take().filter(|c| c.serves(limit)) {
                         Some(c) => {
                             let mut rows = load_rows(&all, 0, c.upto, limit);
-                            assert!(c.merge(0, 0, &mut rows, limit), "the copy holds");
+                            let edited: Vec<HistoryMessage> =
+                                all.iter().zip(&revs).filter(|(m, r)| **r > c.rev && m.seq <= c.upto).map(|(m, _)| m.clone()).collect();
+                            assert!(c.merge(0, 0, edited, &mut rows, limit), "the copy holds");
                             rows
                         }
                         None => full.clone(),
                     };
                     assert_eq!(rows, full, "limit {limit}, step {step}, at seq {seq}");
-                    copy = Some(RowCache::keep("c", 0, 0, &rows, limit));
+                    copy = Some(RowCache::keep("c", 0, 0, rev, &rows, limit));
                 }
             }
         }
     }
 
+    /// Without the edited rows the copy would serve the old text: the merge is what puts the
+    /// edit in.
+    #[test]
+    fn an_edit_reaches_the_copy_only_through_the_edited_rows() {
+        let rows: Vec<HistoryMessage> = (1..=6).map(|s| user(s, s, 1)).collect();
+        let copy = RowCache::keep("c", 4, 1, 2, &rows, 10);
+        assert_eq!(copy.rev, 2);
+        let mut changed = rows[2].clone();
+        changed.edited = true;
+        let mut stale = vec![user(7, 7, 1)];
+        assert!(copy.clone().merge(4, 1, Vec::new(), &mut stale, 10));
+        assert!(!stale[2].edited);
+        let mut merged = vec![user(7, 7, 1)];
+        assert!(copy.merge(4, 1, vec![changed.clone(), user(40, 40, 1)], &mut merged, 10));
+        assert_eq!(merged.len(), 7, "a row the copy does not hold is not added");
+        assert_eq!(merged[2], changed);
+    }
+
     #[test]
     fn a_copy_does_not_hold_past_a_change_and_stops_before_an_unplaced_answer() {
         let rows: Vec<HistoryMessage> = (1..=6).map(|s| user(s, s, 1)).collect();
-        let copy = RowCache::keep("c", 4, 1, &rows, 10);
+        let copy = RowCache::keep("c", 4, 1, 0, &rows, 10);
         assert_eq!(copy.upto, 6);
         let mut fresh = vec![user(7, 7, 1)];
-        assert!(!copy.clone().merge(5, 1, &mut fresh, 10), "a bumped version (an edit)");
-        assert!(!copy.clone().merge(4, 3, &mut fresh, 10), "another session start");
+        assert!(!copy.clone().merge(5, 1, Vec::new(), &mut fresh, 10), "a bumped version (a retry's answer placed anew)");
+        assert!(!copy.clone().merge(4, 3, Vec::new(), &mut fresh, 10), "another session start");
         assert_eq!(fresh, vec![user(7, 7, 1)], "left as D1 returned it");
         assert!(copy.serves(10) && !copy.serves(11), "a bigger load needs rows the copy lacks");
         // A chunk of an answer sent while its turn ran: no turn row yet, so no place.
@@ -350,17 +397,17 @@ mod tests {
         unplaced.answered_upto = None;
         let mut with_chunk = rows.clone();
         with_chunk[3] = unplaced;
-        let copy = RowCache::keep("c", 4, 1, &with_chunk, 10);
+        let copy = RowCache::keep("c", 4, 1, 0, &with_chunk, 10);
         assert_eq!(copy.upto, 3);
         assert_eq!(copy.rows.len(), 3);
         // The rows from it on are read again (now placed) and served.
         let placed = msg(4, 4, Role::Bot, 0, "early chunk");
         let mut merged: Vec<HistoryMessage> = std::iter::once(placed).chain((5..=6).map(|s| user(s, s, 1))).collect();
-        assert!(copy.merge(4, 1, &mut merged, 10));
+        assert!(copy.merge(4, 1, Vec::new(), &mut merged, 10));
         assert_eq!(merged.len(), 6);
         assert_eq!(merged[3].answered_upto, Some(3));
         // Nothing settled: the copy covers nothing and everything is read.
-        let none = RowCache::keep("c", 4, 1, &with_chunk[3..], 10);
+        let none = RowCache::keep("c", 4, 1, 0, &with_chunk[3..], 10);
         assert_eq!((none.upto, none.rows.len()), (0, 0));
     }
 
