@@ -4,7 +4,8 @@
 -- their messages often.
 --
 -- Now an update of a message marks the row with the conversation's next edit mark (`rev`, the
--- highest so far plus one). A turn reads the highest mark with its rows; the next turn asks D1
+-- highest so far plus one): the edit's own upsert sets it (`storage::messages`), and the trigger
+-- below marks any other update that does not. A turn reads the highest mark with its rows; the next turn asks D1
 -- for the rows after its copy (as before) and for the rows of the copy marked since, and puts
 -- those in place of the copy's (`agent_core::context::RowCache::merge`). What the copy cannot
 -- take in place still bumps `history_version`: a message leaving or joining the history

@@ -35,13 +35,16 @@ const INSERT_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, r
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
        CASE (SELECT access FROM users WHERE user_id = ?5) WHEN 'allowed' THEN ?21 WHEN 'blocked' THEN ?22 ELSE ?20 END)
      ON CONFLICT (chat_id, message_id) DO NOTHING";
+/// An edit marks the row with the conversation's next edit mark itself (migration 0019's
+/// trigger would mark it too, writing the row a second time).
 const UPSERT_EDITED_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
        parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id,
        reply_to_user_id, reply_to_name, reply_excerpt, excluded)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
        CASE (SELECT access FROM users WHERE user_id = ?5) WHEN 'allowed' THEN ?21 WHEN 'blocked' THEN ?22 ELSE ?20 END)
      ON CONFLICT (chat_id, message_id) DO UPDATE SET parts = excluded.parts, text = excluded.text,
-       edited_at = excluded.edited_at";
+       edited_at = excluded.edited_at,
+       rev = (SELECT COALESCE(MAX(e.rev), 0) + 1 FROM messages e WHERE e.conv = messages.conv AND e.rev IS NOT NULL)";
 const SELECT_ACCESS: &str = "SELECT access FROM users WHERE user_id = ?1";
 /// A reaction is an event in the conversation of the message it is on, with no message id of
 /// its own: a redelivery is found by its update id among such rows (the partial index
