@@ -124,9 +124,8 @@ fn request(layout: Layout, format: HistoryFormat, upto: &[HistoryMessage], turns
 /// Compact history with a message id on every line (what consolidation reads), ending with the
 /// answer marker as `history::render_compact` does.
 pub fn every_id(msgs: &[HistoryMessage], target: Option<i64>) -> Vec<Content> {
-    let lines = history::compact_lines(msgs);
-    let marker = target.map_or_else(|| "→ Answer the latest messages".to_string(), |t| format!("→ Answer #{t}"));
-    vec![Content::user(vec![agent_core::gemini::Part::text(format!("{lines}\n{marker}"))])]
+    let text = format!("{}\n{}", history::compact_lines(msgs), history::answer_marker(target));
+    vec![Content::user(vec![agent_core::gemini::Part::text(text)])]
 }
 
 /// The request of every turn of the replay, in a layout and format, in order.

@@ -602,13 +602,18 @@ pub fn render_compact_with_media(msgs: &[HistoryMessage], target: Option<i64>, m
     if !text.is_empty() {
         text.push('\n');
     }
-    text.push_str(&match target {
-        Some(t) => format!("→ Answer #{t}"),
-        None => "→ Answer the latest messages".to_string(),
-    });
+    text.push_str(&answer_marker(target));
     let mut parts = vec![Part::text(text)];
     parts.extend(media.values().flatten().cloned());
     vec![Content::user(parts)]
+}
+
+/// The last line of compact history: which message to answer.
+pub fn answer_marker(target: Option<i64>) -> String {
+    match target {
+        Some(t) => format!("→ Answer #{t}"),
+        None => "→ Answer the latest messages".to_string(),
+    }
 }
 
 /// The compact lines of messages, one per message, every line with its message id (what

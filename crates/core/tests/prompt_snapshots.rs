@@ -270,7 +270,7 @@ pub fn long_conversation(n: usize) -> (Vec<HistoryMessage>, BTreeMap<String, Bot
 /// Issue 17 asks for a third. Short chat lines are mostly their text, which both formats carry;
 /// what compact saves is the [meta] line and the JSON of bot turns, and since it shows message
 /// ids only where the model may act (`history::COMPACT_RECENT_IDS`) it is at a third here by
-/// the bot's estimate (0.42 with an id on every line; the recorded conversation, counted in
+/// the bot's estimate (0.45 with an id on every line; the recorded conversation, counted in
 /// Gemini's tokens by `npm run bench`, 0.31).
 #[test]
 fn compact_history_is_a_third_of_structured() {
