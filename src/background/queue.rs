@@ -9,7 +9,6 @@
 //!   on the queue as it is, for a fresh invocation.
 //! - A dead letter is acked only after its chat object took it (200) and it was recorded.
 
-use crate::config::env::DEAD_LETTER_QUEUE;
 use crate::config::{now_ms, random_unit, Ctx};
 use crate::outbound::objects;
 use crate::outbound::queues::{apply, enqueue, DeadLetter};
@@ -61,7 +60,7 @@ async fn handle_dead(ctx: &Ctx, dead: &DeadLetter) -> bool {
 }
 
 pub async fn consume(batch: MessageBatch<serde_json::Value>, ctx: &Ctx) -> Result<()> {
-    let dead_queue = batch.queue() == DEAD_LETTER_QUEUE;
+    let dead_queue = crate::config::env::is_dead_letter_queue(&ctx.env, &batch.queue());
     for message in batch.messages()? {
         let body = message.body().clone();
         if dead_queue {

@@ -16,9 +16,16 @@ pub const CHATS: &str = "CHATS";
 pub const JOBS: &str = "JOBS";
 /// Jobs that ran out of attempts.
 pub const DEAD_LETTERS: &str = "DEAD_LETTERS";
-/// Queue names (as in wrangler.toml), to tell the consumer's batches apart.
-pub const JOBS_QUEUE: &str = "edge-agent-jobs";
-pub const DEAD_LETTER_QUEUE: &str = "edge-agent-dead-letters";
+/// The var naming the dead-letter queue, to tell the consumer's batches apart. A binding does
+/// not expose its queue's name, and each deployment names its own queues (`npm run deploy`
+/// writes this var), so the name is configuration, never a constant.
+pub const DEAD_LETTER_QUEUE_VAR: &str = "DEAD_LETTER_QUEUE";
+
+/// Whether a batch from `queue` holds dead letters: its name is the configured dead-letter
+/// queue's. Without the var (a hand-written configuration) nothing is taken for a dead letter.
+pub fn is_dead_letter_queue(env: &Env, queue: &str) -> bool {
+    env.var(DEAD_LETTER_QUEUE_VAR).is_ok_and(|v| v.to_string() == queue && !queue.is_empty())
+}
 
 #[derive(Clone, Default)]
 pub struct Secrets {
