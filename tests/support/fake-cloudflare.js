@@ -11,6 +11,7 @@
 // there when DEPLOY_WORKER_ORIGIN points at this server).
 import http from "node:http";
 import crypto from "node:crypto";
+import zlib from "node:zlib";
 import { DatabaseSync } from "node:sqlite";
 
 const json = (res, status, body) => {
@@ -47,13 +48,31 @@ function parseMultipart(body, contentType) {
 export const FAKE_ACCOUNT_ID = "0123456789abcdef0123456789abcdef";
 export const FAKE_API_TOKEN = "fake-cloudflare-api-token-for-tests";
 
+// The API's own refusals, as it words them (wrangler and the deploy read the codes).
+export const REFUSALS = {
+  noSubdomain: [404, 10007, "workers.api.error.script_not_found"],
+  uploadWithoutSubdomain: [400, 10063, "You need a workers.dev subdomain in order to proceed. Please go to the dashboard and open the Workers menu. Opening the Workers landing page for the first time will create a workers.dev subdomain automatically."],
+  subdomainTaken: [400, 10031, "workers.api.error.subdomain_unavailable"],
+  // Sic: the availability check answers a free name with an error too (the dashboard reads it so).
+  subdomainFree: [400, 10032, "subdomain_unavailable"],
+  hasSubdomain: [409, 10036, "workers.api.error.account_has_subdomain"],
+  emailUnverified: [403, 10034, "You need to verify your email address to use Workers. For more information, read our documentation on verifying your email address: https://developers.cloudflare.com/fundamentals/setup/account/verify-email-address/"],
+  consumerExists: [400, 11004, "workers.api.error.consumer_exists"],
+  tooLarge: (accountId) => [400, 10027, `Your Worker exceeded the size limit of 3 MiB. Please upgrade to a paid plan to deploy Workers up to 10 MiB. https://dash.cloudflare.com/${accountId}/workers/plans`],
+  tooManyCrons: (limit) => [400, 10072, `This account has reached the Workers Free limit of ${limit} cron triggers per account.`],
+  noPermission: [403, 10000, "Authentication error"],
+};
+
 /**
- * Starts the fake API. `subdomain` is the account's workers.dev subdomain. Returns the
- * server's handle: `base` (the API base URL wrangler is given), `origin` (the worker origin),
- * `calls` (every request: {method, path, query, body?}), the state (`databases`, `queues`,
- * `scripts`, `secrets`), `fault()` and `close()`.
+ * Starts the fake API. `subdomain` is the account's workers.dev subdomain (null: a brand-new
+ * account without one), `emailVerified` whether the account's email is verified (uploads are
+ * refused until it is), `scriptSizeLimit` the plan's limit on a worker's gzip size (Free: 3 MiB),
+ * `cronLimit` the account's cron triggers across all workers (Free: 5). Returns the server's
+ * handle: `base` (the API base URL wrangler is given), `origin` (the worker origin), `calls`
+ * (every request: {method, path, query, body?}), the state (`databases`, `queues`, `scripts`,
+ * `secrets`), `fault()`, `deny()` and `close()`.
  */
-export async function startFakeCloudflare({ accountId = FAKE_ACCOUNT_ID, token = FAKE_API_TOKEN, subdomain = "test-account" } = {}) {
+export async function startFakeCloudflare({ accountId = FAKE_ACCOUNT_ID, token = FAKE_API_TOKEN, subdomain = "test-account", emailVerified = true, scriptSizeLimit = 3 * 1024 * 1024, cronLimit = 5 } = {}) {
   const calls = [];
   const unknown = [];
   const faults = []; // {method, path: RegExp, sql?: RegExp, status, code, message, times}
@@ -64,6 +83,9 @@ export async function startFakeCloudflare({ accountId = FAKE_ACCOUNT_ID, token =
   const schedules = new Map(); // script name -> [{cron}]
   let queueLimit = Infinity;
   let seq = 0;
+  const denied = new Set(); // "workers" | "d1" | "queues": the token lacks that permission
+  const takenSubdomains = new Set(["taken", "cloudflare", "workers"]);
+  let workerReachable = true;
 
   function faultFor(method, path, sql) {
     const f = faults.find((f) => f.times > 0 && f.method === method && f.path.test(path) && (!f.sql || (sql && f.sql.test(sql))));
@@ -73,8 +95,15 @@ export async function startFakeCloudflare({ accountId = FAKE_ACCOUNT_ID, token =
 
   const dbByIdOrName = (idOrName) => databases.get(idOrName) ?? [...databases.values()].find((d) => d.name === idOrName);
   const dbInfo = (d) => ({ uuid: d.uuid, name: d.name, version: "production", created_at: d.created_at, num_tables: 0, file_size: 0, running_in_region: "WEUR" });
-  const queueInfo = (q) => ({ queue_id: q.queue_id, queue_name: q.queue_name, created_on: q.created_on, modified_on: q.created_on,
-    producers: [], producers_total_count: 0, consumers: q.consumers, consumers_total_count: q.consumers.length });
+  // A queue's producers: the deployed workers with a binding to it.
+  const producersOf = (q) => [...scripts.values()].filter((s) => (s.metadata?.bindings ?? []).some((b) => b.type === "queue" && b.queue_name === q.queue_name))
+    .map((s) => ({ type: "worker", script: s.name }));
+  const queueInfo = (q) => {
+    const producers = producersOf(q);
+    return { queue_id: q.queue_id, queue_name: q.queue_name, created_on: q.created_on, modified_on: q.created_on,
+      producers, producers_total_count: producers.length, consumers: q.consumers, consumers_total_count: q.consumers.length };
+  };
+  const cronsElsewhere = (name) => [...schedules.entries()].filter(([script]) => script !== name).reduce((n, [, list]) => n + list.length, 0);
 
   /** Runs SQL on a fake database as D1's /query does: one result per statement. */
   function runSql(d, sql, params = []) {
@@ -111,7 +140,22 @@ export async function startFakeCloudflare({ accountId = FAKE_ACCOUNT_ID, token =
     if (method === "GET" && path === "/user") return ok(res, { id: "user", email: "test@example.com" });
     if (method === "GET" && path === "/accounts") return ok(res, [{ id: accountId, name: "Test account" }], { result_info: { page: 1, per_page: 20, count: 1, total_count: 1 } });
     if (method === "GET" && path === "/memberships") return ok(res, [{ id: "m", account: { id: accountId, name: "Test account" }, permissions: {} }], { result_info: { page: 1, per_page: 20, count: 1, total_count: 1 } });
-    if (method === "GET" && path === `${a}/workers/subdomain`) return ok(res, { subdomain });
+    if (path.startsWith(`${a}/`)) {
+      const kind = path.startsWith(`${a}/d1/`) ? "d1" : path.startsWith(`${a}/queues`) ? "queues" : path.startsWith(`${a}/workers/`) ? "workers" : null;
+      if (kind && denied.has(kind)) return err(res, ...REFUSALS.noPermission);
+    }
+    if (path === `${a}/workers/subdomain`) {
+      if (method === "GET") return subdomain ? ok(res, { subdomain }) : err(res, ...REFUSALS.noSubdomain);
+      if (method === "PUT") {
+        if (subdomain) return err(res, ...REFUSALS.hasSubdomain);
+        if (takenSubdomains.has(body.subdomain)) return err(res, ...REFUSALS.subdomainTaken);
+        subdomain = body.subdomain;
+        return ok(res, { subdomain });
+      }
+    }
+    if ((m = /^\/accounts\/[^/]+\/workers\/subdomains\/([^/]+)$/.exec(path)) && method === "GET") {
+      return err(res, ...(takenSubdomains.has(decodeURIComponent(m[1])) ? REFUSALS.subdomainTaken : REFUSALS.subdomainFree));
+    }
     // Looked at by wrangler delete (Workers Sites namespaces, containers): none here.
     if (method === "GET" && (path === `${a}/storage/kv/namespaces` || path === `${a}/containers/applications`)) return ok(res, [], { result_info: { page: 1, per_page: 100, count: 0, total_count: 0 } });
     if (path.startsWith("/accounts/") && !path.startsWith(a)) return err(res, 403, 10000, "Authentication error");
@@ -184,7 +228,8 @@ export async function startFakeCloudflare({ accountId = FAKE_ACCOUNT_ID, token =
       } else if (!m[3]) {
         if (method === "GET") return ok(res, q.consumers);
         if (method === "POST") {
-          if (q.consumers.some((c) => c.script === body.script_name)) return err(res, 400, 11004, "this script is already a consumer of the queue");
+          // A queue has one consumer: a second (another worker's, or this one's again) is refused.
+          if (q.consumers.length) return err(res, ...REFUSALS.consumerExists);
           const { script_name, ...rest } = body;
           const c = { consumer_id: crypto.randomUUID(), queue_name: q.queue_name, script: script_name, ...rest };
           q.consumers.push(c);
@@ -243,8 +288,17 @@ export async function startFakeCloudflare({ accountId = FAKE_ACCOUNT_ID, token =
           const meta = parts.find((p) => p.name === "metadata");
           if (!meta) return { error: [400, 10021, "metadata part missing"] };
           const metadata = JSON.parse(meta.data.toString());
+          // wrangler's provisioning keeps a binding the deployed version has ({type: "inherit"});
+          // the API resolves it to that binding, and the version's settings show it resolved.
+          if (s?.metadata && Array.isArray(metadata.bindings)) {
+            metadata.bindings = metadata.bindings.map((b) => (b.type === "inherit" ? (s.metadata.bindings ?? []).find((x) => x.name === b.name) ?? b : b));
+          }
           const f = faultFor(method, path);
           if (f) return { error: [f.status ?? 400, f.code ?? 10021, f.message ?? "upload refused"] };
+          if (!emailVerified) return { error: REFUSALS.emailUnverified };
+          const code = parts.filter((p) => p.name !== "metadata");
+          const gzip = zlib.gzipSync(Buffer.concat(code.map((p) => p.data)), { level: 1 }).length;
+          if (gzip > scriptSizeLimit) return { error: REFUSALS.tooLarge(accountId) };
           const script = s ?? { name, tag: crypto.randomUUID().replaceAll("-", ""), created_on: new Date().toISOString(), versions: [], versionMeta: new Map(), uploads: [], subdomainEnabled: false };
           const migrations = metadata.migrations;
           if (migrations) {
@@ -299,12 +353,14 @@ export async function startFakeCloudflare({ accountId = FAKE_ACCOUNT_ID, token =
         if (rest === "/subdomain") {
           if (method === "GET") return ok(res, { enabled: s.subdomainEnabled, previews_enabled: s.subdomainEnabled });
           if (method === "POST") {
+            if (!subdomain && body.enabled) return err(res, ...REFUSALS.uploadWithoutSubdomain);
             s.subdomainEnabled = !!body.enabled;
             return ok(res, { enabled: s.subdomainEnabled, previews_enabled: !!body.previews_enabled });
           }
         }
         if (rest === "/schedules") {
           if (method === "PUT") {
+            if (cronsElsewhere(name) + body.length > cronLimit) return err(res, ...REFUSALS.tooManyCrons(cronLimit));
             schedules.set(name, body);
             return ok(res, { schedules: body });
           }
@@ -340,6 +396,8 @@ export async function startFakeCloudflare({ accountId = FAKE_ACCOUNT_ID, token =
     const url = new URL(req.url, "http://x");
     // The deployed worker's origin (workers.dev stand-in).
     if (!url.pathname.startsWith("/client/v4")) {
+      // A workers.dev name that does not resolve yet: the connection fails.
+      if (!workerReachable) return req.socket.destroy();
       const latest = [...scripts.values()].at(-1);
       if (!latest) return json(res, 404, { error: "There is nothing here yet" });
       if (url.pathname === "/health") return json(res, 200, { ok: true, name: latest.name, version: "test" });
@@ -381,7 +439,6 @@ export async function startFakeCloudflare({ accountId = FAKE_ACCOUNT_ID, token =
     origin,
     accountId,
     token,
-    subdomain,
     calls,
     unknown,
     databases,
@@ -401,11 +458,45 @@ export async function startFakeCloudflare({ accountId = FAKE_ACCOUNT_ID, token =
     setQueueLimit(n) {
       queueLimit = n;
     },
-    /** Adds a worker script that is not the bot (another project's worker). */
-    addForeignScript(name) {
+    /** Adds a worker script that is not the bot (another project's worker), with its bindings and cron triggers. */
+    addForeignScript(name, { bindings = [], crons = [] } = {}) {
       const version = crypto.randomUUID();
-      const metadata = { main_module: "index.js", compatibility_date: "2024-01-01", bindings: [{ type: "plain_text", name: "GREETING", text: "hi" }] };
+      const metadata = { main_module: "index.js", compatibility_date: "2024-01-01", bindings: [{ type: "plain_text", name: "GREETING", text: "hi" }, ...bindings] };
       scripts.set(name, { name, tag: "foreign", created_on: new Date().toISOString(), versions: [version], versionMeta: new Map([[version, metadata]]), deployed: version, uploads: [], subdomainEnabled: true, metadata });
+      if (crons.length) schedules.set(name, crons.map((cron) => ({ cron })));
+    },
+    /** Adds a D1 database (another project's, or an empty one) and runs `sql` on it. */
+    addDatabase(name, sql = "") {
+      const uuid = crypto.randomUUID();
+      const d = { uuid, name, created_at: new Date().toISOString(), sqlite: new DatabaseSync(":memory:"), queries: [] };
+      if (sql) d.sqlite.exec(sql);
+      databases.set(uuid, d);
+      return d;
+    },
+    /** The token lacks a permission from now on: "workers", "d1" or "queues" (403, code 10000). */
+    deny(kind) {
+      denied.add(kind);
+    },
+    allow(kind) {
+      denied.delete(kind);
+    },
+    /** The account's email is verified from now on. */
+    verifyEmail() {
+      emailVerified = true;
+    },
+    setScriptSizeLimit(bytes) {
+      scriptSizeLimit = bytes;
+    },
+    /** Removes a script's cron triggers (what a person does in the dashboard). */
+    removeCrons(name) {
+      schedules.delete(name);
+    },
+    /** Whether the workers.dev origin answers (a fresh name does not resolve at first). */
+    setWorkerReachable(yes) {
+      workerReachable = yes;
+    },
+    get subdomain() {
+      return subdomain;
     },
     close: () => new Promise((r) => server.close(r)),
   };

@@ -214,7 +214,11 @@ async function streamAnswer(res, body, streamMs, entry) {
 
 /** `tokens`: how usageMetadata counts, "estimate" (4 characters of the request's JSON a token,
  *  quick) or "gemini" (Gemini's own tokenizer, gemini-tokens.js; the benchmarks). */
-export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0, tokens = "estimate" } = {}) {
+/** The models `GET /v1beta/models/{model}` knows (the real list is Google's; these are the
+ *  ones this project configures by default, read from wrangler.toml's GEMINI_MODEL by callers). */
+export const KNOWN_MODELS = ["gemini-3.8-flash", "gemini-3.6-flash", "gemini-3.5-flash-lite", "gemini-3.1-flash-lite", "gemini-embedding-001"];
+
+export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0, tokens = "estimate", models = KNOWN_MODELS } = {}) {
   const requests = [];
   const scripts = new Map(); // route → array of answers (consumed in order)
   const issued = new Map(); // functionCall id → thoughtSignature
@@ -323,6 +327,20 @@ export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0, tokens
       res.writeHead(a.status, { "content-type": "application/json" });
       res.end(JSON.stringify(a.body));
     };
+    // models.get: what `npm run deploy` checks a key with (nothing is generated). Like the
+    // real API: a wrong key is 400 API_KEY_INVALID, an unknown model 404 NOT_FOUND.
+    const model = /^\/v1beta\/models\/([^:/]+)$/.exec(url.pathname);
+    if (model && req.method === "GET") {
+      requests.push({ path: url.pathname, get: true, at: Date.now(), headers: req.headers });
+      if (url.searchParams.has("key") || req.headers["x-goog-api-key"] !== key) {
+        return send(error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", [
+          { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "API_KEY_INVALID", domain: "googleapis.com", metadata: { service: "generativelanguage.googleapis.com" } },
+        ]));
+      }
+      const name = decodeURIComponent(model[1]);
+      if (!models.includes(name)) return send(error(404, "NOT_FOUND", `models/${name} is not found for API version v1beta, or is not supported for generateContent. Call ListModels to see the list of available models and their supported methods.`));
+      return send({ status: 200, body: { name: `models/${name}`, baseModelId: name, version: "001", displayName: name, inputTokenLimit: 1048576, outputTokenLimit: 65536, supportedGenerationMethods: ["generateContent", "countTokens"] } });
+    }
     const embed = /^\/v1beta\/models\/([^:]+):batchEmbedContents$/.exec(url.pathname);
     if (embed) {
       const body = JSON.parse(raw);
