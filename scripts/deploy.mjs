@@ -1,56 +1,51 @@
 #!/usr/bin/env node
 // npm run deploy: from a BotFather token to a live bot, doing only what is missing, so it is
-// safe to run again (scripts/deploy.sh sets up the toolchain and runs this).
+// safe to run again (scripts/deploy.sh sets up the toolchain and runs this). Every check comes
+// before anything is created; a run stopped by one says what to do and a rerun finishes.
 //
-//   1. the Cloudflare login (wrangler's: `npx wrangler login`, or CLOUDFLARE_API_TOKEN)
+//   1. Cloudflare: the login's token and account, the token's permissions (reading the
+//      account's workers, databases and queues), the workers.dev subdomain (a brand-new
+//      account has none: registered on a terminal or with WORKERS_DEV_SUBDOMAIN, else stop)
 //   2. the bot token (TELEGRAM_BOT_TOKEN, .deploy.vars, else asked), checked with getMe
-//   3. the worker: if one of that name exists and is not this bot, stop (WORKER_NAME=...)
-//   4. the secrets the worker does not have yet: the Gemini key (GEMINI_API_KEY, else asked),
-//      the webhook secret and admin token (generated unless given; the admin token is
-//      printed once); all kept in .deploy.vars (mode 600, not committed)
-//   5. the D1 database, by the name in wrangler.toml (`wrangler d1 create` if missing)
-//   6. its migrations (`wrangler d1 migrations apply DB --remote`); if one fails, stop:
-//      nothing is deployed
-//   7. `wrangler deploy` (runs the build; wrangler provisions the queues by name and binds the
-//      database by name, so wrangler.toml holds no ids), then `wrangler secret bulk`
-//   8. the webhook (setWebhook with the secret) and the command menu, then getWebhookInfo and
+//   3. the worker of that name: this bot's (its BOT_ID var), or stop; one deployed before the
+//      id was recorded is taken over only when the person says so
+//   4. its resources: an existing worker keeps exactly the database and queues it is bound
+//      to; a new one gets its own, named after it (WORKER_NAME=x: x, x-jobs, x-dead-letters).
+//      A database or queue of that name that belongs to another worker or project: stop
+//   5. the Gemini key (GEMINI_API_KEY, else asked when the worker has none), checked against
+//      the configured model; a key given in the environment replaces the stored one
+//   6. the other secrets the worker lacks: webhook secret and admin token (generated unless
+//      given; kept in .deploy.vars, mode 600; the admin token is shown only on a terminal)
+//   -- from here on things are created --
+//   7. the subdomain (if one was chosen), the D1 database (`wrangler d1 create` if missing)
+//      and its migrations (`wrangler d1 migrations apply`); if one fails, stop
+//   8. `wrangler deploy` with the configuration written for this worker (wrangler.toml with
+//      its names, queue-name vars and BOT_ID; wrangler provisions the queues), then
+//      `wrangler secret bulk`
+//   9. the webhook (setWebhook with the secret) and the command menu, then getWebhookInfo and
 //      getMe for the status
 //
 // Without a terminal nothing is asked: values come from the environment, e.g.
 // `TELEGRAM_BOT_TOKEN=... GEMINI_API_KEY=... npm run deploy`. Secrets never reach the output
-// or a command line (wrangler gets them on stdin). WORKER_NAME deploys under another name.
+// (but for the admin token on a terminal) or a command line (wrangler gets them on stdin).
 //
 // For the tests (tests/support/deploy.js): DEPLOY_VARS_FILE moves the record,
 // DEPLOY_WORKER_ORIGIN reaches the worker's /health and /telegram/commands somewhere else than
 // its workers.dev URL, DEPLOY_HEALTH_WAIT_MS bounds the wait for it (default 90 s);
-// TELEGRAM_API_BASE and wrangler's CLOUDFLARE_API_BASE_URL point at the fakes.
+// TELEGRAM_API_BASE, GEMINI_API_BASE and CLOUDFLARE_API_BASE_URL point at the fakes.
 import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { registerWebhook, telegramApi, ScriptError } from "./webhook.mjs";
-import { wrangler, wranglerError, parseJson, projectNames, readState, writeState, ask, interactive, fail } from "./wrangler-run.mjs";
+import { root, wrangler, wranglerError, projectNames, projectToml, readState, writeState, stateFile, ask, interactive, fail } from "./wrangler-run.mjs";
+import { ApiError, connect, accountState, scriptBindings, bindingsByResource, workersDevSubdomain, d1Rows } from "./cloudflare-api.mjs";
+import { resourceNames, boundResources, ownership, recordedBotId, adoptable, tomlVar, deployConfig } from "./deploy-plan.mjs";
 
 const say = (line) => console.error(`deploy: ${line}`);
 const secretPattern = /^[A-Za-z0-9_-]{32,256}$/;
 const generate = () => crypto.randomBytes(32).toString("base64url"); // 43 characters
-
-const NOT_LOGGED_IN = "you are not logged in to Cloudflare. Run `npx wrangler login` (or set CLOUDFLARE_API_TOKEN to an API token with the \"Edit Cloudflare Workers\" template and D1 edit rights), then `npm run deploy` again.";
-
-/** Step 1: the login, by listing the D1 databases (needed anyway). */
-async function databases() {
-  const r = await wrangler(["d1", "list", "--json"]);
-  if (r.code === 0) return parseJson(r.stdout);
-  const who = await wrangler(["whoami", "--json"]);
-  let loggedIn = false;
-  try {
-    loggedIn = who.code === 0 && parseJson(who.stdout).loggedIn === true;
-  } catch {
-    loggedIn = false;
-  }
-  if (!loggedIn) fail(NOT_LOGGED_IN);
-  fail(`could not list your D1 databases: ${wranglerError(r)}`);
-}
+const MIGRATIONS = fs.readdirSync(path.join(root, "migrations")).filter((f) => f.endsWith(".sql")).sort();
 
 /** Step 2: the bot token, checked with Telegram. */
 async function botToken(state, apiBase) {
@@ -69,45 +64,102 @@ async function botToken(state, apiBase) {
   }
 }
 
-/** Step 3: does the worker exist, which secrets has it, and is it this bot? */
-async function worker(name, state) {
-  const r = await wrangler(["secret", "list", "--name", name, "--format", "json"]);
-  if (r.code !== 0) {
-    if (/not found/i.test(r.output) && /Worker/.test(r.output)) return { exists: false, secrets: new Set() };
-    fail(`could not read the worker ${name}: ${wranglerError(r)}`);
+/** Step 3: a worker of that name is this bot's, or the deploy stops before touching it. */
+async function checkOwner(name, bindings, me, state) {
+  const owner = ownership(bindings, me.id);
+  if (owner === "ours") return;
+  if (owner === "foreign") {
+    fail(`a worker named "${name}" already exists in your Cloudflare account and it is not this bot (it has no ChatObject Durable Object); deploying would replace it. Deploy under another name: WORKER_NAME=${name}-bot npm run deploy (or delete that worker first).`);
   }
-  const secrets = new Set(parseJson(r.stdout).map((s) => s.name));
-  if (state.WORKER_NAME !== name) {
-    // Not deployed from here before: make sure it is this bot before replacing it.
-    const d = await wrangler(["deployments", "status", "--name", name, "--json"]);
-    // A worker with no deployment is a draft (secrets put before any upload): nothing to lose.
-    if (d.code !== 0 && !/has no deployments/i.test(d.output)) fail(`could not read the worker ${name}: ${wranglerError(d)}`);
-    if (d.code === 0) {
-      const versions = parseJson(d.stdout).versions ?? [];
-      const current = [...versions].sort((a, b) => b.percentage - a.percentage)[0]?.version_id;
-      const v = current ? await wrangler(["versions", "view", current, "--name", name, "--json"]) : { code: 1, output: "no version" };
-      if (v.code !== 0) fail(`could not read the worker ${name}: ${wranglerError(v)}`);
-      const bindings = parseJson(v.stdout).resources?.bindings ?? [];
-      const ours = bindings.some((b) => b.type === "durable_object_namespace" && b.class_name === "ChatObject");
-      if (!ours) {
-        fail(`a worker named "${name}" already exists in your Cloudflare account and it is not this bot (it has no ChatObject Durable Object); deploying would replace it. Deploy under another name: WORKER_NAME=${name}-bot npm run deploy (or delete that worker first).`);
-      }
-    }
+  if (owner === "other-bot") {
+    fail(`the worker "${name}" in your Cloudflare account serves another bot (id ${recordedBotId(bindings)}), not @${me.username} (id ${me.id}); deploying would give it this bot's token and webhook. Deploy this bot under its own name: WORKER_NAME=${me.username.toLowerCase().replace(/[^a-z0-9-]/g, "-").slice(0, 40)} npm run deploy.`);
   }
-  return { exists: true, secrets };
+  // Deployed by this project before the bot's id was recorded: which bot is it?
+  const stateBot = (state.TELEGRAM_BOT_TOKEN ?? "").split(":")[0];
+  if (state.WORKER_NAME === name && stateBot === String(me.id)) return; // deployed from here, with this bot
+  if (process.env.DEPLOY_ADOPT_WORKER === name) return;
+  if (interactive()) {
+    const answer = await ask(`The worker "${name}" was deployed by this project before it recorded which bot it serves. If it is @${me.username}, type the worker's name to go on (anything else stops): `);
+    if (answer === name) return;
+    fail("not confirmed; nothing was changed.");
+  }
+  fail(`the worker "${name}" was deployed by this project before it recorded which bot it serves, and no one is here to say whether it is @${me.username}. If it is, run once: DEPLOY_ADOPT_WORKER=${name} npm run deploy (or npm run deploy on a terminal, which asks); if it is another bot, deploy this one under its own name: WORKER_NAME=<name> npm run deploy. Nothing was changed.`);
 }
 
-/** Step 4: the values of the secrets the worker lacks (asked, taken or generated). */
-async function secretsToPut(existing, state, token) {
+/**
+ * Step 4: the resources this deployment uses. A deployed worker keeps what it is bound to
+ * (an upgrade loses no data); anything new is named after the worker and must not belong to
+ * another worker or project.
+ */
+async function plan(api, account, name, bindings) {
+  const bound = boundResources(bindings, account.databases) ?? {};
+  const fresh = resourceNames(name);
+  const r = { database: bound.database ?? fresh.database, jobs: bound.jobs ?? fresh.jobs, dead: bound.dead ?? fresh.dead };
+  const others = await bindingsByResource(api, account.scripts, name);
+  const db = account.databases.find((d) => d.name === r.database);
+  if (db && db.uuid !== bound.databaseId) {
+    const user = others.database.get(db.uuid);
+    if (user) fail(`a D1 database named "${r.database}" already exists and the worker "${user}" uses it; this bot would write into its conversations. Deploy under another name: WORKER_NAME=<name> npm run deploy. Nothing was created.`);
+    const tables = (await d1Rows(api, db.uuid, "SELECT name FROM sqlite_master WHERE type = 'table'")).map((row) => row.name);
+    const applied = tables.includes("d1_migrations") ? (await d1Rows(api, db.uuid, "SELECT name FROM d1_migrations ORDER BY id")).map((row) => row.name) : null;
+    const verdict = adoptable({ tables, applied }, MIGRATIONS);
+    if (!verdict.ok) fail(`a D1 database named "${r.database}" already exists and is not this bot's: ${verdict.why}. Deploy under another name (WORKER_NAME=<name> npm run deploy), or delete or rename that database. Nothing was created.`);
+    say(`database ${r.database}: exists, ${applied?.length ? "with this project's migrations" : "empty"}; it becomes this bot's`);
+  }
+  for (const queue of [r.jobs, r.dead]) {
+    if (queue === bound.jobs || queue === bound.dead) continue;
+    const q = account.queues.find((x) => x.queue_name === queue);
+    const user = others.queue.get(queue) ?? q?.consumers?.map((c) => c.script ?? c.service).find((s) => s && s !== name);
+    if (user) fail(`a queue named "${queue}" already exists and the worker "${user}" uses it (a queue has one consumer). Deploy under another name: WORKER_NAME=<name> npm run deploy. Nothing was created.`);
+  }
+  return r;
+}
+
+/** Step 5: the Gemini key, checked against the model before anything is created. */
+async function geminiKey(hasKey, toml, state) {
+  // Given in the environment: checked and put, replacing the worker's. Else the worker's own
+  // is kept; a worker without one takes the record's (a run stopped before it put it) or asks.
+  let key = process.env.GEMINI_API_KEY || (hasKey ? undefined : state.GEMINI_API_KEY);
+  if (!key && !hasKey && interactive()) key = await ask("Gemini API key (https://aistudio.google.com/apikey): ", { hidden: true });
+  if (!key) {
+    if (hasKey) return null; // kept as it is
+    fail("GEMINI_API_KEY is not set. Get a key at https://aistudio.google.com/apikey and run: GEMINI_API_KEY=... npm run deploy");
+  }
+  const base = (process.env.GEMINI_API_BASE || tomlVar(toml, "GEMINI_API_BASE") || "https://generativelanguage.googleapis.com").replace(/\/$/, "");
+  const model = tomlVar(toml, "GEMINI_MODEL");
+  let res;
+  try {
+    // The key goes in a header, never in the URL.
+    res = await fetch(`${base}/v1beta/models/${encodeURIComponent(model)}`, { headers: { "x-goog-api-key": key }, signal: AbortSignal.timeout(20_000) });
+  } catch (e) {
+    fail(`could not reach Gemini to check the API key (${e.cause?.code ?? e.message}); nothing was created. Check your connection and run again.`);
+  }
+  if (res.ok) return key;
+  const error = (await res.json().catch(() => ({}))).error ?? {};
+  const reasons = (error.details ?? []).map((d) => d.reason).filter(Boolean);
+  const words = `${error.status ?? res.status}: ${error.message ?? `HTTP ${res.status}`}`;
+  if (res.status === 429) {
+    say(`Gemini key: accepted, but rate-limited right now (${words})`);
+    return key;
+  }
+  if (reasons.includes("API_KEY_INVALID") || (res.status === 400 && /api key/i.test(error.message ?? ""))) {
+    fail(`Google does not accept this Gemini API key (${words}). Copy it again from https://aistudio.google.com/apikey and run: GEMINI_API_KEY=... npm run deploy. Nothing was created.`);
+  }
+  if (res.status === 404) {
+    fail(`the Gemini model "${model}" is not available to this key (${words}). Set GEMINI_MODEL in wrangler.toml to a model your key lists (https://ai.google.dev/gemini-api/docs/models), then run again. Nothing was created.`);
+  }
+  if (res.status === 403) {
+    fail(`this Gemini API key may not use the Gemini API (${words}). In Google AI Studio make a key for a project with the Generative Language API enabled, then run again with GEMINI_API_KEY=.... Nothing was created.`);
+  }
+  fail(`Gemini did not accept the key check (${words}); nothing was created. Run again in a minute.`);
+}
+
+/** Step 6: the values of the secrets to put (asked, taken or generated). */
+function secretsToPut(existing, state, token, gemini) {
   const put = {};
   const generated = [];
   if (!existing.has("TELEGRAM_BOT_TOKEN") || state.TELEGRAM_BOT_TOKEN !== token) put.TELEGRAM_BOT_TOKEN = token;
-  if (!existing.has("GEMINI_API_KEY")) {
-    let key = process.env.GEMINI_API_KEY;
-    if (!key && interactive()) key = await ask("Gemini API key (https://aistudio.google.com/apikey): ", { hidden: true });
-    if (!key) fail("GEMINI_API_KEY is not set. Get a key at https://aistudio.google.com/apikey and run: GEMINI_API_KEY=... npm run deploy");
-    put.GEMINI_API_KEY = key;
-  }
+  if (gemini) put.GEMINI_API_KEY = gemini;
   // The webhook secret must be known here to register the webhook: one the worker has but
   // this machine does not know is replaced (and the webhook registered with the new one).
   let webhookSecret = process.env.TELEGRAM_WEBHOOK_SECRET || state.TELEGRAM_WEBHOOK_SECRET;
@@ -129,16 +181,16 @@ async function secretsToPut(existing, state, token) {
   return { put, generated, webhookSecret, adminToken };
 }
 
-/** Step 5 and 6: the database exists and its migrations are applied. */
-async function database(list, dbName) {
-  if (list.some((d) => d.name === dbName)) {
+/** Step 7: the database exists and its migrations are applied. */
+async function database(account, dbName, config) {
+  if (account.databases.some((d) => d.name === dbName)) {
     say(`database ${dbName}: exists`);
   } else {
     const c = await wrangler(["d1", "create", dbName]);
     if (c.code !== 0) fail(`could not create the D1 database ${dbName}: ${wranglerError(c)}`);
     say(`database ${dbName}: created`);
   }
-  const m = await wrangler(["d1", "migrations", "apply", "DB", "--remote"], { env: { CI: "true" } });
+  const m = await wrangler(["d1", "migrations", "apply", "DB", "--remote", "--config", config], { env: { CI: "true" } });
   if (m.code !== 0) {
     fail(`a migration failed on the remote database, so nothing was deployed:\n${wranglerError(m)}\nFix the migration (migrations/), then run npm run deploy again; migrations already applied are not applied twice.`);
   }
@@ -146,13 +198,31 @@ async function database(list, dbName) {
   say(`migrations: ${applied}`);
 }
 
-/** Step 7: wrangler deploy (queues provisioned by name), then the missing secrets. */
-async function deployWorker(name, tomlName, put) {
+/** What to do about a refused upload, by Cloudflare's code or words; null for others. */
+function uploadAdvice(error) {
+  if (/\b10034\b/.test(error) || /verify your email|email.{0,40}(not|un)verified|unverified email/i.test(error)) {
+    return "Cloudflare publishes workers only for accounts whose email address is verified. Open the verification email Cloudflare sent you (dash.cloudflare.com → My Profile shows the address and can send it again), click its link, then run npm run deploy again: the database is ready and the rest picks up from here.";
+  }
+  if (/\b10027\b/.test(error) || /exceeded the size limit|script.{0,20}too large/i.test(error)) {
+    return "the worker is larger than your plan allows (the Free plan takes 3 MB compressed, Workers Paid 10 MB). BENCHMARKS.md gives the worker's size; upgrade the plan or build a smaller worker, then run npm run deploy again.";
+  }
+  if (/cron/i.test(error) && /(limit|maximum|exceed|too many)/i.test(error)) {
+    return "your account is at its limit of cron triggers, which all its workers share (Free plan: 5). The bot uses one (memory consolidation every 30 minutes). Remove a cron trigger from a worker you no longer need (dash.cloudflare.com → Workers & Pages → the worker → Settings → Triggers), then run npm run deploy again: the worker is uploaded and the rerun adds its trigger.";
+  }
+  if (/queue/i.test(error) && /consumer/i.test(error)) {
+    return "a queue of this bot's already has a consumer (another worker); a queue has one. Deploy under another name (WORKER_NAME=<name> npm run deploy).";
+  }
+  if (/queue/i.test(error) && /(limit|maximum|quota)/i.test(error)) {
+    return "Cloudflare refused to create a queue: your account is at its queue limit. Delete queues you no longer use (npx wrangler queues list, npx wrangler queues delete <name>) or raise the limit (Workers Paid), then run npm run deploy again. The database is ready; nothing was uploaded.";
+  }
+  return null;
+}
+
+/** Step 8: wrangler deploy (queues provisioned by name), then the secrets to put. */
+async function deployWorker(name, config, put) {
   const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "edge-agent-deploy-")), "output.json");
-  const args = ["deploy"];
-  if (name !== tomlName) args.push("--name", name);
   say(`worker ${name}: building and uploading (the first build compiles the Rust worker: several minutes)...`);
-  const d = await wrangler(args, { env: { WRANGLER_OUTPUT_FILE_PATH: out } });
+  const d = await wrangler(["deploy", "--config", config], { env: { WRANGLER_OUTPUT_FILE_PATH: out } });
   let targets = [];
   try {
     for (const line of fs.readFileSync(out, "utf8").split("\n")) {
@@ -168,10 +238,8 @@ async function deployWorker(name, tomlName, put) {
   }
   if (d.code !== 0) {
     const error = wranglerError(d);
-    if (/queue/i.test(error) && /(limit|maximum|quota)/i.test(error)) {
-      fail(`Cloudflare refused to create a queue: your account is at its queue limit.\n${error}\nDelete queues you no longer use (npx wrangler queues list, npx wrangler queues delete <name>) or raise the limit (Workers Paid), then run npm run deploy again. The database is ready; nothing was uploaded.`);
-    }
-    fail(`wrangler deploy failed:\n${error}`);
+    const advice = uploadAdvice(error);
+    fail(advice ? `${advice}\nCloudflare said: ${error}` : `wrangler deploy failed:\n${error}`);
   }
   const url = targets.find((t) => /^https:\/\/[^ ]+\.workers\.dev$/.test(t));
   if (!url) fail(`the worker was deployed but has no workers.dev URL (targets: ${targets.join(", ") || "none"}). Set workers_dev = true in wrangler.toml, or register a workers.dev subdomain in the Cloudflare dashboard (Workers & Pages), then run npm run deploy again.`);
@@ -187,45 +255,75 @@ async function deployWorker(name, tomlName, put) {
   return url;
 }
 
-async function main() {
-  const names = projectNames();
-  const state = readState();
-  const name = process.env.WORKER_NAME || state.WORKER_NAME || names.worker;
-  const apiBase = process.env.TELEGRAM_API_BASE || "https://api.telegram.org";
-
-  const list = await databases();
-  const { token, me } = await botToken(state, apiBase);
-  say(`bot @${me.username}: token accepted by Telegram`);
-  const w = await worker(name, state);
-  const s = await secretsToPut(w.secrets, state, token);
-  // Kept before anything is created, so a failure later never loses a generated value.
-  writeState({ ...state, TELEGRAM_BOT_TOKEN: token, TELEGRAM_WEBHOOK_SECRET: s.webhookSecret, ADMIN_TOKEN: s.adminToken ?? state.ADMIN_TOKEN });
-
-  await database(list, names.database);
-  const url = await deployWorker(name, names.worker, s.put);
-  writeState({ ...readState(), WORKER_NAME: name, WORKER_URL: url });
-  // Shown as soon as the worker has it (once: a later run finds it set and keeps it).
-  if (s.generated.includes("ADMIN_TOKEN")) {
-    console.log(`Admin token for the admin API (shown once; also in ${path.basename(process.env.DEPLOY_VARS_FILE || ".deploy.vars")}): ${s.adminToken}`);
-  }
-
-  let registered;
+/** Step 9: the webhook and the menu; a worker not reachable yet gets the rerun hint. */
+async function webhook(url, token, secret, apiBase) {
   try {
-    registered = await registerWebhook({
+    return await registerWebhook({
       workerUrl: url,
       token,
-      secret: s.webhookSecret,
+      secret,
       apiBase,
       probeOrigin: process.env.DEPLOY_WORKER_ORIGIN,
       waitMs: Number(process.env.DEPLOY_HEALTH_WAIT_MS ?? 90_000),
       log: say,
     });
   } catch (e) {
+    if (e instanceof ScriptError && e.method === "health") {
+      fail(`the worker is deployed and its secrets are set, but ${url} does not answer yet (${e.description}). A new workers.dev name can take a few minutes to be reachable: run npm run deploy again in a minute (only the webhook is left to do).`);
+    }
     if (e instanceof ScriptError && e.method === "setWebhook") {
       fail(`Telegram refused the webhook URL ${url}/telegram/webhook: ${e.description}. The worker is deployed and its secrets are set; a new workers.dev name can take a few minutes to be reachable, so run npm run deploy again in a minute (only the webhook is left to do).`);
     }
     throw e;
   }
+}
+
+async function main() {
+  const toml = projectToml();
+  const names = projectNames();
+  const state = readState();
+  const name = process.env.WORKER_NAME || state.WORKER_NAME || names.worker;
+  if (!/^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$/.test(name)) fail(`WORKER_NAME "${name}" cannot name a worker and its queues: 1 to 50 lowercase letters, digits and dashes, not starting or ending with a dash.`);
+  const apiBase = process.env.TELEGRAM_API_BASE || "https://api.telegram.org";
+
+  // Checks: nothing is created until all of them pass.
+  const api = await connect();
+  const account = await accountState(api);
+  const subdomain = await workersDevSubdomain(api);
+  const { token, me } = await botToken(state, apiBase);
+  say(`bot @${me.username}: token accepted by Telegram`);
+  const exists = account.scripts.some((s) => (s.id ?? s.name) === name);
+  const bindings = exists ? await scriptBindings(api, name) : [];
+  if (exists) await checkOwner(name, bindings, me, state);
+  const resources = await plan(api, account, name, bindings);
+  const secrets = new Set(bindings.filter((b) => b.type === "secret_text").map((b) => b.name));
+  const gemini = await geminiKey(secrets.has("GEMINI_API_KEY"), toml, state);
+  if (gemini) say("Gemini key: accepted by Google");
+  const s = secretsToPut(secrets, state, token, gemini);
+  // Kept before anything is created, so a failure later never loses a generated value.
+  writeState({ ...state, TELEGRAM_BOT_TOKEN: token, GEMINI_API_KEY: gemini ?? state.GEMINI_API_KEY, TELEGRAM_WEBHOOK_SECRET: s.webhookSecret, ADMIN_TOKEN: s.adminToken ?? state.ADMIN_TOKEN });
+
+  // Creating.
+  if (subdomain.register) await subdomain.register();
+  const config = path.join(root, `.deploy.${process.pid}.wrangler.toml`);
+  fs.writeFileSync(config, deployConfig(toml, names, { name, ...resources, botId: me.id }));
+  let url;
+  try {
+    await database(account, resources.database, config);
+    url = await deployWorker(name, config, s.put);
+  } finally {
+    fs.rmSync(config, { force: true });
+  }
+  writeState({ ...readState(), WORKER_NAME: name, WORKER_URL: url, DATABASE_NAME: resources.database, JOBS_QUEUE: resources.jobs, DEAD_LETTER_QUEUE: resources.dead });
+  // The admin token is shown once, and only to a person: without a terminal (CI) its output
+  // is a log, so it is only in the record.
+  if (s.generated.includes("ADMIN_TOKEN")) {
+    const file = stateFile();
+    if (interactive()) console.log(`Admin token for the admin API (shown once; also in ${path.basename(file)}): ${s.adminToken}`);
+    else say(`admin token: generated and written to ${file} (ADMIN_TOKEN=...); it is not printed without a terminal, so it stays out of logs`);
+  }
+
+  const registered = await webhook(url, token, s.webhookSecret, apiBase);
   say(`webhook registered, ${registered.commands.length} commands in the menu`);
 
   const telegram = telegramApi({ token, apiBase });
@@ -248,6 +346,10 @@ async function main() {
 try {
   await main();
 } catch (e) {
+  if (e instanceof ApiError) {
+    console.error(`deploy: the Cloudflare API refused ${e.where}: ${e.message}`);
+    process.exit(1);
+  }
   if (!(e instanceof ScriptError)) throw e;
   console.error(`deploy: ${e.message}`);
   process.exit(1);

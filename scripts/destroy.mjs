@@ -1,14 +1,45 @@
 #!/usr/bin/env node
 // npm run destroy: takes the bot off Cloudflare. Removes the webhook (so Telegram stops
 // delivering), the worker, and its queues; the D1 database (every conversation) only with
-// --delete-database. Asks for confirmation on a terminal; without one, needs --yes.
+// --delete-database. It touches only what that worker owns: the database and queues it is
+// bound to (else those its deploy recorded, else those named after it), and none that another
+// worker uses. Asks for confirmation on a terminal; without one, needs --yes.
 //
 //   npm run destroy
 //   npm run destroy -- --yes [--delete-database]
+//   WORKER_NAME=x npm run destroy -- --yes
 import { telegramApi, ScriptError } from "./webhook.mjs";
-import { wrangler, wranglerError, projectNames, readState, writeState, ask, interactive, fail } from "./wrangler-run.mjs";
+import { wrangler, wranglerError, readState, writeState, ask, interactive, fail } from "./wrangler-run.mjs";
+import { ApiError, connect, accountState, scriptBindings, bindingsByResource } from "./cloudflare-api.mjs";
+import { resourceNames, boundResources, ownership } from "./deploy-plan.mjs";
+import { projectNames } from "./wrangler-run.mjs";
 
 const say = (line) => console.error(`destroy: ${line}`);
+
+/** The worker's own resources, and which of them another worker uses (left alone). */
+async function owned(api, account, name, state) {
+  const exists = account.scripts.some((s) => (s.id ?? s.name) === name);
+  const bindings = exists ? await scriptBindings(api, name) : [];
+  if (exists && ownership(bindings, 0) === "foreign") fail(`the worker "${name}" is not this bot (it has no ChatObject Durable Object); nothing was removed.`);
+  const bound = boundResources(bindings, account.databases);
+  const recorded = state.WORKER_NAME === name && state.DATABASE_NAME ? { database: state.DATABASE_NAME, jobs: state.JOBS_QUEUE, dead: state.DEAD_LETTER_QUEUE } : {};
+  const fresh = resourceNames(name);
+  const r = {
+    database: bound?.database ?? recorded.database ?? fresh.database,
+    jobs: bound?.jobs ?? recorded.jobs ?? fresh.jobs,
+    dead: bound?.dead ?? recorded.dead ?? fresh.dead,
+  };
+  const others = await bindingsByResource(api, account.scripts, name);
+  const shared = new Map();
+  for (const queue of [r.jobs, r.dead]) {
+    const q = account.queues.find((x) => x.queue_name === queue);
+    const user = others.queue.get(queue) ?? q?.consumers?.map((c) => c.script ?? c.service).find((x) => x && x !== name);
+    if (user) shared.set(queue, user);
+  }
+  const db = account.databases.find((d) => d.name === r.database);
+  if (db && others.database.has(db.uuid)) shared.set(r.database, others.database.get(db.uuid));
+  return { exists, ...r, shared };
+}
 
 async function main(args) {
   const names = projectNames();
@@ -18,8 +49,13 @@ async function main(args) {
   const unknown = args.filter((a) => !["--yes", "-y", "--delete-database"].includes(a));
   if (unknown.length) fail(`unknown option ${unknown[0]} (use --yes, --delete-database)`);
 
-  const what = [`the webhook`, `the worker ${name}`, `the queues ${names.queues.join(", ")}`];
-  if (deleteDatabase) what.push(`the D1 database ${names.database} (every conversation and memory, for good)`);
+  const api = await connect();
+  const account = await accountState(api);
+  const r = await owned(api, account, name, state);
+  const queues = [r.jobs, r.dead].filter((q) => !r.shared.has(q));
+  const what = [`the webhook`, `the worker ${name}`];
+  if (queues.length) what.push(`the queues ${queues.join(", ")}`);
+  if (deleteDatabase && !r.shared.has(r.database)) what.push(`the D1 database ${r.database} (every conversation and memory, for good)`);
   if (!args.includes("--yes") && !args.includes("-y")) {
     if (!interactive()) fail(`this removes ${what.join(", ")}. Run npm run destroy -- --yes to confirm without a terminal.`);
     const answer = await ask(`This removes ${what.join(", ")}.\nType the worker's name (${name}) to go ahead: `);
@@ -47,7 +83,8 @@ async function main(args) {
     else fail(`could not delete the worker ${name}: ${wranglerError(d)}`);
   } else say(`worker ${name}: deleted`);
 
-  for (const queue of names.queues) {
+  for (const [resource, user] of r.shared) say(`${resource}: left alone, the worker ${user} uses it`);
+  for (const queue of queues) {
     const q = await wrangler(["queues", "delete", queue]);
     if (q.code !== 0) {
       if (/does not exist|not found/i.test(q.output)) say(`queue ${queue}: already gone`);
@@ -55,25 +92,31 @@ async function main(args) {
     } else say(`queue ${queue}: deleted`);
   }
 
-  if (deleteDatabase) {
-    const r = await wrangler(["d1", "delete", names.database, "-y"]);
-    if (r.code !== 0) {
-      if (/couldn't find|not found/i.test(r.output)) say(`database ${names.database}: already gone`);
-      else fail(`could not delete the database ${names.database}: ${wranglerError(r)}`);
-    } else say(`database ${names.database}: deleted`);
-  } else {
-    say(`database ${names.database}: kept (your conversations). npm run destroy -- --delete-database removes it too.`);
+  if (deleteDatabase && !r.shared.has(r.database)) {
+    const x = await wrangler(["d1", "delete", r.database, "-y"]);
+    if (x.code !== 0) {
+      if (/couldn't find|not found/i.test(x.output)) say(`database ${r.database}: already gone`);
+      else fail(`could not delete the database ${r.database}: ${wranglerError(x)}`);
+    } else say(`database ${r.database}: deleted`);
+  } else if (!r.shared.has(r.database)) {
+    say(`database ${r.database}: kept (your conversations). npm run destroy -- --delete-database removes it too.`);
   }
-  const { WORKER_NAME, WORKER_URL, ...rest } = state;
-  void WORKER_NAME;
-  void WORKER_URL;
-  writeState(rest);
+  if (state.WORKER_NAME === name || !state.WORKER_NAME) {
+    const { WORKER_NAME, WORKER_URL, ...rest } = state;
+    void WORKER_NAME;
+    void WORKER_URL;
+    writeState(rest);
+  }
   console.log(`Removed ${name}. npm run deploy brings it back${deleteDatabase ? " (with an empty database)" : " with its database as it was"}.`);
 }
 
 try {
   await main(process.argv.slice(2));
 } catch (e) {
+  if (e instanceof ApiError) {
+    console.error(`destroy: the Cloudflare API refused ${e.where}: ${e.message}`);
+    process.exit(1);
+  }
   if (!(e instanceof ScriptError)) throw e;
   console.error(`destroy: ${e.message}`);
   process.exit(1);

@@ -102,7 +102,10 @@ export async function registerWebhook({ workerUrl, token, secret, apiBase, dropP
       break;
     } catch (e) {
       if (Date.now() >= deadline) {
-        fail(`could not reach the worker at ${healthUrl} (${reason(e)}). Is it deployed (npm run deploy) and is the URL right?`);
+        const error = new ScriptError(`could not reach the worker at ${healthUrl} (${reason(e)}). Is it deployed (npm run deploy) and is the URL right? A new workers.dev name can take a few minutes to be reachable: try again in a minute.`);
+        error.method = "health";
+        error.description = reason(e);
+        throw error;
       }
       if (attempt === 0) log(`waiting for ${healthUrl.origin} to answer (a new workers.dev name can take a minute)...`);
       await new Promise((r) => setTimeout(r, 3000));

@@ -61,13 +61,23 @@ export function parseJson(text) {
   return JSON.parse(text.slice(start));
 }
 
-/** Names from wrangler.toml: the worker, the D1 database, the queues. */
+/** wrangler.toml's text. */
+export function projectToml() {
+  return fs.readFileSync(path.join(root, "wrangler.toml"), "utf8");
+}
+
+/**
+ * The default names in wrangler.toml: the worker, its D1 database and queues (those of
+ * `npm run dev` and of a deployment under the default name; scripts/deploy-plan.mjs names a
+ * deployment's resources after its worker).
+ */
 export function projectNames() {
-  const toml = fs.readFileSync(path.join(root, "wrangler.toml"), "utf8");
+  const toml = projectToml();
   const worker = /^name\s*=\s*"([^"]+)"/m.exec(toml)?.[1];
   const database = /^database_name\s*=\s*"([^"]+)"/m.exec(toml)?.[1];
-  const queues = [...new Set([...toml.matchAll(/^queue\s*=\s*"([^"]+)"/gm)].map((m) => m[1]))];
-  return { worker, database, queues };
+  const jobs = /^JOBS_QUEUE\s*=\s*"([^"]+)"/m.exec(toml)?.[1];
+  const dead = /^DEAD_LETTER_QUEUE\s*=\s*"([^"]+)"/m.exec(toml)?.[1];
+  return { worker, database, jobs, dead };
 }
 
 /** The deploy's local record: KEY=VALUE lines, mode 600, never committed. */

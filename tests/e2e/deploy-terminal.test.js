@@ -3,11 +3,11 @@
 // Gemini key, shows nothing that is typed, and deploys with them.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { TOKEN, WORKER_URL, account, runOnTerminal, occurrences } from "../support/deploy.js";
+import { TOKEN, GEMINI_KEY, WORKER_URL, account, runOnTerminal, occurrences } from "../support/deploy.js";
 
 test("on a terminal the bot token and the Gemini key are asked for, hidden, and used", async (t) => {
   const acct = await account();
-  const key = "gemini-key-typed-on-the-terminal";
+  const key = GEMINI_KEY; // the key the fake Gemini accepts (deploy checks it)
   const r = await runOnTerminal(acct, "deploy.mjs", [
     { prompt: /Bot token from @BotFather/, answer: TOKEN },
     { prompt: /Gemini API key/, answer: key },
@@ -23,11 +23,12 @@ test("on a terminal the bot token and the Gemini key are asked for, hidden, and 
   assert.equal(acct.tg.webhook.url, `${WORKER_URL}/telegram/webhook`);
   assert.match(r.output, /message @edge_test_bot/);
   assert.equal(acct.vars().TELEGRAM_BOT_TOKEN, TOKEN, "kept for the next run");
+  assert.equal(occurrences(r.output, secrets.get("ADMIN_TOKEN")), 1, "on a terminal the admin token is shown, once");
 });
 
 test("on a terminal destroy removes nothing until the worker's name is typed", async (t) => {
   const acct = await account();
-  const first = await runOnTerminal(acct, "deploy.mjs", [], { env: { TELEGRAM_BOT_TOKEN: TOKEN, GEMINI_API_KEY: "gemini-key" } });
+  const first = await runOnTerminal(acct, "deploy.mjs", [], { env: { TELEGRAM_BOT_TOKEN: TOKEN, GEMINI_API_KEY: GEMINI_KEY } });
   if (first === null) return t.skip("util-linux script is not installed");
   assert.equal(first.code, 0, first.output);
   const wrong = await runOnTerminal(acct, "destroy.mjs", [{ prompt: /Type the worker's name \(edge-agent\)/, answer: "yes" }]);

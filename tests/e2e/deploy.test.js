@@ -11,7 +11,7 @@ import { ROOT, TOKEN, GEMINI_KEY, WORKER_URL, MIGRATIONS, TOML, account, run, de
 
 let main; // the account the first deploy, the second run and destroy share
 
-test("a first deploy from nothing creates one database and two queues, uploads the worker with its bindings, sets the four secrets and registers the webhook", async () => {
+test("a first deploy from nothing checks the Gemini key, creates one database and two queues, uploads the worker with its bindings and bot id, sets the four secrets and registers the webhook", async () => {
   main = await account();
   const { cf, tg } = main;
   const r = await deploy(main, firstDeployEnv);
@@ -43,12 +43,23 @@ test("a first deploy from nothing creates one database and two queues, uploads t
   assert.equal(binding("CHATS").class_name, "ChatObject");
   assert.deepEqual(metadata.migrations?.steps?.[0]?.new_sqlite_classes, ["ChatObject"], "the Durable Object's first migration");
   assert.equal(binding("TELEGRAM_BOT_TOKEN"), undefined, "no secret travels as a plain binding");
+  // What the worker reads its queue names from, and the bot it serves (deploy compares it).
+  assert.equal(binding("JOBS_QUEUE").text, "edge-agent-jobs");
+  assert.equal(binding("DEAD_LETTER_QUEUE").text, "edge-agent-dead-letters");
+  assert.equal(binding("BOT_ID").text, TOKEN.split(":")[0]);
   assert.ok(modules.some((m) => m.type === "application/wasm" && m.size > 100_000), `the wasm worker was uploaded: ${JSON.stringify(modules)}`);
   const jobs = [...cf.queues.values()].find((q) => q.queue_name === "edge-agent-jobs");
   assert.deepEqual(jobs.consumers.map((c) => [c.script, c.dead_letter_queue]), [["edge-agent", "edge-agent-dead-letters"]]);
   assert.deepEqual(cf.schedules.get("edge-agent"), [{ cron: "*/30 * * * *" }]);
   assert.equal(fs.readFileSync(path.join(ROOT, "wrangler.toml"), "utf8"), TOML, "wrangler.toml is left as it was (no ids written)");
   assert.doesNotMatch(TOML, /database_id/);
+
+  // The key was checked against the configured model before anything was created, in a header.
+  const check = main.gemini.requests.find((q) => q.get);
+  assert.ok(check, "the Gemini key was checked");
+  assert.equal(check.path, `/v1beta/models/${/^GEMINI_MODEL\s*=\s*"([^"]+)"/m.exec(TOML)[1]}`);
+  assert.equal(check.headers["x-goog-api-key"], GEMINI_KEY);
+  assert.ok(check.at < Math.min(...cf.databases.values().map((d) => Date.parse(d.created_at))), "checked before the database was created");
 
   // The four secrets; the generated ones are 43 random characters, kept in .deploy.vars.
   const secrets = cf.secrets.get("edge-agent");
@@ -73,13 +84,14 @@ test("a first deploy from nothing creates one database and two queues, uploads t
   assert.deepEqual(tg.commands.map((c) => c.command), ["new", "help"]);
   assert.equal(tg.calls("getWebhookInfo").length, 1);
 
-  // The status, the admin token once, and no other secret anywhere in the output.
+  // The status; no secret anywhere in the output: without a terminal (CI) the admin token is
+  // only written to the record, whose path is named.
   assert.match(r.stdout, /Bot: +@edge_test_bot/);
   assert.match(r.stdout, new RegExp(`Worker: +${WORKER_URL.replaceAll(".", "\\.")}`));
   assert.match(r.stdout, /Webhook: +set/);
   assert.match(r.stdout, /message @edge_test_bot/);
-  assert.equal(occurrences(r.all, adminToken), 1, "the admin token is printed once");
-  for (const secret of [TOKEN, GEMINI_KEY, webhookSecret]) assert.equal(occurrences(r.all, secret), 0, "a secret was printed");
+  assert.match(r.stderr, new RegExp(`admin token: generated and written to ${main.env.DEPLOY_VARS_FILE.replaceAll(".", "\\.")}`));
+  for (const secret of [TOKEN, GEMINI_KEY, webhookSecret, adminToken]) assert.equal(occurrences(r.all, secret), 0, "a secret was printed");
 });
 
 test("a second run creates nothing, sets no secret again and uploads again", async (t) => {
@@ -96,7 +108,7 @@ test("a second run creates nothing, sets no secret again and uploads again", asy
   assert.equal(r.code, 0, r.all);
   assert.deepEqual(cf.unknown, []);
   const calls = cf.calls.slice(before.calls);
-  assert.ok(calls.some((c) => c.method === "GET" && /\/workers\/scripts\/edge-agent\/versions\/[^/]+$/.test(c.path)), "the existing worker's bindings were looked at");
+  assert.ok(calls.some((c) => c.method === "GET" && /\/workers\/scripts\/edge-agent\/settings$/.test(c.path)), "the existing worker's bindings were looked at");
   assert.equal(main.vars().WORKER_NAME, "edge-agent");
   assert.deepEqual(calls.filter((c) => c.method === "POST" && /\/(d1\/database|queues)$/.test(c.path)), [], "nothing created");
   assert.equal(cf.databases.size, 1);
@@ -139,7 +151,7 @@ test("not logged in to Cloudflare: says to run wrangler login, creates nothing",
   const acct = await account();
   const r = await deploy(acct, { ...firstDeployEnv, CLOUDFLARE_API_TOKEN: "" });
   assert.equal(r.code, 1, r.all);
-  assert.match(r.stderr, /not logged in to Cloudflare.*npx wrangler login/);
+  assert.match(r.stderr, /not logged in to Cloudflare.*npm run login/);
   assert.equal(creations(acct.cf).length, 0);
   assert.equal(acct.tg.calls("setWebhook").length, 0);
 });

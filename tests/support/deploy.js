@@ -1,5 +1,5 @@
 // The deploy tests' harness: a fresh fake account (the fake Cloudflare API, the fake
-// Telegram, an empty home and deploy record) and a runner for scripts/deploy.mjs and
+// Telegram, the fake Gemini for the key check, an empty home and deploy record) and a runner for scripts/deploy.mjs and
 // scripts/destroy.mjs that points the real wrangler at the fake (CLOUDFLARE_API_BASE_URL,
 // CLOUDFLARE_API_TOKEN, CLOUDFLARE_ACCOUNT_ID). wrangler builds (scripts/build.sh finds the
 // worker npm test built), bundles and uploads the real worker.
@@ -11,6 +11,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { startFakeCloudflare } from "./fake-cloudflare.js";
 import { startFakeTelegram } from "../../tools/telegram-emulator.js";
+import { startFakeGemini } from "./fake-gemini.js";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const TOKEN = "123456789:TEST-token_for-the-fake";
@@ -24,12 +25,19 @@ after(async () => {
   for (const close of closers) await close();
 });
 
-/** A fresh account: fake Cloudflare, fake Telegram, an empty home and deploy record. */
-export async function account() {
-  const cf = await startFakeCloudflare();
-  const tg = await startFakeTelegram({ token: TOKEN });
+/**
+ * A fresh account: fake Cloudflare (`cloudflare` are its options: a brand-new account has
+ * `subdomain: null`), fake Telegram for the bot `token`, fake Gemini, an empty home and deploy
+ * record. `cf` shares another account's fake Cloudflare (a second bot in the same account,
+ * deployed from another checkout: its own record and bot).
+ */
+export async function account({ cloudflare = {}, cf: shared, token = TOKEN, username = "edge_test_bot" } = {}) {
+  const cf = shared ?? (await startFakeCloudflare(cloudflare));
+  const tg = await startFakeTelegram({ token, bot: { id: Number(token.split(":")[0]), first_name: "Edge", username } });
+  const gemini = await startFakeGemini({ key: GEMINI_KEY });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "edge-agent-deploy-test-"));
-  closers.push(() => cf.close(), () => tg.close(), () => fs.rmSync(dir, { recursive: true, force: true }));
+  closers.push(() => tg.close(), () => gemini.close(), () => fs.rmSync(dir, { recursive: true, force: true }));
+  if (!shared) closers.push(() => cf.close());
   const home = os.homedir();
   const env = {
     PATH: process.env.PATH,
@@ -43,6 +51,7 @@ export async function account() {
     CLOUDFLARE_API_TOKEN: cf.token,
     CLOUDFLARE_ACCOUNT_ID: cf.accountId,
     TELEGRAM_API_BASE: tg.base,
+    GEMINI_API_BASE: gemini.base,
     DEPLOY_WORKER_ORIGIN: cf.origin,
     DEPLOY_VARS_FILE: path.join(dir, ".deploy.vars"),
     DEPLOY_HEALTH_WAIT_MS: "0",
@@ -50,7 +59,7 @@ export async function account() {
   for (const name of ["RUSTUP_TOOLCHAIN", "WASM_BINDGEN_BIN", "ESBUILD_BIN", "WASM_OPT_BIN"]) {
     if (process.env[name]) env[name] = process.env[name];
   }
-  return { cf, tg, dir, env, vars: () => readVars(env.DEPLOY_VARS_FILE) };
+  return { cf, tg, gemini, dir, env, vars: () => readVars(env.DEPLOY_VARS_FILE) };
 }
 
 function readVars(file) {
@@ -98,6 +107,18 @@ export function runOnTerminal(acct, scriptName, answers, { env = {} } = {}) {
 }
 
 export const deploy = (acct, env) => run(acct, "deploy.mjs", { env });
+/** Runs the project's wrangler with the account's environment (the old deploy's steps). */
+export function wranglerIn(acct, args, { input } = {}) {
+  return new Promise((resolve) => {
+    const child = spawn(path.join(ROOT, "node_modules/.bin/wrangler"), args, { cwd: ROOT, env: { ...acct.env, WRANGLER_SEND_METRICS: "false" }, stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"] });
+    let all = "";
+    child.stdout.on("data", (d) => (all += d));
+    child.stderr.on("data", (d) => (all += d));
+    if (input !== undefined) child.stdin.end(input);
+    child.on("close", (code) => resolve({ code, all }));
+  });
+}
+export const OTHER_TOKEN = "555666777:SECOND-bot_token-for-the-fake";
 export const firstDeployEnv = { TELEGRAM_BOT_TOKEN: TOKEN, GEMINI_API_KEY: GEMINI_KEY };
 export const creations = (cf) => cf.calls.filter((c) => c.method === "POST" && /\/(d1\/database|queues)$/.test(c.path));
 export const uploads = (cf) => cf.calls.filter((c) => (c.method === "PUT" && /\/workers\/scripts\/[^/]+$/.test(c.path)) || (c.method === "POST" && /\/workers\/scripts\/[^/]+\/versions$/.test(c.path)));

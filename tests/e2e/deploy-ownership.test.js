@@ -1,0 +1,124 @@
+// Whose worker, database and queues a deploy touches (tests/support/deploy.js; the fake
+// Cloudflare refuses a second consumer on a queue as the real API does): two bots in one
+// account share nothing and destroying one leaves the other; a worker of that name that serves
+// another bot is not taken over; a database of that name from another project is not adopted;
+// a worker deployed before resources took the worker's name keeps its data on an upgrade.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import { TOKEN, OTHER_TOKEN, account, run, deploy, firstDeployEnv, creations, uploads, wranglerIn } from "../support/deploy.js";
+
+const queueNames = (cf) => [...cf.queues.values()].map((q) => q.queue_name).sort();
+const bindingsOf = (cf, name) => Object.fromEntries(cf.scripts.get(name).metadata.bindings.map((b) => [b.name, b]));
+
+test("two bots in one account share nothing, and destroying one (database too) leaves the other as it was", async () => {
+  const first = await account();
+  const r1 = await deploy(first, firstDeployEnv);
+  assert.equal(r1.code, 0, r1.all);
+  const second = await account({ cf: first.cf, token: OTHER_TOKEN, username: "second_test_bot" });
+  const r2 = await deploy(second, { ...firstDeployEnv, TELEGRAM_BOT_TOKEN: OTHER_TOKEN, WORKER_NAME: "second-bot" });
+  assert.equal(r2.code, 0, r2.all);
+  const { cf } = first;
+
+  assert.deepEqual([...cf.databases.values()].map((d) => d.name).sort(), ["edge-agent", "second-bot"]);
+  assert.deepEqual(queueNames(cf), ["edge-agent-dead-letters", "edge-agent-jobs", "second-bot-dead-letters", "second-bot-jobs"]);
+  const a = bindingsOf(cf, "edge-agent");
+  const b = bindingsOf(cf, "second-bot");
+  assert.notEqual(a.DB.id, b.DB.id);
+  assert.deepEqual([b.JOBS.queue_name, b.DEAD_LETTERS.queue_name, b.JOBS_QUEUE.text, b.DEAD_LETTER_QUEUE.text], ["second-bot-jobs", "second-bot-dead-letters", "second-bot-jobs", "second-bot-dead-letters"]);
+  assert.equal(b.BOT_ID.text, OTHER_TOKEN.split(":")[0]);
+  const consumers = Object.fromEntries([...cf.queues.values()].map((q) => [q.queue_name, q.consumers.map((c) => c.script)]));
+  assert.deepEqual(consumers["edge-agent-jobs"], ["edge-agent"]);
+  assert.deepEqual(consumers["second-bot-jobs"], ["second-bot"]);
+  assert.equal(cf.secrets.get("edge-agent").get("TELEGRAM_BOT_TOKEN"), TOKEN);
+  assert.equal(cf.secrets.get("second-bot").get("TELEGRAM_BOT_TOKEN"), OTHER_TOKEN);
+
+  // Something in the first bot's history, to see it survive the second's destruction.
+  const firstDb = [...cf.databases.values()].find((d) => d.name === "edge-agent");
+  firstDb.sqlite.exec("CREATE TABLE IF NOT EXISTS survivor (x TEXT); INSERT INTO survivor VALUES ('still here')");
+
+  const gone = await run(second, "destroy.mjs", { args: ["--yes", "--delete-database"] });
+  assert.equal(gone.code, 0, gone.all);
+  assert.equal(second.tg.webhook.url, "", "the second bot's webhook is removed");
+  assert.deepEqual([...cf.scripts.keys()], ["edge-agent"]);
+  assert.deepEqual([...cf.databases.values()].map((d) => d.name), ["edge-agent"]);
+  assert.deepEqual(queueNames(cf), ["edge-agent-dead-letters", "edge-agent-jobs"]);
+  assert.equal(firstDb.sqlite.prepare("SELECT x FROM survivor").get().x, "still here");
+  assert.deepEqual([...cf.queues.values()].find((q) => q.queue_name === "edge-agent-jobs").consumers.map((c) => c.script), ["edge-agent"]);
+  assert.equal(first.tg.webhook.url, "https://edge-agent.test-account.workers.dev/telegram/webhook", "the first bot still answers");
+  assert.equal(cf.secrets.get("edge-agent").size, 4);
+});
+
+test("a worker of that name serving another bot (its recorded bot id) is not taken over", async () => {
+  const first = await account();
+  assert.equal((await deploy(first, firstDeployEnv)).code, 0);
+  // Another checkout, another bot, the default name: it would replace the first bot's token.
+  const other = await account({ cf: first.cf, token: OTHER_TOKEN, username: "second_test_bot" });
+  const before = uploads(first.cf).length;
+  const r = await deploy(other, { ...firstDeployEnv, TELEGRAM_BOT_TOKEN: OTHER_TOKEN });
+  assert.equal(r.code, 1, r.all);
+  assert.match(r.stderr, /the worker "edge-agent" in your Cloudflare account serves another bot \(id 123456789\), not @second_test_bot \(id 555666777\)/);
+  assert.match(r.stderr, /WORKER_NAME=second_test_bot|WORKER_NAME=second-test-bot/);
+  assert.equal(uploads(first.cf).length, before, "nothing uploaded");
+  assert.equal(first.cf.secrets.get("edge-agent").get("TELEGRAM_BOT_TOKEN"), TOKEN, "its token is not replaced");
+  assert.equal(other.tg.calls("setWebhook").length, 0);
+});
+
+test("a D1 database of that name from another project is not adopted; nothing is created", async () => {
+  const acct = await account();
+  acct.cf.addDatabase("edge-agent", "CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL); INSERT INTO invoices (total) VALUES (9.5)");
+  const r = await deploy(acct, firstDeployEnv);
+  assert.equal(r.code, 1, r.all);
+  assert.match(r.stderr, /a D1 database named "edge-agent" already exists and is not this bot's: it holds tables of another project \(invoices\)/);
+  assert.deepEqual(creations(acct.cf), []);
+  assert.equal(uploads(acct.cf).length, 0);
+  const db = [...acct.cf.databases.values()][0];
+  assert.equal(db.sqlite.prepare("SELECT name FROM sqlite_master WHERE name = 'd1_migrations'").get(), undefined, "no migration ran on it");
+
+  // Another project's migrations table counts as foreign too.
+  const other = await account();
+  other.cf.addDatabase("edge-agent", "CREATE TABLE d1_migrations (id INTEGER PRIMARY KEY, name TEXT, applied_at TEXT); INSERT INTO d1_migrations (name) VALUES ('0001_create_invoices.sql')");
+  const r2 = await deploy(other, firstDeployEnv);
+  assert.equal(r2.code, 1, r2.all);
+  assert.match(r2.stderr, /its migrations are not this project's \(0001_create_invoices\.sql\)/);
+});
+
+test("a bot deployed the old way under WORKER_NAME (bound to edge-agent and its queues, no bot id) keeps its database, queues and history when deployed the new way", async () => {
+  const acct = await account();
+  const env = { ...acct.env };
+  // The old deploy's steps for WORKER_NAME=legacy-bot: the database and queues by wrangler.toml's names.
+  for (const args of [["d1", "create", "edge-agent"], ["d1", "migrations", "apply", "DB", "--remote"], ["deploy", "--name", "legacy-bot"]]) {
+    const w = await wranglerIn({ env: { ...env, CI: "true" } }, args);
+    assert.equal(w.code, 0, `${args.join(" ")}: ${w.all}`);
+  }
+  const secrets = JSON.stringify({ TELEGRAM_BOT_TOKEN: TOKEN, GEMINI_API_KEY: "old", TELEGRAM_WEBHOOK_SECRET: "s".repeat(43), ADMIN_TOKEN: "a".repeat(43) });
+  assert.equal((await wranglerIn(acct, ["secret", "bulk", "--name", "legacy-bot"], { input: secrets })).code, 0);
+  const { cf } = acct;
+  const legacy = bindingsOf(cf, "legacy-bot");
+  assert.equal(legacy.JOBS.queue_name, "edge-agent-jobs");
+  const db = [...cf.databases.values()][0];
+  db.sqlite.exec("INSERT INTO chats (chat_id, kind, title, first_seen_at, last_seen_at) VALUES (42, 'private', 'Alice', 1, 1)");
+
+  // Without a terminal and without this checkout's record, no one says the worker is this bot.
+  const refused = await deploy(acct, { ...firstDeployEnv, WORKER_NAME: "legacy-bot" });
+  assert.equal(refused.code, 1, refused.all);
+  assert.match(refused.stderr, /deployed by this project before it recorded which bot it serves.*DEPLOY_ADOPT_WORKER=legacy-bot npm run deploy/);
+  assert.equal(cf.scripts.get("legacy-bot").uploads.length, 1, "nothing uploaded");
+
+  const r = await deploy(acct, { ...firstDeployEnv, WORKER_NAME: "legacy-bot", DEPLOY_ADOPT_WORKER: "legacy-bot" });
+  assert.equal(r.code, 0, r.all);
+  const now = bindingsOf(cf, "legacy-bot");
+  assert.equal(now.DB.id, db.uuid, "the same database");
+  assert.deepEqual([now.JOBS.queue_name, now.DEAD_LETTERS.queue_name, now.JOBS_QUEUE.text, now.DEAD_LETTER_QUEUE.text], ["edge-agent-jobs", "edge-agent-dead-letters", "edge-agent-jobs", "edge-agent-dead-letters"]);
+  assert.equal(now.BOT_ID.text, TOKEN.split(":")[0], "the bot id is recorded now");
+  assert.equal(cf.databases.size, 1, "no new database");
+  assert.deepEqual(queueNames(cf), ["edge-agent-dead-letters", "edge-agent-jobs"], "no new queues");
+  assert.equal(db.sqlite.prepare("SELECT title FROM chats WHERE chat_id = 42").get().title, "Alice", "the history is still there");
+  assert.equal(acct.vars().DATABASE_NAME, "edge-agent");
+
+  // From now on it is known: a run from a fresh checkout needs no word from anyone.
+  fs.rmSync(acct.env.DEPLOY_VARS_FILE);
+  const again = await deploy(acct, { ...firstDeployEnv, WORKER_NAME: "legacy-bot" });
+  assert.equal(again.code, 0, again.all);
+  assert.equal(bindingsOf(cf, "legacy-bot").DB.id, db.uuid);
+});
