@@ -6,7 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
-import { TOKEN, OTHER_TOKEN, account, run, deploy, firstDeployEnv, creations, uploads, wranglerIn } from "../support/deploy.js";
+import { TOKEN, OTHER_TOKEN, account, run, deploy, firstDeployEnv, creations, uploads, wranglerIn, runOnTerminal } from "../support/deploy.js";
 
 const queueNames = (cf) => [...cf.queues.values()].map((q) => q.queue_name).sort();
 const bindingsOf = (cf, name) => Object.fromEntries(cf.scripts.get(name).metadata.bindings.map((b) => [b.name, b]));
@@ -81,6 +81,32 @@ test("a D1 database of that name from another project is not adopted; nothing is
   const r2 = await deploy(other, firstDeployEnv);
   assert.equal(r2.code, 1, r2.all);
   assert.match(r2.stderr, /its migrations are not this project's \(0001_create_invoices\.sql\)/);
+});
+
+test("a queue of that name consumed by another worker (a queue has one consumer): stops before creating anything", async () => {
+  const acct = await account();
+  acct.cf.addForeignScript("someone-else");
+  acct.cf.addQueue("edge-agent-jobs", "someone-else");
+  const r = await deploy(acct, firstDeployEnv);
+  assert.equal(r.code, 1, r.all);
+  assert.match(r.stderr, /a queue named "edge-agent-jobs" already exists and the worker "someone-else" uses it \(a queue has one consumer\)/);
+  assert.deepEqual(creations(acct.cf), []);
+  assert.equal(acct.cf.databases.size, 0);
+  assert.equal(uploads(acct.cf).length, 0);
+});
+
+test("a worker deployed before the bot id was recorded, on a terminal: taken over only when its name is typed", async (t) => {
+  const acct = await account();
+  const w = await wranglerIn({ env: { ...acct.env, CI: "true" } }, ["deploy"]);
+  assert.equal(w.code, 0, w.all);
+  const no = await runOnTerminal(acct, "deploy.mjs", [{ prompt: /If it is @edge_test_bot, type the worker's name/, answer: "no" }], { env: firstDeployEnv });
+  if (no === null) return t.skip("util-linux script is not installed");
+  assert.equal(no.code, 1, no.output);
+  assert.match(no.output, /not confirmed; nothing was changed/);
+  assert.equal(acct.cf.scripts.get("edge-agent").uploads.length, 1);
+  const yes = await runOnTerminal(acct, "deploy.mjs", [{ prompt: /If it is @edge_test_bot, type the worker's name/, answer: "edge-agent" }], { env: firstDeployEnv });
+  assert.equal(yes.code, 0, yes.output);
+  assert.equal(bindingsOf(acct.cf, "edge-agent").BOT_ID.text, TOKEN.split(":")[0]);
 });
 
 test("a bot deployed the old way under WORKER_NAME (bound to edge-agent and its queues, no bot id) keeps its database, queues and history when deployed the new way", async () => {

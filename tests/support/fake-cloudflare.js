@@ -473,6 +473,13 @@ export async function startFakeCloudflare({ accountId = FAKE_ACCOUNT_ID, token =
       databases.set(uuid, d);
       return d;
     },
+    /** Adds a queue, consumed by `consumer` (a script name) when given. */
+    addQueue(name, consumer) {
+      const q = { queue_id: crypto.randomUUID().replaceAll("-", ""), queue_name: name, created_on: new Date().toISOString(), consumers: [] };
+      if (consumer) q.consumers.push({ consumer_id: crypto.randomUUID(), queue_name: name, script: consumer, type: "worker", settings: {} });
+      queues.set(q.queue_id, q);
+      return q;
+    },
     /** The token lacks a permission from now on: "workers", "d1" or "queues" (403, code 10000). */
     deny(kind) {
       denied.add(kind);
