@@ -184,7 +184,7 @@ impl ChatObject {
                     };
                     worker::console_warn!("turn {turn_id}: the apology waits ({})", e.message());
                     if !self.update(|st| st.apology_later(&turn_id, now, delay)).await {
-                        worker::console_error!("turn {turn_id}: the apology was given up after {attempts} attempts");
+                        worker::console_error!("turn {turn_id}: the apology was given up after {attempts} attempts over a day");
                     }
                     return;
                 }

@@ -52,8 +52,11 @@ pub const TURN_WATCHDOG_MS: i64 = 120_000;
 /// How long past its expected delay a retry job may be late before it counts as lost (the
 /// default of [`Timing::job_grace_ms`]).
 pub const JOB_GRACE_MS: i64 = 300_000;
-/// Attempts at sending an owed apology before it is given up (the chat is blocked or gone).
-pub const MAX_APOLOGY_ATTEMPTS: u32 = 8;
+/// How long an owed apology is tried before it is given up: a day after it was first owed.
+/// Until then it is retried with backoff (at most five minutes apart, or Telegram's
+/// `retry_after`) however many attempts that takes; a chat that blocked the bot drops it at
+/// once (the edge's fatal send error).
+pub const APOLOGY_DEADLINE_MS: i64 = 86_400_000;
 /// Update ids remembered for deduplication.
 const SEEN_CAP: usize = 512;
 
@@ -201,6 +204,10 @@ pub struct Apology {
     /// A scheduled run that could not be worded: its text is sent instead of the apology.
     #[serde(default)]
     pub text: Option<String>,
+    /// When it was first owed (None in state stored before this field: the next failed
+    /// attempt starts its day).
+    #[serde(default)]
+    pub owed_at_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -628,7 +635,7 @@ impl ChatState {
         self.end_turn(turn_id);
         if (had_turn || had_plan) && !self.apologies.iter().any(|a| a.turn_id == turn_id) {
             let text = scheduled.map(|s| s.text);
-            self.apologies.push(Apology { turn_id: turn_id.to_string(), attempts: 0, not_before_ms: now, text });
+            self.apologies.push(Apology { turn_id: turn_id.to_string(), attempts: 0, not_before_ms: now, text, owed_at_ms: Some(now) });
         }
     }
 
@@ -637,7 +644,7 @@ impl ChatState {
     /// under `turn_id`, at most once.
     pub fn owe_text(&mut self, turn_id: &str, text: String, now: i64) {
         if !self.apologies.iter().any(|a| a.turn_id == turn_id) {
-            self.apologies.push(Apology { turn_id: turn_id.to_string(), attempts: 0, not_before_ms: now, text: Some(text) });
+            self.apologies.push(Apology { turn_id: turn_id.to_string(), attempts: 0, not_before_ms: now, text: Some(text), owed_at_ms: Some(now) });
         }
     }
 
@@ -654,11 +661,12 @@ impl ChatState {
         self.apologies.retain(|a| a.turn_id != turn_id);
     }
 
-    /// Sending the apology failed or had to wait: try again after `delay_ms`, up to
-    /// [`MAX_APOLOGY_ATTEMPTS`] attempts. Returns false when it is given up.
+    /// Sending the apology failed or had to wait: try again after `delay_ms`, until
+    /// [`APOLOGY_DEADLINE_MS`] after it was first owed. Returns false when it is given up.
     pub fn apology_later(&mut self, turn_id: &str, now: i64, delay_ms: i64) -> bool {
         let Some(a) = self.apologies.iter_mut().find(|a| a.turn_id == turn_id) else { return false };
-        if a.attempts >= MAX_APOLOGY_ATTEMPTS {
+        let owed_at = *a.owed_at_ms.get_or_insert(now);
+        if now.saturating_sub(owed_at) >= APOLOGY_DEADLINE_MS {
             self.apology_done(turn_id);
             return false;
         }
@@ -989,17 +997,22 @@ mod tests {
         // A turn that is gone (finished, or already given up) is owed nothing more.
         s.give_up(&t.turn_id, 4000);
         assert!(s.apologies.is_empty(), "a late dead letter does not apologise again");
-        // Never forever: after the attempt limit it is given up.
+        // Until it goes out, however many attempts that takes, but not forever: a day after
+        // it was owed it is given up (five-minute retries for a day are 288 attempts).
         s.signal(&sig(9, 0));
         s.begin_turn(0, "c", 2);
         let x = s.turn.as_ref().unwrap().turn_id.clone();
-        s.give_up(&x, 0);
-        for _ in 0..MAX_APOLOGY_ATTEMPTS - 1 {
-            assert!(s.apology_due(i64::MAX / 2).is_some());
-            assert!(s.apology_later(&x, 0, 10));
+        s.give_up(&x, 1_000);
+        let mut now = 1_000;
+        for _ in 0..200 {
+            assert!(s.apology_due(now).is_some());
+            assert!(s.apology_later(&x, now, 300_000), "still owed at {now}");
+            now += 300_000;
         }
-        assert!(s.apology_due(i64::MAX / 2).is_some());
-        assert!(!s.apology_later(&x, 0, 10));
+        assert!(s.apology_due(1_000 + APOLOGY_DEADLINE_MS - 1).is_some());
+        assert!(s.apology_later(&x, 1_000 + APOLOGY_DEADLINE_MS - 1, 1), "still owed just before its day is over");
+        assert!(s.apology_due(1_000 + APOLOGY_DEADLINE_MS).is_some());
+        assert!(!s.apology_later(&x, 1_000 + APOLOGY_DEADLINE_MS, 10), "given up a day after it was owed");
         assert!(s.apologies.is_empty());
     }
 

@@ -389,7 +389,7 @@ impl ChatState {
 
     fn owe_text_or_apology(&mut self, turn_id: &str, now: i64) {
         if !self.apologies.iter().any(|a| a.turn_id == turn_id) {
-            self.apologies.push(crate::chat_state::Apology { turn_id: turn_id.to_string(), attempts: 0, not_before_ms: now, text: None });
+            self.apologies.push(crate::chat_state::Apology { turn_id: turn_id.to_string(), attempts: 0, not_before_ms: now, text: None, owed_at_ms: Some(now) });
         }
     }
 
