@@ -16,6 +16,9 @@ export class ApiError extends Error {
   }
 }
 
+/** Whether the API said the credentials are missing or invalid (not: lack a permission). */
+const isLoginError = (e) => e instanceof ApiError && (e.status === 401 || [9106, 9109, 6003, 6111].includes(e.code));
+
 export const NOT_LOGGED_IN =
   "you are not logged in to Cloudflare. Run `npm run login` (the project's own wrangler, after its setup), or set CLOUDFLARE_API_TOKEN to an API token with the permissions listed in README (\"An API token for CI\"), then `npm run deploy` again.";
 
@@ -82,7 +85,7 @@ export async function connect() {
     try {
       accounts = await get("/accounts?per_page=50");
     } catch (e) {
-      if (e instanceof ApiError && [400, 401, 403].includes(e.status)) fail(NOT_LOGGED_IN);
+      if (isLoginError(e) || (e instanceof ApiError && e.status === 403)) fail(NOT_LOGGED_IN);
       throw e;
     }
     if (accounts.length === 1) accountId = accounts[0].id;
@@ -94,24 +97,16 @@ export async function connect() {
       accountId = accounts[Number(answer) - 1]?.id;
       if (!accountId) fail("no such account; nothing was created.");
     }
-  } else {
-    // The login is checked all the same: a wrong or missing token must not pass for an empty account.
-    try {
-      await get(`/accounts/${accountId}/workers/scripts`);
-    } catch (e) {
-      if (e instanceof ApiError && (e.status === 401 || (e.status === 400 && e.code === 9106) || e.code === 9109 || e.code === 6003)) fail(NOT_LOGGED_IN);
-      if (!(e instanceof ApiError)) throw e;
-    }
   }
   process.env.CLOUDFLARE_ACCOUNT_ID = accountId;
   return { accountId, a: `/accounts/${accountId}`, call, get };
 }
 
 /**
- * Reads what the deploy needs to decide anything, each read also checking a permission the
- * later writes need (a token that cannot read a kind of resource cannot edit it either): the
- * account's workers, D1 databases and queues. Stops, naming every missing permission, before
- * anything is created.
+ * Reads what the deploy needs to decide anything, each read also checking the login (with
+ * CLOUDFLARE_ACCOUNT_ID nothing before this has) and a permission the later writes need (a
+ * token that cannot read a kind of resource cannot edit it either): the account's workers, D1
+ * databases and queues. Stops, naming every missing permission, before anything is created.
  */
 export async function accountState(api) {
   const reads = [
@@ -126,6 +121,7 @@ export async function accountState(api) {
       state[key] = await api.get(path);
     } catch (e) {
       if (!(e instanceof ApiError)) throw e;
+      if (isLoginError(e)) fail(NOT_LOGGED_IN);
       if (e.status === 403 || e.code === 10000) missing.push(`${permission} (GET ${path.split("?")[0].replace(api.a, "/accounts/…")} answered: ${e.message})`);
       else fail(`could not read your account's ${key}: ${e.message}`);
     }

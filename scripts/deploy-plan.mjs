@@ -34,18 +34,54 @@ export function boundResources(bindings, databases) {
  * (this project, deployed before BOT_ID was recorded), "foreign" (not this project).
  */
 export function ownership(bindings, botId) {
-  const project = bindings.some((b) => b.type === "durable_object_namespace" && b.class_name === "ChatObject");
-  if (!project) return "foreign";
-  const recorded = bindings.find((b) => b.name === "BOT_ID" && (b.type === "plain_text" || b.type === "json"));
-  const id = recorded === undefined ? "" : String(recorded.text ?? recorded.json ?? "").trim();
-  if (id === "") return "unknown-bot";
+  if (!isThisProject(bindings)) return "foreign";
+  const id = recordedBotId(bindings);
+  if (id === null) return "unknown-bot";
   return id === String(botId) ? "ours" : "other-bot";
 }
 
-/** The bot id recorded on a worker (its BOT_ID var), or null. */
+/** Whether a worker's bindings are this project's: it has the chat-object class. */
+export function isThisProject(bindings) {
+  return bindings.some((b) => b.type === "durable_object_namespace" && b.class_name === "ChatObject");
+}
+
+/** The bot id recorded on a worker (its BOT_ID var), or null (none, or empty). */
 export function recordedBotId(bindings) {
-  const b = bindings.find((x) => x.name === "BOT_ID" && x.type === "plain_text");
-  return b?.text ? String(b.text) : null;
+  const id = String(bindings.find((x) => x.name === "BOT_ID" && x.type === "plain_text")?.text ?? "").trim();
+  return id === "" ? null : id;
+}
+
+/**
+ * The other worker that uses a queue (bound to it, or its consumer; a queue has one), or
+ * undefined. `queues` is the account's queue list, `others` the bindings of every other worker
+ * by resource (cloudflare-api's bindingsByResource).
+ */
+export function queueUser(queue, queues, others, self) {
+  const q = queues.find((x) => x.queue_name === queue);
+  return others.queue.get(queue) ?? q?.consumers?.map((c) => c.script ?? c.service).find((s) => s && s !== self);
+}
+
+/**
+ * What to do about an upload wrangler could not finish, by Cloudflare's code (or its words
+ * where wrangler rewords it); null when the error is none of these.
+ */
+export function uploadAdvice(error) {
+  if (/\b10034\b/.test(error) || /verify your email/i.test(error)) {
+    return "Cloudflare publishes workers only for accounts whose email address is verified. Open the verification email Cloudflare sent you (dash.cloudflare.com → My Profile shows the address and can send it again), click its link, then run npm run deploy again: the database is ready and the rest picks up from here.";
+  }
+  if (/\b10027\b/.test(error) || /exceeded the size limit/i.test(error)) {
+    return "the worker is larger than your plan allows (the Free plan takes 3 MB compressed, Workers Paid 10 MB). BENCHMARKS.md gives the worker's size; upgrade the plan or build a smaller worker, then run npm run deploy again.";
+  }
+  if (/\b10072\b/.test(error) || /too_many_crons|limit of \d+ cron triggers/i.test(error)) {
+    return "your account is at its limit of cron triggers, which all its workers share (Free plan: 5). The bot uses one (memory consolidation every 30 minutes). Remove a cron trigger from a worker you no longer need (dash.cloudflare.com → Workers & Pages → the worker → Settings → Triggers), then run npm run deploy again: the worker is uploaded and the rerun adds its trigger.";
+  }
+  if (/\b11004\b/.test(error) || /consumer_exists/i.test(error)) {
+    return "a queue of this bot's already has a consumer (another worker); a queue has one. Deploy under another name (WORKER_NAME=<name> npm run deploy).";
+  }
+  if (/\b11003\b/.test(error) || /maximum number of queues/i.test(error)) {
+    return "Cloudflare refused to create a queue: your account is at its queue limit. Delete queues you no longer use (npx wrangler queues list, npx wrangler queues delete <name>) or raise the limit (Workers Paid), then run npm run deploy again. The database is ready; nothing was uploaded.";
+  }
+  return null;
 }
 
 /**

@@ -40,7 +40,7 @@ import path from "node:path";
 import { registerWebhook, telegramApi, ScriptError } from "./webhook.mjs";
 import { root, wrangler, wranglerError, projectNames, projectToml, readState, writeState, stateFile, ask, interactive, fail } from "./wrangler-run.mjs";
 import { ApiError, connect, accountState, scriptBindings, bindingsByResource, workersDevSubdomain, d1Rows } from "./cloudflare-api.mjs";
-import { resourceNames, boundResources, ownership, recordedBotId, adoptable, tomlVar, deployConfig } from "./deploy-plan.mjs";
+import { resourceNames, boundResources, ownership, recordedBotId, adoptable, queueUser, uploadAdvice, tomlVar, deployConfig } from "./deploy-plan.mjs";
 
 const say = (line) => console.error(`deploy: ${line}`);
 const secretPattern = /^[A-Za-z0-9_-]{32,256}$/;
@@ -108,8 +108,7 @@ async function plan(api, account, name, bindings) {
   }
   for (const queue of [r.jobs, r.dead]) {
     if (queue === bound.jobs || queue === bound.dead) continue;
-    const q = account.queues.find((x) => x.queue_name === queue);
-    const user = others.queue.get(queue) ?? q?.consumers?.map((c) => c.script ?? c.service).find((s) => s && s !== name);
+    const user = queueUser(queue, account.queues, others, name);
     if (user) fail(`a queue named "${queue}" already exists and the worker "${user}" uses it (a queue has one consumer). Deploy under another name: WORKER_NAME=<name> npm run deploy. Nothing was created.`);
   }
   return r;
@@ -196,26 +195,6 @@ async function database(account, dbName, config) {
   }
   const applied = /No migrations to apply/i.test(m.output) ? "up to date" : "applied";
   say(`migrations: ${applied}`);
-}
-
-/** What to do about a refused upload, by Cloudflare's code or words; null for others. */
-function uploadAdvice(error) {
-  if (/\b10034\b/.test(error) || /verify your email|email.{0,40}(not|un)verified|unverified email/i.test(error)) {
-    return "Cloudflare publishes workers only for accounts whose email address is verified. Open the verification email Cloudflare sent you (dash.cloudflare.com → My Profile shows the address and can send it again), click its link, then run npm run deploy again: the database is ready and the rest picks up from here.";
-  }
-  if (/\b10027\b/.test(error) || /exceeded the size limit|script.{0,20}too large/i.test(error)) {
-    return "the worker is larger than your plan allows (the Free plan takes 3 MB compressed, Workers Paid 10 MB). BENCHMARKS.md gives the worker's size; upgrade the plan or build a smaller worker, then run npm run deploy again.";
-  }
-  if (/cron/i.test(error) && /(limit|maximum|exceed|too many)/i.test(error)) {
-    return "your account is at its limit of cron triggers, which all its workers share (Free plan: 5). The bot uses one (memory consolidation every 30 minutes). Remove a cron trigger from a worker you no longer need (dash.cloudflare.com → Workers & Pages → the worker → Settings → Triggers), then run npm run deploy again: the worker is uploaded and the rerun adds its trigger.";
-  }
-  if (/queue/i.test(error) && /consumer/i.test(error)) {
-    return "a queue of this bot's already has a consumer (another worker); a queue has one. Deploy under another name (WORKER_NAME=<name> npm run deploy).";
-  }
-  if (/queue/i.test(error) && /(limit|maximum|quota)/i.test(error)) {
-    return "Cloudflare refused to create a queue: your account is at its queue limit. Delete queues you no longer use (npx wrangler queues list, npx wrangler queues delete <name>) or raise the limit (Workers Paid), then run npm run deploy again. The database is ready; nothing was uploaded.";
-  }
-  return null;
 }
 
 /** Step 8: wrangler deploy (queues provisioned by name), then the secrets to put. */

@@ -9,18 +9,25 @@
 //   npm run destroy -- --yes [--delete-database]
 //   WORKER_NAME=x npm run destroy -- --yes
 import { telegramApi, ScriptError } from "./webhook.mjs";
-import { wrangler, wranglerError, readState, writeState, ask, interactive, fail } from "./wrangler-run.mjs";
+import { wrangler, wranglerError, projectNames, readState, writeState, ask, interactive, fail } from "./wrangler-run.mjs";
 import { ApiError, connect, accountState, scriptBindings, bindingsByResource } from "./cloudflare-api.mjs";
-import { resourceNames, boundResources, ownership } from "./deploy-plan.mjs";
-import { projectNames } from "./wrangler-run.mjs";
+import { resourceNames, boundResources, isThisProject, recordedBotId, queueUser } from "./deploy-plan.mjs";
 
 const say = (line) => console.error(`destroy: ${line}`);
 
-/** The worker's own resources, and which of them another worker uses (left alone). */
-async function owned(api, account, name, state) {
+/**
+ * The worker's own resources, and which of them another worker uses (left alone). A worker
+ * that is not this project's, or that serves another bot than the one this checkout knows
+ * (`botId`, from its token), is not touched.
+ */
+async function owned(api, account, name, state, botId) {
   const exists = account.scripts.some((s) => (s.id ?? s.name) === name);
   const bindings = exists ? await scriptBindings(api, name) : [];
-  if (exists && ownership(bindings, 0) === "foreign") fail(`the worker "${name}" is not this bot (it has no ChatObject Durable Object); nothing was removed.`);
+  if (exists && !isThisProject(bindings)) fail(`the worker "${name}" is not this bot (it has no ChatObject Durable Object); nothing was removed.`);
+  const recordedBot = recordedBotId(bindings);
+  if (botId && recordedBot && recordedBot !== botId) {
+    fail(`the worker "${name}" serves another bot (id ${recordedBot}) than the one this checkout knows (id ${botId}); nothing was removed. Run npm run destroy from the checkout that deployed it, or with that bot's TELEGRAM_BOT_TOKEN.`);
+  }
   const bound = boundResources(bindings, account.databases);
   const recorded = state.WORKER_NAME === name && state.DATABASE_NAME ? { database: state.DATABASE_NAME, jobs: state.JOBS_QUEUE, dead: state.DEAD_LETTER_QUEUE } : {};
   const fresh = resourceNames(name);
@@ -32,13 +39,12 @@ async function owned(api, account, name, state) {
   const others = await bindingsByResource(api, account.scripts, name);
   const shared = new Map();
   for (const queue of [r.jobs, r.dead]) {
-    const q = account.queues.find((x) => x.queue_name === queue);
-    const user = others.queue.get(queue) ?? q?.consumers?.map((c) => c.script ?? c.service).find((x) => x && x !== name);
+    const user = queueUser(queue, account.queues, others, name);
     if (user) shared.set(queue, user);
   }
   const db = account.databases.find((d) => d.name === r.database);
   if (db && others.database.has(db.uuid)) shared.set(r.database, others.database.get(db.uuid));
-  return { exists, ...r, shared };
+  return { ...r, shared };
 }
 
 async function main(args) {
@@ -49,9 +55,10 @@ async function main(args) {
   const unknown = args.filter((a) => !["--yes", "-y", "--delete-database"].includes(a));
   if (unknown.length) fail(`unknown option ${unknown[0]} (use --yes, --delete-database)`);
 
+  const token = process.env.TELEGRAM_BOT_TOKEN || state.TELEGRAM_BOT_TOKEN;
   const api = await connect();
   const account = await accountState(api);
-  const r = await owned(api, account, name, state);
+  const r = await owned(api, account, name, state, token?.split(":")[0]);
   const queues = [r.jobs, r.dead].filter((q) => !r.shared.has(q));
   const what = [`the webhook`, `the worker ${name}`];
   if (queues.length) what.push(`the queues ${queues.join(", ")}`);
@@ -63,7 +70,6 @@ async function main(args) {
   }
 
   // The webhook first: Telegram stops delivering before the worker goes.
-  const token = process.env.TELEGRAM_BOT_TOKEN || state.TELEGRAM_BOT_TOKEN;
   if (token) {
     const telegram = telegramApi({ token, apiBase: process.env.TELEGRAM_API_BASE || "https://api.telegram.org" });
     const info = await telegram.call("getWebhookInfo");

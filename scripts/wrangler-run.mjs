@@ -7,6 +7,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { readVars } from "../tools/util.js";
 import { ScriptError } from "./webhook.mjs";
+import { tomlVar } from "./deploy-plan.mjs";
 
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 export { ScriptError };
@@ -75,9 +76,7 @@ export function projectNames() {
   const toml = projectToml();
   const worker = /^name\s*=\s*"([^"]+)"/m.exec(toml)?.[1];
   const database = /^database_name\s*=\s*"([^"]+)"/m.exec(toml)?.[1];
-  const jobs = /^JOBS_QUEUE\s*=\s*"([^"]+)"/m.exec(toml)?.[1];
-  const dead = /^DEAD_LETTER_QUEUE\s*=\s*"([^"]+)"/m.exec(toml)?.[1];
-  return { worker, database, jobs, dead };
+  return { worker, database, jobs: tomlVar(toml, "JOBS_QUEUE"), dead: tomlVar(toml, "DEAD_LETTER_QUEUE") };
 }
 
 /** The deploy's local record: KEY=VALUE lines, mode 600, never committed. */

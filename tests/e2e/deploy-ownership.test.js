@@ -62,6 +62,15 @@ test("a worker of that name serving another bot (its recorded bot id) is not tak
   assert.equal(uploads(first.cf).length, before, "nothing uploaded");
   assert.equal(first.cf.secrets.get("edge-agent").get("TELEGRAM_BOT_TOKEN"), TOKEN, "its token is not replaced");
   assert.equal(other.tg.calls("setWebhook").length, 0);
+
+  // Nor taken down from that checkout: destroy knows its bot, and the worker serves another.
+  const gone = await run(other, "destroy.mjs", { args: ["--yes", "--delete-database"], env: { TELEGRAM_BOT_TOKEN: OTHER_TOKEN } });
+  assert.equal(gone.code, 1, gone.all);
+  assert.match(gone.stderr, /the worker "edge-agent" serves another bot \(id 123456789\) than the one this checkout knows \(id 555666777\); nothing was removed/);
+  assert.ok(first.cf.scripts.has("edge-agent"));
+  assert.equal(first.cf.databases.size, 1);
+  assert.equal(first.cf.queues.size, 2);
+  assert.equal(first.tg.webhook.url, "https://edge-agent.test-account.workers.dev/telegram/webhook");
 });
 
 test("a D1 database of that name from another project is not adopted; nothing is created", async () => {

@@ -1,7 +1,7 @@
 // scripts/deploy-plan.mjs: the deploy's decisions as functions (no Cloudflare needed).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { resourceNames, boundResources, ownership, adoptable, deployConfig, tomlVar } from "../../scripts/deploy-plan.mjs";
+import { resourceNames, boundResources, ownership, adoptable, deployConfig, tomlVar, uploadAdvice, queueUser } from "../../scripts/deploy-plan.mjs";
 import { TOML } from "../support/deploy.js";
 
 const defaults = { jobs: tomlVar(TOML, "JOBS_QUEUE"), dead: tomlVar(TOML, "DEAD_LETTER_QUEUE") };
@@ -41,4 +41,24 @@ test("an existing database is adopted only when empty or holding only this proje
   assert.equal(adoptable({ tables: ["d1_migrations", "chats"], applied: ["0001_init.sql"] }, ours).ok, true);
   assert.match(adoptable({ tables: ["invoices"], applied: null }, ours).why, /invoices/);
   assert.match(adoptable({ tables: ["d1_migrations"], applied: ["0001_other.sql"] }, ours).why, /0001_other\.sql/);
+});
+
+test("a refused upload's advice follows Cloudflare's code, not a word that happens to appear", () => {
+  assert.match(uploadAdvice("You need to verify your email address to use Workers. [code: 10034]"), /email address is verified/);
+  assert.match(uploadAdvice("Your Worker exceeded the size limit of 3 MiB. [code: 10027]"), /larger than your plan allows/);
+  assert.match(uploadAdvice("Cron schedules:\n - This account has reached the Workers Free limit of 5 cron triggers per account. [code: 10072]"), /limit of cron triggers/);
+  assert.match(uploadAdvice("Queue consumers:\n - workers.api.error.consumer_exists [code: 11004]"), /already has a consumer/);
+  assert.match(uploadAdvice("You have reached the maximum number of queues allowed for your account (10) [code: 11003]"), /queue limit/);
+  // A permission error on the same steps is not any of these.
+  assert.equal(uploadAdvice("Queue consumers:\n - A request to the Cloudflare API (/accounts/x/queues) failed.\n - Authentication error [code: 10000]"), null);
+  assert.equal(uploadAdvice("Cron schedules:\n - Authentication error [code: 10000]"), null);
+});
+
+test("a queue's other user is the worker bound to it or its consumer, never the worker itself", () => {
+  const queues = [{ queue_name: "q", consumers: [{ script: "me" }] }, { queue_name: "r", consumers: [{ script: "them" }] }];
+  const none = { queue: new Map(), database: new Map() };
+  assert.equal(queueUser("q", queues, none, "me"), undefined);
+  assert.equal(queueUser("r", queues, none, "me"), "them");
+  assert.equal(queueUser("q", queues, { queue: new Map([["q", "producer"]]), database: new Map() }, "me"), "producer");
+  assert.equal(queueUser("absent", queues, none, "me"), undefined);
 });

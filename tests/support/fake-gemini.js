@@ -214,8 +214,8 @@ async function streamAnswer(res, body, streamMs, entry) {
 
 /** `tokens`: how usageMetadata counts, "estimate" (4 characters of the request's JSON a token,
  *  quick) or "gemini" (Gemini's own tokenizer, gemini-tokens.js; the benchmarks). */
-/** The models `GET /v1beta/models/{model}` knows (the real list is Google's; these are the
- *  ones this project configures by default, read from wrangler.toml's GEMINI_MODEL by callers). */
+/** The models `GET /v1beta/models/{model}` knows (the real list is Google's): the ones this
+ *  project's defaults name. A default GEMINI_MODEL missing here fails the deploy tests. */
 export const KNOWN_MODELS = ["gemini-3.8-flash", "gemini-3.6-flash", "gemini-3.5-flash-lite", "gemini-3.1-flash-lite", "gemini-embedding-001"];
 
 export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0, tokens = "estimate", models = KNOWN_MODELS } = {}) {
@@ -331,7 +331,7 @@ export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0, tokens
     // real API: a wrong key is 400 API_KEY_INVALID, an unknown model 404 NOT_FOUND.
     const model = /^\/v1beta\/models\/([^:/]+)$/.exec(url.pathname);
     if (model && req.method === "GET") {
-      requests.push({ path: url.pathname, get: true, at: Date.now(), headers: req.headers });
+      requests.push({ path: url.pathname, query: url.search, get: true, at: Date.now(), headers: req.headers });
       if (url.searchParams.has("key") || req.headers["x-goog-api-key"] !== key) {
         return send(error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", [
           { "@type": "type.googleapis.com/google.rpc.ErrorInfo", reason: "API_KEY_INVALID", domain: "googleapis.com", metadata: { service: "generativelanguage.googleapis.com" } },
