@@ -308,13 +308,19 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     queueUpdate(update) {
       pendingUpdates.push(update);
     },
-    /** Answers the next `times` calls of `method` (to `chatId`) after `ms` milliseconds. */
+    /** Answers the next `times` calls of `method` (to `chatId`) after `ms` milliseconds.
+     *  Returns the delay: setting its `times` to 0 lifts it. */
     delay(d) {
-      delays.push({ times: 1, ...d });
+      const delay = { times: 1, ...d };
+      delays.push(delay);
+      return delay;
     },
-    /** Fails the next `times` calls of `method` (to `chatId`), after letting `skip` pass. */
+    /** Fails the next `times` calls of `method` (to `chatId`), after letting `skip` pass.
+     *  Returns the fault: setting its `times` to 0 lifts it. */
     fault(f) {
-      faults.push({ times: 1, skip: 0, ...f });
+      const fault = { times: 1, skip: 0, ...f };
+      faults.push(fault);
+      return fault;
     },
     /** Another bot this emulator serves (its own token, `/bot<token>/<method>`), as a crew
      *  persona's bot; its calls are recorded with `from` set to it. */
