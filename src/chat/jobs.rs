@@ -50,8 +50,8 @@ impl ChatObject {
                 let Some(turn) = self.update(|st| st.resume_turn(&turn_id, attempt, now_ms())).await else {
                     return JobOutcome::Done; // finished or superseded meanwhile
                 };
-                self.arm(ctx).await;
                 self.in_flight.set(true);
+                self.arm(ctx).await; // the re-check, in case this instance dies mid-turn
                 let result = agent::run(ctx, &conv, &turn, Some(self.live(&turn)), Some(&self.rows)).await;
                 self.in_flight.set(false);
                 self.after_turn(ctx, &conv, &turn_id, result).await

@@ -25,7 +25,13 @@
 //!   a dead instance and is recovered.
 //! - The alarm handler never fails once the state is loaded (alarms are retried on error): it
 //!   logs and re-arms. Every waiting state has a deadline (`core::chat_state`), and the alarm
-//!   is never armed in the past in a loop.
+//!   is never armed in the past in a loop: while a turn or a plan step runs here it is a
+//!   re-check a few seconds on (`chat_state::RECHECK_MS`), which also lets an instance that
+//!   starts after a restart take the dead one's work over within seconds.
+//! - Every outbound call is asked of the invocation's meter first: owed apologies stop at the
+//!   budget, a turn starts only in an invocation that has spent at most `TURN_START_MAX`,
+//!   and no fetch goes out past `SUBREQUEST_CEILING`; what does not fit is due at once in the
+//!   next invocation.
 //! - A stored state that does not decode is logged, kept aside under `state.unreadable`, and
 //!   replaced by a fresh state (turn ids are random, so no outbox key can repeat). A storage
 //!   read error is not that: the handler fails and is retried; nothing is overwritten.
@@ -344,10 +350,13 @@ impl ChatObject {
     }
 
     /// Sets the one alarm to the next time the state needs attention.
+    /// While this instance has work in flight (a turn, a plan step) that is a re-check a few
+    /// seconds on (`chat_state::RECHECK_MS`): never "due now" while the work runs (no spin),
+    /// and an instance that starts after a restart takes the dead one's work over then.
     async fn arm(&self, ctx: &Ctx) {
-        let in_flight = self.in_flight.get();
+        let (in_flight, advancing) = (self.in_flight.get(), self.advancing.get());
         let now = now_ms();
-        let wake = self.with(|st| st.next_wake(&self.timing(ctx), in_flight, now)).await;
+        let wake = self.with(|st| st.next_wake_here(&self.timing(ctx), in_flight, advancing, now)).await;
         let storage = self.state.storage();
         let result = match wake {
             // An i64 would be an offset; the state machine works in absolute times.
@@ -369,6 +378,13 @@ impl ChatObject {
             worker::console_warn!("a step's retry job is overdue (lost?); retrying the step here");
         }
         self.send_apologies(ctx).await;
+        if ctx.meter.count() > crate::config::TURN_START_MAX {
+            // The apologies took this invocation's room: the rest (a turn, a step) is due at
+            // once in the next one, which starts with a fresh meter.
+            worker::console_log!("the alarm spent {} subrequests; continuing in the next invocation", ctx.meter.count());
+            self.arm(ctx).await;
+            return;
+        }
         // Read after the awaits above: a retry job may have started running the turn meanwhile.
         if let Some(turn) = self.update(|st| st.recover_turn(now_ms(), self.in_flight.get())).await {
             worker::console_warn!("turn {}: taking over (its instance died or its retry job is overdue)", turn.turn_id);

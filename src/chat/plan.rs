@@ -24,6 +24,9 @@ impl ChatObject {
         if self.advancing.replace(true) {
             return None;
         }
+        // The re-check while the steps go out: an alarm meanwhile does not spin, and an
+        // instance that starts after a restart takes the plan over within seconds.
+        self.arm(ctx).await;
         let retry = self.advance_inner(ctx).await;
         self.advancing.set(false);
         retry

@@ -7,6 +7,9 @@
 //!   lost, the alarm takes the turn over at the deadline.
 //! - Giving up owes the user one apology in the state first; the alarm sends it until it goes
 //!   out (or the chat turns out to have blocked the bot).
+//! - A scheduled run whose model fails falls back to its own text once a retry would come
+//!   past `SCHEDULE_FALLBACK_SECONDS` after its due time (given up: the text is owed in the
+//!   state, the run claimed, the turn ended, so a later model answer never also goes out).
 
 use super::{agent, deliver, ChatObject, APOLOGY};
 use crate::config::{now_ms, Ctx};
@@ -96,6 +99,13 @@ impl ChatObject {
             }
             Err(agent::TurnError::Transient { error, after_ms }) => {
                 let attempt = self.with(|st| st.turn.as_ref().map_or(1, |t| t.attempt)).await;
+                if self.scheduled_falls_back(ctx, turn_id, attempt, after_ms).await {
+                    // A reminder does not wait for the whole retry budget: its own text goes
+                    // out now, and the turn is over, so no model-written version follows.
+                    worker::console_warn!("turn {turn_id}: the scheduled run's model failed ({error}); sending its text");
+                    self.give_up(ctx, turn_id, &format!("the model failed; the reminder's own text was sent: {error}")).await;
+                    return JobOutcome::Done;
+                }
                 let deadline = Self::job_deadline(ctx, attempt, after_ms);
                 self.update(|st| st.turn_waiting(turn_id, deadline)).await;
                 self.arm(ctx).await;
@@ -108,6 +118,16 @@ impl ChatObject {
                 JobOutcome::Done
             }
         }
+    }
+
+    /// Whether the scheduled run of turn `turn_id`, whose attempt `attempt` just failed, sends
+    /// its own text now (`schedule::falls_back`): its next attempt would come past
+    /// `SCHEDULE_FALLBACK_SECONDS` after its due time. False for any other turn.
+    async fn scheduled_falls_back(&self, ctx: &Ctx, turn_id: &str, attempt: u32, after_ms: Option<u64>) -> bool {
+        let due = self.with(|st| st.turn.as_ref().filter(|t| t.turn_id == turn_id).and_then(|t| t.scheduled.as_ref().map(|r| r.due_ms))).await;
+        let Some(due) = due else { return false };
+        let retry_in = backoff_ms(attempt, ctx.cfg.retry_base_ms, 300_000, 1.0).max(after_ms.unwrap_or(0));
+        agent_core::schedule::falls_back(due, now_ms(), retry_in as i64, ctx.cfg.schedule_limits.fallback_ms)
     }
 
     /// Ends a turn or plan that cannot be completed, and tells the user (once).
@@ -164,6 +184,11 @@ impl ChatObject {
         let Some((conv, _)) = self.conv() else { return };
         loop {
             let now = now_ms();
+            // One apology costs three subrequests (its outbox read, the send, the mark): one
+            // that does not fit stays due for the next invocation.
+            if ctx.meter.count() + 3 > crate::config::SUBREQUEST_BUDGET {
+                return;
+            }
             let Some((turn_id, scheduled_text)) = self.update(|st| st.apology_due(now)).await else { return };
             let key = format!("{turn_id}/apology");
             // A scheduled run the model could not word: its text goes out as it was set.

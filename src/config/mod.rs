@@ -23,6 +23,17 @@ use worker::Env;
 /// plan allows 50 per invocation; the rest is headroom for the turn and bookkeeping).
 pub const SUBREQUEST_BUDGET: u32 = 35;
 
+/// The most subrequests an invocation has spent for a turn (new, taken over, or a scheduled
+/// run) to start in it: the turn's own caps (tools and typing 24, drafts and early chunks 27,
+/// plan work 35) count from the invocation's start. An alarm that spent more (owed apologies
+/// sent first) leaves the turn to the next invocation, due at once.
+pub const TURN_START_MAX: u32 = 6;
+
+/// No outbound fetch (Telegram, Gemini, a page, a download) goes out once an invocation has
+/// spent this many subrequests: it fails like a broken connection and is retried in a later
+/// invocation, so the D1 writes that record what happened still fit under the runtime's 50.
+pub const SUBREQUEST_CEILING: u32 = 44;
+
 /// Counts subrequests (D1 round trips, fetches, queue sends, Durable Object calls) of one
 /// invocation, to keep each inside the platform's limits and to report them; and, among them,
 /// D1 round trips and statements. With `METRICS_LOG` set it also sums the rows D1 reports

@@ -7,6 +7,8 @@
 //! - [`get_capped`] (fetch_url) never follows a redirect (the core checks every hop), reads a
 //!   body only when `fetch::should_read_body` allows it from the status and content type, and
 //!   never more than `fetch::MAX_BODY_BYTES` of it: the rest is not read, the request aborted.
+//! - No request goes out once the invocation has spent `config::SUBREQUEST_CEILING`
+//!   subrequests ([`prepare`] is every fetch's way out): the call fails as a network error.
 //! - An answer of Telegram or Gemini that states an uncompressed length within its cap is read
 //!   whole by the runtime; every other body is read chunk by chunk, up to its cap.
 
@@ -45,6 +47,11 @@ pub(super) fn prepare(
     body: Option<String>,
     redirect: RequestRedirect,
 ) -> Result<Prepared, String> {
+    // Asked before every outbound call: past the ceiling the call waits for another
+    // invocation (its caller retries it as it would a broken connection).
+    if meter.count() >= crate::config::SUBREQUEST_CEILING {
+        return Err(format!("this invocation's subrequests are spent ({}); continuing in the next invocation", meter.count()));
+    }
     meter.add(1);
     let init = web_sys::RequestInit::new();
     init.set_method(method.as_ref());

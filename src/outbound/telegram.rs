@@ -1,8 +1,13 @@
 //! The Telegram Bot API client: `POST {TELEGRAM_API_BASE}/bot{TOKEN}/{method}` with a JSON
 //! body, answers classified by `agent_core::telegram::api::parse_response`.
 //!
-//! Invariant: the token is only ever in the request URL; errors carry Telegram's description
-//! or a redacted network error, never the URL.
+//! Invariants:
+//! - The token is only ever in the request URL; errors carry Telegram's description or a
+//!   redacted network error, never the URL.
+//! - After a 429, no call to that chat goes out before its `retry_after` has passed (drafts,
+//!   chunks, typing, the plan's own retries alike): the call is answered here with the same
+//!   429 and the time still to wait, without a request. The hold is in the isolate's memory
+//!   (the chat object's), so a restart forgets it (the next 429 sets it again).
 
 use crate::config::{Ctx, Meter};
 use super::net;
@@ -27,6 +32,28 @@ pub struct TelegramClient {
 thread_local! {
     /// getMe, once per isolate.
     static BOT_USER: RefCell<Option<BotUser>> = const { RefCell::new(None) };
+    /// Chats Telegram answered 429 for, and until when (ms) nothing goes to them.
+    static HELD: RefCell<std::collections::HashMap<i64, i64>> = RefCell::new(Default::default());
+}
+
+/// The seconds (rounded up) `chat_id` is still held after a 429, if it is.
+fn held_for(chat_id: i64, now: i64) -> Option<u64> {
+    let until = HELD.with(|h| h.borrow().get(&chat_id).copied())?;
+    if until <= now {
+        HELD.with(|h| h.borrow_mut().remove(&chat_id));
+        return None;
+    }
+    Some(((until - now) as u64).div_ceil(1000))
+}
+
+/// Holds `chat_id` for `seconds` (Telegram's `retry_after`); a longer hold already set stays.
+fn hold(chat_id: i64, seconds: u64, now: i64) {
+    let until = now.saturating_add((seconds.min(86_400) * 1000) as i64);
+    HELD.with(|h| {
+        let mut h = h.borrow_mut();
+        let at = h.entry(chat_id).or_insert(until);
+        *at = (*at).max(until);
+    });
 }
 
 impl Ctx {
@@ -49,11 +76,19 @@ impl TelegramClient {
             return Err(TelegramError::Unauthorized(401));
         }
         let url = format!("{}/bot{}/{}", self.base, self.token.expose(), method);
-        let body = serde_json::to_string(body).map_err(|e| TelegramError::BadRequest(e.to_string()))?;
-        let resp = net::post_json(&self.meter, &url, &[], body, TIMEOUT)
+        let body = serde_json::to_value(body).map_err(|e| TelegramError::BadRequest(e.to_string()))?;
+        let chat_id = body.get("chat_id").and_then(Value::as_i64);
+        if let Some(seconds) = chat_id.and_then(|c| held_for(c, crate::config::now_ms())) {
+            return Err(TelegramError::RetryAfter(seconds));
+        }
+        let resp = net::post_json(&self.meter, &url, &[], body.to_string(), TIMEOUT)
             .await
             .map_err(TelegramError::Network)?;
-        api::parse_response(resp.status, &resp.body)
+        let result = api::parse_response(resp.status, &resp.body);
+        if let (Err(TelegramError::RetryAfter(seconds)), Some(chat)) = (&result, chat_id) {
+            hold(chat, *seconds, crate::config::now_ms());
+        }
+        result
     }
 
     /// Sends a message and returns its id.

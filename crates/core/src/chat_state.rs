@@ -57,6 +57,12 @@ pub const JOB_GRACE_MS: i64 = 300_000;
 /// `retry_after`) however many attempts that takes; a chat that blocked the bot drops it at
 /// once (the edge's fatal send error).
 pub const APOLOGY_DEADLINE_MS: i64 = 86_400_000;
+/// While this instance has work in flight (a turn it runs, a plan step it carries out), the
+/// alarm is a short re-check this far ahead, not the due time nor the watchdog: an instance
+/// that starts again after a restart finds the dead one's work within seconds, and an alarm
+/// that comes while the work runs here neither takes it over nor fires again at once (no
+/// spin); the work re-arms when it ends.
+pub const RECHECK_MS: i64 = 3_000;
 /// Update ids remembered for deduplication.
 const SEEN_CAP: usize = 512;
 
@@ -448,6 +454,19 @@ impl ChatState {
         }
     }
 
+    /// [`ChatState::next_wake`] as this instance sees it: while it runs the turn (`in_flight`)
+    /// or carries out a plan step (`advancing`), the short re-check ([`RECHECK_MS`]) instead:
+    /// whoever holds the work is this instance's memory, so an instance that starts again
+    /// (a restart or deploy killed the one that held it) holds nothing and takes the work
+    /// over at that re-check, while the holder's own alarm sees it held and only re-checks.
+    pub fn next_wake_here(&self, t: &Timing, in_flight: bool, advancing: bool, now: i64) -> Option<i64> {
+        let busy = (in_flight && self.turn.as_ref().is_some_and(|t| !t.waiting_retry)) || (advancing && self.plan.is_some());
+        if busy {
+            return Some(now.saturating_add(RECHECK_MS));
+        }
+        self.next_wake(t, in_flight, now)
+    }
+
     /// Starts a turn for the pending burst. `nonce` is random: the turn id never repeats (see
     /// [`turn_id`]) and is stable across retries of this turn.
     pub fn begin_turn(&mut self, now: i64, conv: &str, nonce: u64) -> TurnRun {
@@ -709,6 +728,32 @@ mod tests {
 
     fn send(text: &str) -> Step {
         Step::Send { text: text.into(), reply_to: None, no_link_preview: false }
+    }
+
+    #[test]
+    fn work_in_flight_here_is_rechecked_in_seconds_never_at_once_nor_at_the_watchdog() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let turn = s.begin_turn(1000, "c", 1);
+        // Running here: a re-check a few seconds on, not the 2-minute watchdog.
+        assert_eq!(s.next_wake_here(&T, true, false, 1000), Some(1000 + RECHECK_MS));
+        assert_eq!(s.next_wake(&T, true, 1000), Some(1000 + TURN_WATCHDOG_MS));
+        // An instance that starts again holds nothing: the dead one's turn is due at once.
+        assert_eq!(s.next_wake_here(&T, false, false, 2000), Some(2000));
+        assert!(s.recover_turn(2000, false).is_some());
+        // A plan step being carried out here: its due time is now, yet the alarm does not spin.
+        s.finish_turn(&turn.turn_id, vec![send("a"), send("b")], 3000);
+        assert_eq!(s.next_wake(&T, false, 3000), Some(3000));
+        assert_eq!(s.next_wake_here(&T, false, true, 3000), Some(3000 + RECHECK_MS));
+        let mut wakes = 0;
+        let mut now = 3000;
+        while now < 3000 + 15_000 {
+            now = s.next_wake_here(&T, false, true, now).unwrap();
+            wakes += 1;
+        }
+        assert!(wakes <= 5, "{wakes} alarms while one 15-second delivery runs");
+        // Not advancing any more: due now again.
+        assert_eq!(s.next_wake_here(&T, false, false, now), Some(3000));
     }
 
     #[test]

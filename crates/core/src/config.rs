@@ -88,7 +88,8 @@ pub struct Config {
     pub web_search: bool,
     /// `SEARCH_PRICE_PER_1000`: USD per 1,000 Google Search queries a grounded call ran.
     pub search_price_per_1000: f64,
-    /// `MAX_SCHEDULES_PER_CHAT`, `SCHEDULE_MIN_REPEAT_MINUTES`, `SCHEDULE_MAX_LATE_MINUTES`.
+    /// `MAX_SCHEDULES_PER_CHAT`, `SCHEDULE_MIN_REPEAT_MINUTES`, `SCHEDULE_MAX_LATE_MINUTES`,
+    /// `SCHEDULE_FALLBACK_SECONDS`.
     pub schedule_limits: crate::schedule::Limits,
     pub bot_name: String,
     /// The bot's @username without the @; when empty it is read with getMe.
@@ -165,7 +166,7 @@ pub struct Config {
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 52] = [
+pub const VAR_NAMES: [&str; 53] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -211,6 +212,7 @@ pub const VAR_NAMES: [&str; 52] = [
     "MAX_SCHEDULES_PER_CHAT",
     "SCHEDULE_MIN_REPEAT_MINUTES",
     "SCHEDULE_MAX_LATE_MINUTES",
+    "SCHEDULE_FALLBACK_SECONDS",
     "SEARCH_PRICE_PER_1000",
     "STREAM_DRAFTS",
     "DRAFT_INTERVAL_MS",
@@ -265,6 +267,7 @@ impl Config {
             max_active: num("MAX_SCHEDULES_PER_CHAT", 25).clamp(1, 1000) as usize,
             min_repeat_minutes: num("SCHEDULE_MIN_REPEAT_MINUTES", 15).clamp(1, 10_080) as i64,
             max_late_ms: num("SCHEDULE_MAX_LATE_MINUTES", 360).clamp(1, 10_080) as i64 * 60_000,
+            fallback_ms: num("SCHEDULE_FALLBACK_SECONDS", (crate::schedule::FALLBACK_MS / 1000) as u64).clamp(1, 3600) as i64 * 1000,
         };
         let max_fetches_per_turn =
             num("MAX_FETCHES_PER_TURN", crate::fetch::DEFAULT_MAX_FETCHES_PER_TURN as u64).min(20) as usize;

@@ -40,11 +40,14 @@ pub struct Limits {
     pub max_active: usize,
     pub min_repeat_minutes: i64,
     pub max_late_ms: i64,
+    /// `SCHEDULE_FALLBACK_SECONDS`: a run whose model keeps failing sends its own text this
+    /// long after its due time at the latest ([`falls_back`]).
+    pub fallback_ms: i64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_active: 25, min_repeat_minutes: 15, max_late_ms: 6 * 3_600_000 }
+        Limits { max_active: 25, min_repeat_minutes: 15, max_late_ms: 6 * 3_600_000, fallback_ms: FALLBACK_MS }
     }
 }
 
@@ -563,6 +566,19 @@ pub fn marker(run: &ScheduledRun) -> String {
     )
 }
 
+/// How long after its due time a scheduled run whose model keeps failing waits before its
+/// own text goes out instead (the default of `SCHEDULE_FALLBACK_SECONDS`): a 9:00 reminder
+/// is at the person by about 9:02, not after the turn's whole retry budget.
+pub const FALLBACK_MS: i64 = 120_000;
+
+/// Whether a scheduled run whose turn just failed (transiently, at `now_ms`) gives up the model
+/// and sends its own text now: its next attempt, `retry_in_ms` away, would come later than
+/// `fallback_ms` after the run's due time. Giving up ends the turn, so no model-written
+/// version can follow the text.
+pub fn falls_back(due_ms: i64, now_ms: i64, retry_in_ms: i64, fallback_ms: i64) -> bool {
+    now_ms.saturating_add(retry_in_ms.max(0)) > due_ms.saturating_add(fallback_ms)
+}
+
 /// `/cancel`'s argument: a schedule id (`12` or `#12`).
 pub fn parse_id(args: &str) -> Option<i64> {
     let w = args.trim();
@@ -583,6 +599,27 @@ mod tests {
         let tz: Tz = tz.parse().unwrap();
         let t = Cron::parse(cron).unwrap().next_after(tz, utc(after)).unwrap();
         t.with_timezone(&tz).to_rfc3339()
+    }
+
+    #[test]
+    fn a_failing_run_falls_back_to_its_text_once_a_retry_would_pass_the_window() {
+        let due = 1_000_000;
+        // Right after the due time, a retry 2 s away still fits the two minutes.
+        assert!(!falls_back(due, due + 5_000, 2_000, FALLBACK_MS));
+        // A retry that would land after due + 2 min: the text goes now.
+        assert!(falls_back(due, due + 100_000, 38_400, FALLBACK_MS));
+        // Already past the window (the run started late, or attempts were slow): at once.
+        assert!(falls_back(due, due + FALLBACK_MS + 1, 0, FALLBACK_MS));
+        // The full retry budget (ten attempts from 2 s, capped at 5 min) is far past it.
+        let budget: i64 = (1..10).map(|a| crate::jobs::backoff_ms(a, 2_000, 300_000, 1.0) as i64).sum();
+        assert!(budget > 10 * 60_000, "{budget}");
+        let mut now = due;
+        let mut attempt = 1;
+        while !falls_back(due, now, crate::jobs::backoff_ms(attempt, 2_000, 300_000, 1.0) as i64, FALLBACK_MS) {
+            now += crate::jobs::backoff_ms(attempt, 2_000, 300_000, 1.0) as i64;
+            attempt += 1;
+        }
+        assert!(now - due <= FALLBACK_MS, "the text goes out within two minutes of the due time");
     }
 
     #[test]
