@@ -90,6 +90,7 @@ message, so a failed hand-off is redelivered rather than lost.
 | subrequests per turn (context, notes and memories, typing, Gemini, result) | mean ${fmt(w.turn.subrequests.mean, 1)}, max ${w.turn.subrequests.max} | < 50 |
 | D1 round trips per turn | mean ${fmt(w.turn.d1_round_trips.mean, 1)}, max ${w.turn.d1_round_trips.max} (${w.turn.d1_statements.max} statements) | |
 | per message sent | 1 Telegram call + 2 D1 round trips (before: the step's outbox rows read with its pending record; after: sent + stored); the plan's end 1 more (the turn's status, with the last step's outcome) | |
+| alarms while one delivery runs (two sendMessage calls 4 s late, a message every 0.5 s meanwhile: ${w.alarm_race ? `${w.alarm_race.messages_meanwhile} messages over ${fmt(w.alarm_race.delivery_ms / 1000, 1)} s` : "not measured"}) | ${w.alarm_race?.alarms_during_delivery ?? "–"} (a re-check every 3 s) | ≤ 5 ${w.alarm_race ? mark(w.alarm_race.alarms_during_delivery <= 5) : ""} |
 
 ${cacheSection(cache, tokens)}
 ## Media

@@ -8,6 +8,7 @@ import { performance } from "node:perf_hooks";
 import http from "node:http";
 import { startStack, privateText, sleep, ROOT, WEBHOOK_SECRET } from "../tests/support/stack.js";
 import { answerSpeed } from "./answer.mjs";
+import { alarmRace } from "./alarms.mjs";
 
 const percentile = (xs, p) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -211,6 +212,9 @@ await s.close();
 // How fast an answer shows: the first sign, the first streamed text, the final message.
 const answer = await answerSpeed();
 
+// The alarm count while one slow delivery runs and the person keeps writing (bench/alarms.mjs).
+const alarmRaceResult = await alarmRace();
+
 console.log(JSON.stringify({
   startup: { stack_ms: started, first_request_ms: firstRequestMs, warm_request_p50_ms: percentile(warm, 50) },
   webhook: {
@@ -236,5 +240,6 @@ console.log(JSON.stringify({
   },
   media,
   answer,
+  alarm_race: alarmRaceResult,
   size: { wasm_bytes: wasm.length, wasm_gzip_bytes: zlib.gzipSync(wasm, { level: 9 }).length, js_bytes: js.length },
 }));
