@@ -462,7 +462,8 @@ impl ChatState {
     pub fn next_wake_here(&self, t: &Timing, in_flight: bool, advancing: bool, now: i64) -> Option<i64> {
         let busy = (in_flight && self.turn.as_ref().is_some_and(|t| !t.waiting_retry)) || (advancing && self.plan.is_some());
         if busy {
-            return Some(now.saturating_add(RECHECK_MS));
+            // A watchdog set shorter than the re-check (tests) re-checks that often.
+            return Some(now.saturating_add(RECHECK_MS.min(t.watchdog_ms.max(1))));
         }
         self.next_wake(t, in_flight, now)
     }
