@@ -37,7 +37,7 @@ impl ChatObject {
     pub(super) async fn run_turn(&self, ctx: &Ctx, turn: agent_core::chat_state::TurnRun) {
         let Some((conv, _)) = self.conv() else { return };
         self.in_flight.set(true);
-        self.arm(ctx).await; // the watchdog, in case this instance dies mid-turn
+        self.arm(ctx).await; // the re-check, in case this instance dies mid-turn
         let result = agent::run(ctx, &conv, &turn, Some(self.live(&turn)), Some(&self.rows)).await;
         self.in_flight.set(false);
         let outcome = self.after_turn(ctx, &conv, &turn.turn_id, result).await;

@@ -125,7 +125,11 @@ test("owed apologies and a recovered turn in one chat: no invocation past the bu
   const t0 = Date.now();
   for (let i = 0; i < n; i++) {
     await s.webhook(privateText(uid, `message ${i}`));
-    await s.gemini.waitFor(() => s.gemini.calls(uid).length === i + 1, 10_000, `turn ${i}`);
+    await s.gemini.waitFor(() => s.gemini.calls(uid).length === i + 1, 20_000, `turn ${i}`).catch(async (e) => {
+      // What the chat was doing, for a failure on a loaded machine.
+      log(`state ${JSON.stringify(await chatState(uid))}; telegram ${s.tg.requests.filter((r) => r.body?.chat_id === uid).map((r) => `${r.method}${r.fault ?? ""}@${r.at - t0}`).join(" ")}`);
+      throw e;
+    });
     await sleep(150);
   }
   for (let t = 0; t < 50 && (await chatState(uid)).apologies?.length !== n; t++) await sleep(200);
