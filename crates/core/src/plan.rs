@@ -57,49 +57,6 @@ pub fn default_reply_to(group: bool, steps: &[Step], index: usize, target: Optio
     (group && first_send && matches!(step, Step::Send { .. } | Step::Sticker { .. })).then_some(target).flatten()
 }
 
-/// Visible steps one turn may send, by default (`MAX_PLAN_STEPS`).
-pub const MAX_PLAN_STEPS: usize = 12;
-
-/// Caps a turn's plan at `max` visible steps (waits do not count): the steps after the
-/// `max`-th visible one are dropped (with their entries in `calls`, the step → function-call
-/// mapping kept alongside), and the answer says it was cut: a line at the end of the last
-/// message kept, or, when no message is kept, the last step kept becomes that line. Returns
-/// whether the plan was cut.
-pub fn cap(steps: &mut Vec<Step>, calls: &mut Vec<Option<usize>>, max: usize) -> bool {
-    let max = max.max(1);
-    let Some(end) = steps.iter().enumerate().filter(|(_, s)| s.is_visible()).nth(max).map(|(i, _)| i) else {
-        return false;
-    };
-    let dropped = steps[end..].iter().filter(|s| s.is_visible()).count();
-    steps.truncate(end);
-    // Waits after the last step kept would only delay nothing.
-    while steps.last().is_some_and(|s| !s.is_visible()) {
-        steps.pop();
-    }
-    calls.truncate(steps.len());
-    let note = cut_note(max, dropped);
-    match steps.iter_mut().rev().find(|s| matches!(s, Step::Send { .. })) {
-        Some(Step::Send { text, .. }) => {
-            text.push_str("\n\n");
-            text.push_str(&note);
-        }
-        _ => {
-            if let Some(last) = steps.last_mut() {
-                *last = Step::Send { text: note, reply_to: None, no_link_preview: false };
-            }
-            if let Some(call) = calls.last_mut() {
-                *call = None;
-            }
-        }
-    }
-    true
-}
-
-/// The line a cut plan's answer ends with.
-pub fn cut_note(max: usize, dropped: usize) -> String {
-    format!("_(I stopped here: one answer is at most {max} messages, reactions or stickers; {dropped} more were left out.)_")
-}
-
 /// What a step that failed for good does to its plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterFailure {
@@ -141,40 +98,6 @@ mod rule_tests {
     }
     fn react() -> Step {
         Step::React { message_id: 1, emoji: "👍".into() }
-    }
-
-    #[test]
-    fn a_plan_is_capped_at_its_visible_steps_and_the_answer_says_so() {
-        let text = |s: &Step| match s {
-            Step::Send { text, .. } => text.clone(),
-            _ => String::new(),
-        };
-        // Under the cap, waits not counted: unchanged.
-        let mut steps = vec![send(), Step::Wait { seconds: 1 }, send(), react()];
-        let mut calls = vec![None, Some(0), Some(1), Some(2)];
-        assert!(!cap(&mut steps, &mut calls, 3));
-        assert_eq!(steps.len(), 4);
-        // Twenty messages: twelve go, the twelfth says the rest was left out.
-        let mut steps: Vec<Step> = (0..20).map(|_| send()).collect();
-        let mut calls: Vec<Option<usize>> = (0..20).map(Some).collect();
-        assert!(cap(&mut steps, &mut calls, MAX_PLAN_STEPS));
-        assert_eq!(steps.len(), 12);
-        assert_eq!(calls, (0..12).map(Some).collect::<Vec<_>>());
-        assert_eq!(text(&steps[11]), format!("hi\n\n{}", cut_note(12, 8)));
-        assert!(steps[..11].iter().all(|s| text(s) == "hi"));
-        // The last message kept carries the note, however many reactions follow it; a wait
-        // left at the end is dropped.
-        let mut steps = vec![send(), react(), Step::Wait { seconds: 5 }, react(), react()];
-        let mut calls = vec![None; 5];
-        assert!(cap(&mut steps, &mut calls, 2));
-        assert_eq!(steps.len(), 2);
-        assert!(text(&steps[0]).ends_with(&cut_note(2, 2)));
-        // No message kept: the last step kept becomes the note.
-        let mut steps = vec![react(), sticker(), react()];
-        let mut calls = vec![Some(0), Some(1), Some(2)];
-        assert!(cap(&mut steps, &mut calls, 2));
-        assert_eq!(steps, vec![react(), Step::Send { text: cut_note(2, 1), reply_to: None, no_link_preview: false }]);
-        assert_eq!(calls, vec![Some(0), None]);
     }
 
     #[test]

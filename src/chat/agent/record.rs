@@ -99,14 +99,6 @@ pub async fn finish(
         .iter()
         .map(|c| storage::usage::model_call_stmt(&db, Some(&turn.turn_id), Some(&conv_s), Some(conv.chat_id), "turn", c, done_at))
         .collect::<worker::Result<Vec<_>>>()?;
-    // At most MAX_PLAN_STEPS visible steps go out; the answer says when it was cut. Capped
-    // before it is stored, so a resumed turn carries out the same plan.
-    let outcome = outcome.map(|mut r| {
-        if agent_core::plan::cap(&mut r.steps, &mut r.step_calls, ctx.cfg.max_plan_steps) {
-            worker::console_warn!("turn {}: its plan was cut at {} visible steps", turn.turn_id, ctx.cfg.max_plan_steps);
-        }
-        r
-    });
     let mut end = end_of(&turn.turn_id, &outcome, done_at);
     // This final batch counts too.
     end.subrequests = ctx.meter.count() + 1;
