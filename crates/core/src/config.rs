@@ -116,6 +116,8 @@ pub struct Config {
     pub metrics_log: bool,
     /// Pages fetch_url may fetch in one turn.
     pub max_fetches_per_turn: usize,
+    /// Visible plan steps (messages, reactions, stickers) one turn may take.
+    pub max_plan_steps: usize,
     /// `MEDIA_BYTES_PER_TURN`: bytes of photos, voice notes, documents... a turn sends to the
     /// model (default 10 MiB, at most 15 MiB: base64 makes it a third larger, and Gemini takes
     /// 20 MB of inline request).
@@ -166,7 +168,7 @@ pub struct Config {
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 53] = [
+pub const VAR_NAMES: [&str; 54] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -199,6 +201,7 @@ pub const VAR_NAMES: [&str; 53] = [
     "SESSION_IDLE_MINUTES",
     "RETRY_BASE_MS",
     "MAX_FETCHES_PER_TURN",
+    "MAX_PLAN_STEPS",
     "MEDIA_BYTES_PER_TURN",
     "MEDIA_MODEL",
     "MEDIA_DESCRIBE_BUDGET",
@@ -271,6 +274,7 @@ impl Config {
         };
         let max_fetches_per_turn =
             num("MAX_FETCHES_PER_TURN", crate::fetch::DEFAULT_MAX_FETCHES_PER_TURN as u64).min(20) as usize;
+        let max_plan_steps = num("MAX_PLAN_STEPS", crate::plan::DEFAULT_MAX_VISIBLE_STEPS as u64).clamp(1, 50) as usize;
         let crew_max_rounds = num("CREW_MAX_ROUNDS", 3).clamp(1, 20) as u32;
         let budgets = crate::limits::Budgets {
             user_turns_per_hour: num("USER_TURNS_PER_HOUR", 60),
@@ -378,6 +382,7 @@ impl Config {
             fetch_allow_private: flag("FETCH_ALLOW_PRIVATE", false),
             metrics_log: flag("METRICS_LOG", false),
             max_fetches_per_turn,
+            max_plan_steps,
             media_bytes_per_turn,
             media_model: get("MEDIA_MODEL").unwrap_or_else(|| "gemini-3.5-flash-lite".into()),
             media_describe_budget,
