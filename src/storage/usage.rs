@@ -46,30 +46,29 @@ pub fn model_call_stmt(
     )
 }
 
-/// Usage totals per chat and model (and per UTC day when `by_day`), from `since_ms`, for one
-/// chat or all: `/usage` (one chat, all time, per model) and the costs API (per day) alike.
+/// Usage totals per chat, UTC day and model, from `since_ms`, for one chat or all: `/usage`
+/// (one chat, all time, summed per model after each day is priced at its price) and the costs
+/// API (per day) alike. The day is in `usage.day`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct UsageTotal {
     pub chat_id: Option<i64>,
-    /// `YYYY-MM-DD`, or empty when not grouped by day.
-    pub day: String,
     #[serde(flatten)]
     pub usage: ModelUsage,
 }
 
-pub async fn totals(db: &Db, chat_id: Option<i64>, since_ms: i64, by_day: bool) -> Result<Vec<UsageTotal>> {
+pub async fn totals(db: &Db, chat_id: Option<i64>, since_ms: i64) -> Result<Vec<UsageTotal>> {
     db.all(
-        "SELECT chat_id, CASE WHEN ?3 THEN strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') ELSE '' END AS day, model,
+        "SELECT chat_id, strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') AS day, model,
            COUNT(*) AS calls, SUM(prompt_tokens) AS prompt_tokens, SUM(candidates_tokens) AS candidates_tokens,
            SUM(thoughts_tokens) AS thoughts_tokens, SUM(cached_tokens) AS cached_tokens, SUM(search_queries) AS search_queries
          FROM model_calls WHERE created_at >= ?1 AND (?2 IS NULL OR chat_id = ?2)
          GROUP BY chat_id, day, model ORDER BY day DESC, chat_id, model LIMIT 1000",
-        args![since_ms, chat_id, by_day],
+        args![since_ms, chat_id],
     )
     .await
 }
 
-/// Crew mode: usage totals per persona and model (for one chat or all), from `since_ms`.
+/// Crew mode: usage totals per persona, model and UTC day (for one chat or all), from `since_ms`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct PersonaTotal {
     pub persona: String,
@@ -79,10 +78,10 @@ pub struct PersonaTotal {
 
 pub async fn persona_totals(db: &Db, chat_id: Option<i64>, since_ms: i64) -> Result<Vec<PersonaTotal>> {
     db.all(
-        "SELECT persona, model, COUNT(*) AS calls, SUM(prompt_tokens) AS prompt_tokens, SUM(candidates_tokens) AS candidates_tokens,
+        "SELECT persona, model, strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') AS day, COUNT(*) AS calls, SUM(prompt_tokens) AS prompt_tokens, SUM(candidates_tokens) AS candidates_tokens,
            SUM(thoughts_tokens) AS thoughts_tokens, SUM(cached_tokens) AS cached_tokens, SUM(search_queries) AS search_queries
          FROM model_calls WHERE persona IS NOT NULL AND created_at >= ?1 AND (?2 IS NULL OR chat_id = ?2)
-         GROUP BY persona, model ORDER BY persona, model LIMIT 200",
+         GROUP BY persona, model, day ORDER BY persona, model, day LIMIT 1000",
         args![since_ms, chat_id],
     )
     .await
