@@ -142,6 +142,9 @@ pub struct Config {
     /// `RETENTION_DAYS`: how long the tables that only grow keep rows (0: forever; see
     /// `core::retention`).
     pub retention_days: u32,
+    /// `REFUSED_UPDATES_PER_HOUR` (5): updates of one refused sender recorded (and handed to the
+    /// chat object, for its one notice) per hour; past it only a counter moves (`core::policy`).
+    pub refused_updates_per_hour: u32,
     /// Gemini thinking level (`low`, `medium`, `high`), or empty for the model's default.
     pub thinking_level: String,
     pub max_output_tokens: u32,
@@ -165,7 +168,7 @@ pub struct Config {
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 52] = [
+pub const VAR_NAMES: [&str; 53] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -203,6 +206,7 @@ pub const VAR_NAMES: [&str; 52] = [
     "MEDIA_DESCRIBE_BUDGET",
     "TURN_WATCHDOG_MS",
     "JOB_GRACE_MS",
+    "REFUSED_UPDATES_PER_HOUR",
     "RETENTION_DAYS",
     "USER_TURNS_PER_HOUR",
     "CHAT_TOKENS_PER_DAY",
@@ -256,6 +260,7 @@ impl Config {
         let turn_watchdog_ms = num("TURN_WATCHDOG_MS", 120_000).clamp(100, 3_600_000);
         let job_grace_ms = num("JOB_GRACE_MS", 300_000).clamp(100, 86_400_000);
         let retention_days = num("RETENTION_DAYS", 30).min(36_500) as u32;
+        let refused_updates_per_hour = num("REFUSED_UPDATES_PER_HOUR", 5).clamp(1, 1000) as u32;
         let max_output_tokens = num("MAX_OUTPUT_TOKENS", 4096) as u32;
         let pairing_ttl = num("PAIRING_CODE_TTL_MINUTES", 60) as i64 * 60;
         let consolidate_min_messages = num("CONSOLIDATE_MIN_MESSAGES", 40) as usize;
@@ -380,6 +385,7 @@ impl Config {
             turn_watchdog_ms,
             job_grace_ms,
             retention_days,
+            refused_updates_per_hour,
             thinking_level: get("THINKING_LEVEL").unwrap_or_default().to_ascii_lowercase(),
             max_output_tokens,
             prices,
