@@ -7,15 +7,13 @@
 //! and message are guarded by [`over_limit_sql`], evaluated in the same batch after the counter
 //! moved, and the batch says so (`Recorded::over_limit`) so the webhook hands nothing on.
 use crate::args;
-use crate::storage::{rows, Arg, Db};
-use agent_core::policy::RefusedLimit;
-use crate::storage::D1Rows;
-use worker::D1PreparedStatement;
+use crate::storage::{rows, Arg, D1Rows, Db};
 use agent_core::conversation::{ConvKey, InboundMessage, InboundReaction, Part};
 use agent_core::history::{HistoryMessage, Role};
+use agent_core::policy::RefusedLimit;
 use serde::Deserialize;
 use serde_json::Value;
-use worker::Result;
+use worker::{D1PreparedStatement, Result};
 
 
 /// Whether the sender is refused, as the message's `excluded` is decided: `?{u}` the sender,
