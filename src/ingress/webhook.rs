@@ -78,8 +78,8 @@ async fn read_update(req: &Request) -> Option<Update> {
 }
 
 /// The refused-sender counter this update would move (only if the policy refuses it).
-fn refused_limit(ctx: &Ctx, chat_id: i64, user_id: Option<i64>, now: i64) -> RefusedLimit {
-    RefusedLimit::new(chat_id, user_id, now, ctx.cfg.refused_updates_per_hour)
+fn refused_limit(ctx: &Ctx, chat_id: i64, user_id: Option<i64>, admitted: (bool, bool, bool), now: i64) -> RefusedLimit {
+    RefusedLimit::new(chat_id, user_id, admitted, now, ctx.cfg.refused_updates_per_hour)
 }
 
 pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
@@ -105,13 +105,13 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
         }
         Inbound::Edited(m) => {
             let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
-            let limit = refused_limit(ctx, m.chat.id, m.speaker.user_id, now);
+            let limit = refused_limit(ctx, m.chat.id, m.speaker.user_id, admitted, now);
             storage::messages::record_message(&db, update.update_id, "edited_message", &m, true, admitted, &limit, now).await?;
             ok(ctx)
         }
         Inbound::Message(m) => {
             let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
-            let limit = refused_limit(ctx, m.chat.id, m.speaker.user_id, now);
+            let limit = refused_limit(ctx, m.chat.id, m.speaker.user_id, admitted, now);
             let recorded = storage::messages::record_message(&db, update.update_id, "message", &m, false, admitted, &limit, now).await?;
             if recorded.over_limit {
                 return ok(ctx);
@@ -138,7 +138,7 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
         }
         Inbound::Reaction(r) => {
             let admitted = admitted_by_level(&ctx.cfg, r.chat.kind, r.chat.id, r.speaker.user_id);
-            let limit = refused_limit(ctx, r.chat.id, r.speaker.user_id, now);
+            let limit = refused_limit(ctx, r.chat.id, r.speaker.user_id, admitted, now);
             let rec = storage::messages::record_reaction(&db, update.update_id, &r, admitted, &limit, now).await?;
             if rec.recorded.over_limit {
                 return ok(ctx);

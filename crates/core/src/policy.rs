@@ -167,7 +167,9 @@ pub fn admitted_by_level(cfg: &Config, kind: ChatKind, chat_id: i64, user_id: Op
 /// [`admitted_by_level`], as the message's `excluded` is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RefusedLimit {
-    /// The sender: the person, or the chat for a message with no person (a channel post).
+    /// The sender: the person; or the chat, for a message with no person (a channel post) and
+    /// for a chat the policy refuses whoever speaks (a group off the allowlist), so a busy
+    /// refused group costs as much as one stranger, not one per member.
     pub sender: i64,
     /// The start of the hour the update falls in (ms).
     pub window_start: i64,
@@ -178,8 +180,11 @@ pub struct RefusedLimit {
 pub const REFUSED_WINDOW_MS: i64 = 3_600_000;
 
 impl RefusedLimit {
-    pub fn new(chat_id: i64, user_id: Option<i64>, now_ms: i64, per_hour: u32) -> Self {
-        RefusedLimit { sender: user_id.unwrap_or(chat_id), window_start: now_ms - now_ms.rem_euclid(REFUSED_WINDOW_MS), per_hour }
+    /// `admitted`: [`admitted_by_level`] for this update.
+    pub fn new(chat_id: i64, user_id: Option<i64>, admitted: (bool, bool, bool), now_ms: i64, per_hour: u32) -> Self {
+        let whoever_speaks = admitted == (false, false, false);
+        let sender = if whoever_speaks { chat_id } else { user_id.unwrap_or(chat_id) };
+        RefusedLimit { sender, window_start: now_ms - now_ms.rem_euclid(REFUSED_WINDOW_MS), per_hour }
     }
 
     /// Whether the `n`th refused update of the hour (1-based, as the counter stands after it) is
@@ -290,11 +295,18 @@ mod tests {
     #[test]
     fn a_refused_sender_is_counted_per_person_per_hour() {
         let hour = REFUSED_WINDOW_MS;
-        let a = RefusedLimit::new(7, Some(7), 5 * hour + 10, 5);
+        let by_level = (false, true, false);
+        let a = RefusedLimit::new(7, Some(7), by_level, 5 * hour + 10, 5);
         assert_eq!(a, RefusedLimit { sender: 7, window_start: 5 * hour, per_hour: 5 });
-        assert_eq!(RefusedLimit::new(-100, Some(7), 6 * hour - 1, 5).window_start, 5 * hour, "the same hour, any chat: one counter");
-        assert_eq!(RefusedLimit::new(-100, Some(7), 6 * hour, 5).window_start, 6 * hour, "a new hour, a new counter");
-        assert_eq!(RefusedLimit::new(-100, None, 0, 5).sender, -100, "no person: the chat");
+        let in_group = RefusedLimit::new(-100, Some(7), by_level, 6 * hour - 1, 5);
+        assert_eq!((in_group.sender, in_group.window_start), (7, 5 * hour), "the same hour, any chat: one counter");
+        assert_eq!(RefusedLimit::new(-100, Some(7), by_level, 6 * hour, 5).window_start, 6 * hour, "a new hour, a new counter");
+        assert_eq!(RefusedLimit::new(-100, None, by_level, 0, 5).sender, -100, "no person: the chat");
+        // A group off the allowlist refuses whoever speaks: one counter for the group.
+        let c = cfg(&[("GROUP_ALLOWLIST", "-5")]);
+        let refused_group = admitted_by_level(&c, ChatKind::Supergroup, -6, Some(7));
+        assert_eq!(RefusedLimit::new(-6, Some(7), refused_group, 0, 5).sender, -6);
+        assert_eq!(RefusedLimit::new(-6, Some(8), refused_group, 0, 5).sender, -6);
         assert!(!a.over(1) && !a.over(5), "the first few are recorded, the first one's notice too");
         assert!(a.over(6));
     }
