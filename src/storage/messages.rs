@@ -8,7 +8,7 @@
 //! moved, and the batch says so (`Recorded::over_limit`) so the webhook hands nothing on.
 use crate::args;
 use crate::storage::{rows, Arg, D1Rows, Db};
-use agent_core::conversation::{ConvKey, InboundMessage, InboundReaction, Part};
+use agent_core::conversation::{ChatInfo, ConvKey, InboundMessage, InboundReaction, Part};
 use agent_core::history::{HistoryMessage, Role};
 use agent_core::policy::RefusedLimit;
 use serde::Deserialize;
@@ -64,15 +64,19 @@ fn select_access_sql() -> String {
 }
 /// Chats and users are rewritten only when something changed (or hourly for last_seen_at), so
 /// the common update writes one row less each.
+/// Past the sender's limit (?7 the person, ?8..?10 refusals, ?11..?13 the limit), nothing.
 const UPSERT_CHAT: &str = "INSERT INTO chats (chat_id, kind, title, username, is_forum, first_seen_at, last_seen_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?6 WHERE NOT {over}
      ON CONFLICT (chat_id) DO UPDATE SET kind = excluded.kind, title = excluded.title,
        username = excluded.username, is_forum = excluded.is_forum, last_seen_at = excluded.last_seen_at,
        blocked_at = NULL, blocked_reason = NULL
      WHERE chats.kind IS NOT excluded.kind OR chats.title IS NOT excluded.title
        OR chats.username IS NOT excluded.username OR chats.is_forum IS NOT excluded.is_forum
        OR chats.blocked_at IS NOT NULL OR chats.last_seen_at < excluded.last_seen_at - 3600000";
-const UPSERT_USER: &str = "INSERT INTO users (user_id, name, username, is_bot, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+/// Past the sender's limit (?6..?8 refusals, ?9..?11 the limit), nothing: a refused stranger
+/// renaming themselves writes no row either.
+const UPSERT_USER: &str = "INSERT INTO users (user_id, name, username, is_bot, updated_at)
+     SELECT ?1, ?2, ?3, ?4, ?5 WHERE NOT {over}
      ON CONFLICT (user_id) DO UPDATE SET name = excluded.name, username = excluded.username,
        is_bot = excluded.is_bot, updated_at = excluded.updated_at
      WHERE users.name IS NOT excluded.name OR users.username IS NOT excluded.username
@@ -188,6 +192,14 @@ fn gate(db: &Db, update_id: i64, kind: &str, chat_id: i64, user: Option<i64>, ad
     Ok(Gate { count: db.stmt(COUNT_REFUSED, count)?, update: db.stmt(&insert_update_sql(), update)?, access: db.stmt(&select_access_sql(), access)? })
 }
 
+/// The chat's row (rewritten only when something changed, or hourly), unless past the limit.
+fn chat_stmt(db: &Db, c: &ChatInfo, user: Option<i64>, admitted: AdmittedByLevel, limit: &RefusedLimit, now: i64) -> Result<D1PreparedStatement> {
+    let mut values = args![c.id, c.kind.as_str(), c.title.clone(), c.username.clone(), c.is_forum, now, user];
+    values.extend(refusal_args(admitted));
+    values.extend(limit_args(limit));
+    db.stmt(&UPSERT_CHAT.replace("{over}", &over_limit_sql(7, 8, 11)), values)
+}
+
 /// What the gate's statements say: whether the update is new, the sender's access, whether it
 /// was past the limit.
 fn read_gate(update: &D1Rows, access: &D1Rows) -> Result<Recorded> {
@@ -212,9 +224,12 @@ pub async fn record_message(
 ) -> Result<Recorded> {
     let c = &m.chat;
     let g = gate(db, update_id, kind, c.id, m.speaker.user_id, admitted, limit, now)?;
-    let mut stmts = vec![g.count, g.update, db.stmt(UPSERT_CHAT, args![c.id, c.kind.as_str(), c.title.clone(), c.username.clone(), c.is_forum, now])?];
+    let mut stmts = vec![g.count, g.update, chat_stmt(db, c, m.speaker.user_id, admitted, limit, now)?];
     if let Some(uid) = m.speaker.user_id {
-        stmts.push(db.stmt(UPSERT_USER, args![uid, m.speaker.name.clone(), m.speaker.username.clone(), m.speaker.is_bot, now])?);
+        let mut values = args![uid, m.speaker.name.clone(), m.speaker.username.clone(), m.speaker.is_bot, now];
+        values.extend(refusal_args(admitted));
+        values.extend(limit_args(limit));
+        stmts.push(db.stmt(&UPSERT_USER.replace("{over}", &over_limit_sql(1, 6, 9)), values)?);
     }
     let sql = if edited { UPSERT_EDITED_MESSAGE } else { INSERT_MESSAGE }.replace("{over}", &over_limit_sql(5, 20, 23));
     let mut values = message_args(m, update_id, admitted);
@@ -268,7 +283,7 @@ pub async fn record_reaction(db: &Db, update_id: i64, r: &InboundReaction, admit
     let stmts = vec![
         g.count,
         g.update,
-        db.stmt(UPSERT_CHAT, args![c.id, c.kind.as_str(), c.title.clone(), c.username.clone(), c.is_forum, now])?,
+        chat_stmt(db, c, r.speaker.user_id, admitted, limit, now)?,
         db.stmt(&INSERT_REACTION.replace("{over}", &over_limit_sql(4, 11, 14)), values)?,
         db.stmt(REACTION_TARGET, args![c.id, r.message_id])?,
         g.access,
@@ -375,7 +390,8 @@ impl MessageRow {
 pub async fn record_api_message(db: &Db, conv: &ConvKey, name: &str, parts: &[Part], now: i64) -> Result<()> {
     let text = parts.iter().map(Part::render_compact).collect::<Vec<_>>().join(" ");
     db.batch(vec![
-        db.stmt(UPSERT_CHAT, args![conv.chat_id, "private", "API", None::<String>, false, now])?,
+        // An API conversation is never refused: no limit applies.
+        db.stmt(&UPSERT_CHAT.replace("{over}", "0"), args![conv.chat_id, "private", "API", None::<String>, false, now])?,
         db.stmt(
             "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, is_bot, parts, text, date)
              VALUES (?1, ?2, NULL, 'user', ?2, ?3, 0, ?4, ?5, ?6)",

@@ -38,9 +38,10 @@ test("a persistent refused stranger costs a counter, not rows per message, after
   assert.ok(updates <= 5, `updates recorded: ${updates} of 40`);
   assert.equal(await count("SELECT COUNT(*) AS n FROM messages WHERE chat_id = ? AND text = 'hello? message 0'"), 1, "the first message once");
 
-  // Past the limit an update writes at most the counter, and hands nothing to the chat object.
+  // Past the limit an update writes at most the counter, and hands nothing to the chat object,
+  // even when the stranger renames themselves every time.
   const from = s.logs().length;
-  for (let i = 40; i < 50; i++) await s.webhook(privateText(uid, `hello? message ${i}`));
+  for (let i = 40; i < 50; i++) await s.webhook(privateText(uid, `hello? message ${i}`, { name: `Stranger ${i}` }));
   await sleep(300);
   const lines = metricsSince(from);
   const hooks = lines.filter((l) => l.kind === "fetch /telegram/webhook");
