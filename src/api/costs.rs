@@ -18,7 +18,7 @@ pub async fn get(ctx: &Ctx, url: &Url) -> Result<Response> {
         "all" => 0,
         _ => return bad_request("period must be today, week or all"),
     };
-    let rows = storage::usage::totals(&ctx.db(), None, since).await?;
+    let rows = storage::usage::totals(&ctx.db(), None, since, storage::usage::Grouping::Day).await?;
     let chat = query_i64(url, "chat_id");
     let user = query_i64(url, "user_id");
     let used = access::budget_usage(ctx, chat.unwrap_or(0), user).await?;
@@ -61,7 +61,8 @@ pub async fn get(ctx: &Ctx, url: &Url) -> Result<Response> {
 /// Crew mode: calls, tokens and cost per persona (of `chat` when given), over the period.
 async fn by_persona(ctx: &Ctx, chat: Option<i64>, since: i64, now: i64) -> Result<Value> {
     let mut out = serde_json::Map::new();
-    for r in storage::usage::persona_totals(&ctx.db(), chat, since).await? {
+    let boundaries = agent_core::prices::boundaries(&ctx.cfg.prices);
+    for r in storage::usage::persona_totals(&ctx.db(), chat, since, &boundaries).await? {
         let cost = agent_core::usage::cost(&ctx.cfg, &r.usage, now).unwrap_or(0.0);
         let entry = out.entry(r.persona).or_insert_with(|| json!({"calls": 0, "prompt_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}));
         let add = |v: &mut Value, k: &str, n: f64| v[k] = json!(v[k].as_f64().unwrap_or(0.0) + n);

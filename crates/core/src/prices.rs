@@ -92,6 +92,15 @@ pub fn price_at<'a>(table: &'a [ModelPrice], model: &str, at_ms: i64) -> Option<
     table.iter().filter(|p| p.matches(model) && p.holds_at(at_ms)).max_by_key(|p| p.model.len())
 }
 
+/// The times at which some price of `table` starts or ends, ascending: between two of them every
+/// model's price is the same, so usage summed over such a stretch can be priced as one.
+pub fn boundaries(table: &[ModelPrice]) -> Vec<i64> {
+    let mut at: Vec<i64> = table.iter().flat_map(|p| [p.from_ms, p.until_ms]).flatten().collect();
+    at.sort_unstable();
+    at.dedup();
+    at
+}
+
 /// A Gemini 3 text model's price as the page states it (input, cache reads, output), with the
 /// Gemini 3 search price.
 fn gemini3(model: &str, [input, cached, output]: [f64; 3], from_ms: Option<i64>, until_ms: Option<i64>) -> ModelPrice {
@@ -152,6 +161,12 @@ mod tests {
         assert_eq!(price_at(&t, "gemini-3.5-flash-lite-002", NOV_2026).unwrap().model, "gemini-3.5-flash-lite");
         assert!(price_at(&t, "gemini-3.8-flashy", NOV_2026).is_none());
         assert!(price_at(&t, "gpt-5", NOV_2026).is_none());
+    }
+
+    #[test]
+    fn prices_change_only_at_the_boundaries() {
+        assert_eq!(boundaries(&default_prices()), vec![PROMOTION_ENDS_MS]);
+        assert!(boundaries(&[ModelPrice::flat("m", 1.0, 2.0, None)]).is_empty());
     }
 
     #[test]

@@ -22,8 +22,9 @@ pub struct ModelUsage {
     /// Google Search queries the model ran (`WEB_SEARCH`), billed per query.
     #[serde(default)]
     pub search_queries: i64,
-    /// The UTC day (`YYYY-MM-DD`) the calls were made, when the query groups by day: they are
-    /// priced at that day's price. Empty: priced at the time asked.
+    /// The UTC day (`YYYY-MM-DD`) the calls were made, when the query groups by day, or the
+    /// first call's day of a stretch with one price (`prices::boundaries`): they are priced at
+    /// that day's price. Empty: priced at the time asked.
     #[serde(default)]
     pub day: String,
 }
