@@ -13,8 +13,9 @@
 //!   counter (which stops moving) and the chat object is not called.
 //! - Malformed bodies and kinds the bot does not handle get 200 and nothing is stored, so
 //!   Telegram never redelivers them.
-//! - At most one D1 round trip per update (the counter in the same batch), plus one Durable Object call when the message asks
-//!   for a reply (and one getMe per isolate). No model call ever happens here.
+//! - At most one D1 round trip per update (the counter in the same batch), plus one Durable
+//!   Object call when the message asks for a reply (and one getMe per isolate). No model call
+//!   ever happens here.
 //! - A redelivered update changes nothing: D1 ignores the duplicate rows and the chat object
 //!   ignores the duplicate signal.
 
