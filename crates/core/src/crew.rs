@@ -246,12 +246,12 @@ pub fn as_seen_by(messages: &[HistoryMessage], persona: &str, display: &BTreeMap
 }
 
 /// `/usage`'s crew lines: calls and cost per persona (Markdown, names escaped).
-pub fn usage_by_persona_text(cfg: &crate::config::Config, rows: &[(String, crate::usage::ModelUsage)]) -> String {
+pub fn usage_by_persona_text(cfg: &crate::config::Config, rows: &[(String, crate::usage::ModelUsage)], now_ms: i64) -> String {
     let mut totals: BTreeMap<&str, (i64, f64)> = BTreeMap::new();
     for (persona, u) in rows {
         let t = totals.entry(persona.as_str()).or_default();
         t.0 += u.calls;
-        t.1 += crate::usage::cost(cfg, u).unwrap_or(0.0);
+        t.1 += crate::usage::cost(cfg, u, now_ms).unwrap_or(0.0);
     }
     let mut out = String::from("\n\nBy persona:");
     for (persona, (calls, cost)) in totals {
@@ -654,7 +654,7 @@ mod tests {
     fn usage_is_broken_down_by_persona() {
         let cfg = crate::config::Config::from_vars(&BTreeMap::new());
         let u = |model: &str, calls| crate::usage::ModelUsage { model: model.into(), calls, prompt_tokens: 1_000_000, ..Default::default() };
-        let text = usage_by_persona_text(&cfg, &[("critic".into(), u("gemini-3.6-flash", 2)), ("critic".into(), u("unknown", 1)), ("the_builder".into(), u("gemini-3.6-flash", 1))]);
+        let text = usage_by_persona_text(&cfg, &[("critic".into(), u("gemini-3.6-flash", 2)), ("critic".into(), u("unknown", 1)), ("the_builder".into(), u("gemini-3.6-flash", 1))], crate::prices::PROMOTION_ENDS_MS);
         assert!(text.contains("- critic: 3 calls, $1.5000"), "{text}");
         assert!(text.contains("- the\\_builder: 1 calls"), "{text}");
     }

@@ -31,6 +31,7 @@ pub mod memory;
 pub mod normalize;
 pub mod plan;
 pub mod policy;
+pub mod prices;
 pub mod prompt;
 pub mod retention;
 pub mod schedule;
