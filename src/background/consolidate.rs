@@ -17,6 +17,8 @@
 //!   by ids it returns, and every update is also guarded by `chat_id` in SQL.
 //! - Only people seen in the conversation (users with messages in the chat) may be the
 //!   subject of a memory learned there; other subjects are dropped.
+//! - Forwarded text and documents' contents never reach the extraction call
+//!   (`agent_core::memory::for_extraction`): they never become a memory about a person.
 //! - Messages stay in D1; consolidation deletes nothing.
 //! - The summary covers messages up to `summaries.until_seq`; a turn whose history is cut
 //!   beyond what it covers says so in its prompt (never a silent drop).
@@ -226,8 +228,10 @@ async fn extract(ctx: &Ctx, db: &Db, conv: &ConvKey, messages: &[HistoryMessage]
     let existing = rows::existing(db, conv.chat_id).await?;
     let (template, _) = prompts::memory_prompts();
     let system = mem::consolidation_instruction(template, &existing, &today());
-    // An album is one unit here too: one line with all its items.
-    let mut lines = messages.to_vec();
+    // Forwarded text and documents' contents are not the people's own words: left out, so
+    // they never become a memory about a person (`mem::input`). An album is one unit here
+    // too: one line with all its items.
+    let mut lines = mem::for_extraction(messages);
     media::join_albums(&mut lines);
     let value = structured_call(ctx, system, history::compact_lines(&lines), mem::extraction_schema(), calls).await?;
     let extraction: Extraction = serde_json::from_value(value).unwrap_or_default();
