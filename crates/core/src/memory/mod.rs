@@ -18,6 +18,7 @@ pub mod schema;
 pub mod search;
 pub mod vector;
 
+pub use input::*;
 pub use merge::*;
 pub use render::*;
 pub use schema::*;
