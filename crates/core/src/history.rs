@@ -283,8 +283,8 @@ fn is_line_break(c: char) -> bool {
 /// (any case, spaces allowed after the bracket) becomes `[quoted meta`, so a line typed to look
 /// like the bot's own header for another member or the operator reads as what it is. Look-alikes
 /// count too, judged by the Unicode confusables skeleton (the `decancer` crate) and Unicode's
-/// general categories rather than a hand list: any opening bracket or quote (`［`, `⟦`, `【`,
-/// `(`, `«`…), letters that pass for Latin (fullwidth, mathematical, small capitals, circled,
+/// general categories rather than a hand list: any opening bracket or quote (Unicode's open and
+/// initial punctuation: `［`, `⟦`, `【`, `(`, `«`…), letters that pass for Latin (fullwidth, mathematical, small capitals, circled,
 /// Cyrillic, Greek: `[mеta`, `［ｍｅｔａ`, `[ᴍᴇᴛᴀ`), and invisible characters anywhere in it
 /// (format characters such as zero-width spaces, bidi isolates and tag characters; marks such
 /// as variation selectors and combining accents: `[m\u{2066}eta`).
@@ -330,14 +330,11 @@ fn is_invisible(c: char) -> bool {
             || skeleton(c).is_none())
 }
 
-/// An opening bracket or quote of any script (Unicode's open and initial punctuation), or a
-/// character whose skeleton is a square bracket.
+/// An opening bracket or quote of any script (Unicode's open and initial punctuation: `[`, `(`,
+/// `{`, `［`, `⟦`, `【`, `«`…). ASCII text costs one comparison a character.
 fn is_bracket(c: char) -> bool {
     use unicode_properties::{GeneralCategory as G, UnicodeGeneralCategory};
-    c == '['
-        || ((!c.is_ascii() || c == '(' || c == '{')
-            && (matches!(c.general_category(), G::OpenPunctuation | G::InitialPunctuation)
-                || skeleton(c).is_some_and(|s| s.starts_with('['))))
+    matches!(c, '[' | '(' | '{') || (!c.is_ascii() && matches!(c.general_category(), G::OpenPunctuation | G::InitialPunctuation))
 }
 
 /// Whether text (right after a bracket) reads "meta" by its skeleton, spaces before and
