@@ -113,7 +113,7 @@ pub struct Config {
     /// rows D1 reports read and written (for `npm run bench`; off by default, and then the
     /// result meta is not even read).
     pub metrics_log: bool,
-    /// Pages fetch_url may fetch in one turn.
+    /// Requests fetch_url may make in one turn, every redirect hop counted.
     pub max_fetches_per_turn: usize,
     /// `MEDIA_BYTES_PER_TURN`: bytes of photos, voice notes, documents... a turn sends to the
     /// model (default 10 MiB, at most 15 MiB: base64 makes it a third larger, and Gemini takes

@@ -105,7 +105,7 @@ pub struct TurnSafety {
     /// Text from outside the chat is in the history: a forwarded message, a document, a
     /// recording (`fetch::outside_text_in_view`).
     pub outside_text_in_view: bool,
-    /// Pages fetched at most per turn (`MAX_FETCHES_PER_TURN`).
+    /// Requests fetch_url makes at most per turn, redirect hops included (`MAX_FETCHES_PER_TURN`).
     pub max_fetches: usize,
     /// Randomness from the edge for the fences' boundaries.
     pub fence_seed: u128,
