@@ -12,7 +12,7 @@
 //! - `fetch_url` fetches only URLs people posted (in the history's users' messages) or that
 //!   were on a page fetched earlier in this turn, checked by `fetch::check_url` at every hop
 //!   (redirects are followed here, by hand, at most `fetch::MAX_REDIRECTS`), at most
-//!   `TurnSafety::max_fetches` pages per turn. A URL the model composed is refused with an
+//!   `TurnSafety::max_fetches` requests per turn (hops included). A URL the model composed is refused with an
 //!   error the model reads.
 //! - A round with untrusted text in view offers no tool that writes, and such calls are refused
 //!   if made anyway. What is in view decides, whichever turn brought it: a fetched page (this
