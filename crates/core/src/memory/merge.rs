@@ -25,6 +25,9 @@ pub struct NewMemory {
     pub source_message_ids: Vec<i64>,
     /// Facts: the existing fact this one replaces.
     pub supersedes: Option<i64>,
+    /// Who supplied it, when it is about a person (`authority::supplier`, set by the caller,
+    /// which knows who wrote the messages it cites); `None`: unknown.
+    pub supplied_by: Option<i64>,
 }
 
 /// What a merge does to the store.
@@ -96,6 +99,7 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
                         happened_on: None,
                         source_message_ids: f.source_message_ids.clone(),
                         supersedes: found.map(|m| m.id),
+                        supplied_by: None,
                     });
                 }
             }
@@ -119,6 +123,7 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
                 happened_on: e.date.clone(),
                 source_message_ids: Vec::new(),
                 supersedes: None,
+                supplied_by: None,
             });
         }
     }
@@ -141,6 +146,7 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
                 happened_on: None,
                 source_message_ids: Vec::new(),
                 supersedes: None,
+                supplied_by: None,
             });
         }
     }
@@ -183,6 +189,7 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
                 happened_on: None,
                 source_message_ids: Vec::new(),
                 supersedes: None,
+                supplied_by: None,
             });
         }
     }
