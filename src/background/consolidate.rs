@@ -19,10 +19,13 @@
 //!   subject of a memory learned there; other subjects are dropped. A memory about a person
 //!   records who supplied it (`supplied_by`, from who wrote the messages it cites): only the
 //!   person's own words are ever shown outside this chat.
+//! - A job is model work like a turn's: a chat or a bot over its daily tokens gets no
+//!   consolidation call, media description or embedding (the job ends; the messages wait).
 //! - Messages stay in D1; consolidation deletes nothing.
 //! - The summary covers messages up to `summaries.until_seq`; a turn whose history is cut
 //!   beyond what it covers says so in its prompt (never a silent drop).
 
+use crate::chat::access;
 use crate::chat::agent::media as agent_media;
 use crate::config::{now_ms, prompts, Ctx};
 use crate::outbound::queues;
@@ -102,6 +105,12 @@ fn today() -> String {
 
 /// Runs one consolidation job for `conv`.
 pub async fn run(ctx: &Ctx, conv: ConvKey) -> JobOutcome {
+    // The chat's and the bot's daily tokens, as for a turn: over one, nothing goes to the model
+    // (its messages wait, unconsolidated, for a day with budget).
+    if !access::work_within_budget(ctx, conv.chat_id, None).await {
+        worker::console_warn!("consolidation of {conv}: over a token budget; no model call");
+        return JobOutcome::Done;
+    }
     let db = ctx.db();
     let now = now_ms();
     let (watermark, lease) = match rows::claim(&db, &conv, now, now + LEASE_MS).await {

@@ -57,6 +57,117 @@ async function block(st, uid) {
   assert.equal(r.status, 200);
 }
 
+test("blocking a person cancels the reminders they set, in every chat, and their chat objects are told", async () => {
+  const uid = uniqueId();
+  const other = uniqueId();
+  const group = -1_000_000_000_000 - uniqueId();
+  const [mine] = await scheduleIn(s, uid, [{ text: "water the plants", in_minutes: 600, repeat: "daily" }]);
+  s.gemini.script(uid, [{ calls: [{ name: "schedule_message", args: { text: "team sync", in_minutes: 600 } }] }, { text: "Set." }]);
+  await s.webhook(ask(group, uid, "remind us about the sync"));
+  await s.tg.waitFor(() => s.tg.sent(group).length === 1, 15_000, "the group confirmation");
+  const [theirs] = await scheduleIn(s, other, [{ text: "someone else's", in_minutes: 600 }]);
+  assert.ok((await chatState(s, uid)).next_schedule_ms, "the private chat's alarm waits for the reminder");
+
+  await block(s, uid);
+  const rows = await s.sql("SELECT chat_id, status, next_run_ms FROM schedules WHERE creator_user_id = ? ORDER BY id", uid);
+  assert.deepEqual(rows, [
+    { chat_id: uid, status: "cancelled", next_run_ms: null },
+    { chat_id: group, status: "cancelled", next_run_ms: null },
+  ]);
+  assert.equal((await s.sql("SELECT status FROM schedules WHERE id = ?", theirs.id))[0].status, "active", "nobody else's");
+  assert.equal((await chatState(s, uid)).next_schedule_ms, null, "the object was told");
+  assert.equal((await chatState(s, group)).next_schedule_ms, null);
+  assert.equal(mine.creator_user_id, uid);
+});
+
+test("a reminder whose creator lost access by its due time does not run, and is cancelled", async () => {
+  const uid = uniqueId();
+  const [row] = await scheduleIn(s, uid, [{ text: "stretch", in_minutes: 0.1 }]);
+  // Blocked behind the admin API's back (nothing cancels it): the run itself must ask.
+  await s.sql(
+    "INSERT INTO users (user_id, name, access, updated_at) VALUES (?, 'x', 'blocked', 0) ON CONFLICT (user_id) DO UPDATE SET access = 'blocked'",
+    uid,
+  );
+  await sleep(9_000); // past the due time
+  assert.deepEqual(s.tg.sent(uid), ["Okay, I'll remind you."], "no reminder went out");
+  assert.equal(s.gemini.calls(uid).length, 2, "no model call for the run");
+  const [after] = await s.sql("SELECT status, runs, next_run_ms FROM schedules WHERE id = ?", row.id);
+  assert.deepEqual(after, { status: "cancelled", runs: 0, next_run_ms: null });
+});
+
+test("a reminder's run counts against its creator's hourly budget; over it the run is skipped", async () => {
+  const b = await startStack({ vars: { USER_TURNS_PER_HOUR: "2", RETRY_BASE_MS: "300" } });
+  try {
+    const uid = uniqueId();
+    // One message (the first of two requests this hour) sets two reminders.
+    const [first, second] = await scheduleIn(b, uid, [
+      { text: "first run", in_minutes: 0.05 },
+      { text: "second run", in_minutes: 0.12 },
+    ]);
+    b.gemini.script(uid, [{ text: "Reminder: first run" }, { text: "Reminder: second run" }]);
+    await b.tg.waitFor(() => b.tg.sent(uid).length === 2, 15_000, "the first run");
+    await sleep(8_000); // past the second run's due time
+    assert.deepEqual(b.tg.sent(uid), ["Okay, I'll remind you.", "Reminder: first run"], "the second run is over the budget");
+    assert.equal(b.gemini.calls(uid).length, 3);
+    const charges = await b.sql("SELECT COUNT(*) AS n FROM budget_charges WHERE user_id = ?", uid);
+    assert.equal(charges[0].n, 2, "the message and the first run");
+    const [one] = await b.sql("SELECT status, runs FROM schedules WHERE id = ?", first.id);
+    assert.deepEqual(one, { status: "done", runs: 1 });
+    const [two] = await b.sql("SELECT status, runs, next_run_ms FROM schedules WHERE id = ?", second.id);
+    assert.deepEqual(two, { status: "missed", runs: 0, next_run_ms: null }, "skipped once, not retried in a loop");
+    assert.equal((await chatState(b, uid)).next_schedule_ms, null);
+  } finally {
+    await b.close();
+  }
+});
+
+test("consolidation makes no model call for a chat over its daily tokens", async () => {
+  const b = await startStack({ vars: { CHAT_TOKENS_PER_DAY: "500", BOT_USERNAME: BOT } });
+  try {
+    const uid = uniqueId();
+    await b.webhook(privateText(uid, "I have a cat named Tofu and I live in Lisbon."));
+    await b.tg.waitFor(() => b.tg.sent(uid).length === 1, 10_000, "the answer");
+    const [used] = await b.sql("SELECT SUM(total_tokens) AS n FROM model_calls WHERE chat_id = ?", uid);
+    assert.ok(used.n > 500, `the chat used ${used.n} tokens`);
+    // A group within its budget (its chatter asked for no turn): consolidated as usual.
+    const group = -1_000_000_000_000 - uniqueId();
+    const member = uniqueId();
+    await b.webhook(groupText(group, member, "I like green tea"));
+    const empty = { text: JSON.stringify({ facts: [], episodes: [], commitments: [], commitment_updates: [], aliases: [] }) };
+    b.gemini.script(member, [empty]);
+    b.gemini.script(uid, [empty]);
+    await b.scheduled();
+    await b.gemini.waitFor(() => b.gemini.calls(member).some((c) => isJson(c.body)), 15_000, "the group's consolidation");
+    await sleep(2500);
+    assert.equal(b.gemini.calls(uid).filter((c) => isJson(c.body)).length, 0, "no consolidation call for the chat over its budget");
+    const [conv] = await b.sql("SELECT consolidated_seq, consolidating_until FROM conversations WHERE conv = ?", String(uid));
+    assert.ok(!conv?.consolidated_seq, "its messages wait for a day with budget");
+    assert.equal(conv?.consolidating_until ?? null, null, "and the lease is given back");
+  } finally {
+    await b.close();
+  }
+});
+
+test("a crew's continuation turns count against the budget of the person whose message started the cycle", async () => {
+  const b = await startStack({ vars: { CREW: "critic,builder,moderator", CREW_CHATS: "*", CREW_MAX_ROUNDS: "2", USER_TURNS_PER_HOUR: "2", TURN_WATCHDOG_MS: "3000" } });
+  try {
+    const uid = uniqueId();
+    await b.webhook(privateText(uid, "let's plan a picnic"));
+    let st;
+    for (let i = 0; i < 100; i++) {
+      st = await chatState(b, uid);
+      if (!st.crew?.cycle && Object.keys(st.crew?.ended ?? {}).length) break;
+      await sleep(200);
+    }
+    assert.deepEqual(st.crew.ended, { over_budget: 1 }, "the cycle ended at the person's budget");
+    assert.equal(b.gemini.calls(uid).length, 2, "the first persona (the message's turn) and one continuation");
+    const charges = await b.sql("SELECT COUNT(*) AS n FROM budget_charges WHERE user_id = ?", uid);
+    assert.equal(charges[0].n, 2, "the message and the continuation");
+  } finally {
+    await b.close();
+  }
+});
+
 test("in a group, a burst mixing senders lends nobody the authority to cancel a reminder", async () => {
   const group = -1_000_000_000_000 - uniqueId();
   const alice = uniqueId();

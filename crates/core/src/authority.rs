@@ -10,10 +10,15 @@
 //!   own reminders; a note `remember` stores about a person records who supplied it
 //!   (`supplied_by`), so what one member says about another never reads as the other's own
 //!   words outside the chat where it was said (`core::scope`).
+//! - A reminder's run acts on its creator's authority, asked again at its time ([`gate`]):
+//!   the creator and the chat must still pass the access policy, and the run counts against
+//!   the creator's budget like a message of theirs.
 //!
 //! Pure: the edge passes the turn's history window and the seq its last answer covered.
 
 use crate::history::{HistoryMessage, Role};
+use crate::limits::{Scope, Verdict};
+use crate::policy::{Access, Refusal};
 
 /// The one person who wrote every people's message after `answered_seq` (the turn's burst);
 /// `None` when there is none, when senders mix, or when one message has no known sender.
@@ -36,6 +41,34 @@ pub fn supplier(about: Option<i64>, sources: &[i64], authors: &[(i64, Option<i64
         return Some(about);
     }
     cited.into_iter().flatten().find(|u| *u != about)
+}
+
+/// What a run that is due (and not too late) may do, decided at its fire time from the access
+/// policy for its creator in its chat and the budgets counted as for a message of the creator's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunGate {
+    /// A scheduled turn (its creator is charged one request).
+    Fire,
+    /// The chat or the bot is over its daily tokens: the run's own text, no model call.
+    TextOnly,
+    /// The creator or the chat no longer passes the access policy (blocked, not on the list,
+    /// the group dropped from the allowlist): the schedule is cancelled, nothing runs.
+    Cancel(Refusal),
+    /// The creator is over their hourly requests: this run is skipped, like a run too late
+    /// (a recurring schedule runs next time), never retried in a loop.
+    Skip,
+}
+
+/// Decides a due run: access first (a reminder never outlives its creator's access), then the
+/// budgets (`limits::check` over the creator's hour and the chat's and the bot's day).
+pub fn gate(access: &Access, budget: &Verdict) -> RunGate {
+    match (access, budget) {
+        (Access::Refuse(reason), _) => RunGate::Cancel(*reason),
+        (Access::Pair, _) => RunGate::Cancel(Refusal::AwaitingApproval),
+        (Access::Allow, Verdict::Within) => RunGate::Fire,
+        (Access::Allow, Verdict::Over { scope: Scope::User, .. }) => RunGate::Skip,
+        (Access::Allow, Verdict::Over { .. }) => RunGate::TextOnly,
+    }
 }
 
 #[cfg(test)]
@@ -93,5 +126,36 @@ mod tests {
         assert_eq!(supplier(Some(ALICE), &[99], &authors), None, "a message not read: unknown");
         assert_eq!(supplier(Some(ALICE), &[10, 99], &authors), None);
         assert_eq!(supplier(None, &[10], &authors), None, "about nobody");
+    }
+
+    #[test]
+    fn a_due_run_passes_the_policy_and_its_creators_budget_again() {
+        use crate::config::Config;
+        use crate::conversation::ChatKind;
+        use crate::limits::{self, Budgets, Usage};
+        use crate::policy::{self, UserAccess};
+        let cfg = |pairs: &[(&str, &str)]| Config::from_vars(&pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        let budgets = Budgets { user_turns_per_hour: 2, chat_tokens_per_day: 1000, global_tokens_per_day: 0 };
+        let within = Usage { user_turns_last_hour: 1, chat_tokens_today: 10, global_tokens_today: 10 };
+        let decide = |cfg: &Config, kind, chat, who, known, usage: &Usage| {
+            let access = policy::decide(cfg, kind, chat, who, known);
+            gate(&access, &limits::check(&budgets, usage, false, |_| None, 0))
+        };
+        let open = cfg(&[]);
+        assert_eq!(decide(&open, ChatKind::Private, 7, Some(7), None, &within), RunGate::Fire);
+        // Blocked since it was set: cancelled, whatever the budgets.
+        assert_eq!(decide(&open, ChatKind::Private, 7, Some(7), Some(UserAccess::Blocked), &within), RunGate::Cancel(Refusal::Blocked));
+        // The group was dropped from the allowlist.
+        let listed = cfg(&[("GROUP_ALLOWLIST", "-100")]);
+        assert_eq!(decide(&listed, ChatKind::Supergroup, -100, Some(7), None, &within), RunGate::Fire);
+        assert_eq!(decide(&listed, ChatKind::Supergroup, -200, Some(7), None, &within), RunGate::Cancel(Refusal::GroupNotAllowed));
+        // A stranger under a private policy (the operator changed it since).
+        let private = cfg(&[("DM_POLICY", "pairing")]);
+        assert_eq!(decide(&private, ChatKind::Private, 7, Some(7), None, &within), RunGate::Cancel(Refusal::AwaitingApproval));
+        // The creator's hour is spent: skipped; the chat's tokens: the text only.
+        let spent = Usage { user_turns_last_hour: 2, ..within };
+        assert_eq!(decide(&open, ChatKind::Private, 7, Some(7), None, &spent), RunGate::Skip);
+        let tokens = Usage { chat_tokens_today: 1000, ..spent };
+        assert_eq!(decide(&open, ChatKind::Private, 7, Some(7), None, &tokens), RunGate::TextOnly);
     }
 }
