@@ -16,7 +16,7 @@ pub fn notes_stmt(db: &Db, chat_id: i64, people: &[i64]) -> Result<worker::D1Pre
     let scope = agent_core::scope::Scope::Chat { chat_id, people: people.to_vec() };
     let on = scope.notes("", 1);
     let sql = format!(
-        "SELECT id, about_user_id, content, source FROM notes WHERE {}
+        "SELECT id, about_user_id, content, source, supplied_by FROM notes WHERE {}
          ORDER BY CASE source WHEN 'operator' THEN 0 ELSE 1 END, id DESC LIMIT 60",
         on.sql
     );

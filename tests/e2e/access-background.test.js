@@ -250,8 +250,9 @@ test("a note or fact one member supplied about another stays in the group, never
     await b.webhook(ask(group, alice, "what do you know?", { name: "Alice" }));
     await b.tg.waitFor(() => b.tg.sent(group).length === 3, 10_000, "the group answer");
     const inGroup = promptText(b.gemini.calls(alice).at(-1).body);
-    assert.match(inGroup, new RegExp(mark("planted")));
-    assert.match(inGroup, new RegExp(mark("plantedfact")));
+    assert.match(inGroup, new RegExp(`\\(about user ${alice}, said by user ${bob}\\) owes money ${mark("planted")}`), "marked as Bob's words");
+    assert.match(inGroup, new RegExp(`Elm ${mark("plantedfact")} \\(said by user ${bob}\\)`), "marked as Bob's words");
+    assert.match(inGroup, new RegExp(`\\(about user ${alice}\\) likes tea ${mark("ownnote")}`), "her own, unmarked");
   } finally {
     await b.close();
   }

@@ -219,6 +219,7 @@ mod tests {
             superseded_by: None,
             updated_at: 0,
             source_ids: Some("[1]".into()),
+            supplied_by: Some(user),
         }
     }
 
@@ -299,6 +300,7 @@ mod tests {
                 superseded_by: None,
                 updated_at: 0,
                 source_ids: None,
+                supplied_by: n.supplied_by,
             })
             .collect();
         assert!(merge(&stored, &x, "2026-11-22").is_empty(), "merging twice changes nothing");
