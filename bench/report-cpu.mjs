@@ -65,6 +65,19 @@ ${line("consolidation jobs of one tick", sb.consolidation_jobs, st.consolidation
 `;
 }
 
+/** The rows of a refused sender's updates and of a media search in a busy bot (the `rows` run;
+ *  issue 35, items 3 and 4). */
+function refusedAndSearch(r, rows) {
+  const line = (name, x) => (x ? rows(name, x) + "\n" : "");
+  return (
+    line("refused update: a stranger's first (webhook, the chat object's refusal and its one notice)", r.refused_first) +
+    line("refused update within the sender's hourly limit (`REFUSED_UPDATES_PER_HOUR`)", r.refused_within_limit) +
+    line("refused update reaching the limit (the counter's last write)", r.refused_limit_reached) +
+    line("refused update past the limit (a persistent stranger)", r.refused_past_limit) +
+    line(`turn whose model calls \`search_memory\` over media, in a bot with ${r.media_search_turn?.media ?? 1000} described media in ${r.media_search_turn?.chats ?? 20} other chats (the turn's alarm)`, r.media_search_turn)
+  );
+}
+
 export function cpuSections(root) {
   const file = path.join(root, ".tmp/bench/cpu.json");
   if (!fs.existsSync(file)) return "";
@@ -165,7 +178,7 @@ ${rows(`turn, ${co.turn_500.history_messages}-message history, compact`, co.turn
 ${st.turn_500_edit ? rows(`the same, structured, after an edit`, st.turn_500_edit) + "\n" : ""}${rows(`the same, structured, the whole window read`, st.turn_500_full)}
 ${runs.embeddings ? rows("turn, short history, with `EMBEDDINGS_MODEL` over 300 memories with embeddings (the chat's; other chats' grow by 300 per repetition)", runs.embeddings.turn_embeddings) + "\n" : ""}${rows("turn retried through the queue", st.queue_turn_job)}
 ${rows("cron tick", st.cron_tick)}
-
+${runs.rows ? refusedAndSearch(runs.rows, rows) : ""}
 What the Free plan's daily limits (${int(FREE.rows_read)} rows read, ${int(FREE.rows_written)} rows written,
 ${int(FREE.requests)} Worker requests) allow, from these figures (each update is one Worker request;
 the chat object's requests and alarms are Durable Object requests, not counted here):

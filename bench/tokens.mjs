@@ -11,9 +11,10 @@ import { geminiTokenizer } from "../tests/support/gemini-tokens.js";
 import { minCacheTokens, implicitCache, geminiMeasure } from "../tests/support/fake-gemini-cache.js";
 
 const MODEL = "gemini-3.8-flash";
-// Its list price per million input tokens, cached at a quarter (as bench/cache.mjs prices it).
+// Its list price per million input tokens, cache reads at a tenth (as bench/cache.mjs prices
+// it: crates/core/src/prices.rs, the price from 2027-01-01).
 const INPUT_USD = 1.5;
-const CACHED_USD = 0.375;
+const CACHED_USD = 0.15;
 const file = process.argv[2] ?? path.join(ROOT, ".tmp/bench/prompt-requests.json");
 const dump = JSON.parse(fs.readFileSync(file, "utf8"));
 const tokenizer = await geminiTokenizer();

@@ -6,14 +6,17 @@ use crate::storage;
 
 /// `/usage`: this chat's totals and the budgets (with the asking person's figure).
 pub async fn chat_usage_text(ctx: &Ctx, chat_id: i64, user_id: Option<i64>) -> worker::Result<String> {
-    let rows = storage::usage::totals(&ctx.db(), Some(chat_id), 0, false).await?;
+    let now = crate::config::now_ms();
+    // All time, in a few rows per model: one per stretch between two price changes.
+    let boundaries = agent_core::prices::boundaries(&ctx.cfg.prices);
+    let rows = storage::usage::totals(&ctx.db(), Some(chat_id), 0, storage::usage::Grouping::PricePeriods(&boundaries)).await?;
     let rows: Vec<_> = rows.into_iter().map(|r| r.usage).collect();
-    let mut out = agent_core::usage::chat_totals_text(&ctx.cfg, &rows);
+    let mut out = agent_core::usage::chat_totals_text(&ctx.cfg, &rows, now);
     // Crew mode: the same totals per persona.
-    let personas = storage::usage::persona_totals(&ctx.db(), Some(chat_id), 0).await?;
+    let personas = storage::usage::persona_totals(&ctx.db(), Some(chat_id), 0, &boundaries).await?;
     if !personas.is_empty() {
         let rows: Vec<(String, agent_core::usage::ModelUsage)> = personas.into_iter().map(|p| (p.persona, p.usage)).collect();
-        out.push_str(&agent_core::crew::usage_by_persona_text(&ctx.cfg, &rows));
+        out.push_str(&agent_core::crew::usage_by_persona_text(&ctx.cfg, &rows, now));
     }
     let used = super::access::budget_usage(ctx, chat_id, user_id).await?;
     out.push_str("\n\nBudgets:\n");

@@ -8,10 +8,14 @@
 //!   names the secret (never its value).
 //! - Every message is marked `excluded` when the access policy refuses its sender, in the
 //!   same insert (`policy::admitted_by_level`), so refused text never reaches a model.
+//! - A refused sender costs a counter, not rows per message: past `REFUSED_UPDATES_PER_HOUR`
+//!   refused updates in the hour (`policy::RefusedLimit`), the batch writes nothing but the
+//!   counter (which stops moving) and the chat object is not called.
 //! - Malformed bodies and kinds the bot does not handle get 200 and nothing is stored, so
 //!   Telegram never redelivers them.
-//! - At most one D1 round trip per update, plus one Durable Object call when the message asks
-//!   for a reply (and one getMe per isolate). No model call ever happens here.
+//! - At most one D1 round trip per update (the counter in the same batch), plus one Durable
+//!   Object call when the message asks for a reply (and one getMe per isolate). No model call
+//!   ever happens here.
 //! - A redelivered update changes nothing: D1 ignores the duplicate rows and the chat object
 //!   ignores the duplicate signal.
 
@@ -22,7 +26,7 @@ use crate::storage;
 use agent_core::conversation::{ConvKey, Inbound};
 use agent_core::gating::{reply_trigger, BotIdentity, Trigger};
 use agent_core::normalize::normalize;
-use agent_core::policy::admitted_by_level;
+use agent_core::policy::{admitted_by_level, RefusedLimit};
 use agent_core::telegram::{parse_update, Update, MAX_UPDATE_BYTES};
 use worker::{Request, Response, Result};
 
@@ -74,6 +78,11 @@ async fn read_update(req: &Request) -> Option<Update> {
     }
 }
 
+/// The refused-sender counter this update would move (only if the policy refuses it).
+fn refused_limit(ctx: &Ctx, chat_id: i64, user_id: Option<i64>, admitted: (bool, bool, bool), now: i64) -> RefusedLimit {
+    RefusedLimit::new(chat_id, user_id, admitted, now, ctx.cfg.refused_updates_per_hour)
+}
+
 pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
     let presented = req.headers().get(SECRET_HEADER)?.unwrap_or_default();
     if let Some(refused) = refuse(&req, &ctx.secrets.webhook_secret, "TELEGRAM_WEBHOOK_SECRET", "the webhook", &presented)? {
@@ -97,12 +106,17 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
         }
         Inbound::Edited(m) => {
             let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
-            storage::messages::record_message(&db, update.update_id, "edited_message", &m, true, admitted, now).await?;
+            let limit = refused_limit(ctx, m.chat.id, m.speaker.user_id, admitted, now);
+            storage::messages::record_message(&db, update.update_id, "edited_message", &m, true, admitted, &limit, now).await?;
             ok(ctx)
         }
         Inbound::Message(m) => {
             let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
-            let recorded = storage::messages::record_message(&db, update.update_id, "message", &m, false, admitted, now).await?;
+            let limit = refused_limit(ctx, m.chat.id, m.speaker.user_id, admitted, now);
+            let recorded = storage::messages::record_message(&db, update.update_id, "message", &m, false, admitted, &limit, now).await?;
+            if recorded.over_limit {
+                return ok(ctx);
+            }
             let bot = bot_identity(ctx).await;
             // Crew mode: addressing one of the crew's own bots counts too.
             let trigger = match reply_trigger(&m, &bot, ctx.cfg.name_trigger) {
@@ -125,7 +139,11 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
         }
         Inbound::Reaction(r) => {
             let admitted = admitted_by_level(&ctx.cfg, r.chat.kind, r.chat.id, r.speaker.user_id);
-            let rec = storage::messages::record_reaction(&db, update.update_id, &r, admitted, now).await?;
+            let limit = refused_limit(ctx, r.chat.id, r.speaker.user_id, admitted, now);
+            let rec = storage::messages::record_reaction(&db, update.update_id, &r, admitted, &limit, now).await?;
+            if rec.recorded.over_limit {
+                return ok(ctx);
+            }
             // A reaction on the bot's most recent message asks for a reply.
             let on_latest = rec.last_bot_message_id == Some(r.message_id);
             if on_latest && !r.emoji.is_empty() && !r.speaker.is_bot {

@@ -14,7 +14,7 @@ use crate::storage::D1Rows;
 
 /// Columns of `memories` as `agent_core::memory::Memory`.
 pub const MEMORY_COLUMNS: &str = "id, kind, chat_id, about_user_id, entity, attribute, value, topics, status, due,
-    confidence, happened_on, superseded_by, updated_at, source_ids";
+    confidence, happened_on, superseded_by, updated_at, source_ids, supplied_by";
 
 /// `args` followed by the scope predicate's values (placeholders ?{args.len()+1}...).
 fn with_scope(mut args: Vec<Arg>, p: &Predicate) -> Vec<Arg> {
@@ -191,17 +191,20 @@ pub async fn search(db: &Db, scope: &Scope, chat_id: i64, fts: &str, terms: &[St
 }
 
 /// Described media whose description or transcript has one of `terms` (plain words: letters
-/// and digits only), among the files sent in this chat by people it admits (a file's id is in
-/// the message's stored parts). ?1 chat, ?2 limit, then one pattern per term.
+/// and digits only), among the files sent in this chat by people it admits: read through the
+/// chat's own (chat, file, message) records (`media_messages`, migration 0021), each file's
+/// media row by its key and the message that carried it by its (chat, message) key, so the
+/// rows read follow this chat's media, not every chat's. ?1 chat, ?2 limit, then one pattern
+/// per term.
 fn media_search_stmt(db: &Db, chat_id: i64, terms: &[String], limit: i64) -> Result<D1PreparedStatement> {
     let likes: Vec<String> = (0..terms.len()).map(|i| format!("(md.description LIKE ?{0} OR md.transcript LIKE ?{0})", i + 3)).collect();
     let sql = format!(
         "SELECT 'media ' || md.kind AS ref,
            md.description || CASE WHEN md.transcript IS NULL THEN '' ELSE '; said: \"' || substr(md.transcript, 1, 500) || '\"' END AS content
-         FROM media md
-         WHERE md.status = 'ok' AND ({})
-           AND EXISTS (SELECT 1 FROM messages m WHERE m.chat_id = ?1 AND m.excluded = 0
-                       AND instr(m.parts, '\"file_unique_id\":\"' || md.file_unique_id || '\"') > 0)
+         FROM media_messages mm JOIN media md ON md.file_unique_id = mm.file_unique_id
+         WHERE mm.chat_id = ?1 AND md.status = 'ok' AND ({})
+           AND EXISTS (SELECT 1 FROM messages m WHERE m.chat_id = mm.chat_id AND m.message_id = mm.message_id AND m.excluded = 0)
+         GROUP BY md.file_unique_id
          ORDER BY md.updated_at DESC LIMIT ?2",
         likes.join(" OR ")
     );

@@ -1,39 +1,95 @@
-//! Messages: what the webhook records (one batch per update: the update, chat, sender and
-//! message or reaction), the rows a turn and consolidation read back as history, and the
-//! messages of API conversations (no Telegram ids).
+//! Messages: what the webhook records (one batch per update: the refused sender's counter, the
+//! update, chat, sender and message or reaction), the rows a turn and consolidation read back
+//! as history, and the messages of API conversations (no Telegram ids).
+//!
+//! A refused sender's update past `REFUSED_UPDATES_PER_HOUR` in its hour writes nothing but
+//! the counter (`agent_core::policy::RefusedLimit`): the statements that would write its update
+//! and message are guarded by [`over_limit_sql`], evaluated in the same batch after the counter
+//! moved, and the batch says so (`Recorded::over_limit`) so the webhook hands nothing on.
 use crate::args;
-use crate::storage::{rows, Arg, Db};
-use agent_core::conversation::{ConvKey, InboundMessage, InboundReaction, Part};
+use crate::storage::{rows, Arg, D1Rows, Db};
+use agent_core::conversation::{ChatInfo, ConvKey, InboundMessage, InboundReaction, Part};
 use agent_core::history::{HistoryMessage, Role};
+use agent_core::policy::RefusedLimit;
 use serde::Deserialize;
 use serde_json::Value;
-use worker::Result;
+use worker::{D1PreparedStatement, Result};
 
 
-const INSERT_UPDATE: &str = "INSERT INTO updates (update_id, kind, chat_id, outcome, received_at)
-     VALUES (?1, ?2, ?3, 'stored', ?4) ON CONFLICT (update_id) DO NOTHING RETURNING update_id";
+/// Whether the sender is refused, as the message's `excluded` is decided: `?{u}` the sender,
+/// `?{r}`..`?{r+2}` the refusals for no stored level, `allowed` and `blocked` (the negations of
+/// `agent_core::policy::admitted_by_level`).
+fn refused_sql(u: usize, r: usize) -> String {
+    format!("CASE (SELECT access FROM users WHERE user_id = ?{u}) WHEN 'allowed' THEN ?{a} WHEN 'blocked' THEN ?{b} ELSE ?{r} END", a = r + 1, b = r + 2)
+}
+
+/// Whether this update is past its refused sender's hourly limit: refused, and the counter
+/// (already moved by [`COUNT_REFUSED`] in the same batch) over it. `?{l}`, `?{l+1}`, `?{l+2}`:
+/// the limit's sender, window and count ([`limit_args`]). An admitted sender is never over,
+/// whatever an earlier hour's or a refused spell's counter says.
+fn over_limit_sql(u: usize, r: usize, l: usize) -> String {
+    format!(
+        "({} AND EXISTS (SELECT 1 FROM refused_senders WHERE window_start = ?{w} AND sender = ?{l} AND n > ?{c}))",
+        refused_sql(u, r),
+        w = l + 1,
+        c = l + 2
+    )
+}
+
+fn limit_args(limit: &RefusedLimit) -> Vec<Arg> {
+    args![limit.sender, limit.window_start, limit.per_hour]
+}
+
+/// The refused sender's counter for the hour: moved by a refused update up to the limit + 1,
+/// not at all for an admitted one (?1 sender, ?2 window, ?3 now, ?4 the person, ?5..?7 the
+/// refusals by level, ?8 the limit). Past the limit it writes nothing.
+const COUNT_REFUSED: &str = "INSERT INTO refused_senders (window_start, sender, n, last_at)
+     SELECT ?2, ?1, 1, ?3 WHERE CASE (SELECT access FROM users WHERE user_id = ?4) WHEN 'allowed' THEN ?6 WHEN 'blocked' THEN ?7 ELSE ?5 END
+     ON CONFLICT (window_start, sender) DO UPDATE SET n = n + 1, last_at = excluded.last_at WHERE refused_senders.n <= ?8";
+
+/// The update's row (the dedup of Telegram's redeliveries), unless past the limit: ?1 update,
+/// ?2 kind, ?3 chat, ?4 now, ?5 the person, ?6..?8 refusals, ?9..?11 the limit.
+fn insert_update_sql() -> String {
+    format!(
+        "INSERT INTO updates (update_id, kind, chat_id, outcome, received_at)
+         SELECT ?1, ?2, ?3, 'stored', ?4 WHERE NOT {} ON CONFLICT (update_id) DO NOTHING RETURNING update_id",
+        over_limit_sql(5, 6, 9)
+    )
+}
+
+/// The sender's stored access level and whether the update is past the limit: ?1 the person,
+/// ?2..?4 refusals, ?5..?7 the limit.
+fn select_access_sql() -> String {
+    format!("SELECT (SELECT access FROM users WHERE user_id = ?1) AS access, {} AS over_limit", over_limit_sql(1, 2, 5))
+}
 /// Chats and users are rewritten only when something changed (or hourly for last_seen_at), so
 /// the common update writes one row less each.
+/// Past the sender's limit (?7 the person, ?8..?10 refusals, ?11..?13 the limit), nothing.
 const UPSERT_CHAT: &str = "INSERT INTO chats (chat_id, kind, title, username, is_forum, first_seen_at, last_seen_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?6 WHERE NOT {over}
      ON CONFLICT (chat_id) DO UPDATE SET kind = excluded.kind, title = excluded.title,
        username = excluded.username, is_forum = excluded.is_forum, last_seen_at = excluded.last_seen_at,
        blocked_at = NULL, blocked_reason = NULL
      WHERE chats.kind IS NOT excluded.kind OR chats.title IS NOT excluded.title
        OR chats.username IS NOT excluded.username OR chats.is_forum IS NOT excluded.is_forum
        OR chats.blocked_at IS NOT NULL OR chats.last_seen_at < excluded.last_seen_at - 3600000";
-const UPSERT_USER: &str = "INSERT INTO users (user_id, name, username, is_bot, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+/// Past the sender's limit (?6..?8 refusals, ?9..?11 the limit), nothing: a refused stranger
+/// renaming themselves writes no row either.
+const UPSERT_USER: &str = "INSERT INTO users (user_id, name, username, is_bot, updated_at)
+     SELECT ?1, ?2, ?3, ?4, ?5 WHERE NOT {over}
      ON CONFLICT (user_id) DO UPDATE SET name = excluded.name, username = excluded.username,
        is_bot = excluded.is_bot, updated_at = excluded.updated_at
      WHERE users.name IS NOT excluded.name OR users.username IS NOT excluded.username
        OR users.is_bot IS NOT excluded.is_bot";
 /// `excluded` picks, by the sender's stored access level, one of the three answers of
 /// `agent_core::policy::admitted_by_level` (?20 none, ?21 allowed, ?22 blocked).
+/// Past the sender's limit (?23..?25), nothing is written.
 const INSERT_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
        parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id,
        reply_to_user_id, reply_to_name, reply_excerpt, excluded)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-       CASE (SELECT access FROM users WHERE user_id = ?5) WHEN 'allowed' THEN ?21 WHEN 'blocked' THEN ?22 ELSE ?20 END)
+     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+       CASE (SELECT access FROM users WHERE user_id = ?5) WHEN 'allowed' THEN ?21 WHEN 'blocked' THEN ?22 ELSE ?20 END
+     WHERE NOT {over}
      ON CONFLICT (chat_id, message_id) DO NOTHING";
 /// An edit marks the row with the conversation's next edit mark itself (migration 0019's
 /// trigger would mark it too, writing the row a second time), and is judged by the access
@@ -42,12 +98,12 @@ const INSERT_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, r
 const UPSERT_EDITED_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
        parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id,
        reply_to_user_id, reply_to_name, reply_excerpt, excluded)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-       CASE (SELECT access FROM users WHERE user_id = ?5) WHEN 'allowed' THEN ?21 WHEN 'blocked' THEN ?22 ELSE ?20 END)
+     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+       CASE (SELECT access FROM users WHERE user_id = ?5) WHEN 'allowed' THEN ?21 WHEN 'blocked' THEN ?22 ELSE ?20 END
+     WHERE NOT {over}
      ON CONFLICT (chat_id, message_id) DO UPDATE SET parts = excluded.parts, text = excluded.text,
        edited_at = excluded.edited_at, excluded = excluded.excluded,
        rev = (SELECT COALESCE(MAX(e.rev), 0) + 1 FROM messages e WHERE e.conv = messages.conv AND e.rev IS NOT NULL)";
-const SELECT_ACCESS: &str = "SELECT access FROM users WHERE user_id = ?1";
 /// A reaction is an event in the conversation of the message it is on, with no message id of
 /// its own: a redelivery is found by its update id among such rows (the partial index
 /// `messages_by_update`, migration 0016, holds only them).
@@ -56,7 +112,7 @@ const INSERT_REACTION: &str = "INSERT INTO messages (conv, chat_id, message_id, 
      SELECT COALESCE((SELECT conv FROM messages WHERE chat_id = ?1 AND message_id = ?2), ?3), ?1, NULL, 'event',
        ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10,
        CASE (SELECT access FROM users WHERE user_id = ?4) WHEN 'allowed' THEN ?12 WHEN 'blocked' THEN ?13 ELSE ?11 END
-     WHERE NOT EXISTS (SELECT 1 FROM messages WHERE update_id = ?10 AND message_id IS NULL)";
+     WHERE NOT EXISTS (SELECT 1 FROM messages WHERE update_id = ?10 AND message_id IS NULL) AND NOT {over}";
 const REACTION_TARGET: &str = "SELECT m.conv AS conv,
        (SELECT b.message_id FROM messages b WHERE b.conv = m.conv AND b.role = 'bot' AND b.message_id IS NOT NULL
         ORDER BY b.seq DESC LIMIT 1) AS last_bot_message_id
@@ -68,11 +124,16 @@ pub struct Recorded {
     pub is_new: bool,
     /// `users.access` of the sender.
     pub access: Option<String>,
+    /// A refused sender past their hourly limit: nothing but the counter was written; hand
+    /// nothing on.
+    pub over_limit: bool,
 }
 
 #[derive(Deserialize)]
 struct AccessRow {
     access: Option<String>,
+    #[serde(default)]
+    over_limit: Option<i64>,
 }
 
 /// Whether the sender is admitted, by stored access level: `(none, allowed, blocked)`, from
@@ -106,7 +167,53 @@ fn message_args(m: &InboundMessage, update_id: i64, admitted: AdmittedByLevel) -
     a
 }
 
-/// Records a message (or an edit) with its chat and sender, in one round trip.
+/// The refusals by stored level (`!admitted_by_level`), as bound values.
+fn refusal_args(admitted: AdmittedByLevel) -> Vec<Arg> {
+    args![!admitted.0, !admitted.1, !admitted.2]
+}
+
+/// The statements around an update's own rows: the refused sender's counter first (before
+/// anything is written), the update's row (guarded), and last the sender's access level with
+/// whether the update was past the limit.
+struct Gate {
+    count: D1PreparedStatement,
+    update: D1PreparedStatement,
+    access: D1PreparedStatement,
+}
+
+fn gate(db: &Db, update_id: i64, kind: &str, chat_id: i64, user: Option<i64>, admitted: AdmittedByLevel, limit: &RefusedLimit, now: i64) -> Result<Gate> {
+    let mut count = args![limit.sender, limit.window_start, now, user];
+    count.extend(refusal_args(admitted));
+    count.extend(args![limit.per_hour]);
+    let mut update = args![update_id, kind, chat_id, now, user];
+    update.extend(refusal_args(admitted));
+    update.extend(limit_args(limit));
+    let mut access = args![user];
+    access.extend(refusal_args(admitted));
+    access.extend(limit_args(limit));
+    Ok(Gate { count: db.stmt(COUNT_REFUSED, count)?, update: db.stmt(&insert_update_sql(), update)?, access: db.stmt(&select_access_sql(), access)? })
+}
+
+/// The chat's row (rewritten only when something changed, or hourly), unless past the limit.
+fn chat_stmt(db: &Db, c: &ChatInfo, user: Option<i64>, admitted: AdmittedByLevel, limit: &RefusedLimit, now: i64) -> Result<D1PreparedStatement> {
+    let mut values = args![c.id, c.kind.as_str(), c.title.clone(), c.username.clone(), c.is_forum, now, user];
+    values.extend(refusal_args(admitted));
+    values.extend(limit_args(limit));
+    db.stmt(&UPSERT_CHAT.replace("{over}", &over_limit_sql(7, 8, 11)), values)
+}
+
+/// What the gate's statements say: whether the update is new, the sender's access, whether it
+/// was past the limit.
+fn read_gate(update: &D1Rows, access: &D1Rows) -> Result<Recorded> {
+    let is_new = !rows::<Value>(update)?.is_empty();
+    let row = rows::<AccessRow>(access)?.into_iter().next();
+    let over_limit = row.as_ref().and_then(|r| r.over_limit).unwrap_or(0) != 0;
+    Ok(Recorded { is_new, access: row.and_then(|r| r.access), over_limit })
+}
+
+/// Records a message (or an edit) with its chat and sender, in one round trip; a refused
+/// sender past `limit` moves only their counter.
+#[allow(clippy::too_many_arguments)]
 pub async fn record_message(
     db: &Db,
     update_id: i64,
@@ -114,29 +221,25 @@ pub async fn record_message(
     m: &InboundMessage,
     edited: bool,
     admitted: AdmittedByLevel,
+    limit: &RefusedLimit,
     now: i64,
 ) -> Result<Recorded> {
     let c = &m.chat;
-    let mut stmts = vec![
-        db.stmt(INSERT_UPDATE, args![update_id, kind, c.id, now])?,
-        db.stmt(UPSERT_CHAT, args![c.id, c.kind.as_str(), c.title.clone(), c.username.clone(), c.is_forum, now])?,
-    ];
+    let g = gate(db, update_id, kind, c.id, m.speaker.user_id, admitted, limit, now)?;
+    let mut stmts = vec![g.count, g.update, chat_stmt(db, c, m.speaker.user_id, admitted, limit, now)?];
     if let Some(uid) = m.speaker.user_id {
-        stmts.push(db.stmt(UPSERT_USER, args![uid, m.speaker.name.clone(), m.speaker.username.clone(), m.speaker.is_bot, now])?);
+        let mut values = args![uid, m.speaker.name.clone(), m.speaker.username.clone(), m.speaker.is_bot, now];
+        values.extend(refusal_args(admitted));
+        values.extend(limit_args(limit));
+        stmts.push(db.stmt(&UPSERT_USER.replace("{over}", &over_limit_sql(1, 6, 9)), values)?);
     }
-    let sql = if edited { UPSERT_EDITED_MESSAGE } else { INSERT_MESSAGE };
-    stmts.push(db.stmt(sql, message_args(m, update_id, admitted))?);
-    if let Some(uid) = m.speaker.user_id {
-        stmts.push(db.stmt(SELECT_ACCESS, args![uid])?);
-    }
+    let sql = if edited { UPSERT_EDITED_MESSAGE } else { INSERT_MESSAGE }.replace("{over}", &over_limit_sql(5, 20, 23));
+    let mut values = message_args(m, update_id, admitted);
+    values.extend(limit_args(limit));
+    stmts.push(db.stmt(&sql, values)?);
+    stmts.push(g.access);
     let results = db.batch(stmts).await?;
-    let is_new = !rows::<Value>(&results[0])?.is_empty();
-    let access = if m.speaker.user_id.is_some() {
-        results.last().map(rows::<AccessRow>).transpose()?.and_then(|r| r.into_iter().next()).and_then(|r| r.access)
-    } else {
-        None
-    };
-    Ok(Recorded { is_new, access })
+    read_gate(&results[1], results.last().expect("the access statement"))
 }
 
 #[derive(Debug, Clone, Default)]
@@ -160,46 +263,37 @@ pub fn reaction_detail(r: &InboundReaction) -> String {
     format!("{emoji} to #{}", r.message_id)
 }
 
-pub async fn record_reaction(db: &Db, update_id: i64, r: &InboundReaction, admitted: AdmittedByLevel, now: i64) -> Result<RecordedReaction> {
+pub async fn record_reaction(db: &Db, update_id: i64, r: &InboundReaction, admitted: AdmittedByLevel, limit: &RefusedLimit, now: i64) -> Result<RecordedReaction> {
     let c = &r.chat;
     let parts = vec![Part::Event { kind: "reaction".into(), detail: reaction_detail(r) }];
     let text = parts[0].render_compact();
-    let mut stmts = vec![
-        db.stmt(INSERT_UPDATE, args![update_id, "message_reaction", c.id, now])?,
-        db.stmt(UPSERT_CHAT, args![c.id, c.kind.as_str(), c.title.clone(), c.username.clone(), c.is_forum, now])?,
-        db.stmt(
-            INSERT_REACTION,
-            args![
-                c.id,
-                r.message_id,
-                ConvKey::chat(c.id).to_string(),
-                r.speaker.user_id,
-                r.speaker.name.clone(),
-                r.speaker.username.clone(),
-                serde_json::to_string(&parts).unwrap_or_default(),
-                text,
-                r.date,
-                update_id,
-                !admitted.0,
-                !admitted.1,
-                !admitted.2
-            ],
-        )?,
-        db.stmt(REACTION_TARGET, args![c.id, r.message_id])?,
+    let g = gate(db, update_id, "message_reaction", c.id, r.speaker.user_id, admitted, limit, now)?;
+    let mut values = args![
+        c.id,
+        r.message_id,
+        ConvKey::chat(c.id).to_string(),
+        r.speaker.user_id,
+        r.speaker.name.clone(),
+        r.speaker.username.clone(),
+        serde_json::to_string(&parts).unwrap_or_default(),
+        text,
+        r.date,
+        update_id
     ];
-    if let Some(uid) = r.speaker.user_id {
-        stmts.push(db.stmt(SELECT_ACCESS, args![uid])?);
-    }
+    values.extend(refusal_args(admitted));
+    values.extend(limit_args(limit));
+    let stmts = vec![
+        g.count,
+        g.update,
+        chat_stmt(db, c, r.speaker.user_id, admitted, limit, now)?,
+        db.stmt(&INSERT_REACTION.replace("{over}", &over_limit_sql(4, 11, 14)), values)?,
+        db.stmt(REACTION_TARGET, args![c.id, r.message_id])?,
+        g.access,
+    ];
     let results = db.batch(stmts).await?;
-    let is_new = !rows::<Value>(&results[0])?.is_empty();
-    let target = rows::<ReactionTargetRow>(&results[3])?.into_iter().next();
-    let access = if r.speaker.user_id.is_some() {
-        rows::<AccessRow>(&results[4])?.into_iter().next().and_then(|r| r.access)
-    } else {
-        None
-    };
+    let target = rows::<ReactionTargetRow>(&results[4])?.into_iter().next();
     Ok(RecordedReaction {
-        recorded: Recorded { is_new, access },
+        recorded: read_gate(&results[1], &results[5])?,
         conv: target.as_ref().map(|t| t.conv.clone()),
         last_bot_message_id: target.and_then(|t| t.last_bot_message_id),
     })
@@ -308,7 +402,8 @@ impl MessageRow {
 pub async fn record_api_message(db: &Db, conv: &ConvKey, name: &str, parts: &[Part], now: i64) -> Result<()> {
     let text = parts.iter().map(Part::render_compact).collect::<Vec<_>>().join(" ");
     db.batch(vec![
-        db.stmt(UPSERT_CHAT, args![conv.chat_id, "private", "API", None::<String>, false, now])?,
+        // An API conversation is never refused: no limit applies.
+        db.stmt(&UPSERT_CHAT.replace("{over}", "0"), args![conv.chat_id, "private", "API", None::<String>, false, now])?,
         db.stmt(
             "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, is_bot, parts, text, date)
              VALUES (?1, ?2, NULL, 'user', ?2, ?3, 0, ?4, ?5, ?6)",

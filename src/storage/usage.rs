@@ -1,7 +1,7 @@
 //! Model calls: one row per Gemini call (usage, status, duration), the source of costs and
 //! budgets, and the totals they add up to.
 use crate::args;
-use crate::storage::Db;
+use crate::storage::{Arg, Db};
 use agent_core::usage::ModelUsage;
 use serde::Deserialize;
 use worker::Result;
@@ -46,30 +46,66 @@ pub fn model_call_stmt(
     )
 }
 
-/// Usage totals per chat and model (and per UTC day when `by_day`), from `since_ms`, for one
-/// chat or all: `/usage` (one chat, all time, per model) and the costs API (per day) alike.
+/// How usage rows are grouped in time: per UTC day (the costs API), or per stretch between
+/// two price changes (`agent_core::prices::boundaries`; `/usage` and the per-persona totals),
+/// where a row's `day` is its first call's day, priced as the whole stretch is (prices change
+/// at UTC midnight), so a chat's all-time totals stay a few rows per model.
+pub enum Grouping<'a> {
+    Day,
+    PricePeriods(&'a [i64]),
+}
+
+impl Grouping<'_> {
+    /// The `day` column and the GROUP BY key; the boundaries bound from `?{first}` on.
+    fn sql(&self, first: usize) -> (String, String) {
+        match self {
+            Grouping::Day => ("strftime('%Y-%m-%d', created_at / 1000, 'unixepoch')".into(), "day".into()),
+            Grouping::PricePeriods(at) => {
+                let key: Vec<String> = (0..at.len()).map(|i| format!("(created_at >= ?{})", first + i)).collect();
+                let key = if key.is_empty() { "0".to_string() } else { key.join(" + ") };
+                ("strftime('%Y-%m-%d', MIN(created_at) / 1000, 'unixepoch')".into(), key)
+            }
+        }
+    }
+
+    fn args(&self) -> Vec<Arg> {
+        match self {
+            Grouping::Day => Vec::new(),
+            Grouping::PricePeriods(at) => at.iter().map(|t| Arg::from(*t)).collect(),
+        }
+    }
+}
+
+const TOTALS: &str = "COUNT(*) AS calls, SUM(prompt_tokens) AS prompt_tokens, SUM(candidates_tokens) AS candidates_tokens,
+           SUM(thoughts_tokens) AS thoughts_tokens, SUM(cached_tokens) AS cached_tokens, SUM(search_queries) AS search_queries";
+
+/// Usage totals per chat, model and day or price period, from `since_ms`, for one chat or all:
+/// `/usage` (one chat, all time, summed per model after each period is priced at its price)
+/// and the costs API (per day) alike. The day is in `usage.day`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct UsageTotal {
     pub chat_id: Option<i64>,
-    /// `YYYY-MM-DD`, or empty when not grouped by day.
-    pub day: String,
     #[serde(flatten)]
     pub usage: ModelUsage,
 }
 
-pub async fn totals(db: &Db, chat_id: Option<i64>, since_ms: i64, by_day: bool) -> Result<Vec<UsageTotal>> {
+pub async fn totals(db: &Db, chat_id: Option<i64>, since_ms: i64, by: Grouping<'_>) -> Result<Vec<UsageTotal>> {
+    let (day, key) = by.sql(3);
+    let mut values = args![since_ms, chat_id];
+    values.extend(by.args());
     db.all(
-        "SELECT chat_id, CASE WHEN ?3 THEN strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') ELSE '' END AS day, model,
-           COUNT(*) AS calls, SUM(prompt_tokens) AS prompt_tokens, SUM(candidates_tokens) AS candidates_tokens,
-           SUM(thoughts_tokens) AS thoughts_tokens, SUM(cached_tokens) AS cached_tokens, SUM(search_queries) AS search_queries
-         FROM model_calls WHERE created_at >= ?1 AND (?2 IS NULL OR chat_id = ?2)
-         GROUP BY chat_id, day, model ORDER BY day DESC, chat_id, model LIMIT 1000",
-        args![since_ms, chat_id, by_day],
+        &format!(
+            "SELECT chat_id, {day} AS day, model, {TOTALS}
+             FROM model_calls WHERE created_at >= ?1 AND (?2 IS NULL OR chat_id = ?2)
+             GROUP BY chat_id, {key}, model ORDER BY day DESC, chat_id, model LIMIT 1000"
+        ),
+        values,
     )
     .await
 }
 
-/// Crew mode: usage totals per persona and model (for one chat or all), from `since_ms`.
+/// Crew mode: usage totals per persona, model and price period (for one chat or all), from
+/// `since_ms`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct PersonaTotal {
     pub persona: String,
@@ -77,13 +113,18 @@ pub struct PersonaTotal {
     pub usage: ModelUsage,
 }
 
-pub async fn persona_totals(db: &Db, chat_id: Option<i64>, since_ms: i64) -> Result<Vec<PersonaTotal>> {
+pub async fn persona_totals(db: &Db, chat_id: Option<i64>, since_ms: i64, boundaries: &[i64]) -> Result<Vec<PersonaTotal>> {
+    let by = Grouping::PricePeriods(boundaries);
+    let (day, key) = by.sql(3);
+    let mut values = args![since_ms, chat_id];
+    values.extend(by.args());
     db.all(
-        "SELECT persona, model, COUNT(*) AS calls, SUM(prompt_tokens) AS prompt_tokens, SUM(candidates_tokens) AS candidates_tokens,
-           SUM(thoughts_tokens) AS thoughts_tokens, SUM(cached_tokens) AS cached_tokens, SUM(search_queries) AS search_queries
-         FROM model_calls WHERE persona IS NOT NULL AND created_at >= ?1 AND (?2 IS NULL OR chat_id = ?2)
-         GROUP BY persona, model ORDER BY persona, model LIMIT 200",
-        args![since_ms, chat_id],
+        &format!(
+            "SELECT persona, model, {day} AS day, {TOTALS}
+             FROM model_calls WHERE persona IS NOT NULL AND created_at >= ?1 AND (?2 IS NULL OR chat_id = ?2)
+             GROUP BY persona, model, {key} ORDER BY persona, model, day LIMIT 1000"
+        ),
+        values,
     )
     .await
 }

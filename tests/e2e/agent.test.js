@@ -47,6 +47,18 @@ test("two messages with a wait between arrive in order, the wait honoured", asyn
   assert.equal(s.gemini.calls(uid)[0].body.generationConfig.thinkingConfig.thinkingLevel, "low");
 });
 
+test("a plan of dozens of messages is cut at MAX_PLAN_STEPS and the last message says so", async () => {
+  const uid = uniqueId();
+  s.gemini.script(uid, [{ calls: Array.from({ length: 30 }, (_, i) => ({ name: "send_message", args: { text: `spam ${i}` } })) }]);
+  await s.webhook(privateText(uid, "flood me"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length >= 10, 20_000, "the capped plan");
+  await sleep(1500);
+  const sent = s.tg.sent(uid);
+  assert.equal(sent.length, 10, "the default cap: 10 visible steps");
+  assert.equal(sent[0], "spam 0");
+  assert.match(sent[9], /^spam 9\s+\(I stopped here: one answer may take at most 10 steps; 20 more were left out\.\)$/);
+});
+
 test("a reaction and a sticker go out as Telegram calls", async () => {
   const uid = uniqueId();
   const u = privateText(uid, "we made it to the top!");

@@ -26,6 +26,11 @@ test("the cron prunes rows past retention from every growing table and keeps rec
     await s.sql("INSERT INTO model_calls (chat_id, purpose, model, status, duration_ms, created_at) VALUES (?, 'turn', 'm', 200, 5, ?)", chat, at);
     await s.sql("INSERT INTO refusals (chat_id, user_id, reason, created_at) VALUES (?, ?, 'test', ?)", chat, chat, at);
     await s.sql("INSERT INTO budget_charges (chat_id, user_id, created_at) VALUES (?, ?, ?)", chat, chat, at);
+    await s.sql("INSERT INTO refused_senders (window_start, sender, n, last_at) VALUES (?, ?, 6, ?)", at, chat, at);
+    // A refused message and an admitted one, each old and recent (dates in seconds).
+    for (const excluded of [0, 1]) {
+      await s.sql("INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, parts, text, date, excluded) VALUES (?, ?, ?, 'user', ?, 'R', '[]', 'x', ?, ?)", String(chat), chat, i * 2 + excluded + 1, chat, Math.floor(at / 1000), excluded);
+    }
   }
   await s.scheduled();
   const count = async (q) => (await s.sql(q, chat))[0].n;
@@ -34,6 +39,8 @@ test("the cron prunes rows past retention from every growing table and keeps rec
   assert.equal(await count("SELECT COUNT(*) AS n FROM model_calls WHERE chat_id = ?"), 1, "model_calls");
   assert.equal(await count("SELECT COUNT(*) AS n FROM refusals WHERE chat_id = ?"), 1, "refusals");
   assert.equal(await count("SELECT COUNT(*) AS n FROM budget_charges WHERE chat_id = ?"), 0, "budget charges: two days at most");
+  assert.equal(await count("SELECT COUNT(*) AS n FROM refused_senders WHERE sender = ?"), 1, "refused senders' counters");
+  assert.deepEqual((await s.sql("SELECT excluded, date FROM messages WHERE chat_id = ? ORDER BY message_id", chat)).map((m) => m.excluded), [0, 0, 1], "the old refused message goes; admitted messages stay");
 });
 
 test("one cron run prunes at most four batches of 500 per table; the rest goes in the next run", async () => {

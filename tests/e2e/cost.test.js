@@ -105,3 +105,35 @@ test("repeated prefixes are reported as cached, priced at the cached rate and sh
   const pct = Math.round((100 * cached) / prompt);
   assert.ok(usage.includes(`${cached} cached: ${pct}% of input`), usage);
 });
+
+// Google's published prices (https://ai.google.dev/gemini-api/docs/pricing, read 2026-11-26),
+// USD per million tokens, for the default model, gemini-3.8-flash: a promotional price through
+// 2026-12-31, then the list price; cache reads at a tenth of the input price.
+const FLASH_38 = (now) =>
+  now < Date.UTC(2027, 0, 1) ? { input: 0.75, cached: 0.075, output: 3.75 } : { input: 1.5, cached: 0.15, output: 7.5 };
+
+test("/usage and the costs API price a recorded turn as a hand calculation from Google's published prices", async () => {
+  const uid = uniqueId();
+  // One turn whose usage is large enough to show in cents: 400,000 input tokens of which
+  // 300,000 served from the cache, 20,000 output and 10,000 thinking tokens.
+  const usageMetadata = { promptTokenCount: 400_000, cachedContentTokenCount: 300_000, candidatesTokenCount: 20_000, thoughtsTokenCount: 10_000, totalTokenCount: 430_000 };
+  s.gemini.script(uid, [{ raw: { candidates: [{ content: { role: "model", parts: [{ text: "Priced." }] }, finishReason: "STOP", index: 0 }], usageMetadata, modelVersion: "gemini-3.8-flash" } }]);
+  await say(uid, "what does this cost?", 1);
+  const [call] = await s.sql("SELECT model, prompt_tokens, cached_tokens, candidates_tokens, thoughts_tokens, created_at FROM model_calls WHERE chat_id = ?", uid);
+  assert.equal(call.model, "gemini-3.8-flash");
+  // By hand: fresh input at the input price, cached input at the cached price, output and
+  // thinking at the output price.
+  const p = FLASH_38(call.created_at);
+  const fresh = call.prompt_tokens - call.cached_tokens;
+  const expected = (fresh * p.input + call.cached_tokens * p.cached + (call.candidates_tokens + call.thoughts_tokens) * p.output) / 1e6;
+  if (call.created_at < Date.UTC(2027, 0, 1)) assert.ok(Math.abs(expected - 0.21) < 1e-12, `the promotional price: ${expected}`);
+
+  const r = await s.fetch(`/api/v1/costs?period=today&chat_id=${uid}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const mine = (await r.json()).rows.find((row) => row.chat_id === uid);
+  assert.ok(Math.abs(mine.cost_usd - expected) < 1e-9, `costs API ${mine.cost_usd}, by hand ${expected}`);
+
+  await s.webhook(privateText(uid, "/usage", { entities: [{ type: "bot_command", offset: 0, length: 6 }] }));
+  await s.tg.waitFor(() => s.tg.sent(uid).some((t) => /Estimated cost/.test(t)), 10_000, "the /usage answer");
+  const usage = s.tg.sent(uid).find((t) => /Estimated cost/.test(t));
+  assert.ok(usage.includes(`Estimated cost: $${expected.toFixed(4)}`), `${usage}\nby hand: $${expected.toFixed(4)}`);
+});

@@ -86,8 +86,9 @@ pub struct Config {
     pub timezone: String,
     /// `WEB_SEARCH`: Gemini's Google Search grounding rides along with the functions.
     pub web_search: bool,
-    /// `SEARCH_PRICE_PER_1000`: USD per 1,000 Google Search queries a grounded call ran.
-    pub search_price_per_1000: f64,
+    /// `SEARCH_PRICE_PER_1000`: USD per 1,000 Google Search queries a grounded call ran, for
+    /// every model; unset, the model's own search price (`core::prices`), else $14.
+    pub search_price_per_1000: Option<f64>,
     /// `MAX_SCHEDULES_PER_CHAT`, `SCHEDULE_MIN_REPEAT_MINUTES`, `SCHEDULE_MAX_LATE_MINUTES`.
     pub schedule_limits: crate::schedule::Limits,
     pub bot_name: String,
@@ -115,6 +116,8 @@ pub struct Config {
     pub metrics_log: bool,
     /// Requests fetch_url may make in one turn, every redirect hop counted.
     pub max_fetches_per_turn: usize,
+    /// Visible plan steps (messages, reactions, stickers) one turn may take.
+    pub max_plan_steps: usize,
     /// `MEDIA_BYTES_PER_TURN`: bytes of photos, voice notes, documents... a turn sends to the
     /// model (default 10 MiB, at most 15 MiB: base64 makes it a third larger, and Gemini takes
     /// 20 MB of inline request).
@@ -141,14 +144,16 @@ pub struct Config {
     /// `RETENTION_DAYS`: how long the tables that only grow keep rows (0: forever; see
     /// `core::retention`).
     pub retention_days: u32,
+    /// `REFUSED_UPDATES_PER_HOUR` (5): updates of one refused sender recorded (and handed to the
+    /// chat object, for its one notice) per hour; past it only a counter moves (`core::policy`).
+    pub refused_updates_per_hour: u32,
     /// Gemini thinking level (`low`, `medium`, `high`), or empty for the model's default.
     pub thinking_level: String,
     pub max_output_tokens: u32,
-    /// Prices per million tokens, `model=input/output` pairs separated by commas.
-    pub prices: Vec<(String, f64, f64)>,
-    /// `PRICES` entries' third number: USD per million input tokens served from Gemini's cache
-    /// (`model=input/output/cached`); without one, a quarter of the input price.
-    pub cached_prices: Vec<(String, f64)>,
+    /// The price table (`core::prices`): `PRICES` (`model=input/output` or
+    /// `model=input/output/cached`, USD per million tokens, comma-separated; cached input at a
+    /// tenth of the input price when not given), else Google's published prices with their dates.
+    pub prices: Vec<crate::prices::ModelPrice>,
     pub pairing_code_ttl_secs: i64,
     /// Messages a session must have beyond the budget before consolidation writes a summary.
     pub consolidate_min_messages: usize,
@@ -165,7 +170,7 @@ pub struct Config {
 }
 
 /// Every variable name the worker reads (the edge looks each one up).
-pub const VAR_NAMES: [&str; 52] = [
+pub const VAR_NAMES: [&str; 54] = [
     "TELEGRAM_API_BASE",
     "GEMINI_API_BASE",
     "GEMINI_MODEL",
@@ -198,11 +203,13 @@ pub const VAR_NAMES: [&str; 52] = [
     "SESSION_IDLE_MINUTES",
     "RETRY_BASE_MS",
     "MAX_FETCHES_PER_TURN",
+    "MAX_PLAN_STEPS",
     "MEDIA_BYTES_PER_TURN",
     "MEDIA_MODEL",
     "MEDIA_DESCRIBE_BUDGET",
     "TURN_WATCHDOG_MS",
     "JOB_GRACE_MS",
+    "REFUSED_UPDATES_PER_HOUR",
     "RETENTION_DAYS",
     "USER_TURNS_PER_HOUR",
     "CHAT_TOKENS_PER_DAY",
@@ -256,6 +263,7 @@ impl Config {
         let turn_watchdog_ms = num("TURN_WATCHDOG_MS", 120_000).clamp(100, 3_600_000);
         let job_grace_ms = num("JOB_GRACE_MS", 300_000).clamp(100, 86_400_000);
         let retention_days = num("RETENTION_DAYS", 30).min(36_500) as u32;
+        let refused_updates_per_hour = num("REFUSED_UPDATES_PER_HOUR", 5).clamp(1, 1000) as u32;
         let max_output_tokens = num("MAX_OUTPUT_TOKENS", 4096) as u32;
         let pairing_ttl = num("PAIRING_CODE_TTL_MINUTES", 60) as i64 * 60;
         let consolidate_min_messages = num("CONSOLIDATE_MIN_MESSAGES", 40) as usize;
@@ -268,6 +276,7 @@ impl Config {
         };
         let max_fetches_per_turn =
             num("MAX_FETCHES_PER_TURN", crate::fetch::DEFAULT_MAX_FETCHES_PER_TURN as u64).min(20) as usize;
+        let max_plan_steps = num("MAX_PLAN_STEPS", crate::plan::DEFAULT_MAX_VISIBLE_STEPS as u64).clamp(1, 50) as usize;
         let crew_max_rounds = num("CREW_MAX_ROUNDS", 3).clamp(1, 20) as u32;
         let budgets = crate::limits::Budgets {
             user_turns_per_hour: num("USER_TURNS_PER_HOUR", 60),
@@ -315,7 +324,6 @@ impl Config {
             }),
         };
         let mut prices = Vec::new();
-        let mut cached_prices = Vec::new();
         for entry in list("PRICES") {
             let parsed = entry.split_once('=').and_then(|(model, p)| {
                 let mut n = p.split('/').map(|x| x.trim().parse::<f64>().ok());
@@ -325,20 +333,15 @@ impl Config {
                     Some(Ok(c)) => Some(c),
                     Some(Err(())) => return None,
                 };
-                (n.next().is_none()).then(|| (model.trim().to_string(), i, o, cached))
+                (n.next().is_none()).then(|| crate::prices::ModelPrice::flat(model.trim(), i, o, cached))
             });
             match parsed {
-                Some((m, i, o, c)) => {
-                    if let Some(c) = c {
-                        cached_prices.push((m.clone(), c));
-                    }
-                    prices.push((m, i, o));
-                }
+                Some(p) => prices.push(p),
                 None => warnings.push(format!("PRICES: {entry:?} is not model=input/output or model=input/output/cached")),
             }
         }
         if prices.is_empty() {
-            prices = default_prices();
+            prices = crate::prices::default_prices();
         }
 
         Config {
@@ -359,7 +362,7 @@ impl Config {
             draft_interval_ms,
             timezone: get("TIMEZONE").unwrap_or_else(|| "UTC".into()),
             web_search: flag("WEB_SEARCH", false),
-            search_price_per_1000: get("SEARCH_PRICE_PER_1000").and_then(|v| v.parse::<f64>().ok()).filter(|p| p.is_finite() && *p >= 0.0).unwrap_or(14.0),
+            search_price_per_1000: get("SEARCH_PRICE_PER_1000").and_then(|v| v.parse::<f64>().ok()).filter(|p| p.is_finite() && *p >= 0.0),
             schedule_limits,
             bot_name: get("BOT_NAME").unwrap_or_else(|| "Edge".into()),
             bot_username: get("BOT_USERNAME").map(|u| u.trim_start_matches('@').to_string()).unwrap_or_default(),
@@ -375,6 +378,7 @@ impl Config {
             fetch_allow_private: flag("FETCH_ALLOW_PRIVATE", false),
             metrics_log: flag("METRICS_LOG", false),
             max_fetches_per_turn,
+            max_plan_steps,
             media_bytes_per_turn,
             media_model: get("MEDIA_MODEL").unwrap_or_else(|| "gemini-3.5-flash-lite".into()),
             media_describe_budget,
@@ -386,10 +390,10 @@ impl Config {
             turn_watchdog_ms,
             job_grace_ms,
             retention_days,
+            refused_updates_per_hour,
             thinking_level: get("THINKING_LEVEL").unwrap_or_default().to_ascii_lowercase(),
             max_output_tokens,
             prices,
-            cached_prices,
             pairing_code_ttl_secs: pairing_ttl,
             consolidate_min_messages,
             embeddings_model: get("EMBEDDINGS_MODEL").unwrap_or_default(),
@@ -401,37 +405,16 @@ impl Config {
         }
     }
 
-    /// USD per million cached input tokens for a model (`cachedContentTokenCount`): the price
-    /// `PRICES` gives, else a quarter of the input price (Gemini's implicit-cache discount).
-    pub fn cached_price(&self, model: &str) -> Option<f64> {
-        let matches = |m: &str| m == model || model.starts_with(&format!("{m}-"));
-        match self.cached_prices.iter().find(|(m, _)| matches(m)) {
-            Some((_, c)) => Some(*c),
-            None => self.price(model).map(|(i, _)| i * CACHED_SHARE_OF_INPUT),
-        }
+    /// The price of `model` at `at_ms` (a call's time), if the table knows it.
+    pub fn price_at(&self, model: &str, at_ms: i64) -> Option<&crate::prices::ModelPrice> {
+        crate::prices::price_at(&self.prices, model, at_ms)
     }
 
-    /// USD per million input and output tokens for a model, if the price table knows it.
-    pub fn price(&self, model: &str) -> Option<(f64, f64)> {
-        self.prices
-            .iter()
-            .find(|(m, _, _)| m == model || model.starts_with(&format!("{m}-")))
-            .map(|(_, i, o)| (*i, *o))
+    /// USD per 1,000 search queries of `price`'s model: `SEARCH_PRICE_PER_1000` when set, else
+    /// the model's own, else the page's Gemini 3 price.
+    pub fn search_price(&self, price: &crate::prices::ModelPrice) -> f64 {
+        self.search_price_per_1000.or(price.search_per_1000).unwrap_or(crate::prices::SEARCH_PER_1000)
     }
-}
-
-/// What a cached input token costs, as a share of an input token, when `PRICES` does not say.
-pub const CACHED_SHARE_OF_INPUT: f64 = 0.25;
-
-/// Published list prices (USD per 1M tokens, November 2026) for the models people are likely
-/// to configure; `PRICES` replaces the table.
-pub fn default_prices() -> Vec<(String, f64, f64)> {
-    vec![
-        ("gemini-3.8-flash".into(), 1.50, 7.50),
-        ("gemini-3.6-flash".into(), 1.50, 7.50),
-        ("gemini-3.5-flash-lite".into(), 0.30, 2.50),
-        ("gemini-3.1-flash-lite".into(), 0.25, 1.50),
-    ]
 }
 
 #[cfg(test)]
@@ -497,22 +480,34 @@ mod tests {
     }
 
     #[test]
-    fn cached_prices_are_given_or_a_quarter_of_the_input_price() {
+    fn cached_prices_are_given_or_a_tenth_of_the_input_price() {
         let c = Config::from_vars(&vars(&[("PRICES", "gemini-x=1/2/0.1, gemini-y=4/8, bad=1/2/x, worse=1/2/3/4")]));
-        assert_eq!(c.cached_price("gemini-x-001"), Some(0.1));
-        assert_eq!(c.cached_price("gemini-y"), Some(1.0));
-        assert_eq!(c.cached_price("other"), None);
-        assert_eq!(c.price("bad"), None);
-        assert_eq!(c.price("worse"), None);
+        assert_eq!(c.price_at("gemini-x-001", 0).map(|p| p.cached_input), Some(0.1));
+        assert_eq!(c.price_at("gemini-y", 0).map(|p| p.cached_input), Some(0.4));
+        assert!(c.price_at("other", 0).is_none());
+        assert!(c.price_at("bad", 0).is_none());
+        assert!(c.price_at("worse", 0).is_none());
         assert_eq!(c.warnings.len(), 2);
     }
 
     #[test]
     fn prices_parse_and_match_model_versions() {
         let c = Config::from_vars(&vars(&[("PRICES", "gemini-x=1/2, broken")]));
-        assert_eq!(c.price("gemini-x"), Some((1.0, 2.0)));
-        assert_eq!(c.price("gemini-x-001"), Some((1.0, 2.0)));
-        assert_eq!(c.price("other"), None);
+        assert_eq!(c.price_at("gemini-x", 0).map(|p| (p.input, p.output)), Some((1.0, 2.0)));
+        assert_eq!(c.price_at("gemini-x-001", i64::MAX).map(|p| (p.input, p.output)), Some((1.0, 2.0)), "an operator's price has no dates");
+        assert!(c.price_at("other", 0).is_none());
         assert_eq!(c.warnings.len(), 1);
+        let d = Config::from_vars(&vars(&[]));
+        assert_eq!(d.prices, crate::prices::default_prices());
+    }
+
+    #[test]
+    fn the_search_price_is_the_setting_else_the_models() {
+        let d = Config::from_vars(&vars(&[]));
+        let p = d.price_at("gemini-3.8-flash", 0).unwrap().clone();
+        assert_eq!(d.search_price(&p), 14.0);
+        let set = Config::from_vars(&vars(&[("SEARCH_PRICE_PER_1000", "35")]));
+        assert_eq!(set.search_price(&p), 35.0);
+        assert_eq!(d.search_price(&crate::prices::ModelPrice::flat("m", 1.0, 1.0, None)), 14.0);
     }
 }

@@ -246,12 +246,12 @@ pub fn as_seen_by(messages: &[HistoryMessage], persona: &str, display: &BTreeMap
 }
 
 /// `/usage`'s crew lines: calls and cost per persona (Markdown, names escaped).
-pub fn usage_by_persona_text(cfg: &crate::config::Config, rows: &[(String, crate::usage::ModelUsage)]) -> String {
+pub fn usage_by_persona_text(cfg: &crate::config::Config, rows: &[(String, crate::usage::ModelUsage)], now_ms: i64) -> String {
     let mut totals: BTreeMap<&str, (i64, f64)> = BTreeMap::new();
     for (persona, u) in rows {
         let t = totals.entry(persona.as_str()).or_default();
         t.0 += u.calls;
-        t.1 += crate::usage::cost(cfg, u).unwrap_or(0.0);
+        t.1 += crate::usage::cost(cfg, u, now_ms).unwrap_or(0.0);
     }
     let mut out = String::from("\n\nBy persona:");
     for (persona, (calls, cost)) in totals {
@@ -290,6 +290,25 @@ impl ChatState {
     /// person waiting: a person's message starts a new cycle after the debounce instead).
     pub fn crew_continues(&self) -> bool {
         self.turn.is_none() && self.plan.is_none() && self.pending.is_none() && self.crew.as_ref().is_some_and(|c| c.cycle.is_some())
+    }
+
+    /// When the next persona's turn is a continuation (the cycle goes on with nothing new from
+    /// people), the message and trigger that started the cycle: that turn is work of the
+    /// person who wrote it, checked against and charged to their budget. `None` when the next
+    /// turn starts a cycle (its person's message was charged when it came) or none is due.
+    pub fn crew_continuation(&self) -> Option<(Option<i64>, Trigger)> {
+        if self.pending.is_some() {
+            return None;
+        }
+        let cycle = self.crew.as_ref()?.cycle.as_ref().filter(|c| c.generation == self.generation)?;
+        (cycle.taken > 0 || cycle.current.is_some()).then_some((cycle.target_message_id, cycle.trigger))
+    }
+
+    /// Ends the running cycle for `why` (a budget reached before its next turn); no turn runs.
+    pub fn end_crew_cycle(&mut self, why: End) -> Option<End> {
+        let crew = self.crew.as_mut()?;
+        crew.cycle.as_ref()?;
+        Some(crew.end(why))
     }
 
     /// Starts the next persona's turn: a new cycle when people wrote since the cycle began (or
@@ -494,6 +513,25 @@ mod tests {
     }
 
     #[test]
+    fn continuations_are_known_before_they_start_and_a_budget_ends_the_cycle() {
+        let l = lineup(None, 3);
+        let mut s = ChatState::default();
+        signal(&mut s, 1, 0);
+        assert_eq!(s.crew_continuation(), None, "the person's message starts the cycle (charged when it came)");
+        turn(&mut s, &l, 1000, say("a"));
+        assert_eq!(s.crew_continuation(), Some((Some(10), Trigger::Private)), "the next turn is the work of the message's author");
+        turn(&mut s, &l, 1001, say("b"));
+        assert_eq!(s.end_crew_cycle(End::OverBudget), Some(End::OverBudget));
+        assert!(!s.crew_continues(), "no turn after the budget");
+        assert_eq!(s.crew_continuation(), None);
+        assert_eq!(s.crew.as_ref().unwrap().ended.get("over_budget"), Some(&1));
+        assert_eq!(s.end_crew_cycle(End::OverBudget), None, "nothing to end twice");
+        // A person writing meanwhile starts a new cycle: not a continuation.
+        signal(&mut s, 2, 2000);
+        assert_eq!(s.crew_continuation(), None);
+    }
+
+    #[test]
     fn a_pass_is_not_sent() {
         let l = lineup(None, 3);
         let mut s = ChatState::default();
@@ -654,7 +692,7 @@ mod tests {
     fn usage_is_broken_down_by_persona() {
         let cfg = crate::config::Config::from_vars(&BTreeMap::new());
         let u = |model: &str, calls| crate::usage::ModelUsage { model: model.into(), calls, prompt_tokens: 1_000_000, ..Default::default() };
-        let text = usage_by_persona_text(&cfg, &[("critic".into(), u("gemini-3.6-flash", 2)), ("critic".into(), u("unknown", 1)), ("the_builder".into(), u("gemini-3.6-flash", 1))]);
+        let text = usage_by_persona_text(&cfg, &[("critic".into(), u("gemini-3.6-flash", 2)), ("critic".into(), u("unknown", 1)), ("the_builder".into(), u("gemini-3.6-flash", 1))], crate::prices::PROMOTION_ENDS_MS);
         assert!(text.contains("- critic: 3 calls, $1.5000"), "{text}");
         assert!(text.contains("- the\\_builder: 1 calls"), "{text}");
     }

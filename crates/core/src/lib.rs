@@ -11,6 +11,7 @@
 //! - [`format`]: Markdown → Telegram HTML, validation, splitting.
 //! - [`config`], [`secret`]: settings and secrets.
 
+pub mod authority;
 pub mod chat_state;
 pub mod commands;
 pub mod config;
@@ -31,6 +32,7 @@ pub mod memory;
 pub mod normalize;
 pub mod plan;
 pub mod policy;
+pub mod prices;
 pub mod prompt;
 pub mod retention;
 pub mod schedule;

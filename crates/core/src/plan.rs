@@ -57,6 +57,58 @@ pub fn default_reply_to(group: bool, steps: &[Step], index: usize, target: Optio
     (group && first_send && matches!(step, Step::Send { .. } | Step::Sticker { .. })).then_some(target).flatten()
 }
 
+/// Visible steps (messages, reactions, stickers) one turn may take unless `MAX_PLAN_STEPS`
+/// says otherwise.
+pub const DEFAULT_MAX_VISIBLE_STEPS: usize = 10;
+
+/// What [`cap_visible`] left out of a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cut {
+    /// Visible steps left out.
+    pub dropped: usize,
+    /// The function calls whose steps were left out (their answer says so).
+    pub calls: Vec<usize>,
+}
+
+/// The line a capped plan ends with, so the person sees that something was left out.
+pub fn cut_note(max: usize, dropped: usize) -> String {
+    format!("(I stopped here: one answer may take at most {max} steps; {dropped} more were left out.)")
+}
+
+/// Caps a plan at `max` visible steps (`steps` and `step_calls` run side by side). The cut is
+/// said in the answer: the note ends the last kept message, or, when no message is kept, takes
+/// the last visible place. Waits after the last kept step go too. `None`: nothing was cut.
+pub fn cap_visible(steps: &mut Vec<Step>, step_calls: &mut Vec<Option<usize>>, max: usize) -> Option<Cut> {
+    let max = max.max(1);
+    let visible = steps.iter().filter(|s| s.is_visible()).count();
+    if visible <= max {
+        return None;
+    }
+    let end_after = |n: usize| steps.iter().enumerate().filter(|(_, s)| s.is_visible()).nth(n - 1).map_or(0, |(i, _)| i + 1);
+    let mut keep = end_after(max);
+    let has_send = steps[..keep].iter().any(|s| matches!(s, Step::Send { .. }));
+    let kept_visible = if has_send { max } else { max - 1 };
+    if !has_send {
+        keep = if kept_visible == 0 { 0 } else { end_after(kept_visible) };
+    }
+    let calls = step_calls[keep..].iter().flatten().copied().collect();
+    steps.truncate(keep);
+    step_calls.truncate(keep);
+    let dropped = visible - kept_visible;
+    let note = cut_note(max, dropped);
+    match steps.iter_mut().rev().find(|s| matches!(s, Step::Send { .. })) {
+        Some(Step::Send { text, .. }) => {
+            text.push_str("\n\n");
+            text.push_str(&note);
+        }
+        _ => {
+            steps.push(Step::Send { text: note, reply_to: None, no_link_preview: false });
+            step_calls.push(None);
+        }
+    }
+    Some(Cut { dropped, calls })
+}
+
 /// What a step that failed for good does to its plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterFailure {
@@ -126,5 +178,43 @@ mod rule_tests {
         // Blocked: nothing more can go out.
         assert_eq!(after_fatal(&react(), true), AfterFailure::DropPlan);
         assert_eq!(after_fatal(&sticker(), true), AfterFailure::DropPlan);
+    }
+
+    #[test]
+    fn a_plan_over_the_cap_keeps_the_first_steps_and_says_it_was_cut() {
+        let mut steps = vec![react(), send(), Step::Wait { seconds: 1 }, send(), sticker(), send(), send()];
+        let mut calls = vec![Some(0), None, Some(1), Some(2), Some(3), Some(4), None];
+        let cut = cap_visible(&mut steps, &mut calls, 3).expect("cut");
+        assert_eq!(cut, Cut { dropped: 3, calls: vec![3, 4] });
+        assert_eq!(steps.len(), 4);
+        assert_eq!(calls, vec![Some(0), None, Some(1), Some(2)]);
+        let Step::Send { text, .. } = &steps[3] else { panic!("{steps:?}") };
+        assert!(text.starts_with("hi\n\n") && text.ends_with(&cut_note(3, 3)), "{text}");
+        assert_eq!(steps.iter().filter(|s| s.is_visible()).count(), 3);
+    }
+
+    #[test]
+    fn a_plan_within_the_cap_is_untouched() {
+        let mut steps = vec![send(), react(), Step::Wait { seconds: 2 }];
+        let mut calls = vec![None, Some(0), Some(1)];
+        assert_eq!(cap_visible(&mut steps, &mut calls, 2), None);
+        assert_eq!(steps.len(), 3);
+    }
+
+    #[test]
+    fn a_capped_plan_without_a_kept_message_ends_with_the_note_in_the_last_place() {
+        let mut steps: Vec<Step> = (0..30).map(|_| react()).collect();
+        let mut calls: Vec<Option<usize>> = (0..30).map(Some).collect();
+        let cut = cap_visible(&mut steps, &mut calls, 4).expect("cut");
+        assert_eq!(steps.iter().filter(|s| s.is_visible()).count(), 4);
+        assert_eq!(cut.dropped, 27);
+        assert_eq!(cut.calls, (3..30).collect::<Vec<_>>());
+        assert!(matches!(&steps[3], Step::Send { text, .. } if *text == cut_note(4, 27)));
+        // A cap of one keeps only the note.
+        let mut steps: Vec<Step> = (0..3).map(|_| sticker()).collect();
+        let mut calls = vec![Some(0), Some(1), Some(2)];
+        cap_visible(&mut steps, &mut calls, 1).expect("cut");
+        assert_eq!(steps.len(), 1);
+        assert_eq!(calls, vec![None]);
     }
 }

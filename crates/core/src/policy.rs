@@ -157,6 +157,43 @@ pub fn admitted_by_level(cfg: &Config, kind: ChatKind, chat_id: i64, user_id: Op
     (ok(None), ok(Some(UserAccess::Allowed)), ok(Some(UserAccess::Blocked)))
 }
 
+/// How the webhook limits what a refused sender costs, before it writes anything: one counter
+/// row per sender per hour (`refused_senders`, in the update's own D1 batch) counts the updates
+/// the policy refuses; the first `per_hour` of them are recorded as today (the update, the
+/// message marked `excluded`, and the hand-off to the chat object, which records the refusal
+/// and sends its one notice); past it, nothing but the counter (which stops moving at
+/// `per_hour + 1`), so a persistent stranger costs no D1 write and no object call per message.
+/// Whether an update is refused is decided in SQL from the three answers of
+/// [`admitted_by_level`], as the message's `excluded` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefusedLimit {
+    /// The sender: the person; or the chat, for a message with no person (a channel post) and
+    /// for a chat the policy refuses whoever speaks (a group off the allowlist), so a busy
+    /// refused group costs as much as one stranger, not one per member.
+    pub sender: i64,
+    /// The start of the hour the update falls in (ms).
+    pub window_start: i64,
+    /// Refused updates of the hour that are recorded.
+    pub per_hour: u32,
+}
+
+pub const REFUSED_WINDOW_MS: i64 = 3_600_000;
+
+impl RefusedLimit {
+    /// `admitted`: [`admitted_by_level`] for this update.
+    pub fn new(chat_id: i64, user_id: Option<i64>, admitted: (bool, bool, bool), now_ms: i64, per_hour: u32) -> Self {
+        let whoever_speaks = admitted == (false, false, false);
+        let sender = if whoever_speaks { chat_id } else { user_id.unwrap_or(chat_id) };
+        RefusedLimit { sender, window_start: now_ms - now_ms.rem_euclid(REFUSED_WINDOW_MS), per_hour }
+    }
+
+    /// Whether the `n`th refused update of the hour (1-based, as the counter stands after it) is
+    /// past the limit: not recorded, not handed on.
+    pub fn over(&self, n: u32) -> bool {
+        n > self.per_hour
+    }
+}
+
 /// Alphabet of pairing codes: no 0/O, 1/I/L, so codes survive being read aloud.
 const CODE_ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
 
@@ -253,6 +290,25 @@ mod tests {
         assert_eq!(admitted_by_level(&c, ChatKind::Supergroup, -5, Some(7)), (false, true, false));
         assert_eq!(admitted_by_level(&cfg(&[]), ChatKind::Supergroup, -5, Some(7)), (true, true, false));
         assert_eq!(admitted_by_level(&cfg(&[]), ChatKind::Channel, -5, None), (false, false, false));
+    }
+
+    #[test]
+    fn a_refused_sender_is_counted_per_person_per_hour() {
+        let hour = REFUSED_WINDOW_MS;
+        let by_level = (false, true, false);
+        let a = RefusedLimit::new(7, Some(7), by_level, 5 * hour + 10, 5);
+        assert_eq!(a, RefusedLimit { sender: 7, window_start: 5 * hour, per_hour: 5 });
+        let in_group = RefusedLimit::new(-100, Some(7), by_level, 6 * hour - 1, 5);
+        assert_eq!((in_group.sender, in_group.window_start), (7, 5 * hour), "the same hour, any chat: one counter");
+        assert_eq!(RefusedLimit::new(-100, Some(7), by_level, 6 * hour, 5).window_start, 6 * hour, "a new hour, a new counter");
+        assert_eq!(RefusedLimit::new(-100, None, by_level, 0, 5).sender, -100, "no person: the chat");
+        // A group off the allowlist refuses whoever speaks: one counter for the group.
+        let c = cfg(&[("GROUP_ALLOWLIST", "-5")]);
+        let refused_group = admitted_by_level(&c, ChatKind::Supergroup, -6, Some(7));
+        assert_eq!(RefusedLimit::new(-6, Some(7), refused_group, 0, 5).sender, -6);
+        assert_eq!(RefusedLimit::new(-6, Some(8), refused_group, 0, 5).sender, -6);
+        assert!(!a.over(1) && !a.over(5), "the first few are recorded, the first one's notice too");
+        assert!(a.over(6));
     }
 
     #[test]

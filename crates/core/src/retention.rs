@@ -8,7 +8,9 @@
 //! redeliveries, which stop within a day), `outbox` (exactly-once sends; retries end within
 //! hours), `model_calls` (usage and costs), `refusals` (the audit of refused access).
 //! `budget_charges` is only read for the last hour and is kept two days whatever the setting.
-//! Messages, turns and memories are never pruned here.
+//! Refused senders' hourly counters (`refused_senders`) and the messages the access policy
+//! refused (`messages` with `excluded = 1`, kept for the record, never in a prompt) follow the
+//! setting too. Other messages, turns and memories are never pruned here.
 
 /// Rows deleted per table per batch.
 pub const PRUNE_BATCH: u32 = 500;
@@ -28,29 +30,44 @@ pub struct Pruned {
     pub time_column: &'static str,
     /// Kept this long whatever `RETENTION_DAYS` says (`None`: follows the setting).
     pub fixed_days: Option<u32>,
+    /// Only the rows this (fixed) condition holds for are pruned; an index on `time_column`
+    /// with the same condition serves the delete.
+    pub only: Option<&'static str>,
+    /// `time_column` is in seconds (Telegram's dates), not milliseconds.
+    pub seconds: bool,
 }
 
-pub const PRUNED: [Pruned; 5] = [
-    Pruned { table: "updates", time_column: "received_at", fixed_days: None },
-    Pruned { table: "outbox", time_column: "created_at", fixed_days: None },
-    Pruned { table: "model_calls", time_column: "created_at", fixed_days: None },
-    Pruned { table: "refusals", time_column: "created_at", fixed_days: None },
-    Pruned { table: "budget_charges", time_column: "created_at", fixed_days: Some(2) },
+const fn ms(table: &'static str, time_column: &'static str, fixed_days: Option<u32>) -> Pruned {
+    Pruned { table, time_column, fixed_days, only: None, seconds: false }
+}
+
+pub const PRUNED: [Pruned; 7] = [
+    ms("updates", "received_at", None),
+    ms("outbox", "created_at", None),
+    ms("model_calls", "created_at", None),
+    ms("refusals", "created_at", None),
+    ms("budget_charges", "created_at", Some(2)),
+    ms("refused_senders", "window_start", None),
+    // What refused senders wrote (migration 0020's partial index `messages_refused`).
+    Pruned { table: "messages", time_column: "date", fixed_days: None, only: Some("excluded = 1"), seconds: true },
 ];
 
 const DAY_MS: i64 = 86_400_000;
 
-/// Rows of `t` older than the returned time (ms) are pruned at `now_ms`; `None`: keep all.
+/// Rows of `t` older than the returned time (in `t.time_column`'s unit) are pruned at
+/// `now_ms`; `None`: keep all.
 pub fn cutoff_ms(t: &Pruned, now_ms: i64, retention_days: u32) -> Option<i64> {
     let days = t.fixed_days.unwrap_or(retention_days);
-    (days > 0).then(|| now_ms.saturating_sub(i64::from(days).saturating_mul(DAY_MS)))
+    let cutoff = (days > 0).then(|| now_ms.saturating_sub(i64::from(days).saturating_mul(DAY_MS)));
+    cutoff.map(|c| if t.seconds { c.div_euclid(1000) } else { c })
 }
 
 /// The bounded delete for one table: `?1` the cutoff, `?2` the batch size. Table and column
 /// names come from [`PRUNED`] only, never from outside.
 pub fn prune_sql(t: &Pruned) -> String {
+    let only = t.only.map(|c| format!("{c} AND ")).unwrap_or_default();
     format!(
-        "DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {col} < ?1 ORDER BY {col} LIMIT ?2) RETURNING 1",
+        "DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {only}{col} < ?1 ORDER BY {col} LIMIT ?2) RETURNING 1",
         table = t.table,
         col = t.time_column
     )
@@ -69,6 +86,18 @@ mod tests {
         let charges = PRUNED[4];
         assert_eq!(cutoff_ms(&charges, now, 0), Some(98 * DAY_MS), "budget charges are short-lived anyway");
         assert_eq!(cutoff_ms(&updates, 0, u32::MAX).map(|c| c < 0), Some(true), "no overflow");
+        let refused = PRUNED[6];
+        assert_eq!(cutoff_ms(&refused, now, 30), Some(70 * DAY_MS / 1000), "messages' dates are seconds");
+        assert_eq!(cutoff_ms(&refused, now, 0), None);
+    }
+
+    #[test]
+    fn only_refused_messages_are_pruned() {
+        let sql = prune_sql(&PRUNED[6]);
+        assert_eq!(sql, "DELETE FROM messages WHERE rowid IN (SELECT rowid FROM messages WHERE excluded = 1 AND date < ?1 ORDER BY date LIMIT ?2) RETURNING 1");
+        // The partial index the delete reads through has the same condition.
+        let migration = include_str!("../../../migrations/0020_refused_senders.sql");
+        assert!(migration.contains("ON messages (date) WHERE excluded = 1"), "{migration}");
     }
 
     #[test]

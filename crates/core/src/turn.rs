@@ -107,6 +107,8 @@ pub struct TurnSafety {
     pub outside_text_in_view: bool,
     /// Requests fetch_url makes at most per turn, redirect hops included (`MAX_FETCHES_PER_TURN`).
     pub max_fetches: usize,
+    /// Visible plan steps at most per turn (`MAX_PLAN_STEPS`).
+    pub max_steps: usize,
     /// Randomness from the edge for the fences' boundaries.
     pub fence_seed: u128,
 }
@@ -117,6 +119,7 @@ impl Default for TurnSafety {
             people_links: LinkSet::default(),
             outside_text_in_view: false,
             max_fetches: fetch::DEFAULT_MAX_FETCHES_PER_TURN,
+            max_steps: crate::plan::DEFAULT_MAX_VISIBLE_STEPS,
             fence_seed: 0,
         }
     }
@@ -502,6 +505,11 @@ pub async fn run_turn(
         contents.push(content);
         contents.push(response_content);
         round += 1;
+    }
+    if let Some(cut) = crate::plan::cap_visible(&mut result.steps, &mut result.step_calls, req.safety.max_steps) {
+        for index in cut.calls {
+            result.turn.outcomes.insert(index, json!({"error": format!("not carried out: one answer may take at most {} steps", req.safety.max_steps)}));
+        }
     }
     if let Some(Step::Send { text, .. }) = result.steps.iter_mut().rev().find(|s| matches!(s, Step::Send { .. })) {
         text.push_str(&sources_line(&result.sources));
@@ -958,6 +966,27 @@ mod tests {
         assert_eq!(r.turn.outcomes[&4]["memory_id"], 7);
         assert_eq!(r.calls.len(), 1);
         assert_eq!(r.turn.contents[0].parts[0].thought_signature.as_deref(), Some("s1"));
+    }
+
+    #[test]
+    fn a_plan_is_capped_at_the_turns_visible_steps_and_the_answer_says_so() {
+        let mut parts: Vec<Value> = (0..40).map(|i| json!({"functionCall": {"name": "send_message", "args": {"text": format!("spam {i}")}}})).collect();
+        parts.push(json!({"functionCall": {"name": "react", "args": {"message_id": 5, "emoji": "👍"}}}));
+        let m = FakeModel::new(vec![answer(Value::Array(parts))]);
+        let req = TurnRequest { safety: TurnSafety { max_steps: 6, ..request().safety }, ..request() };
+        let r = run_with(&req, &m, &FakeTools::default()).unwrap();
+        assert_eq!(r.steps.iter().filter(|s| s.is_visible()).count(), 6);
+        let Some(Step::Send { text, .. }) = r.steps.last() else { panic!("{:?}", r.steps) };
+        assert!(text.starts_with("spam 5") && text.contains("at most 6 steps; 35 more were left out"), "{text}");
+        assert_eq!(r.step_calls, (0..6).map(Some).collect::<Vec<_>>());
+        // The model learns next turn that the rest was not carried out.
+        assert!(r.turn.outcomes[&6]["error"].as_str().unwrap().contains("not carried out"));
+        assert!(r.turn.outcomes[&40]["error"].is_string());
+        assert!(!r.turn.outcomes.contains_key(&5));
+        // The default cap applies without a setting.
+        let parts: Vec<Value> = (0..40).map(|_| json!({"functionCall": {"name": "react", "args": {"message_id": 5, "emoji": "👍"}}})).collect();
+        let r = run(&FakeModel::new(vec![answer(Value::Array(parts))]), &FakeTools::default()).unwrap();
+        assert_eq!(r.steps.iter().filter(|s| s.is_visible()).count(), crate::plan::DEFAULT_MAX_VISIBLE_STEPS);
     }
 
     #[test]

@@ -1,8 +1,11 @@
-//! Model usage and what it costs: the totals read from `model_calls`, priced with the
-//! configured table (`Config::price`), and the `/usage` text.
+//! Model usage and what it costs: the totals read from `model_calls`, priced with the price
+//! table (`core::prices`, through `Config::price_at`) at the time the calls were made, and the
+//! `/usage` text.
 //!
-//! Invariant: thinking tokens are billed as output, cached input tokens at the cached price;
-//! a model the price table does not know has no cost (shown without one), never a guessed one.
+//! Invariant: thinking tokens are billed as output, cached input tokens at the cached price,
+//! search queries per query; a row is priced at its own day's price (a promotion that ended
+//! since does not reprice it); a model the price table does not know has no cost (shown
+//! without one), never a guessed one.
 
 use crate::config::Config;
 use serde::Deserialize;
@@ -19,17 +22,52 @@ pub struct ModelUsage {
     /// Google Search queries the model ran (`WEB_SEARCH`), billed per query.
     #[serde(default)]
     pub search_queries: i64,
+    /// The UTC day (`YYYY-MM-DD`) the calls were made, when the query groups by day, or the
+    /// first call's day of a stretch with one price (`prices::boundaries`): they are priced at
+    /// that day's price. Empty: priced at the time asked.
+    #[serde(default)]
+    pub day: String,
 }
 
-/// Cost in USD of a usage row, if the price table knows its model. Input tokens served from
-/// Gemini's cache (part of the prompt tokens) are billed at the cached price.
-pub fn cost(cfg: &Config, r: &ModelUsage) -> Option<f64> {
-    let (input, output) = cfg.price(&r.model)?;
-    let cached_price = cfg.cached_price(&r.model).unwrap_or(input);
+/// When a row's calls were made, for its price: the end of its day (the day's last
+/// millisecond, so a day is priced as it ended), or `now_ms` when the row has no day.
+fn priced_at(r: &ModelUsage, now_ms: i64) -> i64 {
+    chrono::NaiveDate::parse_from_str(&r.day, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.succ_opt())
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc().timestamp_millis() - 1)
+        .map_or(now_ms, |end| end.min(now_ms))
+}
+
+/// Cost in USD of a usage row, if the price table knows its model at the row's time. Input
+/// tokens served from Gemini's cache (part of the prompt tokens) are billed at the cached
+/// price.
+pub fn cost(cfg: &Config, r: &ModelUsage, now_ms: i64) -> Option<f64> {
+    let p = cfg.price_at(&r.model, priced_at(r, now_ms))?;
     let cached = r.cached_tokens.clamp(0, r.prompt_tokens.max(0));
     let fresh = r.prompt_tokens - cached;
-    let tokens = (fresh as f64 * input + cached as f64 * cached_price + (r.candidates_tokens + r.thoughts_tokens) as f64 * output) / 1e6;
-    Some(tokens + r.search_queries.max(0) as f64 * cfg.search_price_per_1000 / 1000.0)
+    let tokens = (fresh as f64 * p.input + cached as f64 * p.cached_input + (r.candidates_tokens + r.thoughts_tokens) as f64 * p.output) / 1e6;
+    Some(tokens + r.search_queries.max(0) as f64 * cfg.search_price(p) / 1000.0)
+}
+
+/// Rows of the same model (several days of it) as one, in the order models first appear.
+pub fn by_model(rows: &[ModelUsage]) -> Vec<ModelUsage> {
+    let mut out: Vec<ModelUsage> = Vec::new();
+    for r in rows {
+        match out.iter_mut().find(|o| o.model == r.model) {
+            Some(o) => {
+                o.calls += r.calls;
+                o.prompt_tokens += r.prompt_tokens;
+                o.candidates_tokens += r.candidates_tokens;
+                o.thoughts_tokens += r.thoughts_tokens;
+                o.cached_tokens += r.cached_tokens;
+                o.search_queries += r.search_queries;
+            }
+            None => out.push(ModelUsage { day: String::new(), ..r.clone() }),
+        }
+    }
+    out
 }
 
 /// The share of input tokens served from Gemini's cache (0 to 1), when there was input.
@@ -47,14 +85,15 @@ pub fn total_cached_share(rows: &[ModelUsage]) -> Option<f64> {
     cached_share(&total)
 }
 
-/// `/usage`'s lines about a chat's model calls (one per model) and their estimated cost.
-pub fn chat_totals_text(cfg: &Config, rows: &[ModelUsage]) -> String {
+/// `/usage`'s lines about a chat's model calls (one per model; `rows` may hold a model's days
+/// apart, each priced at its day's price) and their estimated cost.
+pub fn chat_totals_text(cfg: &Config, rows: &[ModelUsage], now_ms: i64) -> String {
     if rows.is_empty() {
         return "No model calls in this chat yet.".to_string();
     }
     let mut out = String::from("Model usage in this chat:");
     let mut total = 0.0;
-    for r in rows {
+    for r in by_model(rows) {
         out.push_str(&format!(
             "\n{}: {} calls, {} input + {} output tokens ({} thinking, {} cached: {:.0}% of input)",
             r.model,
@@ -63,12 +102,14 @@ pub fn chat_totals_text(cfg: &Config, rows: &[ModelUsage]) -> String {
             r.candidates_tokens + r.thoughts_tokens,
             r.thoughts_tokens,
             r.cached_tokens,
-            cached_share(r).unwrap_or(0.0) * 100.0
+            cached_share(&r).unwrap_or(0.0) * 100.0
         ));
         if r.search_queries > 0 {
             out.push_str(&format!(", {} web searches", r.search_queries));
         }
-        if let Some(c) = cost(cfg, r) {
+        let days: Vec<Option<f64>> = rows.iter().filter(|d| d.model == r.model).map(|d| cost(cfg, d, now_ms)).collect();
+        if days.iter().any(Option::is_some) {
+            let c: f64 = days.iter().flatten().sum();
             total += c;
             out.push_str(&format!(", ${c:.4}"));
         }
@@ -82,6 +123,8 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
+    const NOW: i64 = 1_795_651_200_000; // 2026-11-26T00:00:00Z
+
     fn cfg(prices: &str) -> Config {
         let mut vars = BTreeMap::new();
         vars.insert("PRICES".to_string(), prices.to_string());
@@ -89,33 +132,58 @@ mod tests {
     }
 
     fn row(model: &str, prompt: i64, out: i64, thinking: i64) -> ModelUsage {
-        ModelUsage { model: model.into(), calls: 2, prompt_tokens: prompt, candidates_tokens: out, thoughts_tokens: thinking, cached_tokens: 5, search_queries: 0 }
+        ModelUsage { model: model.into(), calls: 2, prompt_tokens: prompt, candidates_tokens: out, thoughts_tokens: thinking, cached_tokens: 5, ..Default::default() }
     }
 
     #[test]
     fn cached_input_is_billed_at_the_cached_price() {
         let c = cfg("m=2/10/0.5, n=4/8");
-        let r = ModelUsage { model: "m".into(), calls: 1, prompt_tokens: 1_000_000, candidates_tokens: 0, thoughts_tokens: 0, cached_tokens: 600_000, search_queries: 0 };
-        assert_eq!(cost(&c, &r), Some(0.4 * 2.0 + 0.6 * 0.5));
+        let r = ModelUsage { model: "m".into(), calls: 1, prompt_tokens: 1_000_000, cached_tokens: 600_000, ..Default::default() };
+        assert_eq!(cost(&c, &r, NOW), Some(0.4 * 2.0 + 0.6 * 0.5));
         let n = ModelUsage { model: "n".into(), cached_tokens: 1_000_000, ..r.clone() };
-        assert_eq!(cost(&c, &n), Some(1.0), "a quarter of the input price when PRICES does not say");
+        assert_eq!(cost(&c, &n, NOW), Some(0.4), "a tenth of the input price when PRICES does not say");
         let odd = ModelUsage { cached_tokens: 5_000_000, ..r };
-        assert_eq!(cost(&c, &odd), Some(0.5), "never more cached than prompt tokens");
+        assert_eq!(cost(&c, &odd, NOW), Some(0.5), "never more cached than prompt tokens");
+    }
+
+    /// A recorded turn of the default model, priced by hand from Google's page (read
+    /// 2026-11-26): $0.75 input, $0.075 cached input, $3.75 output per million tokens through
+    /// 2026; $1.50, $0.15, $7.50 from 2027.
+    #[test]
+    fn the_default_model_costs_what_googles_page_says_on_the_day_of_the_call() {
+        let c = Config::from_vars(&BTreeMap::new());
+        let turn = ModelUsage { model: "gemini-3.8-flash".into(), calls: 1, prompt_tokens: 400_000, cached_tokens: 300_000, candidates_tokens: 20_000, thoughts_tokens: 10_000, ..Default::default() };
+        let promo = 100_000.0 * 0.75 / 1e6 + 300_000.0 * 0.075 / 1e6 + 30_000.0 * 3.75 / 1e6;
+        let list = 100_000.0 * 1.50 / 1e6 + 300_000.0 * 0.15 / 1e6 + 30_000.0 * 7.50 / 1e6;
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-12);
+        assert!(close(cost(&c, &turn, NOW), promo), "{:?} vs {promo}", cost(&c, &turn, NOW));
+        assert!((promo - 0.21).abs() < 1e-12);
+        let in_2027 = crate::prices::PROMOTION_ENDS_MS + 86_400_000;
+        assert!(close(cost(&c, &turn, in_2027), list), "a call of 2027 at the list price");
+        // A row of 2026-12-31 read in 2027 keeps its day's promotional price.
+        let old = ModelUsage { day: "2026-12-31".into(), ..turn.clone() };
+        assert!(close(cost(&c, &old, in_2027), promo));
+        let new = ModelUsage { day: "2027-01-01".into(), ..turn.clone() };
+        assert!(close(cost(&c, &new, in_2027), list));
+        // /usage adds the days up, each at its price.
+        let text = chat_totals_text(&c, &[old, new], in_2027);
+        assert!(text.contains("gemini-3.8-flash: 2 calls, 800000 input + 60000 output tokens (20000 thinking, 600000 cached: 75% of input), $0.6300"), "{text}");
+        assert!(text.ends_with(&format!("Estimated cost: ${:.4}", promo + list)), "{text}");
     }
 
     #[test]
     fn thinking_is_billed_as_output_and_unknown_models_have_no_cost() {
         let c = cfg("m=2/10");
         let uncached = |r: ModelUsage| ModelUsage { cached_tokens: 0, ..r };
-        assert_eq!(cost(&c, &uncached(row("m", 1_000_000, 100_000, 100_000))), Some(2.0 + 2.0));
-        assert_eq!(cost(&c, &uncached(row("m-002", 500_000, 0, 0))), Some(1.0));
-        assert_eq!(cost(&c, &row("other", 1_000_000, 0, 0)), None);
+        assert_eq!(cost(&c, &uncached(row("m", 1_000_000, 100_000, 100_000)), NOW), Some(2.0 + 2.0));
+        assert_eq!(cost(&c, &uncached(row("m-002", 500_000, 0, 0)), NOW), Some(1.0));
+        assert_eq!(cost(&c, &row("other", 1_000_000, 0, 0), NOW), None);
     }
 
     #[test]
     fn the_usage_text_lists_each_model_and_totals_what_is_priced() {
         let c = cfg("m=2/10");
-        let text = chat_totals_text(&c, &[row("m", 1_000_000, 100_000, 50_000), row("other", 10, 1, 0)]);
+        let text = chat_totals_text(&c, &[row("m", 1_000_000, 100_000, 50_000), row("other", 10, 1, 0)], NOW);
         assert_eq!(
             text,
             "Model usage in this chat:\n\
@@ -123,7 +191,7 @@ mod tests {
              other: 2 calls, 10 input + 1 output tokens (0 thinking, 5 cached: 50% of input)\n\
              Estimated cost: $3.5000"
         );
-        assert_eq!(chat_totals_text(&c, &[]), "No model calls in this chat yet.");
+        assert_eq!(chat_totals_text(&c, &[], NOW), "No model calls in this chat yet.");
     }
 
     #[test]
@@ -133,8 +201,12 @@ mod tests {
         vars.insert("SEARCH_PRICE_PER_1000".to_string(), "14".to_string());
         let c = Config::from_vars(&vars);
         let r = ModelUsage { search_queries: 3, cached_tokens: 0, ..row("m", 0, 0, 0) };
-        assert_eq!(cost(&c, &r), Some(3.0 * 14.0 / 1000.0));
-        assert!(chat_totals_text(&c, &[r]).contains("(0 thinking, 0 cached: 0% of input), 3 web searches, $0.0420"));
+        assert_eq!(cost(&c, &r, NOW), Some(3.0 * 14.0 / 1000.0));
+        assert!(chat_totals_text(&c, &[r], NOW).contains("(0 thinking, 0 cached: 0% of input), 3 web searches, $0.0420"));
+        // The default table's Gemini 3 search price.
+        let d = Config::from_vars(&BTreeMap::new());
+        let s = ModelUsage { search_queries: 1000, ..row("gemini-3.8-flash", 0, 0, 0) };
+        assert_eq!(cost(&d, &s, NOW), Some(14.0));
     }
 
     #[test]

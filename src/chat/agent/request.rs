@@ -159,6 +159,7 @@ pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str
             people_links: LinkSet::from_people(messages),
             outside_text_in_view: fetch::outside_text_in_view(messages),
             max_fetches: ctx.cfg.max_fetches_per_turn,
+            max_steps: ctx.cfg.max_plan_steps,
             fence_seed: fence_seed(),
         },
         // A crew persona may pass (`pass`, `no_reply`, an empty answer).
