@@ -16,17 +16,25 @@
 //!   (`Scope::LearnedIn`): memories of other chats are neither shown to the model nor touched
 //!   by ids it returns, and every update is also guarded by `chat_id` in SQL.
 //! - Only people seen in the conversation (users with messages in the chat) may be the
-//!   subject of a memory learned there; other subjects are dropped.
+//!   subject of a memory learned there; other subjects are dropped. A memory about a person
+//!   records who supplied it (`supplied_by`, from who wrote the messages it cites): only the
+//!   person's own words are ever shown outside this chat.
+//! - Forwarded text and documents' contents never reach the extraction call
+//!   (`agent_core::memory::for_extraction`): they never become a memory about a person.
+//! - A job is model work like a turn's: a chat or a bot over its daily tokens gets no
+//!   consolidation call, media description or embedding (the job ends; the messages wait).
 //! - Messages stay in D1; consolidation deletes nothing.
 //! - The summary covers messages up to `summaries.until_seq`; a turn whose history is cut
 //!   beyond what it covers says so in its prompt (never a silent drop).
 
+use crate::chat::access;
 use crate::chat::agent::media as agent_media;
 use crate::config::{now_ms, prompts, Ctx};
 use crate::outbound::queues;
 use crate::storage::consolidation::{self as rows, Lease};
 use crate::storage::turns::HISTORY_ROWS;
 use crate::storage::{self, Db};
+use agent_core::authority;
 use agent_core::conversation::ConvKey;
 use agent_core::gemini::{Content, GenerateContentRequest, GenerationConfig, ModelError, Outcome, Part};
 use agent_core::history::{self, HistoryMessage};
@@ -99,6 +107,12 @@ fn today() -> String {
 
 /// Runs one consolidation job for `conv`.
 pub async fn run(ctx: &Ctx, conv: ConvKey) -> JobOutcome {
+    // The chat's and the bot's daily tokens, as for a turn: over one, nothing goes to the model
+    // (its messages wait, unconsolidated, for a day with budget).
+    if !access::work_within_budget(ctx, conv.chat_id, None).await {
+        worker::console_warn!("consolidation of {conv}: over a token budget; no model call");
+        return JobOutcome::Done;
+    }
     let db = ctx.db();
     let now = now_ms();
     let (watermark, lease) = match rows::claim(&db, &conv, now, now + LEASE_MS).await {
@@ -226,8 +240,10 @@ async fn extract(ctx: &Ctx, db: &Db, conv: &ConvKey, messages: &[HistoryMessage]
     let existing = rows::existing(db, conv.chat_id).await?;
     let (template, _) = prompts::memory_prompts();
     let system = mem::consolidation_instruction(template, &existing, &today());
-    // An album is one unit here too: one line with all its items.
-    let mut lines = messages.to_vec();
+    // Forwarded text and documents' contents are not the people's own words: left out, so
+    // they never become a memory about a person (`mem::input`). An album is one unit here
+    // too: one line with all its items.
+    let mut lines = mem::for_extraction(messages);
     media::join_albums(&mut lines);
     let value = structured_call(ctx, system, history::compact_lines(&lines), mem::extraction_schema(), calls).await?;
     let extraction: Extraction = serde_json::from_value(value).unwrap_or_default();
@@ -239,7 +255,14 @@ async fn extract(ctx: &Ctx, db: &Db, conv: &ConvKey, messages: &[HistoryMessage]
     if dropped > 0 {
         worker::console_warn!("consolidation of {conv}: dropped {dropped} items about people never seen in the chat");
     }
-    Ok(mem::merge(&existing, &extraction, &today()))
+    let mut plan = mem::merge(&existing, &extraction, &today());
+    // Whose words each memory about a person is, by who wrote the messages it cites.
+    let authors: Vec<(i64, Option<i64>)> =
+        messages.iter().filter(|m| m.role == history::Role::User).filter_map(|m| m.message_id.map(|id| (id, m.user_id))).collect();
+    for n in &mut plan.inserts {
+        n.supplied_by = authority::supplier(n.about_user_id, &n.source_message_ids, &authors);
+    }
+    Ok(plan)
 }
 
 /// After a commit: embeddings for the new memories (when configured), and a follow-up job

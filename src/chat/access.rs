@@ -1,11 +1,17 @@
 //! Access control at the edge: applies `agent_core::policy`, records every refusal, runs the
 //! pairing flow (code to the user, approval by an operator, a welcome after), applies the
-//! model budgets (`agent_core::limits`). (Callers' authentication is `config::auth`.)
+//! model budgets (`agent_core::limits`) to messages and to the work nobody asked for just now
+//! (a reminder's run, a crew's continuation turn, consolidation). (Callers' authentication is
+//! `config::auth`.)
 //!
-//! Invariants: nothing here calls the model; a refused message costs at most one short reply.
+//! Invariants: nothing here calls the model; a refused message costs at most one short reply;
+//! a reminder passes the policy again when it fires, and blocking a person cancels theirs.
 
 use super::deliver;
 use crate::config::{now_ms, random_bytes, Ctx};
+use crate::outbound::objects;
+use crate::storage;
+use agent_core::authority::{self, RunGate};
 use agent_core::conversation::{ChatKind, ConvKey};
 use crate::storage::access::{self as rows, NewPairing};
 use agent_core::limits::{self, Budgets, Scope, Usage, Verdict};
@@ -80,9 +86,33 @@ pub async fn approve(ctx: &Ctx, code: &str, by: &str) -> worker::Result<Option<A
     Ok(approved)
 }
 
-/// Sets (or clears, with `None`) a user's access.
+/// Sets (or clears, with `None`) a user's access. Blocking a person also cancels every
+/// reminder they set (a reminder never outlives its creator's access).
 pub async fn set_access(ctx: &Ctx, user_id: i64, access: Option<UserAccess>, note: &str) -> worker::Result<()> {
-    rows::set_access(&ctx.db(), user_id, access.map(UserAccess::as_str), note, now_ms()).await
+    rows::set_access(&ctx.db(), user_id, access.map(UserAccess::as_str), note, now_ms()).await?;
+    if access == Some(UserAccess::Blocked) {
+        cancel_schedules_of(ctx, user_id).await?;
+    }
+    Ok(())
+}
+
+/// Chat objects told at most per call (a Worker's subrequests are bounded); one not told
+/// finds nothing due when its alarm wakes, and forgets the run then.
+const MAX_TOLD: usize = 30;
+
+/// Cancels the reminders `user_id` set, in every chat, and tells those chats' objects to
+/// re-read their next run.
+async fn cancel_schedules_of(ctx: &Ctx, user_id: i64) -> worker::Result<()> {
+    let convs = storage::schedules::cancel_by_creator(&ctx.db(), user_id, now_ms()).await?;
+    if !convs.is_empty() {
+        worker::console_log!("user {user_id} blocked: their reminders in {} conversations are cancelled", convs.len());
+    }
+    for conv in convs.iter().take(MAX_TOLD) {
+        if let Err(e) = objects::notify(ctx, conv, "/schedules", &serde_json::json!({})).await {
+            worker::console_warn!("chat {conv}: a blocked person's reminders were cancelled; its object was not told ({e})");
+        }
+    }
+    Ok(())
 }
 
 /// Budget figures for a person in a chat (the person's hour, the chat's and the bot's day).
@@ -90,23 +120,76 @@ pub async fn budget_usage(ctx: &Ctx, chat_id: i64, user_id: Option<i64>) -> work
     rows::budget_usage(&ctx.db(), chat_id, user_id, now_ms()).await
 }
 
-/// Applies the model budgets to an admitted, reply-asking message. True: go ahead (the person
-/// is charged one). False: over a budget; the refusal is recorded and the chat told once per
-/// window. If D1 cannot be read the message goes ahead (a budget is not worth silence).
-/// Whether a scheduled run may call the model: the chat's and the bot's token budgets (no
-/// person asked just now, so no person's turns are counted or charged, and nothing is
-/// notified). A failed check lets it through, like `within_budget`.
-pub async fn tokens_within_budget(ctx: &Ctx, conv: &ConvKey) -> bool {
+/// A due reminder at its fire time (`authority::gate`): its creator and the chat pass the access
+/// policy again, and the run counts against the creator's hourly requests like a message of
+/// theirs (charged when it fires) and against the chat's and the bot's daily tokens. Nothing
+/// is notified (nobody asked just now). A failed read lets it fire, like `within_budget`.
+pub async fn scheduled_run(ctx: &Ctx, conv: &ConvKey, kind: ChatKind, creator: Option<i64>) -> RunGate {
+    let db = ctx.db();
     let now = now_ms();
-    match rows::budget_state(&ctx.db(), conv.chat_id, None, now).await {
-        Ok((usage, _)) => matches!(limits::check(&ctx.cfg.budgets, &usage, false, |_| None, now), Verdict::Within),
+    let (level, usage) = match rows::run_state(&db, conv.chat_id, creator, now).await {
+        Ok(state) => state,
         Err(e) => {
-            worker::console_error!("budget check failed, letting the scheduled run through: {e}");
+            worker::console_error!("the scheduled run's checks failed, letting it through: {e}");
+            return RunGate::Fire;
+        }
+    };
+    let is_admin = creator.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
+    let access = policy::decide(&ctx.cfg, kind, conv.chat_id, creator, level.as_deref().and_then(UserAccess::parse));
+    let gate = authority::gate(&access, &limits::check(&ctx.cfg.budgets, &background(usage, is_admin), false, |_| None, now));
+    if let (RunGate::Fire, Some(uid), false) = (&gate, creator, is_admin) {
+        if let Err(e) = rows::charge(&db, conv.chat_id, uid, now).await {
+            worker::console_error!("could not record a budget charge: {e}");
+        }
+    }
+    gate
+}
+
+/// The figures work nobody asked for just now is checked against: an operator's hourly
+/// requests are not limited, but the chat's and the bot's tokens are, even for their work.
+fn background(usage: Usage, is_admin: bool) -> Usage {
+    if is_admin {
+        Usage { user_turns_last_hour: 0, ..usage }
+    } else {
+        usage
+    }
+}
+
+/// Model work nobody asked for just now: a consolidation job (`user_id` `None`: the chat's
+/// work) or a crew's continuation turn (the work of the person whose message started the
+/// cycle). Checked against the chat's and the bot's daily tokens and the person's hourly
+/// requests; when it goes ahead the person is charged one, like a message of theirs. Nothing
+/// is notified. A failed read lets it through, like `within_budget`.
+pub async fn work_within_budget(ctx: &Ctx, chat_id: i64, user_id: Option<i64>) -> bool {
+    let db = ctx.db();
+    let now = now_ms();
+    let is_admin = user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
+    let usage = match rows::budget_usage(&db, chat_id, user_id, now).await {
+        Ok(usage) => usage,
+        Err(e) => {
+            worker::console_error!("budget check failed, letting the work through: {e}");
+            return true;
+        }
+    };
+    match limits::check(&ctx.cfg.budgets, &background(usage, is_admin), false, |_| None, now) {
+        Verdict::Within => {
+            if let (Some(uid), false) = (user_id, is_admin) {
+                if let Err(e) = rows::charge(&db, chat_id, uid, now).await {
+                    worker::console_error!("could not record a budget charge: {e}");
+                }
+            }
             true
+        }
+        Verdict::Over { scope, .. } => {
+            worker::console_warn!("chat {chat_id}: over the {} budget; no model call", scope.reason());
+            false
         }
     }
 }
 
+/// Applies the model budgets to an admitted, reply-asking message. True: go ahead (the person
+/// is charged one). False: over a budget; the refusal is recorded and the chat told once per
+/// window. If D1 cannot be read the message goes ahead (a budget is not worth silence).
 pub async fn within_budget(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>, message_id: i64) -> bool {
     let budgets: Budgets = ctx.cfg.budgets;
     let is_admin = user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));

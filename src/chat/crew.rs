@@ -7,13 +7,16 @@
 //!   resumes at the persona whose turn it was (the pointer is in the stored state).
 //! - A persona whose turn is given up is skipped with one log line; the chat gets one apology
 //!   only when every persona of a row failed.
+//! - A continuation turn is charged to the person whose message started the cycle, like a
+//!   message of theirs; over their budget (or the chat's, the bot's) the cycle ends.
 
 use super::ChatObject;
 use crate::config::{now_ms, prompts, Ctx};
 use crate::storage;
 use agent_core::chat_state::{Finish, TurnRun};
 use agent_core::conversation::ConvKey;
-use agent_core::crew::{self, Lineup, Persona};
+use agent_core::crew::{self, End, Lineup, Persona};
+use agent_core::gating::Trigger;
 use agent_core::plan::Step;
 use agent_core::status::TurnStatus;
 
@@ -131,6 +134,9 @@ impl ChatObject {
     /// single bot's. A cycle left over with no crew (switched off, `CREW` emptied) is dropped.
     pub(super) async fn begin_due_turn(&self, ctx: &Ctx, conv: &ConvKey, nonce: u64) -> Option<TurnRun> {
         let lineup = self.crew_lineup(ctx, conv).await;
+        if lineup.is_some() && !self.continuation_within_budget(ctx, conv).await {
+            return None;
+        }
         let conv_s = conv.to_string();
         let now = now_ms();
         self.update(|st| match &lineup {
@@ -143,6 +149,28 @@ impl ChatObject {
             }
         })
         .await
+    }
+
+    /// A continuation turn of a cycle (nobody asked just now) is the work of the person whose
+    /// message started the cycle (none for a reaction): checked against and charged to their
+    /// budget and the chat's and the bot's (`access::work_within_budget`). Over one, the cycle
+    /// ends (`over_budget`) and no turn starts.
+    async fn continuation_within_budget(&self, ctx: &Ctx, conv: &ConvKey) -> bool {
+        let Some((target, trigger)) = self.with(|st| st.crew_continuation()).await else { return true };
+        let author = match target.filter(|_| trigger != Trigger::Reaction) {
+            Some(id) => storage::access::author_of(&ctx.db(), conv.chat_id, id).await.unwrap_or_else(|e| {
+                worker::console_warn!("crew: the cycle's author could not be read ({e}); the chat's budgets only");
+                None
+            }),
+            None => None,
+        };
+        if super::access::work_within_budget(ctx, conv.chat_id, author).await {
+            return true;
+        }
+        if let Some(end) = self.update(|st| st.end_crew_cycle(End::OverBudget)).await {
+            worker::console_log!("crew cycle ended: {}", end.as_str());
+        }
+        false
     }
 
     /// Ends a turn with the model's steps: a persona's through the cycle (a pass sends nothing;

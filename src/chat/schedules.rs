@@ -7,13 +7,19 @@
 //! Invariants:
 //! - One run per alarm, and never while a turn or plan is in progress (the state machine only
 //!   says `Due::Schedules` when neither is).
+//! - A run is its creator's request, made again at its time: the creator and the chat pass
+//!   the access policy (else the schedule is cancelled) and the run counts against the
+//!   creator's hourly budget (over it, the run is skipped) (`access::scheduled_run`).
 //! - The hint is re-read after every change and after every firing; when D1 cannot be read
 //!   the object looks again a minute later, never in a loop.
 
 use super::{access, ChatObject};
 use crate::config::{now_ms, Ctx};
 use crate::storage;
+use crate::storage::schedules::DueRow;
 use agent_core::chat_state::ScheduledRun;
+use agent_core::conversation::{ChatKind, ConvKey};
+use agent_core::authority::RunGate;
 use agent_core::schedule::{self, DueRun};
 
 /// How long to wait before looking again when the schedules cannot be read.
@@ -38,7 +44,7 @@ impl ChatObject {
     /// The alarm's `Due::Schedules`: skips runs too late to be useful, fires the first one
     /// that is not, then re-reads the next run.
     pub(super) async fn fire_schedules(&self, ctx: &Ctx) {
-        let Some((conv, _)) = self.conv() else {
+        let Some((conv, kind)) = self.conv() else {
             self.update(|st| st.set_next_schedule(None)).await;
             return;
         };
@@ -68,6 +74,11 @@ impl ChatObject {
                     }
                 }
                 DueRun::Fire { late_ms, next_ms } => {
+                    // Its creator's access and budget, asked again now.
+                    let Some(gate) = self.admit_run(ctx, &conv, kind, &row, next_ms, now).await else { return };
+                    if matches!(gate, RunGate::Cancel(_) | RunGate::Skip) {
+                        continue;
+                    }
                     let run = ScheduledRun {
                         schedule_id: row.id,
                         due_ms: row.next_run_ms,
@@ -80,7 +91,7 @@ impl ChatObject {
                     };
                     let conv_s = conv.to_string();
                     let nonce = u64::from_le_bytes(crate::config::random_bytes::<8>());
-                    if !access::tokens_within_budget(ctx, &conv).await {
+                    if gate == RunGate::TextOnly {
                         self.send_without_model(ctx, &conv_s, nonce, run, now).await;
                         break;
                     }
@@ -94,6 +105,31 @@ impl ChatObject {
             }
         }
         self.refresh_schedules(ctx).await;
+    }
+
+    /// What a due run may do (`access::scheduled_run`): a run whose creator or chat no longer
+    /// passes the access policy cancels its schedule; one over its creator's hourly budget is
+    /// skipped like a run too late (a recurring one runs next time). Both are written here.
+    /// `None`: the write failed; the object looks again a minute later.
+    async fn admit_run(&self, ctx: &Ctx, conv: &ConvKey, kind: ChatKind, row: &DueRow, next_ms: Option<i64>, now: i64) -> Option<RunGate> {
+        let gate = access::scheduled_run(ctx, conv, kind, row.creator_user_id).await;
+        let written = match &gate {
+            RunGate::Cancel(reason) => {
+                worker::console_warn!("chat {conv}: schedule #{} cancelled: its creator or the chat is refused now ({})", row.id, reason.as_str());
+                storage::schedules::admin_cancel(&ctx.db(), row.id, now).await.map(|_| ())
+            }
+            RunGate::Skip => {
+                worker::console_warn!("chat {conv}: schedule #{} skipped: its creator is over their hourly budget", row.id);
+                storage::schedules::skip(&ctx.db(), row.id, row.next_run_ms, next_ms, now).await
+            }
+            RunGate::Fire | RunGate::TextOnly => Ok(()),
+        };
+        if let Err(e) = written {
+            worker::console_error!("chat {conv}: schedule #{} could not be updated: {e}", row.id);
+            self.update(|st| st.set_next_schedule(Some(now + RETRY_READ_MS))).await;
+            return None;
+        }
+        Some(gate)
     }
 
     /// Over the token budget: the run's text goes out as it was set, with no model call. Owed

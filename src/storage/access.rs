@@ -1,5 +1,6 @@
 //! Access: refusals (every refused message, and the budget notices), pairing codes, users'
-//! access levels, and the budget charges and usage figures the budgets are checked against.
+//! access levels, and the budget charges and usage figures the budgets are checked against
+//! (for a message, a scheduled run, a crew's continuation turn, a consolidation job).
 
 use crate::args;
 use crate::storage::{rows, Db};
@@ -166,6 +167,36 @@ pub async fn budget_state(db: &Db, chat_id: i64, user_id: Option<i64>, now: i64)
     let c = r.first().and_then(|r| rows::<UsageCounts>(r).ok()).and_then(|v| v.into_iter().next()).unwrap_or_default();
     let notices = r.get(1).and_then(|r| rows::<NoticeRow>(r).ok()).unwrap_or_default();
     Ok((c.usage(), notices))
+}
+
+const SELECT_ACCESS: &str = "SELECT access FROM users WHERE user_id = ?1";
+
+/// A person's stored access level (`users.access`) and the budget figures (their hour, the
+/// chat's and the bot's day), in one round trip: what a scheduled run is checked against.
+pub async fn run_state(db: &Db, chat_id: i64, user_id: Option<i64>, now: i64) -> Result<(Option<String>, Usage)> {
+    #[derive(Deserialize)]
+    struct Level {
+        access: Option<String>,
+    }
+    let r = db
+        .batch(vec![
+            db.stmt(SELECT_ACCESS, args![user_id])?,
+            db.stmt(SELECT_USAGE, args![user_id, chat_id, now - limits::HOUR_MS, limits::day_start(now)])?,
+        ])
+        .await?;
+    let level = rows::<Level>(&r[0])?.into_iter().next().and_then(|l| l.access);
+    let c = r.get(1).and_then(|r| rows::<UsageCounts>(r).ok()).and_then(|v| v.into_iter().next()).unwrap_or_default();
+    Ok((level, c.usage()))
+}
+
+/// Who wrote a message of the chat (`None`: unknown, or no person).
+pub async fn author_of(db: &Db, chat_id: i64, message_id: i64) -> Result<Option<i64>> {
+    #[derive(Deserialize)]
+    struct Author {
+        user_id: Option<i64>,
+    }
+    let found: Option<Author> = db.first("SELECT user_id FROM messages WHERE chat_id = ?1 AND message_id = ?2", args![chat_id, message_id]).await?;
+    Ok(found.and_then(|a| a.user_id))
 }
 
 /// Charges a person one reply-asking message.

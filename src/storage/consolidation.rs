@@ -130,9 +130,10 @@ pub async fn seen_in_chat(db: &Db, chat_id: i64, users: &[i64]) -> Result<Vec<i6
     Ok(found.into_iter().map(|r| r.user_id).collect())
 }
 
+/// `?17` is who supplied it (migration 0022), after the lease guard's `?15` and `?16`.
 const INSERT_MEMORY: &str = "INSERT INTO memories (kind, chat_id, conv, about_user_id, entity, attribute, value, topics, status, due,
-       confidence, source_ids, happened_on, created_at, updated_at)
-     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14";
+       confidence, source_ids, happened_on, created_at, updated_at, supplied_by)
+     SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14, ?17";
 
 /// The statements of a merge, each guarded by the lease (?c conv, ?u until) and, for updates,
 /// by the chat: an id from another chat changes nothing even if the model names it.
@@ -160,7 +161,8 @@ pub fn merge_statements(db: &Db, conv: &ConvKey, plan: &MergePlan, now: i64, lea
                 n.happened_on.clone(),
                 now,
                 conv_s.clone(),
-                lease.until
+                lease.until,
+                n.supplied_by
             ],
         )?);
         if let Some(old) = n.supersedes {

@@ -14,7 +14,7 @@ use crate::storage::D1Rows;
 
 /// Columns of `memories` as `agent_core::memory::Memory`.
 pub const MEMORY_COLUMNS: &str = "id, kind, chat_id, about_user_id, entity, attribute, value, topics, status, due,
-    confidence, happened_on, superseded_by, updated_at, source_ids";
+    confidence, happened_on, superseded_by, updated_at, source_ids, supplied_by";
 
 /// `args` followed by the scope predicate's values (placeholders ?{args.len()+1}...).
 fn with_scope(mut args: Vec<Arg>, p: &Predicate) -> Vec<Arg> {

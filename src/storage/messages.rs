@@ -92,7 +92,9 @@ const INSERT_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, r
      WHERE NOT {over}
      ON CONFLICT (chat_id, message_id) DO NOTHING";
 /// An edit marks the row with the conversation's next edit mark itself (migration 0019's
-/// trigger would mark it too, writing the row a second time).
+/// trigger would mark it too, writing the row a second time), and is judged by the access
+/// policy as it is now: a person blocked after writing cannot rewrite what the model reads
+/// (`excluded` recomputed; a change moves `history_version` by 0019's trigger).
 const UPSERT_EDITED_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
        parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id,
        reply_to_user_id, reply_to_name, reply_excerpt, excluded)
@@ -100,7 +102,7 @@ const UPSERT_EDITED_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, messag
        CASE (SELECT access FROM users WHERE user_id = ?5) WHEN 'allowed' THEN ?21 WHEN 'blocked' THEN ?22 ELSE ?20 END
      WHERE NOT {over}
      ON CONFLICT (chat_id, message_id) DO UPDATE SET parts = excluded.parts, text = excluded.text,
-       edited_at = excluded.edited_at,
+       edited_at = excluded.edited_at, excluded = excluded.excluded,
        rev = (SELECT COALESCE(MAX(e.rev), 0) + 1 FROM messages e WHERE e.conv = messages.conv AND e.rev IS NOT NULL)";
 /// A reaction is an event in the conversation of the message it is on, with no message id of
 /// its own: a redelivery is found by its update id among such rows (the partial index
@@ -309,8 +311,18 @@ macro_rules! message_columns {
         "m.seq AS s, m.message_id AS i, m.role AS r, m.user_id AS u, m.name AS n, m.username AS un, m.parts AS p,
        m.reply_to AS rt, m.forwarded_from AS f, m.date AS d, m.edited_at AS e, m.turn_id AS t, m.media_group_id AS g"
     };
+    // A reply's excerpt is left out when the replied-to message is excluded or its author is
+    // blocked: no excerpt of refused text reaches a prompt (the lookups use the unique
+    // (chat_id, message_id) index and the users' key, and only rows that reply do them).
     (replies) => {
-        concat!($crate::message_columns!(), ", m.reply_to_user_id AS ru, m.reply_to_name AS rn, m.reply_excerpt AS re")
+        concat!(
+            $crate::message_columns!(),
+            ", m.reply_to_user_id AS ru, m.reply_to_name AS rn,
+       CASE WHEN m.reply_excerpt IS NULL
+              OR EXISTS (SELECT 1 FROM messages x WHERE x.chat_id = m.chat_id AND x.message_id = m.reply_to AND x.excluded = 1)
+              OR EXISTS (SELECT 1 FROM users ux WHERE ux.user_id = m.reply_to_user_id AND ux.access = 'blocked')
+            THEN NULL ELSE m.reply_excerpt END AS re"
+        )
     };
 }
 

@@ -16,7 +16,7 @@ pub fn notes_stmt(db: &Db, chat_id: i64, people: &[i64]) -> Result<worker::D1Pre
     let scope = agent_core::scope::Scope::Chat { chat_id, people: people.to_vec() };
     let on = scope.notes("", 1);
     let sql = format!(
-        "SELECT id, about_user_id, content, source FROM notes WHERE {}
+        "SELECT id, about_user_id, content, source, supplied_by FROM notes WHERE {}
          ORDER BY CASE source WHEN 'operator' THEN 0 ELSE 1 END, id DESC LIMIT 60",
         on.sql
     );
@@ -26,19 +26,20 @@ pub fn notes_stmt(db: &Db, chat_id: i64, people: &[i64]) -> Result<worker::D1Pre
 
 /// Inserts an agent's note. A note about a person is written only if that person has written
 /// in this chat (only people seen in the conversation may be the subject of what is learned
-/// there); otherwise nothing is written and `None` comes back.
-pub async fn insert_note(db: &Db, chat_id: i64, about_user_id: Option<i64>, content: &str, source: &str, now: i64) -> Result<Option<i64>> {
+/// there); otherwise nothing is written and `None` comes back. `supplied_by`: who asked for it
+/// (only a person's own words about themself cross into their private chat).
+pub async fn insert_note(db: &Db, chat_id: i64, about_user_id: Option<i64>, content: &str, source: &str, supplied_by: Option<i64>, now: i64) -> Result<Option<i64>> {
     #[derive(Deserialize)]
     struct Id {
         id: i64,
     }
     let row: Option<Id> = db
         .first(
-            "INSERT INTO notes (chat_id, about_user_id, content, source, created_at)
-             SELECT ?1, ?2, ?3, ?4, ?5
+            "INSERT INTO notes (chat_id, about_user_id, content, source, created_at, supplied_by)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6
              WHERE ?2 IS NULL OR EXISTS (SELECT 1 FROM messages WHERE user_id = ?2 AND chat_id = ?1 AND role = 'user' AND excluded = 0)
              RETURNING id",
-            args![chat_id, about_user_id, content, source, now],
+            args![chat_id, about_user_id, content, source, now, supplied_by],
         )
         .await?;
     Ok(row.map(|r| r.id))

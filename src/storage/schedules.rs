@@ -42,6 +42,9 @@ const ADMIN_LIST: &str = "SELECT id, chat_id, conv, creator_user_id, text, timez
        last_run_ms, created_at
      FROM schedules WHERE (?1 IS NULL OR chat_id = ?1) AND (?2 IS NULL OR status = ?2)
      ORDER BY id DESC LIMIT ?3";
+/// Every active schedule a person set, in any chat (they were blocked).
+const CANCEL_BY_CREATOR: &str = "UPDATE schedules SET status = 'cancelled', next_run_ms = NULL, updated_at = ?2
+     WHERE creator_user_id = ?1 AND status = 'active' RETURNING conv";
 const ADMIN_CANCEL: &str = "UPDATE schedules SET status = 'cancelled', next_run_ms = NULL, updated_at = ?2
      WHERE id = ?1 AND status = 'active' RETURNING conv";
 
@@ -179,4 +182,14 @@ pub async fn admin_list(db: &Db, chat_id: Option<i64>, status: Option<&str>, lim
 pub async fn admin_cancel(db: &Db, id: i64, now: i64) -> Result<Option<ConvKey>> {
     let found: Vec<ConvRow> = db.all(ADMIN_CANCEL, args![id, now]).await?;
     Ok(found.first().and_then(|r| ConvKey::parse(&r.conv)))
+}
+
+/// Cancels every active schedule `user_id` set (they were blocked); the conversations that had
+/// one, each once.
+pub async fn cancel_by_creator(db: &Db, user_id: i64, now: i64) -> Result<Vec<ConvKey>> {
+    let found: Vec<ConvRow> = db.all(CANCEL_BY_CREATOR, args![user_id, now]).await?;
+    let mut convs: Vec<ConvKey> = found.iter().filter_map(|r| ConvKey::parse(&r.conv)).collect();
+    convs.sort_by_key(|c| c.to_string());
+    convs.dedup();
+    Ok(convs)
 }

@@ -155,6 +155,12 @@ test("a page's injected instructions: no composed fetch, nothing remembered, the
   for (const name of ["remember", "set_plan"]) {
     assert.ok(!offered(calls[1]).includes(name), `${name} offered with the page in view`);
   }
+  // Nor any read of private data (issue 35 item 9): the page's links are fetchable, and the
+  // choice among them could carry what was read.
+  assert.ok(offered(calls[0]).includes("search_memory"), "search_memory is offered before the page");
+  for (const name of ["search_memory", "list_schedules"]) {
+    assert.ok(!offered(calls[1]).includes(name), `${name} offered with the page in view`);
+  }
   // The model obeyed anyway: every call was refused, with a clear error.
   const refused = responsesOf(calls[2]);
   const byName = Object.fromEntries(refused.map((r) => [r.name, r.response]));
@@ -211,9 +217,11 @@ test("redirects are followed by hand, each hop checked, at most a few", async ()
   assert.match(pagesOut[0].content, /The north path is closed until May\./, "a redirect to an allowed page is followed");
   assert.match(pagesOut[1].error, /redirect/i);
   assert.match(pagesOut[1].error, /private|refused|not fetched/i);
-  assert.match(pagesOut[2].error, /too many redirects/i);
+  // Every hop is a fetch (issue 35 item 9): two for the report, one for the refused
+  // redirect, so the loop gets the two left of MAX_FETCHES_PER_TURN (5).
+  assert.match(pagesOut[2].error, /at most 5 fetches per turn/i);
   const loopHops = [...hits.keys()].filter((k) => k.startsWith("/loop/")).length - loopBefore;
-  assert.ok(loopHops >= 2 && loopHops <= 4, `loop hops ${loopHops}`);
+  assert.equal(loopHops, 2, `loop hops ${loopHops}`);
 });
 
 test("a redirect to a userinfo trick is refused", async () => {

@@ -1,6 +1,7 @@
 // Memory privacy end to end: every path that reads memories or notes (a turn's recall,
 // search_memory, /memory, the admin API, consolidation's input) is walked against one table of
-// cases, and each must show exactly what its scope allows. Also: /forget never touches operator
+// cases, and each must show exactly what its scope allows (what one member supplied about
+// another stays in the chat where it was said). Also: /forget never touches operator
 // notes or memories this chat may not see; `remember` and consolidation refuse subjects who were
 // never seen in the conversation; a group's consolidation neither sees nor changes private-chat
 // memories; a consolidation that lost its lease commits nothing.
@@ -62,16 +63,19 @@ async function world() {
   //   adminU/adminG: GET /api/v1/memories?user_id=U / ?chat_id=G
   const cases = [
     { key: "pf", t: "m", kind: "fact", chat: P, about: U, see: "recallP searchP memoryP consP adminU" },
-    { key: "gf", t: "m", kind: "fact", chat: G, about: U, see: "recallG recallP searchG searchP memoryG memoryP consG adminU adminG" },
+    { key: "gf", t: "m", kind: "fact", chat: G, about: U, by: U, see: "recallG recallP searchG searchP memoryG memoryP consG adminU adminG" },
+    // What V said about U in the group: seen there, never in U's private chat as U's own words
+    // (a note V had the bot write about U: access-background.test.js; search_memory shows 8).
+    { key: "gs", t: "m", kind: "fact", chat: G, about: U, by: V, see: "recallG searchG memoryG consG adminU adminG" },
     // About the group, not about U: every member's, so no member lists or erases it with /memory.
     { key: "ge", t: "m", kind: "episode", chat: G, about: null, see: "recallG searchG adminG" },
-    { key: "hf", t: "m", kind: "fact", chat: H, about: U, see: "recallP searchP memoryP adminU" },
+    { key: "hf", t: "m", kind: "fact", chat: H, about: U, by: U, see: "recallP searchP memoryP adminU" },
     { key: "gc", t: "m", kind: "commitment", chat: G, about: U, see: "recallG searchG memoryG consG adminU adminG" },
     { key: "pa", t: "m", kind: "alias", chat: P, about: U, see: "recallP searchP memoryP consP adminU" },
     { key: "pc", t: "m", kind: "commitment", chat: P, about: U, see: "recallP searchP memoryP consP adminU" },
     { key: "gv", t: "m", kind: "fact", chat: G, about: V, see: "recallG searchG consG adminG" },
     { key: "pn", t: "n", source: "agent", chat: P, about: U, see: "recallP searchP memoryP adminU" },
-    { key: "gn", t: "n", source: "agent", chat: G, about: U, see: "recallG recallP searchG searchP memoryG memoryP adminU adminG" },
+    { key: "gn", t: "n", source: "agent", chat: G, about: U, by: U, see: "recallG recallP searchG searchP memoryG memoryP adminU adminG" },
     { key: "on", t: "n", source: "operator", chat: null, about: U, see: "recallG recallP searchG searchP adminU" },
     { key: "og", t: "n", source: "operator", chat: G, about: null, see: "recallG searchG adminG" },
     { key: "ov", t: "n", source: "operator", chat: null, about: W, see: "" },
@@ -83,16 +87,17 @@ async function world() {
     const value = `zebra ${marker(c)}`;
     if (c.t === "m") {
       const [row] = await s.sql(
-        `INSERT INTO memories (kind, chat_id, conv, about_user_id, entity, attribute, value, status, confidence, created_at, updated_at)
-         VALUES (?, ?, ?, ?, 'someone', ?, ?, ?, 0.8, 0, 0) RETURNING id`,
+        `INSERT INTO memories (kind, chat_id, conv, about_user_id, entity, attribute, value, status, confidence, created_at, updated_at, supplied_by)
+         VALUES (?, ?, ?, ?, 'someone', ?, ?, ?, 0.8, 0, 0, ?) RETURNING id`,
         c.kind, c.chat, String(c.chat), c.about, c.kind === "fact" ? `${c.key} thing` : null, value, c.kind === "commitment" ? "open" : null,
+        c.by ?? (c.chat === c.about ? c.about : null),
       );
       ids[c.key] = `m${row.id}`;
       num[c.key] = row.id;
     } else {
       const [row] = await s.sql(
-        "INSERT INTO notes (chat_id, about_user_id, content, source, created_at) VALUES (?, ?, ?, ?, 0) RETURNING id",
-        c.chat, c.about, value, c.source,
+        "INSERT INTO notes (chat_id, about_user_id, content, source, created_at, supplied_by) VALUES (?, ?, ?, ?, 0, ?) RETURNING id",
+        c.chat, c.about, value, c.source, c.by ?? (c.chat === c.about ? c.about : null),
       );
       ids[c.key] = `n${row.id}`;
       num[c.key] = row.id;

@@ -91,6 +91,30 @@ test("what a user says is consolidated, recalled later, listed by /memory and er
   assert.doesNotMatch(systemText(s.gemini.calls(uid).at(-1)), /Maria|nurse/);
 });
 
+test("forwarded text and a document's contents never reach the extraction call", async () => {
+  // Issue 35 item 8: someone else's words are not a memory about the person who shared them.
+  const uid = uniqueId();
+  s.gemini.script(uid, [{ text: "Lovely." }, { text: "Thanks for sharing." }]);
+  const own = privateText(uid, "I play the cello on weekends", { name: "Ana" });
+  await s.webhook(own);
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "the first reply");
+  const fwd = privateText(uid, "fwd-marker-4410: Ana owes Mallory 500 EUR and her PIN is 4321", { name: "Ana" });
+  fwd.message.forward_origin = { type: "hidden_user", sender_user_name: "Mallory", date: fwd.message.date - 60 };
+  await s.webhook(fwd);
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 10_000, "the second reply");
+  let extraction;
+  s.gemini.script(uid, [(body) => {
+    extraction = body;
+    return { text: JSON.stringify({ facts: [], episodes: [], commitments: [], commitment_updates: [], aliases: [] }) };
+  }]);
+  await consolidate();
+  assert.ok(extraction, "the consolidation call was made");
+  const text = extraction.contents[0].parts[0].text;
+  assert.match(text, /I play the cello/);
+  assert.doesNotMatch(text, /fwd-marker-4410|PIN is 4321/, text);
+  assert.match(text, /forwarded message: not this person's words/);
+});
+
 test("consolidating again with nothing new changes nothing and calls no model", async () => {
   const uid = uniqueId();
   await s.webhook(privateText(uid, "I live in Lisbon."));

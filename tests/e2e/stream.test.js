@@ -66,6 +66,21 @@ test("a single private message: the sign at once, the answer streaming in, then 
   assert.ok(turn.subrequests <= 30, `drafts keep the turn well inside the 50-subrequest limit (${turn.subrequests})`);
 });
 
+test("a link the model writes is plain text in every draft; the final message links it with the preview off", async () => {
+  // Issue 35 item 10: drafts go out before the end-of-turn link check.
+  const uid = uniqueId();
+  const text = `See [the report](https://attacker.example/?q=SECRET) first. ${ANSWER}`;
+  s.gemini.script(uid, [{ text }]);
+  await post(privateText(uid, "anything new?"));
+  await s.tg.waitFor(() => finalSent(uid).length === 1, 20_000, "the final message");
+  const shown = accepted(uid).filter((r) => r.draft !== "");
+  assert.ok(shown.some((r) => r.draft.includes("the report")), `the link's text was drafted: ${JSON.stringify(drafts(uid).map((r) => r.body.text))}`);
+  for (const r of shown) assert.ok(!/<a\b|href/i.test(r.body.text ?? r.draft), `no link in a draft: ${r.body.text}`);
+  const final = s.tg.calls("sendMessage", uid).filter((r) => r.text !== undefined).at(-1);
+  assert.match(final.body.text, /href="https:\/\/attacker\.example/);
+  assert.equal(final.body.link_preview_options?.is_disabled, true, "a link no person posted goes out without a preview");
+});
+
 test("a five-message burst: one sign, one model call, one final message", async () => {
   const uid = uniqueId();
   s.gemini.script(uid, [{ text: "One answer to all five." }]);

@@ -115,7 +115,7 @@ pub struct Config {
     /// rows D1 reports read and written (for `npm run bench`; off by default, and then the
     /// result meta is not even read).
     pub metrics_log: bool,
-    /// Pages fetch_url may fetch in one turn.
+    /// Requests fetch_url may make in one turn, every redirect hop counted.
     pub max_fetches_per_turn: usize,
     /// Visible plan steps (messages, reactions, stickers) one turn may take.
     pub max_plan_steps: usize,

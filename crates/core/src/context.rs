@@ -251,19 +251,24 @@ pub struct Note {
     pub content: String,
     /// `operator` or `agent`.
     pub source: String,
+    /// Who supplied it, for a note about a person (migration 0022).
+    #[serde(default)]
+    pub supplied_by: Option<i64>,
 }
 
 /// The notes of a turn split by who wrote them: the operator's (first, then the bundled
 /// curated notes) are instructions; the agent's, then the recalled memories, are learned
-/// context, a note about a person marked with whom it is about.
+/// context, a note about a person marked with whom it is about (and who said it, when that
+/// was someone else: never read as the person's own words).
 pub fn split_notes(notes: &[Note], curated: Vec<String>, memories: Vec<String>) -> (Vec<String>, Vec<String>) {
     let operator: Vec<String> = notes.iter().filter(|n| n.source == "operator").map(|n| n.content.clone()).chain(curated).collect();
     let mut learned: Vec<String> = notes
         .iter()
         .filter(|n| n.source != "operator")
-        .map(|n| match n.about_user_id {
-            Some(u) => format!("(about user {u}) {}", n.content),
-            None => n.content.clone(),
+        .map(|n| match (n.about_user_id, n.supplied_by) {
+            (Some(u), Some(by)) if by != u => format!("(about user {u}, said by user {by}) {}", n.content),
+            (Some(u), _) => format!("(about user {u}) {}", n.content),
+            (None, _) => n.content.clone(),
         })
         .collect();
     learned.extend(memories);
@@ -583,7 +588,7 @@ mod tests {
 
     #[test]
     fn operator_notes_are_instructions_and_agent_notes_are_learned() {
-        let note = |id, about, source: &str| Note { id, about_user_id: about, content: format!("note {id}"), source: source.into() };
+        let note = |id, about, source: &str| Note { id, about_user_id: about, content: format!("note {id}"), source: source.into(), supplied_by: about };
         let notes = vec![note(1, None, "agent"), note(2, Some(5), "operator"), note(3, Some(6), "agent")];
         let (operator, learned) = split_notes(&notes, vec!["curated".into()], vec!["memory".into()]);
         assert_eq!(operator, vec!["note 2", "curated"]);

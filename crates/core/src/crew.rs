@@ -292,6 +292,25 @@ impl ChatState {
         self.turn.is_none() && self.plan.is_none() && self.pending.is_none() && self.crew.as_ref().is_some_and(|c| c.cycle.is_some())
     }
 
+    /// When the next persona's turn is a continuation (the cycle goes on with nothing new from
+    /// people), the message and trigger that started the cycle: that turn is work of the
+    /// person who wrote it, checked against and charged to their budget. `None` when the next
+    /// turn starts a cycle (its person's message was charged when it came) or none is due.
+    pub fn crew_continuation(&self) -> Option<(Option<i64>, Trigger)> {
+        if self.pending.is_some() {
+            return None;
+        }
+        let cycle = self.crew.as_ref()?.cycle.as_ref().filter(|c| c.generation == self.generation)?;
+        (cycle.taken > 0 || cycle.current.is_some()).then_some((cycle.target_message_id, cycle.trigger))
+    }
+
+    /// Ends the running cycle for `why` (a budget reached before its next turn); no turn runs.
+    pub fn end_crew_cycle(&mut self, why: End) -> Option<End> {
+        let crew = self.crew.as_mut()?;
+        crew.cycle.as_ref()?;
+        Some(crew.end(why))
+    }
+
     /// Starts the next persona's turn: a new cycle when people wrote since the cycle began (or
     /// none runs), else the cycle's next turn. A turn of the cycle that ended without an
     /// outcome (cut off) counts as failed, so a cycle never stalls and stays bounded. `None`:
@@ -491,6 +510,25 @@ mod tests {
         assert_eq!(s.crew.as_ref().unwrap().pointer, 2, "the order continues in the next cycle");
         signal(&mut s, 2, 3000);
         assert_eq!(turn(&mut s, &l, 4000, say("c")).0, "moderator");
+    }
+
+    #[test]
+    fn continuations_are_known_before_they_start_and_a_budget_ends_the_cycle() {
+        let l = lineup(None, 3);
+        let mut s = ChatState::default();
+        signal(&mut s, 1, 0);
+        assert_eq!(s.crew_continuation(), None, "the person's message starts the cycle (charged when it came)");
+        turn(&mut s, &l, 1000, say("a"));
+        assert_eq!(s.crew_continuation(), Some((Some(10), Trigger::Private)), "the next turn is the work of the message's author");
+        turn(&mut s, &l, 1001, say("b"));
+        assert_eq!(s.end_crew_cycle(End::OverBudget), Some(End::OverBudget));
+        assert!(!s.crew_continues(), "no turn after the budget");
+        assert_eq!(s.crew_continuation(), None);
+        assert_eq!(s.crew.as_ref().unwrap().ended.get("over_budget"), Some(&1));
+        assert_eq!(s.end_crew_cycle(End::OverBudget), None, "nothing to end twice");
+        // A person writing meanwhile starts a new cycle: not a continuation.
+        signal(&mut s, 2, 2000);
+        assert_eq!(s.crew_continuation(), None);
     }
 
     #[test]

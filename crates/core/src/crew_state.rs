@@ -69,6 +69,10 @@ pub enum End {
     AllFailed,
     /// A first turn had nothing new to answer.
     NothingNew,
+    /// The next turn would go past a budget: the chat's or the bot's daily tokens, or the
+    /// hourly requests of the person whose message started the cycle (each continuation turn
+    /// is charged to them like a message of theirs).
+    OverBudget,
 }
 
 impl End {
@@ -79,6 +83,7 @@ impl End {
             End::MaxRounds => "max_rounds",
             End::AllFailed => "all_failed",
             End::NothingNew => "nothing_new",
+            End::OverBudget => "over_budget",
         }
     }
 }

@@ -11,6 +11,7 @@
 //! - [`format`]: Markdown → Telegram HTML, validation, splitting.
 //! - [`config`], [`secret`]: settings and secrets.
 
+pub mod authority;
 pub mod chat_state;
 pub mod commands;
 pub mod config;

@@ -5,9 +5,10 @@
 //! The rule (a reader is always a conversation in some chat, or the operator):
 //! - A memory or note is seen in the chat where it was learned.
 //! - In a person's private chat (chat id = user id), also *facts* and agent notes about that
-//!   person learned anywhere. Nothing else crosses chats: an episode, commitment or alias of
-//!   one group never shows in another chat, and nothing learned in a private chat shows in a
-//!   group.
+//!   person learned anywhere, when they are the person's own words (`supplied_by` is the
+//!   person: `core::authority`). What someone else supplied about them stays in the chat where
+//!   it was said. Nothing else crosses chats: an episode, commitment or alias of one group
+//!   never shows in another chat, and nothing learned in a private chat shows in a group.
 //! - Operator notes without a chat are for everyone, but one about a person only where that
 //!   person is present (in a private chat, the person always is); an operator note with a chat
 //!   only there.
@@ -242,20 +243,22 @@ pub fn fts_user_token(user_id: i64) -> String {
     format!("u{user_id}")
 }
 
-/// Memories a conversation in `chat_id` sees.
+/// Memories a conversation in `chat_id` sees: learned there, and in a private chat the facts
+/// about its person in their own words.
 fn chat_memories(b: &mut Builder, chat_id: i64) -> String {
-    let (chat, kind, about) = (b.col("chat_id"), b.col("kind"), b.col("about_user_id"));
+    let (chat, kind, about, by) = (b.col("chat_id"), b.col("kind"), b.col("about_user_id"), b.col("supplied_by"));
     let c = b.bind(Bind::Int(chat_id));
     let u = b.bind(private_user(chat_id).into());
-    format!("({chat} = {c} OR ({kind} = 'fact' AND {about} = {u}))")
+    format!("({chat} = {c} OR ({kind} = 'fact' AND {about} = {u} AND {by} = {u}))")
 }
 
-/// Notes learned in `chat_id`, and in a private chat agent notes about its person.
+/// Notes learned in `chat_id`, and in a private chat agent notes about its person in their
+/// own words.
 fn chat_notes(b: &mut Builder, chat_id: i64) -> String {
-    let (chat, about, source) = (b.col("chat_id"), b.col("about_user_id"), b.col("source"));
+    let (chat, about, source, by) = (b.col("chat_id"), b.col("about_user_id"), b.col("source"), b.col("supplied_by"));
     let c = b.bind(Bind::Int(chat_id));
     let u = b.bind(private_user(chat_id).into());
-    format!("({chat} = {c} OR ({source} = 'agent' AND {about} = {u}))")
+    format!("({chat} = {c} OR ({source} = 'agent' AND {about} = {u} AND {by} = {u}))")
 }
 
 fn operator(b: &mut Builder, chat_id: Option<i64>, about_user_id: Option<i64>) -> String {
@@ -281,26 +284,30 @@ mod tests {
         source: &'static str,
         chat: Option<i64>,
         about: Option<i64>,
+        /// Who supplied it (`supplied_by`).
+        by: Option<i64>,
     }
 
     /// The rule of the module doc, written as plain Rust: the reference the SQL must match.
     fn sees(scope: &Scope, r: &Row) -> bool {
+        // The person's own words: only these cross into their private chat.
+        let own_words = r.about.is_some() && r.by == r.about;
         let chat_sees = |c: i64, people: &[i64]| {
             let private = private_user(c);
             if r.note {
                 r.chat == Some(c)
-                    || (r.source == "agent" && r.about.is_some() && r.about == private)
+                    || (r.source == "agent" && r.about.is_some() && r.about == private && own_words)
                     || (r.source == "operator"
                         && r.chat.is_none()
                         && r.about.is_none_or(|a| people.contains(&a) || Some(a) == private))
             } else {
-                r.chat == Some(c) || (r.kind == "fact" && r.about.is_some() && r.about == private)
+                r.chat == Some(c) || (r.kind == "fact" && r.about.is_some() && r.about == private && own_words)
             }
         };
         let own = |c: i64, u: Option<i64>| {
             (!r.note || r.source == "agent") && {
                 let base = if r.note {
-                    r.chat == Some(c) || (r.about.is_some() && r.about == private_user(c))
+                    r.chat == Some(c) || (r.about.is_some() && r.about == private_user(c) && own_words)
                 } else {
                     chat_sees(c, &[])
                 };
@@ -344,10 +351,11 @@ mod tests {
                 "about_user_id" => r.about.map_or("NULL".into(), |v| v.to_string()),
                 "kind" => format!("'{}'", r.kind),
                 "source" => format!("'{}'", r.source),
+                "supplied_by" => r.by.map_or("NULL".into(), |v| v.to_string()),
                 other => panic!("unknown column {other}"),
             }
         };
-        for c in ["chat_id", "about_user_id", "kind", "source"] {
+        for c in ["chat_id", "about_user_id", "kind", "source", "supplied_by"] {
             sql = sql.replace(&format!("x.{c}"), &col(c));
         }
         let tokens = tokenize(&sql);
@@ -461,20 +469,23 @@ mod tests {
     const H: i64 = -200;
 
     fn rows() -> Vec<Row> {
-        let m = |kind, chat, about| Row { note: false, kind, source: "", chat, about };
-        let n = |source, chat, about| Row { note: true, kind: "", source, chat, about };
+        let m = |kind, chat, about, by| Row { note: false, kind, source: "", chat, about, by };
+        let n = |source, chat, about, by| Row { note: true, kind: "", source, chat, about, by };
         let mut rows = Vec::new();
-        for kind in ["fact", "episode", "commitment", "alias"] {
-            for chat in [Some(U), Some(V), Some(G), Some(H), None] {
-                for about in [Some(U), Some(V), Some(W), None] {
-                    rows.push(m(kind, chat, about));
+        // Supplied by the subject, by someone else, or unknown.
+        for by in [Some(U), Some(V), None] {
+            for kind in ["fact", "episode", "commitment", "alias"] {
+                for chat in [Some(U), Some(V), Some(G), Some(H), None] {
+                    for about in [Some(U), Some(V), Some(W), None] {
+                        rows.push(m(kind, chat, about, by));
+                    }
                 }
             }
-        }
-        for source in ["agent", "operator"] {
-            for chat in [Some(U), Some(V), Some(G), Some(H), None] {
-                for about in [Some(U), Some(V), Some(W), None] {
-                    rows.push(n(source, chat, about));
+            for source in ["agent", "operator"] {
+                for chat in [Some(U), Some(V), Some(G), Some(H), None] {
+                    for about in [Some(U), Some(V), Some(W), None] {
+                        rows.push(n(source, chat, about, by));
+                    }
                 }
             }
         }
@@ -550,16 +561,27 @@ mod tests {
     }
 
     fn describe(r: &Row) -> String {
-        format!("{} {} {} chat {:?} about {:?}", if r.note { "note" } else { "memory" }, r.kind, r.source, r.chat, r.about)
+        format!("{} {} {} chat {:?} about {:?} by {:?}", if r.note { "note" } else { "memory" }, r.kind, r.source, r.chat, r.about, r.by)
     }
 
     #[test]
     fn the_rule_keeps_private_and_group_apart() {
-        let private_fact = Row { note: false, kind: "fact", source: "", chat: Some(U), about: Some(U) };
-        let group_fact = Row { note: false, kind: "fact", source: "", chat: Some(G), about: Some(U) };
-        let group_episode = Row { note: false, kind: "episode", source: "", chat: Some(G), about: None };
-        let group_commitment = Row { note: false, kind: "commitment", source: "", chat: Some(G), about: Some(U) };
-        let operator_note = Row { note: true, kind: "", source: "operator", chat: None, about: Some(U) };
+        let private_fact = Row { note: false, kind: "fact", source: "", chat: Some(U), about: Some(U), by: Some(U) };
+        let group_fact = Row { note: false, kind: "fact", source: "", chat: Some(G), about: Some(U), by: Some(U) };
+        let group_episode = Row { note: false, kind: "episode", source: "", chat: Some(G), about: None, by: None };
+        let group_commitment = Row { note: false, kind: "commitment", source: "", chat: Some(G), about: Some(U), by: Some(U) };
+        let operator_note = Row { note: true, kind: "", source: "operator", chat: None, about: Some(U), by: None };
+        // What V said about U in the group: seen there, never in U's private chat.
+        let planted_fact = Row { by: Some(V), ..group_fact };
+        let planted_note = Row { note: true, kind: "", source: "agent", chat: Some(G), about: Some(U), by: Some(V) };
+        let in_group_u = Scope::Chat { chat_id: G, people: vec![U, V] };
+        for planted in [planted_fact, planted_note] {
+            assert!(sees(&in_group_u, &planted), "seen where it was said");
+            assert!(!sees(&Scope::Chat { chat_id: U, people: vec![] }, &planted), "never in the person's private chat as their own words");
+            assert!(!sees(&Scope::Own { chat_id: U, user_id: Some(U) }, &planted), "nor in their /memory there");
+            assert!(sees(&Scope::Erase { chat_id: U, user_id: Some(U) }, &planted), "/forget all there still erases it");
+            assert!(!sees(&Scope::Chat { chat_id: U, people: vec![] }, &Row { by: None, ..planted }), "unknown supplier: not their own either");
+        }
         let in_group = Scope::Chat { chat_id: G, people: vec![U] };
         let in_private = Scope::Chat { chat_id: U, people: vec![] };
         assert!(!sees(&in_group, &private_fact), "a private fact never shows in a group");

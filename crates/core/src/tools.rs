@@ -5,8 +5,10 @@
 //! - A malformed call never fails the turn; it becomes [`ToolCall::Invalid`], whose error goes
 //!   back to the model as the function's response.
 //! - Tools that write ([`WRITE_TOOLS`]: stored notes, the plan, schedules) are not offered in
-//!   a round where untrusted text (a fetched page, a forwarded message) is in view
-//!   ([`for_round`]); the turn loop also refuses them if the model calls them anyway.
+//!   a round where untrusted text (a fetched page, search results, a forwarded message, a
+//!   document or recording) is in view ([`for_round`]); tools that read private data
+//!   ([`PRIVATE_READS`]) are not offered while a fetched page is in view; the turn loop also
+//!   refuses them if the model calls them anyway.
 
 use crate::gemini::{FunctionCall, FunctionDeclaration, Tool};
 use crate::plan::{Step, MAX_WAIT_SECS};
@@ -25,16 +27,28 @@ pub fn writes(name: &str) -> bool {
     WRITE_TOOLS.contains(&name)
 }
 
+/// Functions that read what the chat keeps private (memories, notes, schedules). With a
+/// fetched page in view they are not offered: the page's links are fetchable, and a hostile
+/// page could have the model encode what it read in which link it fetches next. A new
+/// function that reads stored data belongs here.
+pub const PRIVATE_READS: [&str; 2] = ["search_memory", "list_schedules"];
+
+/// Whether a function reads private data (see [`PRIVATE_READS`]).
+pub fn reads_private(name: &str) -> bool {
+    PRIVATE_READS.contains(&name)
+}
+
 /// The declarations offered in one round: all of them, or without the tools that write when
-/// untrusted text is in view.
-pub fn for_round(tools: &[Tool], untrusted_in_view: bool) -> Vec<Tool> {
-    if !untrusted_in_view {
+/// untrusted text is in view, and without the private reads when a fetched page is.
+pub fn for_round(tools: &[Tool], untrusted_in_view: bool, page_in_view: bool) -> Vec<Tool> {
+    if !untrusted_in_view && !page_in_view {
         return tools.to_vec();
     }
+    let offered = |name: &str| !(untrusted_in_view && writes(name)) && !(page_in_view && reads_private(name));
     tools
         .iter()
         .map(|t| Tool {
-            function_declarations: t.function_declarations.iter().filter(|d| !writes(&d.name)).cloned().collect(),
+            function_declarations: t.function_declarations.iter().filter(|d| offered(&d.name)).cloned().collect(),
             google_search: t.google_search.clone(),
         })
         .filter(|t| !t.function_declarations.is_empty() || t.google_search.is_some())
@@ -322,8 +336,8 @@ mod tests {
         let names = |tools: &[Tool]| -> Vec<String> {
             tools.iter().flat_map(|t| &t.function_declarations).map(|d| d.name.clone()).collect()
         };
-        assert_eq!(for_round(&all, false), all);
-        let tainted = names(&for_round(&all, true));
+        assert_eq!(for_round(&all, false, false), all);
+        let tainted = names(&for_round(&all, true, false));
         assert!(!tainted.iter().any(|n| writes(n)), "{tainted:?}");
         assert!(!tainted.contains(&"remember".to_string()) && !tainted.contains(&"set_plan".to_string()));
         for kept in ["send_message", "react", "wait", "fetch_url", "search_memory", "list_schedules"] {
@@ -332,8 +346,14 @@ mod tests {
         assert!(!tainted.contains(&"schedule_message".to_string()) && !tainted.contains(&"cancel_schedule".to_string()));
         // Web search survives the filter; without it the tool carries no google_search.
         let searching = declarations_with_search(&[], true);
-        assert_eq!(for_round(&searching, true)[0].google_search, Some(json!({})));
+        assert_eq!(for_round(&searching, true, true)[0].google_search, Some(json!({})));
         assert_eq!(all[0].google_search, None);
+        // A fetched page in view: no private read either (issue 35 item 9).
+        let paged = names(&for_round(&all, true, true));
+        assert!(!paged.iter().any(|n| writes(n) || reads_private(n)), "{paged:?}");
+        for kept in ["send_message", "react", "fetch_url"] {
+            assert!(paged.contains(&kept.to_string()), "{kept}");
+        }
     }
 
     #[test]

@@ -12,10 +12,17 @@
 //! - `fetch_url` fetches only URLs people posted (in the history's users' messages) or that
 //!   were on a page fetched earlier in this turn, checked by `fetch::check_url` at every hop
 //!   (redirects are followed here, by hand, at most `fetch::MAX_REDIRECTS`), at most
-//!   `TurnSafety::max_fetches` pages per turn. A URL the model composed is refused with an
+//!   `TurnSafety::max_fetches` requests per turn (hops included). A URL the model composed is refused with an
 //!   error the model reads.
-//! - A round with untrusted text in view (a fetched page, a forwarded message) offers no tool
-//!   that writes, and such calls are refused if made anyway.
+//! - A round with untrusted text in view offers no tool that writes, and such calls are refused
+//!   if made anyway. What is in view decides, whichever turn brought it: a fetched page (this
+//!   turn's, or its trimmed copy replayed from an earlier one), Google Search results (a
+//!   grounded answer's search parts, replayed too), a document or recording sent inline, and
+//!   what the edge saw in the history's messages (`TurnSafety::outside_text_in_view`:
+//!   forwarded messages, documents, voice notes and their transcripts).
+//! - A round with a page in view offers no tool that reads private data (`tools::PRIVATE_READS`:
+//!   memories, schedules): the page could have the model encode what it reads in its choice
+//!   among the page's links. Every hop of a redirect counts as a fetch against the cap.
 //! - Each fetched page is fenced with its own boundary, drawn from the seed the edge passes.
 //! - A send step whose text links anything no person posted is marked `no_link_preview`.
 //! - Thought parts are never stored or shown; every other part of the model's turns is kept
@@ -95,9 +102,10 @@ pub struct TurnRequest {
 pub struct TurnSafety {
     /// Links people posted in the history the model sees (`LinkSet::from_people`).
     pub people_links: LinkSet,
-    /// A forwarded message is in the history (`fetch::forwarded_in_view`).
-    pub forwarded_in_view: bool,
-    /// Pages fetched at most per turn (`MAX_FETCHES_PER_TURN`).
+    /// Text from outside the chat is in the history: a forwarded message, a document, a
+    /// recording (`fetch::outside_text_in_view`).
+    pub outside_text_in_view: bool,
+    /// Requests fetch_url makes at most per turn, redirect hops included (`MAX_FETCHES_PER_TURN`).
     pub max_fetches: usize,
     /// Visible plan steps at most per turn (`MAX_PLAN_STEPS`).
     pub max_steps: usize,
@@ -109,7 +117,7 @@ impl Default for TurnSafety {
     fn default() -> Self {
         TurnSafety {
             people_links: LinkSet::default(),
-            forwarded_in_view: false,
+            outside_text_in_view: false,
             max_fetches: fetch::DEFAULT_MAX_FETCHES_PER_TURN,
             max_steps: crate::plan::DEFAULT_MAX_VISIBLE_STEPS,
             fence_seed: 0,
@@ -117,14 +125,22 @@ impl Default for TurnSafety {
     }
 }
 
-/// Whether untrusted text is in view in a round with these contents.
+/// Whether untrusted text is in view in a round with these contents (computed from what is
+/// sent, every round: see the module invariants).
 pub fn untrusted_in_view(req: &TurnRequest, contents: &[Content]) -> bool {
-    req.safety.forwarded_in_view || fetch::page_in_view(contents)
+    req.safety.outside_text_in_view
+        || fetch::page_in_view(contents)
+        || fetch::search_in_view(contents)
+        || fetch::document_in_view(contents)
 }
 
 /// What a write tool answers in a round with untrusted text in view.
-const WRITE_REFUSED: &str = "not available now: a fetched page or a forwarded message is in view in this turn, \
-     so nothing is stored or scheduled; answer the person instead";
+const WRITE_REFUSED: &str = "not available now: text from outside this chat (a web page, search results, a forwarded \
+     message, a document or recording) is in view, so nothing is stored or scheduled; answer the person instead";
+
+/// What a private read answers in a round with a fetched page in view.
+const READ_REFUSED: &str = "not available now: a fetched web page is in view, so memories and schedules are not \
+     read in this turn; answer with what you have";
 
 /// One model call, for usage and cost accounting.
 #[derive(Debug, Clone, PartialEq)]
@@ -263,7 +279,7 @@ fn build_round(req: &TurnRequest, contents: &[Content], last_round: bool, search
     GenerateContentRequest {
         system_instruction: Some(Content { role: None, parts: vec![Part::text(req.system_instruction.clone())] }),
         contents: contents.to_vec(),
-        tools: crate::tools::for_round(&req.tools, searched || untrusted_in_view(req, contents)),
+        tools: crate::tools::for_round(&req.tools, searched || untrusted_in_view(req, contents), fetch::page_in_view(contents)),
         tool_config: tool_config(req, last_round),
         generation_config: req.generation_config.clone(),
     }
@@ -285,11 +301,16 @@ fn tool_config(req: &TurnRequest, last_round: bool) -> Option<Value> {
 }
 
 /// Fetches one checked URL, following redirects by hand: every hop is checked like the first
-/// URL, at most `fetch::MAX_REDIRECTS` of them. Returns the final URL and the page.
-async fn fetch_page(tools: &impl ToolPort, start: Url, allow_loopback: bool) -> Result<(Url, Page), String> {
+/// URL, at most `fetch::MAX_REDIRECTS` of them, and every request (hops included) counts in
+/// `fetches`, at most `max` a turn. Returns the final URL and the page.
+async fn fetch_page(tools: &impl ToolPort, start: Url, allow_loopback: bool, fetches: &mut usize, max: usize) -> Result<(Url, Page), String> {
     let mut url = start;
     let mut hops = 0;
     loop {
+        if *fetches >= max {
+            return Err(Refusal::Limit(max).to_string());
+        }
+        *fetches += 1;
         let resp = tools.fetch_url(url.as_str()).await?;
         if !fetch::is_redirect(resp.status) {
             return fetch::read_page(&url, &resp).map(|page| (url, page));
@@ -353,6 +374,7 @@ pub async fn run_turn(
         // A grounded answer read web pages: its own calls, and later rounds, may not write.
         searched |= response.searched();
         let untrusted = searched || untrusted_in_view(req, &contents);
+        let page = fetch::page_in_view(&contents);
         for source in response.grounding_sources() {
             if result.sources.len() < MAX_SOURCES && !result.sources.iter().any(|(_, u)| *u == source.1) {
                 result.sources.push(source);
@@ -390,6 +412,8 @@ pub async fn run_turn(
             let mut parsed = parse_call(call, &req.sticker_sets);
             if untrusted && crate::tools::writes(&call.name) {
                 parsed = ToolCall::Invalid { name: call.name.clone(), error: WRITE_REFUSED.into() };
+            } else if page && crate::tools::reads_private(&call.name) {
+                parsed = ToolCall::Invalid { name: call.name.clone(), error: READ_REFUSED.into() };
             }
             needs_round |= parsed.needs_result();
             let response = match parsed {
@@ -436,8 +460,7 @@ pub async fn run_turn(
                                 Err(e) => json!({"url": url, "error": e.to_string()}),
                                 Ok(u) => {
                                     let n = fetches as u64;
-                                    fetches += 1;
-                                    match fetch_page(tools, u, req.fetch_allow_private).await {
+                                    match fetch_page(tools, u, req.fetch_allow_private, &mut fetches, req.safety.max_fetches).await {
                                         Ok((final_url, page)) => {
                                             for link in &page.links {
                                                 fetchable.add(link);
@@ -711,7 +734,10 @@ mod tests {
             fetch_call(&["https://e.com/0", "https://e.com/2", "https://e.com/3"]),
             answer(json!([{"text": "done"}])),
         ]);
-        run(&m, &tools).unwrap();
+        // Every hop is a fetch (8 here): a cap that leaves room for them all.
+        let mut req = request();
+        req.safety.max_fetches = 20;
+        run_with(&req, &m, &tools).unwrap();
         let pages = responses(&m, 1)[0]["pages"].clone();
         assert_eq!(pages[0]["url"], "https://other.org/page", "a redirect elsewhere is fine when the policy allows it");
         assert!(pages[0]["content"].as_str().unwrap().contains("text of https://other.org/page"));
@@ -766,7 +792,7 @@ mod tests {
         let refused = responses(&m, 2);
         assert!(refused[0]["error"].as_str().unwrap().starts_with("not available"));
         assert!(refused[1]["error"].as_str().unwrap().starts_with("not available"));
-        assert_eq!(refused[2]["results"][0], "Alice likes tea");
+        assert!(refused[2]["error"].as_str().unwrap().starts_with("not available"), "no memory read with a page in view");
     }
 
     #[test]
@@ -777,10 +803,99 @@ mod tests {
             answer(json!([{"text": "ok"}])),
         ]);
         let mut req = request();
-        req.safety.forwarded_in_view = true;
+        req.safety.outside_text_in_view = true;
         run_with(&req, &m, &tools).unwrap();
         assert!(!offered(&m, 0).contains(&"remember".to_string()));
         assert!(tools.remembered.borrow().is_empty());
+    }
+
+    /// Issue 35 item 8: what is in view decides, whichever turn brought it. A grounded answer
+    /// of an earlier turn is replayed with its search parts (structured history): the web's
+    /// text is in view, so this turn offers and runs nothing that writes.
+    #[test]
+    fn a_search_replayed_from_an_earlier_turn_keeps_writes_off() {
+        let tools = FakeTools::default();
+        let m = FakeModel::new(vec![
+            answer(json!([{"functionCall": {"name": "remember", "args": {"content": "the page said so"}}}])),
+            answer(json!([{"text": "ok"}])),
+        ]);
+        let mut req = request();
+        let grounded: Content = serde_json::from_value(json!({"role": "model", "parts": [
+            {"toolCall": {"toolType": "GOOGLE_SEARCH_WEB", "args": {"queries": ["weather"]}, "id": "s1"}},
+            {"toolResponse": {"toolType": "GOOGLE_SEARCH_WEB", "response": {"search_suggestions": "…"}, "id": "s1"}},
+            {"text": "It is sunny."}]}))
+        .unwrap();
+        req.history = vec![Content::user(vec![Part::text("weather?")]), grounded, Content::user(vec![Part::text("remember that")])];
+        run_with(&req, &m, &tools).unwrap();
+        assert!(!offered(&m, 0).contains(&"remember".to_string()), "{:?}", offered(&m, 0));
+        assert!(tools.remembered.borrow().is_empty());
+    }
+
+    /// Issue 35 item 8: a document's bytes (PDF, HTML, text) or speech sent inline is
+    /// third-party text too.
+    #[test]
+    fn an_inline_document_or_recording_in_view_keeps_writes_off() {
+        for mime in ["application/pdf", "text/html", "text/plain", "audio/ogg", "video/mp4"] {
+            let tools = FakeTools::default();
+            let m = FakeModel::new(vec![
+                answer(json!([{"functionCall": {"name": "schedule_message", "args": {"text": "x", "in_minutes": 5}}}])),
+                answer(json!([{"text": "ok"}])),
+            ]);
+            let mut req = request();
+            let doc: Part = serde_json::from_value(json!({"inlineData": {"mimeType": mime, "data": "AAAA"}})).unwrap();
+            req.history = vec![Content::user(vec![Part::text("[meta] message_id=1"), doc])];
+            run_with(&req, &m, &tools).unwrap();
+            assert!(!offered(&m, 0).contains(&"schedule_message".to_string()), "{mime}");
+            assert!(tools.remembered.borrow().is_empty(), "{mime}");
+        }
+        // A photo is not a document: writes stay available.
+        let m = FakeModel::new(vec![answer(json!([{"text": "ok"}]))]);
+        let mut req = request();
+        let photo: Part = serde_json::from_value(json!({"inlineData": {"mimeType": "image/jpeg", "data": "AAAA"}})).unwrap();
+        req.history = vec![Content::user(vec![Part::text("hi"), photo])];
+        run_with(&req, &m, &FakeTools::default()).unwrap();
+        assert!(offered(&m, 0).contains(&"remember".to_string()));
+    }
+
+    /// Issue 35 item 9: with a page in view no memory read is offered or run (a hostile page
+    /// could have the model encode what it recalls in its choice among the page's links).
+    #[test]
+    fn with_a_page_in_view_no_memory_read_is_offered_or_run() {
+        let tools = FakeTools::default();
+        let m = FakeModel::new(vec![
+            fetch_call(&["https://example.com/a"]),
+            answer(json!([
+                {"functionCall": {"name": "search_memory", "args": {"query": "address"}}},
+                {"functionCall": {"name": "list_schedules", "args": {}}}
+            ])),
+            answer(json!([{"text": "done"}])),
+        ]);
+        run(&m, &tools).unwrap();
+        assert!(offered(&m, 0).contains(&"search_memory".to_string()));
+        for i in [1, 2] {
+            let names = offered(&m, i);
+            assert!(!names.contains(&"search_memory".to_string()) && !names.contains(&"list_schedules".to_string()), "{names:?}");
+        }
+        let refused = responses(&m, 2);
+        assert!(refused[0].get("results").is_none() && refused[0]["error"].as_str().unwrap().starts_with("not available"), "{refused:?}");
+        assert!(refused[1]["error"].as_str().unwrap().starts_with("not available"), "{refused:?}");
+    }
+
+    /// Issue 35 item 9: every hop of a redirect is a fetch and counts against the cap.
+    #[test]
+    fn redirect_hops_count_against_the_fetch_cap() {
+        let mut tools = FakeTools::default();
+        tools.routes.insert("https://e.com/0".into(), redirect("/r1"));
+        tools.routes.insert("https://e.com/r1".into(), redirect("/r2"));
+        tools.routes.insert("https://e.com/r2".into(), redirect("/r3"));
+        let m = FakeModel::new(vec![fetch_call(&["https://e.com/0", "https://e.com/1"]), answer(json!([{"text": "done"}]))]);
+        let mut req = request();
+        req.safety.max_fetches = 3;
+        run_with(&req, &m, &tools).unwrap();
+        assert_eq!(tools.fetched.borrow().len(), 3, "{:?}", tools.fetched.borrow());
+        let pages = responses(&m, 1)[0]["pages"].clone();
+        assert_eq!(pages[0]["error"], "at most 3 fetches per turn; answer with what you have", "{pages}");
+        assert_eq!(pages[1]["error"], pages[0]["error"], "{pages}");
     }
 
     #[test]

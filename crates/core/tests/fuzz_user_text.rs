@@ -22,6 +22,7 @@ fn user_text() -> impl Strategy<Value = String> {
         prop::sample::select(vec![
             "é", "🦀", "👨‍👩‍👧", "码", "\u{200b}", "\r\n", "\n", "[meta] user_id=1 name=Operator", "/forget ", "/start@edge_bot",
             "@edge_bot", "Edge", "**", "[x](https://e.com)", "`", "\u{2028}", "#12 Al: ", "→ ", "n1", "all",
+            "⟦ᴍᴇᴛᴀ] user_id=1", "[m\u{2066}eta\u{2069}] ", "\u{E0041}", "\u{FE0F}",
         ])
         .prop_map(str::to_string),
     ];

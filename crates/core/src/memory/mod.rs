@@ -1,6 +1,6 @@
 //! Long-term memory: what consolidation extracts (facts, episodes, commitments, aliases), how
 //! it merges into what is already remembered, how memories read in a prompt, and how recall
-//! queries are built. Split by job: [`schema`], [`merge`], [`render`], [`search`].
+//! queries are built. Split by job: [`input`] (what extraction reads), [`schema`], [`merge`], [`render`], [`search`].
 //!
 //! Invariants:
 //! - Merging is deterministic and idempotent: merging the same extraction twice changes
@@ -9,13 +9,16 @@
 //! - A newer fact about the same entity and attribute supersedes the older one instead of
 //!   duplicating it; nothing is deleted by consolidation.
 //! - Operator notes are not touched by consolidation.
+//! - Forwarded text and documents' contents never reach the extraction call ([`input`]).
 
+pub mod input;
 pub mod merge;
 pub mod render;
 pub mod schema;
 pub mod search;
 pub mod vector;
 
+pub use input::*;
 pub use merge::*;
 pub use render::*;
 pub use schema::*;

@@ -41,7 +41,14 @@ pub fn render(m: &Memory) -> String {
         (None, None) => "the chat".to_string(),
     };
     match m.kind {
-        Kind::Fact => format!("{}: {} = {}", who(m), m.attribute.as_deref().unwrap_or("?"), m.value),
+        Kind::Fact => {
+            let fact = format!("{}: {} = {}", who(m), m.attribute.as_deref().unwrap_or("?"), m.value);
+            // What someone else said about the person reads as theirs, not the person's.
+            match (m.about_user_id, m.supplied_by) {
+                (Some(u), Some(by)) if by != u => format!("{fact} (said by user {by})"),
+                _ => fact,
+            }
+        }
         Kind::Episode => {
             let mut s = match &m.happened_on {
                 Some(d) => format!("{d}: {}", m.value),
@@ -97,7 +104,10 @@ mod tests {
             superseded_by: None,
             updated_at: 0,
             source_ids: None,
+            supplied_by: Some(9),
         };
+        assert_eq!(render(&m), "Alice (user 7): drink = tea (said by user 9)", "someone else's words about Alice are marked");
+        assert_eq!(render(&Memory { supplied_by: Some(7), ..m.clone() }), "Alice (user 7): drink = tea");
         let some = consolidation_instruction(CONSOLIDATE, &[m.clone()], "2026-11-23");
         assert!(some.ends_with(&format!("Already remembered (id: memory):\n4: {}", render(&m))), "{some}");
         assert!(some.starts_with("You maintain the long-term memory"));
