@@ -124,7 +124,7 @@ pub async fn budget_usage(ctx: &Ctx, chat_id: i64, user_id: Option<i64>) -> work
 /// policy again, and the run counts against the creator's hourly requests like a message of
 /// theirs (charged when it fires) and against the chat's and the bot's daily tokens. Nothing
 /// is notified (nobody asked just now). A failed read lets it fire, like `within_budget`.
-pub async fn scheduled_run(ctx: &Ctx, conv: &ConvKey, kind: ChatKind, creator: Option<i64>) -> RunGate {
+pub async fn scheduled_run(ctx: &Ctx, conv: &ConvKey, kind: ChatKind, creator: Option<i64>, recurring: bool) -> RunGate {
     let db = ctx.db();
     let now = now_ms();
     let (level, usage) = match rows::run_state(&db, conv.chat_id, creator, now).await {
@@ -136,7 +136,7 @@ pub async fn scheduled_run(ctx: &Ctx, conv: &ConvKey, kind: ChatKind, creator: O
     };
     let is_admin = creator.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
     let access = policy::decide(&ctx.cfg, kind, conv.chat_id, creator, level.as_deref().and_then(UserAccess::parse));
-    let gate = authority::gate(&access, &limits::check(&ctx.cfg.budgets, &background(usage, is_admin), false, |_| None, now));
+    let gate = authority::gate(&access, &limits::check(&ctx.cfg.budgets, &background(usage, is_admin), false, |_| None, now), recurring);
     if let (RunGate::Fire, Some(uid), false) = (&gate, creator, is_admin) {
         if let Err(e) = rows::charge(&db, conv.chat_id, uid, now).await {
             worker::console_error!("could not record a budget charge: {e}");

@@ -9,7 +9,8 @@
 //!   says `Due::Schedules` when neither is).
 //! - A run is its creator's request, made again at its time: the creator and the chat pass
 //!   the access policy (else the schedule is cancelled) and the run counts against the
-//!   creator's hourly budget (over it, the run is skipped) (`access::scheduled_run`).
+//!   creator's hourly budget (over it, a recurring run is skipped and a one-off goes out as its
+//!   own text, with no model call) (`access::scheduled_run`).
 //! - The hint is re-read after every change and after every firing; when D1 cannot be read
 //!   the object looks again a minute later, never in a loop.
 
@@ -108,11 +109,12 @@ impl ChatObject {
     }
 
     /// What a due run may do (`access::scheduled_run`): a run whose creator or chat no longer
-    /// passes the access policy cancels its schedule; one over its creator's hourly budget is
-    /// skipped like a run too late (a recurring one runs next time). Both are written here.
+    /// passes the access policy cancels its schedule; a recurring one over its creator's hourly
+    /// budget is skipped like a run too late (it runs next time). Both are written here; a
+    /// one-off over the creator's hour is `TextOnly` (its own text, no model call).
     /// `None`: the write failed; the object looks again a minute later.
     async fn admit_run(&self, ctx: &Ctx, conv: &ConvKey, kind: ChatKind, row: &DueRow, next_ms: Option<i64>, now: i64) -> Option<RunGate> {
-        let gate = access::scheduled_run(ctx, conv, kind, row.creator_user_id).await;
+        let gate = access::scheduled_run(ctx, conv, kind, row.creator_user_id, next_ms.is_some()).await;
         let written = match &gate {
             RunGate::Cancel(reason) => {
                 worker::console_warn!("chat {conv}: schedule #{} cancelled: its creator or the chat is refused now ({})", row.id, reason.as_str());

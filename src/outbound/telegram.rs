@@ -4,10 +4,12 @@
 //! Invariants:
 //! - The token is only ever in the request URL; errors carry Telegram's description or a
 //!   redacted network error, never the URL.
-//! - After a 429, no call to that chat goes out before its `retry_after` has passed (drafts,
-//!   chunks, typing, the plan's own retries alike): the call is answered here with the same
-//!   429 and the time still to wait, without a request. The hold is in the isolate's memory
-//!   (the chat object's), so a restart forgets it (the next 429 sets it again).
+//! - After a 429, no call from that bot to that chat goes out before its `retry_after` has
+//!   passed (drafts, chunks, typing, the plan's own retries alike): the call is answered here
+//!   with the same 429 and the time still to wait, without a request. The hold is per bot (a
+//!   crew persona's 429 does not hold the main bot) and in the isolate's memory: the chat
+//!   object's, where every answer and plan step is sent, so a restart forgets it (the next 429
+//!   sets it again) and the worker's own isolate (command replies, notices) keeps its own.
 
 use crate::config::{Ctx, Meter};
 use super::net;
@@ -32,26 +34,28 @@ pub struct TelegramClient {
 thread_local! {
     /// getMe, once per isolate.
     static BOT_USER: RefCell<Option<BotUser>> = const { RefCell::new(None) };
-    /// Chats Telegram answered 429 for, and until when (ms) nothing goes to them.
-    static HELD: RefCell<std::collections::HashMap<i64, i64>> = RefCell::new(Default::default());
+    /// (bot, chat) pairs Telegram answered 429 for, and until when (ms) nothing goes from that
+    /// bot to that chat. Per bot: Telegram limits each bot on its own, so a crew persona's 429
+    /// does not hold the main bot.
+    static HELD: RefCell<std::collections::HashMap<(i64, i64), i64>> = RefCell::new(Default::default());
 }
 
-/// The seconds (rounded up) `chat_id` is still held after a 429, if it is.
-fn held_for(chat_id: i64, now: i64) -> Option<u64> {
-    let until = HELD.with(|h| h.borrow().get(&chat_id).copied())?;
+/// The seconds (rounded up) `key` (bot, chat) is still held after a 429, if it is.
+fn held_for(key: (i64, i64), now: i64) -> Option<u64> {
+    let until = HELD.with(|h| h.borrow().get(&key).copied())?;
     if until <= now {
-        HELD.with(|h| h.borrow_mut().remove(&chat_id));
+        HELD.with(|h| h.borrow_mut().remove(&key));
         return None;
     }
     Some(((until - now) as u64).div_ceil(1000))
 }
 
-/// Holds `chat_id` for `seconds` (Telegram's `retry_after`); a longer hold already set stays.
-fn hold(chat_id: i64, seconds: u64, now: i64) {
+/// Holds `key` (bot, chat) for `seconds` (Telegram's `retry_after`); a longer hold already set stays.
+fn hold(key: (i64, i64), seconds: u64, now: i64) {
     let until = now.saturating_add((seconds.min(86_400) * 1000) as i64);
     HELD.with(|h| {
         let mut h = h.borrow_mut();
-        let at = h.entry(chat_id).or_insert(until);
+        let at = h.entry(key).or_insert(until);
         *at = (*at).max(until);
     });
 }
@@ -77,7 +81,9 @@ impl TelegramClient {
         }
         let url = format!("{}/bot{}/{}", self.base, self.token.expose(), method);
         let body = serde_json::to_value(body).map_err(|e| TelegramError::BadRequest(e.to_string()))?;
-        let chat_id = body.get("chat_id").and_then(Value::as_i64);
+        // The bot's id is the token's public part (before the colon); the key never holds the secret.
+        let bot = self.token.expose().split(':').next().and_then(|id| id.parse::<i64>().ok()).unwrap_or(0);
+        let chat_id = body.get("chat_id").and_then(Value::as_i64).map(|c| (bot, c));
         if let Some(seconds) = chat_id.and_then(|c| held_for(c, crate::config::now_ms())) {
             return Err(TelegramError::RetryAfter(seconds));
         }

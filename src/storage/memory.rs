@@ -193,8 +193,10 @@ pub async fn search(db: &Db, scope: &Scope, chat_id: i64, fts: &str, terms: &[St
 /// Described media whose description or transcript has one of `terms` (plain words: letters
 /// and digits only), among the files sent in this chat by people it admits: read through the
 /// chat's own (chat, file, message) records (`media_messages`, migration 0021), each file's
-/// media row by its key and the message that carried it by its (chat, message) key, so the
-/// rows read follow this chat's media, not every chat's. ?1 chat, ?2 limit, then one pattern
+/// media row by its key and the message that carried it by its (chat, message) key (still
+/// stored, admitted, and still holding the file: an edit that replaced it, or a pruned
+/// message, leaves a record that finds nothing), so the rows read follow this chat's media,
+/// not every chat's. ?1 chat, ?2 limit, then one pattern
 /// per term.
 fn media_search_stmt(db: &Db, chat_id: i64, terms: &[String], limit: i64) -> Result<D1PreparedStatement> {
     let likes: Vec<String> = (0..terms.len()).map(|i| format!("(md.description LIKE ?{0} OR md.transcript LIKE ?{0})", i + 3)).collect();
@@ -203,7 +205,8 @@ fn media_search_stmt(db: &Db, chat_id: i64, terms: &[String], limit: i64) -> Res
            md.description || CASE WHEN md.transcript IS NULL THEN '' ELSE '; said: \"' || substr(md.transcript, 1, 500) || '\"' END AS content
          FROM media_messages mm JOIN media md ON md.file_unique_id = mm.file_unique_id
          WHERE mm.chat_id = ?1 AND md.status = 'ok' AND ({})
-           AND EXISTS (SELECT 1 FROM messages m WHERE m.chat_id = mm.chat_id AND m.message_id = mm.message_id AND m.excluded = 0)
+           AND EXISTS (SELECT 1 FROM messages m WHERE m.chat_id = mm.chat_id AND m.message_id = mm.message_id AND m.excluded = 0
+                       AND instr(m.parts, mm.file_unique_id) > 0)
          GROUP BY md.file_unique_id
          ORDER BY md.updated_at DESC LIMIT ?2",
         likes.join(" OR ")

@@ -311,15 +311,17 @@ macro_rules! message_columns {
         "m.seq AS s, m.message_id AS i, m.role AS r, m.user_id AS u, m.name AS n, m.username AS un, m.parts AS p,
        m.reply_to AS rt, m.forwarded_from AS f, m.date AS d, m.edited_at AS e, m.turn_id AS t, m.media_group_id AS g"
     };
-    // A reply's excerpt is left out when the replied-to message is excluded or its author is
-    // blocked: no excerpt of refused text reaches a prompt (the lookups use the unique
-    // (chat_id, message_id) index and the users' key, and only rows that reply do them).
+    // A reply's excerpt is shown only when the replied-to message is stored here and not
+    // excluded, and its author is not blocked: no excerpt of refused text reaches a prompt,
+    // including text that was never stored (a refused sender past REFUSED_UPDATES_PER_HOUR) or
+    // was pruned (the cron's prune of refused messages). The lookups use the unique
+    // (chat_id, message_id) index and the users' key, and only rows that reply do them.
     (replies) => {
         concat!(
             $crate::message_columns!(),
             ", m.reply_to_user_id AS ru, m.reply_to_name AS rn,
        CASE WHEN m.reply_excerpt IS NULL
-              OR EXISTS (SELECT 1 FROM messages x WHERE x.chat_id = m.chat_id AND x.message_id = m.reply_to AND x.excluded = 1)
+              OR NOT EXISTS (SELECT 1 FROM messages x WHERE x.chat_id = m.chat_id AND x.message_id = m.reply_to AND x.excluded = 0)
               OR EXISTS (SELECT 1 FROM users ux WHERE ux.user_id = m.reply_to_user_id AND ux.access = 'blocked')
             THEN NULL ELSE m.reply_excerpt END AS re"
         )

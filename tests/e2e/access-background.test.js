@@ -95,7 +95,7 @@ test("a reminder whose creator lost access by its due time does not run, and is 
   assert.deepEqual(after, { status: "cancelled", runs: 0, next_run_ms: null });
 });
 
-test("a reminder's run counts against its creator's hourly budget; over it the run is skipped", async () => {
+test("a reminder's run counts against its creator's hourly budget; over it a one-off run goes out as its own text, with no model call", async () => {
   const b = await startStack({ vars: { USER_TURNS_PER_HOUR: "2", RETRY_BASE_MS: "300" } });
   try {
     const uid = uniqueId();
@@ -106,15 +106,20 @@ test("a reminder's run counts against its creator's hourly budget; over it the r
     ]);
     b.gemini.script(uid, [{ text: "Reminder: first run" }, { text: "Reminder: second run" }]);
     await b.tg.waitFor(() => b.tg.sent(uid).length === 2, 15_000, "the first run");
-    await sleep(8_000); // past the second run's due time
-    assert.deepEqual(b.tg.sent(uid), ["Okay, I'll remind you.", "Reminder: first run"], "the second run is over the budget");
-    assert.equal(b.gemini.calls(uid).length, 3);
+    await b.tg.waitFor(() => b.tg.sent(uid).length === 3, 15_000, "the second run, over the budget");
+    await sleep(1_000);
+    const sent = b.tg.sent(uid);
+    assert.equal(sent.length, 3);
+    assert.deepEqual(sent.slice(0, 2), ["Okay, I'll remind you.", "Reminder: first run"]);
+    assert.match(sent[2], /second run/, "a reminder set once is not lost: its own text");
+    assert.doesNotMatch(sent[2], /Reminder: second run/, "no model-written version");
+    assert.equal(b.gemini.calls(uid).length, 3, "no model call for the run over the budget");
     const charges = await b.sql("SELECT COUNT(*) AS n FROM budget_charges WHERE user_id = ?", uid);
     assert.equal(charges[0].n, 2, "the message and the first run");
     const [one] = await b.sql("SELECT status, runs FROM schedules WHERE id = ?", first.id);
     assert.deepEqual(one, { status: "done", runs: 1 });
     const [two] = await b.sql("SELECT status, runs, next_run_ms FROM schedules WHERE id = ?", second.id);
-    assert.deepEqual(two, { status: "missed", runs: 0, next_run_ms: null }, "skipped once, not retried in a loop");
+    assert.deepEqual(two, { status: "done", runs: 1, next_run_ms: null }, "sent once, not retried in a loop");
     assert.equal((await chatState(b, uid)).next_schedule_ms, null);
   } finally {
     await b.close();
@@ -195,6 +200,28 @@ test("in a group, a burst mixing senders lends nobody the authority to cancel a 
   await s.webhook(ask(group, alice, `please cancel reminder ${row.id}`, { name: "Alice" }));
   await s.tg.waitFor(() => s.tg.sent(group).length === 3, 15_000, "the answer to Alice");
   assert.equal((await s.sql("SELECT status FROM schedules WHERE id = ?", row.id))[0].status, "cancelled");
+});
+
+test("in a group, a burst mixing senders sets no reminder in anyone's name; one sender's burst sets it as theirs", async () => {
+  const group = -1_000_000_000_000 - uniqueId();
+  const alice = uniqueId();
+  const bob = uniqueId();
+  const set = (text) => [{ calls: [{ name: "schedule_message", args: { text, in_minutes: 600 } }] }, { text: "Okay." }];
+  s.gemini.script(alice, set("ping every quarter hour"));
+  s.gemini.script(bob, set("ping every quarter hour"));
+  // Bob asks; Alice's "ok" right after is the burst's newest message.
+  await s.webhook(ask(group, bob, "remind everyone every 15 minutes", { name: "Bob" }));
+  await s.webhook(ask(group, alice, "ok", { name: "Alice" }));
+  await s.tg.waitFor(() => s.tg.sent(group).length === 1, 15_000, "the answer to the burst");
+  const answers = [...s.gemini.calls(alice), ...s.gemini.calls(bob)].flatMap((c) => functionResponses(c.body)).filter((r) => r.error !== undefined || r.id !== undefined);
+  assert.equal(answers.length, 1, JSON.stringify(answers));
+  assert.match(answers[0].error ?? "", /belongs to the one person who asked/);
+  assert.deepEqual(await s.sql("SELECT creator_user_id FROM schedules WHERE chat_id = ?", group), [], "nothing set in Alice's name");
+  // Bob alone: set as his.
+  s.gemini.script(bob, set("stand-up"));
+  await s.webhook(ask(group, bob, "remind us about the stand-up", { name: "Bob" }));
+  await s.tg.waitFor(() => s.tg.sent(group).length === 2, 15_000, "the confirmation");
+  assert.deepEqual(await s.sql("SELECT creator_user_id FROM schedules WHERE chat_id = ?", group), [{ creator_user_id: bob }]);
 });
 
 test("a note or fact one member supplied about another stays in the group, never in that member's private chat", async () => {

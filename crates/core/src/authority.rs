@@ -54,19 +54,22 @@ pub enum RunGate {
     /// The creator or the chat no longer passes the access policy (blocked, not on the list,
     /// the group dropped from the allowlist): the schedule is cancelled, nothing runs.
     Cancel(Refusal),
-    /// The creator is over their hourly requests: this run is skipped, like a run too late
-    /// (a recurring schedule runs next time), never retried in a loop.
+    /// The creator is over their hourly requests and the schedule repeats: this run is
+    /// skipped, like a run too late (it runs next time), never retried in a loop. A one-off
+    /// run over the creator's hour goes out as its own text instead ([`RunGate::TextOnly`]):
+    /// a reminder set once is never lost because its creator chatted a lot that hour.
     Skip,
 }
 
 /// Decides a due run: access first (a reminder never outlives its creator's access), then the
 /// budgets (`limits::check` over the creator's hour and the chat's and the bot's day).
-pub fn gate(access: &Access, budget: &Verdict) -> RunGate {
+/// `recurring`: the schedule has a next run after this one.
+pub fn gate(access: &Access, budget: &Verdict, recurring: bool) -> RunGate {
     match (access, budget) {
         (Access::Refuse(reason), _) => RunGate::Cancel(*reason),
         (Access::Pair, _) => RunGate::Cancel(Refusal::AwaitingApproval),
         (Access::Allow, Verdict::Within) => RunGate::Fire,
-        (Access::Allow, Verdict::Over { scope: Scope::User, .. }) => RunGate::Skip,
+        (Access::Allow, Verdict::Over { scope: Scope::User, .. }) if recurring => RunGate::Skip,
         (Access::Allow, Verdict::Over { .. }) => RunGate::TextOnly,
     }
 }
@@ -139,7 +142,7 @@ mod tests {
         let within = Usage { user_turns_last_hour: 1, chat_tokens_today: 10, global_tokens_today: 10 };
         let decide = |cfg: &Config, kind, chat, who, known, usage: &Usage| {
             let access = policy::decide(cfg, kind, chat, who, known);
-            gate(&access, &limits::check(&budgets, usage, false, |_| None, 0))
+            gate(&access, &limits::check(&budgets, usage, false, |_| None, 0), true)
         };
         let open = cfg(&[]);
         assert_eq!(decide(&open, ChatKind::Private, 7, Some(7), None, &within), RunGate::Fire);
@@ -155,6 +158,9 @@ mod tests {
         // The creator's hour is spent: skipped; the chat's tokens: the text only.
         let spent = Usage { user_turns_last_hour: 2, ..within };
         assert_eq!(decide(&open, ChatKind::Private, 7, Some(7), None, &spent), RunGate::Skip);
+        // A one-off reminder over its creator's hour is not lost: its own text goes out.
+        let once = gate(&policy::decide(&open, ChatKind::Private, 7, Some(7), None), &limits::check(&budgets, &spent, false, |_| None, 0), false);
+        assert_eq!(once, RunGate::TextOnly);
         let tokens = Usage { chat_tokens_today: 1000, ..spent };
         assert_eq!(decide(&open, ChatKind::Private, 7, Some(7), None, &tokens), RunGate::TextOnly);
     }

@@ -353,9 +353,15 @@ fn push_events(m: &Message, parts: &mut Vec<Part>) {
         parts.push(event("title_changed", t.clone()));
     }
     if let Some(p) = &m.pinned_message {
+        // Only the pinner's own words are quoted: a pinned message of someone else may be one
+        // the access policy refused (never stored, or excluded), and its text must not reach a
+        // prompt through the pin (the reply excerpt's rule, decided here without the policy).
+        let author = p.get("from").and_then(|f| f.get("id")).and_then(Value::as_i64);
+        let own = author.is_some() && author == m.from.as_ref().map(|u| u.id);
         let text = p
             .get("text")
-            .or_else(|| p.get("caption"))
+            .filter(|_| own)
+            .or_else(|| p.get("caption").filter(|_| own))
             .and_then(Value::as_str)
             .map(|t| excerpt(t, 80))
             .unwrap_or_default();

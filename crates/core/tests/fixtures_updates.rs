@@ -121,6 +121,13 @@ fn replies_forwards_and_service_messages() {
     assert!(anon.forwarded_from.is_some());
     assert!(message("041").is_event);
     assert!(message("045").render_compact().contains("[event pinned: Faster than a bullet]"));
+    // Someone else's message pinned: its text is not quoted (it may be one the policy refused).
+    let path = std::fs::read_dir(dir()).unwrap().map(|e| e.unwrap().path()).find(|p| p.file_name().unwrap().to_str().unwrap().starts_with("045")).unwrap();
+    let mut other: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    other["message"]["pinned_message"]["from"]["id"] = serde_json::json!(999);
+    let Inbound::Message(m) = normalize(&parse_update(other.to_string().as_bytes()).unwrap()) else { panic!("a message") };
+    let compact = m.render_compact();
+    assert!(compact.contains("[event pinned") && !compact.contains("Faster than a bullet"), "{compact}");
     assert!(message("047").render_compact().contains("migrated"));
     let edited = message("033");
     assert!(edited.edit_date.is_some());

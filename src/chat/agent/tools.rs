@@ -20,6 +20,9 @@ use std::time::Duration;
 pub const TURN_TOOL_BUDGET: u32 = 24;
 
 pub struct WorkerClock;
+/// What `schedule_message` answers in a group turn whose messages come from several people.
+const MIXED_BURST: &str = "not set: in a group a reminder belongs to the one person who asked, and these messages come from several people; ask the person to ask again on their own";
+
 impl Clock for WorkerClock {
     fn now_ms(&self) -> i64 {
         now_ms()
@@ -32,7 +35,8 @@ pub struct EdgeTools<'a> {
     pub conv: ConvKey,
     /// The people present (for the memory scope of `search_memory`).
     pub people: Vec<i64>,
-    /// Who asked (a new schedule's creator).
+    /// Who the target message is from (a new schedule's creator in a private chat when the
+    /// burst has no one sender).
     pub creator: Option<i64>,
     /// On whose authority the turn's writes act: the one sender of its burst (for a scheduled
     /// run, its creator; `None` when senders mix: `agent_core::authority`). In a group only
@@ -101,13 +105,22 @@ impl ToolPort for EdgeTools<'_> {
         if agent_core::policy::is_api_chat_id(self.conv.chat_id) {
             return Err("schedules are not available in API conversations (nothing could deliver them)".into());
         }
+        // A new reminder is its creator's: in a group the one person who wrote the turn's whole
+        // burst (a burst mixing senders sets nothing: Bob's request followed by Alice's "ok"
+        // must not make Alice its creator, charged for its runs and untouched when Bob is
+        // blocked); in a private chat the person, as before.
+        let creator = match (self.group, self.speaker) {
+            (_, Some(who)) => Some(who),
+            (true, None) => return Err(MIXED_BURST.into()),
+            (false, None) => self.creator,
+        };
         let db = self.ctx.db();
         let limits = self.ctx.cfg.schedule_limits;
         let (zone, active) = storage::schedules::zone_and_count(&db, self.conv.chat_id).await.map_err(|e| e.to_string())?;
         let zone = zone.unwrap_or_else(|| self.ctx.cfg.timezone.clone());
         let now = chrono::DateTime::from_timestamp_millis(now_ms()).unwrap_or_default();
         let new = schedule::plan(request, now, &zone, &limits, active).map_err(|e| e.to_string())?;
-        match storage::schedules::insert(&db, &self.conv, self.creator, &self.turn_id, &new, limits.max_active, now_ms()).await {
+        match storage::schedules::insert(&db, &self.conv, creator, &self.turn_id, &new, limits.max_active, now_ms()).await {
             Ok(Some(id)) => Ok(schedule::created_value(id, &new)),
             Ok(None) => Err(schedule::ScheduleError::TooMany(limits.max_active).to_string()),
             Err(e) => Err(e.to_string()),
