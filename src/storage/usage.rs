@@ -62,7 +62,9 @@ impl Grouping<'_> {
             Grouping::Day => ("strftime('%Y-%m-%d', created_at / 1000, 'unixepoch')".into(), "day".into()),
             Grouping::PricePeriods(at) => {
                 let key: Vec<String> = (0..at.len()).map(|i| format!("(created_at >= ?{})", first + i)).collect();
-                let key = if key.is_empty() { "0".to_string() } else { key.join(" + ") };
+                // No price changes (a `PRICES` table has no dates): one stretch. Not a bare
+                // integer, which GROUP BY would read as a column's position.
+                let key = if key.is_empty() { "'all'".to_string() } else { key.join(" + ") };
                 ("strftime('%Y-%m-%d', MIN(created_at) / 1000, 'unixepoch')".into(), key)
             }
         }

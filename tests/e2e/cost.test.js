@@ -137,3 +137,26 @@ test("/usage and the costs API price a recorded turn as a hand calculation from 
   const usage = s.tg.sent(uid).find((t) => /Estimated cost/.test(t));
   assert.ok(usage.includes(`Estimated cost: $${expected.toFixed(4)}`), `${usage}\nby hand: $${expected.toFixed(4)}`);
 });
+
+test("with PRICES set (a table without dates) the costs API and /usage answer and price at it", async () => {
+  const b = await startStack({ vars: { DEBOUNCE_MS: "100", PRICES: "gemini-3.8-flash=2/10/0.2" } });
+  try {
+    const uid = uniqueId();
+    const usageMetadata = { promptTokenCount: 100_000, cachedContentTokenCount: 50_000, candidatesTokenCount: 10_000, totalTokenCount: 110_000 };
+    b.gemini.script(uid, [{ raw: { candidates: [{ content: { role: "model", parts: [{ text: "Priced." }] }, finishReason: "STOP", index: 0 }], usageMetadata, modelVersion: "gemini-3.8-flash" } }]);
+    await b.webhook(privateText(uid, "what does this cost?"));
+    await b.tg.waitFor(() => b.tg.sent(uid).length === 1, 10_000, "the answer");
+    const expected = (50_000 * 2 + 50_000 * 0.2 + 10_000 * 10) / 1e6;
+    for (const period of ["all", "week", "today"]) {
+      const r = await b.fetch(`/api/v1/costs?period=${period}&chat_id=${uid}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+      assert.equal(r.status, 200, `costs?period=${period}`);
+      const mine = (await r.json()).rows.find((row) => row.chat_id === uid);
+      assert.ok(Math.abs(mine.cost_usd - expected) < 1e-9, `${period}: ${mine.cost_usd}, by hand ${expected}`);
+    }
+    await b.webhook(privateText(uid, "/usage", { entities: [{ type: "bot_command", offset: 0, length: 6 }] }));
+    await b.tg.waitFor(() => b.tg.sent(uid).some((t) => /Estimated cost/.test(t)), 10_000, "the /usage answer");
+    assert.ok(b.tg.sent(uid).find((t) => /Estimated cost/.test(t)).includes(`Estimated cost: $${expected.toFixed(4)}`));
+  } finally {
+    await b.close();
+  }
+});
