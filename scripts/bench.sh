@@ -14,7 +14,7 @@ echo "== prompt size and the cache simulation in Gemini's tokens" >&2
 node bench/tokens.mjs .tmp/bench/prompt-requests.json > .tmp/bench/tokens.json
 echo "== worker" >&2
 bash scripts/bundle.sh
-node bench/worker.mjs > .tmp/bench/worker.json
+node bench/worker.mjs .tmp/bench/worker.json
 echo "== model cost (implicit cache replay)" >&2
 node bench/cache.mjs > .tmp/bench/cache.json
 echo "== CPU per invocation, D1 rows per message" >&2
