@@ -23,7 +23,7 @@ import path from "node:path";
 import readline from "node:readline";
 import { performance } from "node:perf_hooks";
 import { spawn, spawnSync } from "node:child_process";
-import { startStack, groupText, privateText, sleep, ROOT } from "../tests/support/stack.js";
+import { startStack, groupText, privateText, sleep, ROOT, seedMedia } from "../tests/support/stack.js";
 import { embedText, q8 } from "../tests/support/fake-gemini.js";
 
 // CPU_PROFILE=1 (development only): writes .tmp/bench/profile-<run>-<key>.txt, the Worker's own
@@ -604,16 +604,7 @@ async function rowsRun(bundle) {
     out.refused_past_limit = summary(past.filter((_, k) => k % 7 !== 0));
 
     // 1,000 described media in 20 chats, each matching "lighthouse".
-    const seed = async (chat, n, words, tag) => {
-      const stmts = [];
-      for (let k = 0; k < n; k++) {
-        const fu = `${tag}-${chat}-${k}`;
-        const parts = JSON.stringify([{ type: "media", kind: "photo", detail: "photo 720x1280", file_id: `f-${fu}`, file_unique_id: fu }]);
-        stmts.push(s.env.DB.prepare("INSERT INTO media (file_unique_id, kind, status, description, created_at, updated_at) VALUES (?, 'photo', 'ok', ?, 0, ?)").bind(fu, `${words} number ${k}`, k));
-        stmts.push(s.env.DB.prepare("INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, parts, text, date) VALUES (?, ?, ?, 'user', ?, 'Pat', ?, '[photo]', 0)").bind(String(chat), chat, 500_000 + k, Math.abs(chat) % 1_000_000, parts));
-      }
-      for (let k = 0; k < stmts.length; k += 100) await s.env.DB.batch(stmts.slice(k, k + 100));
-    };
+    const seed = (chat, n, words, tag) => seedMedia(s.env.DB, chat, n, words, tag);
     for (let c = 0; c < 20; c++) await seed(-1001800000000 - c, 50, "a lighthouse at dusk", "busy");
     const searches = [];
     for (let i = 0; i < REPS; i++) {

@@ -4,7 +4,7 @@
 // neither, and a message writes no index entry for its update id (only reactions need it).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, groupText, privateText, reaction, mention, uniqueId, sleep } from "../support/stack.js";
+import { startStack, groupText, privateText, reaction, mention, uniqueId, sleep, seedMedia } from "../support/stack.js";
 import { promptText } from "../support/prompt.js";
 
 let s;
@@ -211,25 +211,12 @@ test("a turn over a long history reads only what is new or edited since the chat
   assert.ok(five.read > 150, `after the exclusion the turn reads the whole window again: ${five.raw}`);
 });
 
-/** Seeds `n` described photos sent in `chat` (a media row each, and the message that carried
- *  it), all described with `words`, through D1 as the webhook and a describing turn store them. */
-async function seedMedia(chat, n, words, tag) {
-  const stmts = [];
-  for (let k = 0; k < n; k++) {
-    const fu = `${tag}-${chat}-${k}`;
-    const parts = JSON.stringify([{ type: "media", kind: "photo", detail: "photo 720x1280", file_id: `f-${fu}`, file_unique_id: fu }]);
-    stmts.push(s.env.DB.prepare("INSERT INTO media (file_unique_id, kind, status, description, created_at, updated_at) VALUES (?, 'photo', 'ok', ?, 0, ?)").bind(fu, `${words} number ${k}`, k));
-    stmts.push(s.env.DB.prepare("INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, parts, text, date) VALUES (?, ?, ?, 'user', ?, 'Pat', ?, '[photo]', 0)").bind(String(chat), chat, 500_000 + k, Math.abs(chat) % 1_000_000, parts));
-  }
-  for (let k = 0; k < stmts.length; k += 100) await s.env.DB.batch(stmts.slice(k, k + 100));
-}
-
 test("search_memory over media reads its own chat's media, not every chat's (an indexed (chat, file) record)", async () => {
   const uid = uniqueId();
   // A busy bot: 1,000 described photos in 20 other chats, every one matching the words asked.
-  for (let c = 0; c < 20; c++) await seedMedia(-1000000000000 - uniqueId(), 50, "a lighthouse at dusk", "other");
+  for (let c = 0; c < 20; c++) await seedMedia(s.env.DB, -1000000000000 - uniqueId(), 50, "a lighthouse at dusk", "other");
   // This chat's own photos (and some chatter, which the old search scanned for every photo).
-  await seedMedia(uid, 3, "a lighthouse at dusk, seen from the ferry", "own");
+  await seedMedia(s.env.DB, uid, 3, "a lighthouse at dusk, seen from the ferry", "own");
   const chatter = [];
   for (let k = 0; k < 30; k++) {
     chatter.push(s.env.DB.prepare("INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, parts, text, date) VALUES (?, ?, ?, 'user', ?, 'Pat', ?, ?, 0)").bind(String(uid), uid, 600_000 + k, uid, JSON.stringify([{ type: "text", text: `chatter ${k}` }]), `chatter ${k}`));

@@ -160,6 +160,20 @@ export function reaction(chatId, uid, messageIdValue, emoji, { update_id = updat
 
 /** A unique id for a test's user or chat, so tests sharing a worker do not interfere. */
 let nextId = 70_000_000 + Math.floor(Math.random() * 1_000_000) * 10;
+/** Seeds `n` described photos sent in `chat` (a media row each, and the message that carried
+ *  it), all described with `words`, straight into `db` (the stack's `env.DB`) as the webhook and
+ *  a describing turn store them; `tag` keeps file ids apart. */
+export async function seedMedia(db, chat, n, words, tag) {
+  const stmts = [];
+  for (let k = 0; k < n; k++) {
+    const fu = `${tag}-${chat}-${k}`;
+    const parts = JSON.stringify([{ type: "media", kind: "photo", detail: "photo 720x1280", file_id: `f-${fu}`, file_unique_id: fu }]);
+    stmts.push(db.prepare("INSERT INTO media (file_unique_id, kind, status, description, created_at, updated_at) VALUES (?, 'photo', 'ok', ?, 0, ?)").bind(fu, `${words} number ${k}`, k));
+    stmts.push(db.prepare("INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, parts, text, date) VALUES (?, ?, ?, 'user', ?, 'Pat', ?, '[photo]', 0)").bind(String(chat), chat, 500_000 + k, Math.abs(chat) % 1_000_000, parts));
+  }
+  for (let k = 0; k < stmts.length; k += 100) await db.batch(stmts.slice(k, k + 100));
+}
+
 export function uniqueId() {
   nextId += 7;
   return nextId;
