@@ -60,8 +60,9 @@ pub fn render_draft(partial: &str, limit: usize) -> Option<String> {
 
 /// Rendered HTML with every link reduced to its text: `<a href="…">text</a>` → `text`. A draft
 /// goes out before the turn's end-of-turn checks (previews off for links no person posted), in
-/// any round, after a fetch or a search too; its links are never clickable or previewed. (The
-/// renderer escapes text, so `<a` starts only its own tags.)
+/// any round, after a fetch or a search too; no destination hides behind a link's words. A URL
+/// the model writes out stays visible as text (Telegram may still make it tappable), as it
+/// would in the final message. (The renderer escapes text, so `<a` starts only its own tags.)
 pub fn without_links(html: &str) -> String {
     let mut out = String::with_capacity(html.len());
     let mut rest = html;
@@ -239,8 +240,8 @@ mod tests {
 
     /// Issue 35 item 10: a draft goes out before the end-of-turn checks (previews off for
     /// links no person posted), in every round, after a fetch or a search too: its links are
-    /// plain text, never `<a href>`, so the link the model wrote cannot be opened or
-    /// previewed from a draft.
+    /// plain text, never `<a href>`, so no destination the model chose hides behind words in
+    /// a draft.
     #[test]
     fn links_in_a_draft_are_plain_text() {
         for text in [
