@@ -37,6 +37,8 @@
 //!   its plan is not cancelled; newer messages stay pending for their own turn right after,
 //!   and a retry of it answers nothing newer than its first attempt saw (`committed_upto`).
 
+mod crew_cycle;
+
 use crate::gating::Trigger;
 use crate::plan::Step;
 use serde::{Deserialize, Serialize};
