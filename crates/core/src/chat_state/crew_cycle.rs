@@ -6,10 +6,108 @@
 //! persona's.
 
 use super::{Apology, ChatState, Finish, TurnRun};
-use crate::crew::{is_pass, Lineup};
+use crate::crew::{is_pass, persona_of_turn, Lineup};
 use crate::crew_state::{CrewTurn, Cycle, End, Outcome};
 use crate::gating::Trigger;
 use crate::plan::Step;
+
+
+/// What became of a model's answer to a turn ([`ChatState::finish_answer`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    pub finish: Finish,
+    /// Nothing goes out: the answer was empty, or a persona passed.
+    pub silent: bool,
+    /// A persona's turn that passed.
+    pub passed: bool,
+    /// The crew cycle ended with this answer, and why.
+    pub cycle_end: Option<End>,
+}
+
+/// What giving a turn up did ([`ChatState::give_up_any`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum GivenUp {
+    /// A persona's turn of the running cycle: skipped, no apology of its own (the cycle owes
+    /// one only when every persona failed: `cycle_end` is then `AllFailed`).
+    Persona { cycle_end: Option<End> },
+    /// The turn ended and the chat is owed one apology (or a scheduled run's text).
+    Owed,
+    /// A scheduled run that is no longer this turn's (cancelled, or run by another turn): the
+    /// turn ended and nothing is owed, not even its text.
+    NothingOwed,
+}
+
+/// The turn's life with the crew as a value: the edge passes the configured crew ([`Lineup`])
+/// at each point, and the state decides whether the turn is a persona's.
+impl ChatState {
+    /// Starts the turn that is due: the next persona's when a crew speaks in this chat
+    /// (`crew`), else the single bot's for the pending burst (a cycle left over with no crew,
+    /// switched off or `CREW` emptied, is dropped). `None`: nothing to start.
+    pub fn begin_due_turn(&mut self, now: i64, conv: &str, nonce: u64, crew: Option<&Lineup>) -> Option<TurnRun> {
+        if let Some(lineup) = crew {
+            return self.begin_crew_turn(now, conv, nonce, lineup);
+        }
+        if let Some(c) = self.crew.as_mut() {
+            c.cycle = None;
+        }
+        self.pending.is_some().then(|| self.begin_turn(now, conv, nonce))
+    }
+
+    /// The model answered turn `turn_id` with `steps` (and their function calls, kept with the
+    /// plan: [`ChatState::keep_step_calls`]). A persona's turn moves the cycle on (a pass sends
+    /// nothing); any other is finished as [`ChatState::finish_turn`] decides.
+    pub fn finish_answer(&mut self, turn_id: &str, steps: Vec<Step>, step_calls: Option<Vec<Option<usize>>>, crew: &Lineup, now: i64) -> Answered {
+        let persona = self.is_persona_turn(turn_id, crew);
+        let passed = persona && is_pass(&steps);
+        let silent = passed || steps.is_empty();
+        let (finish, cycle_end) = if persona { self.finish_crew_turn(turn_id, steps, crew, now) } else { (self.finish_turn(turn_id, steps, now), None) };
+        if let Some(calls) = step_calls {
+            self.keep_step_calls(turn_id, calls);
+        }
+        Answered { finish, silent, passed, cycle_end }
+    }
+
+    /// Turn `turn_id` found nothing to answer: it ends (a persona's first turn ends the cycle,
+    /// a later one counts as a pass).
+    pub fn nothing_to_answer(&mut self, turn_id: &str, crew: &Lineup, now: i64) -> Option<End> {
+        if persona_of_turn(turn_id).is_some() {
+            return self.crew_nothing_to_do(turn_id, crew, now);
+        }
+        self.end_turn(turn_id);
+        None
+    }
+
+    /// Turn `turn_id` cannot be answered. `run_still_ours`: a scheduled turn still holds its
+    /// run (the edge claimed it in D1 first; true for any other turn).
+    pub fn give_up_any(&mut self, turn_id: &str, crew: &Lineup, run_still_ours: bool, now: i64) -> GivenUp {
+        if persona_of_turn(turn_id).is_some() && self.is_current_crew_turn(turn_id) {
+            return GivenUp::Persona { cycle_end: self.give_up_crew_turn(turn_id, crew, now) };
+        }
+        if !run_still_ours {
+            self.drop_plan(turn_id);
+            self.end_turn(turn_id);
+            return GivenUp::NothingOwed;
+        }
+        self.give_up(turn_id, now);
+        GivenUp::Owed
+    }
+
+    /// Whether `turn_id` is the running cycle's current persona turn.
+    pub fn is_current_crew_turn(&self, turn_id: &str) -> bool {
+        self.crew.as_ref().and_then(|c| c.cycle.as_ref()).is_some_and(|c| c.current.as_deref() == Some(turn_id))
+    }
+
+    /// The chat's crew switch (`None`: it follows `CREW_CHATS`).
+    pub fn crew_switch(&self) -> Option<bool> {
+        self.crew.as_ref().and_then(|c| c.switch)
+    }
+
+    /// A running persona turn of a persona the crew (still) has.
+    fn is_persona_turn(&self, turn_id: &str, crew: &Lineup) -> bool {
+        let configured = persona_of_turn(turn_id).is_some_and(|name| crew.names.iter().any(|n| n == name));
+        configured && self.turn_of(turn_id).is_some_and(|t| t.crew.is_some())
+    }
+}
 
 impl ChatState {
     /// Whether a cycle goes on and its next persona's turn may start now (no turn, no plan, no
@@ -217,6 +315,41 @@ mod tests {
             }
         }
         (persona_of_turn(&t.turn_id).unwrap().to_string(), end)
+    }
+
+    #[test]
+    fn the_turns_life_takes_the_crew_as_a_value() {
+        let l = lineup(None, 3);
+        // With a crew here: a persona's turn, its pass is silent and counted.
+        let mut s = ChatState::default();
+        signal(&mut s, 1, 0);
+        let t = s.begin_due_turn(2000, "c", 1, Some(&l)).unwrap();
+        assert_eq!(persona_of_turn(&t.turn_id), Some("critic"));
+        let a = s.finish_answer(&t.turn_id, Vec::new(), Some(vec![]), &l, 2100);
+        assert!(a.silent && a.passed && a.finish == Finish::Execute && a.cycle_end.is_none());
+        // The next persona fails: skipped, no apology of its own.
+        let t = s.begin_due_turn(2200, "c", 2, Some(&l)).unwrap();
+        assert_eq!(s.give_up_any(&t.turn_id, &l, true, 2300), GivenUp::Persona { cycle_end: None });
+        assert!(s.apologies.is_empty());
+        // No crew here any more: the cycle is dropped and only people's bursts start turns.
+        assert_eq!(s.begin_due_turn(2400, "c", 3, None), None);
+        assert!(s.crew.as_ref().unwrap().cycle.is_none());
+        signal(&mut s, 2, 3000);
+        let t = s.begin_due_turn(5000, "c", 4, None).unwrap();
+        assert!(t.crew.is_none());
+        let a = s.finish_answer(&t.turn_id, say(PASS_TEXT), None, &l, 5100);
+        assert!(!a.silent && !a.passed, "only a persona passes");
+        // A single bot's turn given up owes one apology; one whose scheduled run went
+        // elsewhere owes nothing.
+        signal(&mut s, 3, 6000);
+        s.plan = None;
+        let t = s.begin_due_turn(8000, "c", 5, None).unwrap();
+        assert_eq!(s.give_up_any(&t.turn_id, &l, true, 8100), GivenUp::Owed);
+        assert_eq!(s.apologies.len(), 1);
+        signal(&mut s, 4, 9000);
+        let t = s.begin_due_turn(11000, "c", 6, None).unwrap();
+        assert_eq!(s.give_up_any(&t.turn_id, &l, false, 11100), GivenUp::NothingOwed);
+        assert!(s.turn().is_none() && s.apologies.len() == 1);
     }
 
     #[test]
