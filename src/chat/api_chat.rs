@@ -21,15 +21,7 @@ impl ChatObject {
         let nonce = u64::from_le_bytes(crate::config::random_bytes::<8>());
         // Checked and claimed in one step, before any await: two concurrent calls cannot both
         // start a turn.
-        let claimed = self
-            .update(|st| {
-                if st.turn.is_some() || st.plan.is_some() {
-                    return None;
-                }
-                st.pending = None;
-                Some(st.begin_turn(now, &conv_s, nonce))
-            })
-            .await;
+        let claimed = self.update(|st| st.claim_api_turn(now, &conv_s, nonce)).await;
         let Some(turn) = claimed else {
             return (409, json!({"error": "this conversation is busy; try again"}));
         };

@@ -18,7 +18,6 @@ use agent_core::conversation::ConvKey;
 use agent_core::crew::{self, End, Lineup, Persona};
 use agent_core::gating::Trigger;
 use agent_core::plan::Step;
-use agent_core::status::TurnStatus;
 
 /// The configured crew (`CREW`), or why it cannot be: an unknown persona, a bad front matter.
 /// Resolved once per isolate and `CREW` value (the persona files are part of the build), not
@@ -116,13 +115,19 @@ pub async fn trigger(ctx: &Ctx, m: &agent_core::conversation::InboundMessage) ->
     crew::addressed_to_actor(m, &actors(ctx).await)
 }
 
+/// The configured crew as the state machine takes it (empty when there is none): a turn's
+/// life is handed this value at each point and the state decides whether a turn is a persona's.
+pub(super) fn lineup(ctx: &Ctx) -> Lineup {
+    Lineup::of(&configured(ctx), ctx.cfg.crew_max_rounds)
+}
+
 impl ChatObject {
     /// The crew that speaks in this conversation, if one does (Telegram chats only).
     pub(super) async fn crew_lineup(&self, ctx: &Ctx, conv: &ConvKey) -> Option<Lineup> {
         if ctx.cfg.crew.is_empty() || conv.chat_id >= agent_core::policy::API_CHAT_ID_MIN {
             return None;
         }
-        let switch = self.with(|st| st.crew.as_ref().and_then(|c| c.switch)).await;
+        let switch = self.with(|st| st.crew_switch()).await;
         if !crew::speaks_in(conv.chat_id, switch, &ctx.cfg.crew_chats) {
             return None;
         }
@@ -131,7 +136,7 @@ impl ChatObject {
     }
 
     /// Starts the turn that is due: the next persona's when the crew speaks here, else the
-    /// single bot's. A cycle left over with no crew (switched off, `CREW` emptied) is dropped.
+    /// single bot's (`ChatState::begin_due_turn`).
     pub(super) async fn begin_due_turn(&self, ctx: &Ctx, conv: &ConvKey, nonce: u64) -> Option<TurnRun> {
         let lineup = self.crew_lineup(ctx, conv).await;
         if lineup.is_some() && !self.continuation_within_budget(ctx, conv).await {
@@ -139,16 +144,7 @@ impl ChatObject {
         }
         let conv_s = conv.to_string();
         let now = now_ms();
-        self.update(|st| match &lineup {
-            Some(l) => st.begin_crew_turn(now, &conv_s, nonce, l),
-            None => {
-                if let Some(c) = st.crew.as_mut() {
-                    c.cycle = None;
-                }
-                st.pending.is_some().then(|| st.begin_turn(now, &conv_s, nonce))
-            }
-        })
-        .await
+        self.update(|st| st.begin_due_turn(now, &conv_s, nonce, lineup.as_ref())).await
     }
 
     /// A continuation turn of a cycle (nobody asked just now) is the work of the person whose
@@ -173,77 +169,39 @@ impl ChatObject {
         false
     }
 
-    /// Ends a turn with the model's steps: a persona's through the cycle (a pass sends nothing;
-    /// without its own bot, its display name leads its message), anyone else's as usual.
-    /// `step_calls` stays with the plan (see `ChatState::keep_step_calls`).
+    /// Ends a turn with the model's steps (`ChatState::finish_answer`): a persona's moves the
+    /// cycle on (a pass sends nothing; without its own bot speaking, its display name leads its
+    /// message), anyone else's as usual. `step_calls` stays with the plan. Returns the decision
+    /// and whether nothing is to be sent.
     pub(super) async fn finish_any_turn(&self, ctx: &Ctx, turn_id: &str, steps: Vec<Step>, step_calls: Option<Vec<Option<usize>>>) -> (Finish, bool) {
-        let persona = crew::persona_of_turn(turn_id).and_then(|name| configured(ctx).into_iter().find(|p| p.name == name));
-        let lineup = Lineup::of(&configured(ctx), ctx.cfg.crew_max_rounds);
-        let is_crew = self.with(|st| st.turn.as_ref().is_some_and(|t| t.turn_id == turn_id && t.crew.is_some())).await;
-        let Some(persona) = persona.filter(|_| is_crew) else {
-            let empty = steps.is_empty();
-            let finish = self
-                .update(|st| {
-                    let finish = st.finish_turn(turn_id, steps, now_ms());
-                    if let Some(calls) = step_calls {
-                        st.keep_step_calls(turn_id, calls);
-                    }
-                    finish
-                })
-                .await;
-            return (finish, empty);
-        };
+        let turn = self.with(|st| st.turn_of(turn_id).cloned()).await;
+        let persona = turn.as_ref().and_then(|t| persona_of(ctx, t));
         // Its own bot speaks only in groups (as `Ctx::speaking_for` decides); else the header.
         let group = self.conv().is_some_and(|(_, kind)| kind.is_group());
-        let own_bot = group && crate::config::env::crew_bot_token(&ctx.env, &persona.name).is_some();
-        let steps = if own_bot || crew::is_pass(&steps) { steps } else { crew::with_display_name(steps, &persona.display_name) };
-        let passed = crew::is_pass(&steps);
-        let (finish, end) = self
-            .update(|st| {
-                let done = st.finish_crew_turn(turn_id, steps, &lineup, now_ms());
-                if let Some(calls) = step_calls {
-                    st.keep_step_calls(turn_id, calls);
-                }
-                done
-            })
-            .await;
-        if passed && finish == Finish::Execute {
-            worker::console_log!("turn {turn_id}: {} passed", persona.name);
+        let steps = match &persona {
+            Some(p) if !crew::is_pass(&steps) && !(group && crate::config::env::crew_bot_token(&ctx.env, &p.name).is_some()) => {
+                crew::with_display_name(steps, &p.display_name)
+            }
+            _ => steps,
+        };
+        let crew = lineup(ctx);
+        let answered = self.update(|st| st.finish_answer(turn_id, steps, step_calls, &crew, now_ms())).await;
+        if let (true, Finish::Execute, Some(p)) = (answered.passed, &answered.finish, &persona) {
+            worker::console_log!("turn {turn_id}: {} passed", p.name);
         }
-        if let Some(end) = end {
+        if let Some(end) = answered.cycle_end {
             worker::console_log!("crew cycle ended: {}", end.as_str());
         }
-        (finish, passed)
+        (answered.finish, answered.silent)
     }
 
-    /// A persona turn with nothing to answer (a first turn: nothing new; later: a pass).
-    pub(super) async fn crew_nothing_to_do(&self, ctx: &Ctx, turn_id: &str) -> bool {
-        if crew::persona_of_turn(turn_id).is_none() {
-            return false;
+    /// A turn with nothing to answer (`ChatState::nothing_to_answer`: a persona's first turn
+    /// ends the cycle, a later one counts as a pass).
+    pub(super) async fn nothing_to_answer(&self, ctx: &Ctx, turn_id: &str) {
+        let crew = lineup(ctx);
+        if let Some(end) = self.update(|st| st.nothing_to_answer(turn_id, &crew, now_ms())).await {
+            worker::console_log!("crew cycle ended: {}", end.as_str());
         }
-        let lineup = Lineup::of(&configured(ctx), ctx.cfg.crew_max_rounds);
-        self.update(|st| st.crew_nothing_to_do(turn_id, &lineup, now_ms())).await;
-        true
-    }
-
-    /// Gives up a persona's turn if it is the cycle's current one: skipped with one log line,
-    /// no apology of its own (one when everyone failed). False: not a running persona turn.
-    pub(super) async fn give_up_crew(&self, ctx: &Ctx, turn_id: &str, error: &str) -> bool {
-        let Some(name) = crew::persona_of_turn(turn_id) else { return false };
-        let current = self.with(|st| st.crew.as_ref().and_then(|c| c.cycle.as_ref()).is_some_and(|c| c.current.as_deref() == Some(turn_id))).await;
-        if !current {
-            return false;
-        }
-        worker::console_warn!("crew: {name}'s turn {turn_id} failed and is skipped: {error}");
-        let lineup = Lineup::of(&configured(ctx), ctx.cfg.crew_max_rounds);
-        let end = self.update(|st| st.give_up_crew_turn(turn_id, &lineup, now_ms())).await;
-        let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Dead, Some(error.to_string()), now_ms()).await;
-        if end == Some(crew::End::AllFailed) {
-            worker::console_error!("crew: every persona failed; the chat gets one apology");
-            self.send_apologies(ctx).await;
-        }
-        self.arm(ctx).await;
-        true
     }
 
     /// Sets the chat's crew switch (`None`: follow `CREW_CHATS`).

@@ -48,7 +48,7 @@ impl ChatObject {
             _ => return,
         };
         // Redelivered: the signal is already in; nothing else is done again.
-        if self.with(|st| st.seen.contains(&inbox.update_id)).await {
+        if self.with(|st| st.has_seen(inbox.update_id)).await {
             return;
         }
         if !access::admit(ctx, &conv, kind, user_id, &name, inbox.access.as_deref(), message_id).await {
@@ -87,7 +87,7 @@ impl ChatObject {
             SignalOutcome::Duplicate => {}
             SignalOutcome::Accepted { cancelled } => {
                 // The first message of a burst, no turn running: show the bot is on it now.
-                if self.with(|st| st.turn.is_none() && st.pending.as_ref().is_some_and(|p| p.count == 1)).await {
+                if self.with(ChatState::burst_just_began).await {
                     super::stream::first_sign_soon(ctx, conv, kind, inbox.trigger != Trigger::Reaction);
                 }
                 if let Some((turn_id, from)) = cancelled {
@@ -112,10 +112,6 @@ impl ChatObject {
 fn command_seen(st: &mut ChatState, update_id: i64, is_new: bool) {
     st.mark_seen(update_id);
     if is_new {
-        st.pending = None;
-        st.plan = None;
-        if let Some(crew) = st.crew.as_mut() {
-            crew.cycle = None;
-        }
+        st.start_over();
     }
 }

@@ -95,6 +95,18 @@ struct Meta {
     kind: Option<ChatKind>,
 }
 
+/// Writes the state's snapshot to storage: the one place the state is written (`update`, and
+/// a streaming turn's commit). `written` remembers what storage holds (unknown after a failed
+/// write). Returns whether it was saved.
+async fn persist(storage: &worker::Storage, written: &RefCell<Option<String>>, snapshot: String) -> bool {
+    *written.borrow_mut() = Some(snapshot.clone());
+    let saved = storage.put("state", snapshot).await.map_err(|e| worker::console_error!("chat state not saved: {e}")).is_ok();
+    if !saved {
+        *written.borrow_mut() = None;
+    }
+    saved
+}
+
 /// A step that is waiting for a retry job.
 struct StepRetry {
     turn_id: String,
@@ -195,7 +207,7 @@ impl DurableObject for ChatObject {
         // A statistic, counted once the alarm's work is done: written with the state's next
         // change (any write of it before would be a write of its own, one of five in a turn's
         // alarm).
-        self.note(|st| st.alarms += 1);
+        self.note(ChatState::count_alarm);
         Response::ok("ok")
     }
 }
@@ -256,13 +268,8 @@ impl ChatObject {
             let r = f(st);
             (r, chat_state::stored(st))
         };
-        if self.written.borrow().as_deref() == Some(snapshot.as_str()) {
-            return r;
-        }
-        *self.written.borrow_mut() = Some(snapshot.clone());
-        if let Err(e) = self.state.storage().put("state", snapshot).await {
-            worker::console_error!("chat state not saved: {e}");
-            *self.written.borrow_mut() = None;
+        if self.written.borrow().as_deref() != Some(snapshot.as_str()) {
+            persist(&self.state.storage(), &self.written, snapshot).await;
         }
         r
     }
@@ -318,25 +325,18 @@ impl ChatObject {
     /// `commit` marks the turn committed (`ChatState::commit_turn`) and stores the state
     /// before part of its answer goes out while it streams.
     fn live(&self, turn: &chat_state::TurnRun) -> stream::Live {
-        let chat = self.chat.clone();
-        let (generation, scheduled, id) = (turn.generation, turn.scheduled.is_some(), turn.turn_id.clone());
-        let current = move || {
-            let committed = |st: &ChatState| st.turn.as_ref().is_some_and(|t| t.turn_id == id && t.committed);
-            scheduled || chat.borrow().as_ref().is_some_and(|st| st.generation == generation || committed(st))
-        };
+        let (chat, this_turn) = (self.chat.clone(), turn.clone());
+        let current = move || chat.borrow().as_ref().is_some_and(|st| st.still_current(&this_turn));
         let (chat, storage, id) = (self.chat.clone(), Rc::new(self.state.storage()), turn.turn_id.clone());
         let written = self.written.clone();
         let commit = move |upto_seq: i64| -> futures::future::LocalBoxFuture<'static, bool> {
             let snapshot = chat.borrow_mut().as_mut().and_then(|st| st.commit_turn(&id, upto_seq).then(|| chat_state::stored(st)));
             let (storage, written) = (storage.clone(), written.clone());
             Box::pin(async move {
-                let Some(snapshot) = snapshot else { return false };
-                *written.borrow_mut() = Some(snapshot.clone());
-                let saved = storage.put("state", snapshot).await.map_err(|e| worker::console_error!("chat state not saved: {e}")).is_ok();
-                if !saved {
-                    *written.borrow_mut() = None;
+                match snapshot {
+                    Some(snapshot) => persist(&storage, &written, snapshot).await,
+                    None => false,
                 }
-                saved
             })
         };
         stream::Live { turn_id: turn.turn_id.clone(), current: Rc::new(current), commit: Rc::new(commit) }

@@ -154,7 +154,7 @@ struct DueStep {
 
 impl DueStep {
     fn of(st: &ChatState, now: i64, kind: ChatKind) -> Option<DueStep> {
-        let p = st.plan.as_ref().filter(|p| !p.waiting_job && now >= p.not_before_ms)?;
+        let p = st.plan().filter(|p| !p.waiting_job && now >= p.not_before_ms)?;
         let step = p.current()?.clone();
         let default_reply = default_reply_to(kind.is_group(), &p.steps, p.next, p.target_message_id);
         Some(DueStep { turn_id: p.turn_id.clone(), index: p.next, step, default_reply, len: p.steps.len(), step_calls: p.step_calls.clone() })

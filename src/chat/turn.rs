@@ -14,7 +14,7 @@
 use super::{agent, deliver, ChatObject, APOLOGY};
 use crate::config::{now_ms, Ctx};
 use crate::storage;
-use agent_core::chat_state::Finish;
+use agent_core::chat_state::{Finish, GivenUp};
 use agent_core::conversation::ConvKey;
 use agent_core::jobs::{backoff_ms, Job, JobOutcome};
 use agent_core::status::TurnStatus;
@@ -23,7 +23,7 @@ impl ChatObject {
     pub(super) async fn start_turn(&self, ctx: &Ctx) {
         let Some((conv, _)) = self.conv() else {
             worker::console_error!("a chat object without a conversation key was asked for a turn");
-            self.update(|st| st.pending = None).await;
+            self.update(|st| st.forget_burst()).await;
             return;
         };
         let nonce = u64::from_le_bytes(crate::config::random_bytes::<8>());
@@ -90,15 +90,13 @@ impl ChatObject {
                 JobOutcome::Done
             }
             Ok(agent::TurnOutput::NothingToDo) => {
-                if !self.crew_nothing_to_do(ctx, turn_id).await {
-                    self.update(|st| st.end_turn(turn_id)).await;
-                }
+                self.nothing_to_answer(ctx, turn_id).await;
                 let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some("nothing new".into()), now_ms()).await;
                 self.arm(ctx).await;
                 JobOutcome::Done
             }
             Err(agent::TurnError::Transient { error, after_ms }) => {
-                let attempt = self.with(|st| st.turn.as_ref().map_or(1, |t| t.attempt)).await;
+                let attempt = self.with(|st| st.turn().map_or(1, |t| t.attempt)).await;
                 if self.scheduled_falls_back(ctx, turn_id, attempt, after_ms).await {
                     // A reminder does not wait for the whole retry budget: its own text goes
                     // out now, and the turn is over, so no model-written version follows.
@@ -124,50 +122,49 @@ impl ChatObject {
     /// its own text now (`schedule::falls_back`): its next attempt would come past
     /// `SCHEDULE_FALLBACK_SECONDS` after its due time. False for any other turn.
     async fn scheduled_falls_back(&self, ctx: &Ctx, turn_id: &str, attempt: u32, after_ms: Option<u64>) -> bool {
-        let due = self.with(|st| st.turn.as_ref().filter(|t| t.turn_id == turn_id).and_then(|t| t.scheduled.as_ref().map(|r| r.due_ms))).await;
+        let due = self.with(|st| st.turn_of(turn_id).and_then(|t| t.scheduled.as_ref().map(|r| r.due_ms))).await;
         let Some(due) = due else { return false };
         let retry_in = backoff_ms(attempt, ctx.cfg.retry_base_ms, 300_000, 1.0).max(after_ms.unwrap_or(0));
         agent_core::schedule::falls_back(due, now_ms(), retry_in as i64, ctx.cfg.schedule_limits.fallback_ms)
     }
 
-    /// Ends a turn or plan that cannot be completed, and tells the user (once).
-    /// The apology is owed in the state first, so it is sent even if this invocation cannot.
+    /// Ends a turn or plan that cannot be completed, and tells the user (once): the apology is
+    /// owed in the state first (`ChatState::give_up_any`), so it is sent even if this
+    /// invocation cannot. A crew persona's turn is skipped instead (one apology only if every
+    /// persona failed); a scheduled run that is no longer this turn's is owed nothing.
     pub(super) async fn give_up(&self, ctx: &Ctx, turn_id: &str, error: &str) {
-        // A crew persona's turn is skipped instead (one apology only if every persona failed).
-        if self.give_up_crew(ctx, turn_id, error).await {
-            return;
-        }
+        let still_ours = self.scheduled_run_still_ours(ctx, turn_id).await;
+        let crew = super::crew::lineup(ctx);
         let now = now_ms();
-        if !self.scheduled_run_still_ours(ctx, turn_id).await {
-            // Cancelled, or run by another turn: nothing is owed, not even its text.
-            self.update(|st| {
-                st.drop_plan(turn_id);
-                st.end_turn(turn_id);
-            })
-            .await;
-            let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Dead, Some(error.to_string()), now_ms()).await;
-            self.arm(ctx).await;
-            return;
+        let given = self.update(|st| st.give_up_any(turn_id, &crew, still_ours, now)).await;
+        if let GivenUp::Persona { .. } = given {
+            worker::console_warn!("crew: turn {turn_id} failed and is skipped: {error}");
         }
-        self.update(|st| st.give_up(turn_id, now)).await;
         if let Err(e) = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Dead, Some(error.to_string()), now_ms()).await {
             worker::console_error!("turn {turn_id}: could not record that it was given up: {e}");
         }
-        self.send_apologies(ctx).await;
-        // A schedule the failed turn created or cancelled is not lost from the alarm either.
-        self.refresh_schedules(ctx).await;
+        match given {
+            GivenUp::Persona { cycle_end } => {
+                if cycle_end == Some(agent_core::crew::End::AllFailed) {
+                    worker::console_error!("crew: every persona failed; the chat gets one apology");
+                    self.send_apologies(ctx).await;
+                }
+                self.arm(ctx).await;
+            }
+            GivenUp::NothingOwed => self.arm(ctx).await,
+            GivenUp::Owed => {
+                self.send_apologies(ctx).await;
+                // A schedule the failed turn created or cancelled is not lost from the alarm either.
+                self.refresh_schedules(ctx).await;
+            }
+        }
     }
 
     /// Whether a scheduled turn being given up still holds its run: claimed by it now (so the
     /// run cannot fire again after its text is sent) or before. True for an ordinary turn, and
     /// when D1 cannot say (the text then goes out: never lost, at worst twice).
     async fn scheduled_run_still_ours(&self, ctx: &Ctx, turn_id: &str) -> bool {
-        let run = self
-            .with(|st| {
-                let from_turn = st.turn.as_ref().filter(|t| t.turn_id == turn_id).and_then(|t| t.scheduled.clone());
-                from_turn.or_else(|| st.plan.as_ref().filter(|p| p.turn_id == turn_id).and_then(|p| p.scheduled.clone()))
-            })
-            .await;
+        let run = self.with(|st| st.scheduled_run_of(turn_id)).await;
         let Some(run) = run else { return true };
         match storage::schedules::claim(&ctx.db(), run.schedule_id, run.due_ms, run.next_ms, turn_id, now_ms()).await {
             Ok(ours) => ours,
@@ -200,7 +197,7 @@ impl ChatObject {
                     self.update(|st| st.apology_done(&turn_id)).await;
                 }
                 Err(e) => {
-                    let attempts = self.with(|st| st.apologies.iter().find(|a| a.turn_id == turn_id).map_or(1, |a| a.attempts)).await;
+                    let attempts = self.with(|st| st.apology_attempts(&turn_id)).await;
                     let delay = match &e {
                         deliver::StepError::Retry { after_ms, .. } => {
                             backoff_ms(attempts, ctx.cfg.retry_base_ms, 300_000, crate::config::random_unit()).max(after_ms.unwrap_or(0)).min(43_200_000) as i64

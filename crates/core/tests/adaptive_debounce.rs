@@ -40,7 +40,7 @@ fn a_burst_extends_the_window_and_gives_one_turn() {
     assert_eq!(st.due(600 + BURST_QUIET_MS, &t), Due::StartTurn);
     let turn = st.begin_turn(600 + BURST_QUIET_MS, "1", 7);
     assert_eq!(turn.target_message_id, Some(5));
-    assert!(st.pending.is_none(), "the whole burst went into the one turn");
+    assert!(st.pending().is_none(), "the whole burst went into the one turn");
 }
 
 #[test]
@@ -69,7 +69,7 @@ fn a_chat_that_sends_bursts_learns_a_longer_single_window() {
         signal(&mut st, i as i64 + 1, at);
     }
     st.begin_turn(4000, "1", 1);
-    st.end_turn(&st.turn.clone().unwrap().turn_id);
+    st.end_turn(&st.turn().cloned().unwrap().turn_id);
     signal(&mut st, 10, 60_000);
     assert_eq!(st.debounce_deadline(&t), Some(60_000 + 1500), "the learnt window covers its gaps");
 }
@@ -79,5 +79,5 @@ fn an_older_stored_state_still_loads() {
     let old = serde_json::json!({"generation": 3, "pending": {"first_ms": 1, "last_ms": 2, "target_message_id": null, "trigger": "private"}, "turn": null, "plan": null, "turns_started": 0, "replans_in_row": 0, "seen": []});
     let loaded = agent_core::chat_state::load(Some(old));
     assert!(loaded.error.is_none(), "{:?}", loaded.error);
-    assert_eq!(loaded.state.pending.unwrap().count, 0);
+    assert_eq!(loaded.state.pending().unwrap().count, 0);
 }

@@ -37,6 +37,10 @@
 //!   its plan is not cancelled; newer messages stay pending for their own turn right after,
 //!   and a retry of it answers nothing newer than its first attempt saw (`committed_upto`).
 
+mod crew_cycle;
+
+pub use crew_cycle::{Answered, GivenUp};
+
 use crate::gating::Trigger;
 use crate::plan::Step;
 use serde::{Deserialize, Serialize};
@@ -166,39 +170,53 @@ pub struct PlanRun {
     pub step_calls: Option<Vec<Option<usize>>>,
 }
 
+impl TurnRun {
+    /// A scheduled run or a committed answer (part of it went out while streaming) keeps its
+    /// place: it never goes stale, people's messages do not cancel its plan, and messages
+    /// that came meanwhile wait for their own turn right after it.
+    pub fn keeps_its_place(&self) -> bool {
+        self.scheduled.is_some() || self.committed
+    }
+}
+
 impl PlanRun {
     pub fn current(&self) -> Option<&Step> {
         self.steps.get(self.next)
+    }
+
+    /// The plan of a turn that [kept its place](TurnRun::keeps_its_place).
+    pub fn keeps_its_place(&self) -> bool {
+        self.scheduled.is_some() || self.committed
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct ChatState {
     /// Reply-asking signals accepted so far.
-    pub generation: u64,
-    pub pending: Option<Pending>,
-    pub turn: Option<TurnRun>,
-    pub plan: Option<PlanRun>,
+    pub(crate) generation: u64,
+    pub(crate) pending: Option<Pending>,
+    pub(crate) turn: Option<TurnRun>,
+    pub(crate) plan: Option<PlanRun>,
     /// Turns started (a statistic; turn ids do not depend on it).
-    pub turns_started: u64,
-    pub replans_in_row: u32,
-    pub seen: VecDeque<i64>,
+    pub(crate) turns_started: u64,
+    pub(crate) replans_in_row: u32,
+    pub(crate) seen: VecDeque<i64>,
     /// Apologies owed to the user, oldest first.
     #[serde(default)]
-    pub apologies: Vec<Apology>,
+    pub(crate) apologies: Vec<Apology>,
     /// Alarms handled (a statistic, so tests and operators can see an alarm storm); written
     /// with the state's next change, so an instance that ends may lose its last few.
     #[serde(default)]
-    pub alarms: u64,
+    pub(crate) alarms: u64,
     /// The chat's next schedule run as last read from D1 (`schedules`), if any.
     #[serde(default)]
-    pub next_schedule_ms: Option<i64>,
+    pub(crate) next_schedule_ms: Option<i64>,
     /// What the chat's bursts look like, for the adaptive debounce (`crate::debounce`).
     #[serde(default)]
-    pub burst: crate::debounce::Burstiness,
+    pub(crate) burst: crate::debounce::Burstiness,
     /// Crew mode: the chat's switch, the speaking pointer and the running cycle (`core::crew`).
     #[serde(default)]
-    pub crew: Option<crate::crew_state::CrewState>,
+    pub(crate) crew: Option<crate::crew_state::CrewState>,
 }
 
 /// An apology the user is owed for a turn that could not be answered.
@@ -289,6 +307,87 @@ fn job_lost(deadline: Option<i64>, now: i64) -> bool {
 }
 
 impl ChatState {
+    /// The turn running (or waiting for its retry job), if any.
+    pub fn turn(&self) -> Option<&TurnRun> {
+        self.turn.as_ref()
+    }
+
+    /// The running turn if it is `turn_id`.
+    pub fn turn_of(&self, turn_id: &str) -> Option<&TurnRun> {
+        self.turn.as_ref().filter(|t| t.turn_id == turn_id)
+    }
+
+    /// People's burst waiting for its turn, if any.
+    pub fn pending(&self) -> Option<&Pending> {
+        self.pending.as_ref()
+    }
+
+    /// The plan being carried out, if any.
+    pub fn plan(&self) -> Option<&PlanRun> {
+        self.plan.as_ref()
+    }
+
+    /// Whether update `update_id` was already taken in (a redelivery).
+    pub fn has_seen(&self, update_id: i64) -> bool {
+        self.seen.contains(&update_id)
+    }
+
+    /// Whether the last signal began a burst while no turn runs: the moment for a first sign.
+    pub fn burst_just_began(&self) -> bool {
+        self.turn.is_none() && self.pending.as_ref().is_some_and(|p| p.count == 1)
+    }
+
+    /// Whether `turn` is still the one to answer: no newer message came since it started, or
+    /// it [keeps its place](TurnRun::keeps_its_place) (a scheduled run; an answer committed
+    /// while it streamed). A turn's drafts stop once this is false.
+    pub fn still_current(&self, turn: &TurnRun) -> bool {
+        turn.scheduled.is_some() || self.generation == turn.generation || self.turn_of(&turn.turn_id).is_some_and(|t| t.committed)
+    }
+
+    /// The scheduled run that turn `turn_id` (running, or carrying out its plan) answers.
+    pub fn scheduled_run_of(&self, turn_id: &str) -> Option<ScheduledRun> {
+        let from_turn = self.turn_of(turn_id).and_then(|t| t.scheduled.clone());
+        from_turn.or_else(|| self.plan.as_ref().filter(|p| p.turn_id == turn_id).and_then(|p| p.scheduled.clone()))
+    }
+
+    /// How often the apology owed for `turn_id` was tried (1 when none is owed).
+    pub fn apology_attempts(&self, turn_id: &str) -> u32 {
+        self.apologies.iter().find(|a| a.turn_id == turn_id).map_or(1, |a| a.attempts)
+    }
+
+    /// Counts an alarm handled (a statistic).
+    pub fn count_alarm(&mut self) {
+        self.alarms += 1;
+    }
+
+    /// Forgets the pending burst (it can have no turn: the object does not know its chat).
+    pub fn forget_burst(&mut self) {
+        self.pending = None;
+    }
+
+    /// `/new`: the conversation starts over. The pending burst, the plan being carried out and
+    /// a crew cycle are forgotten (a turn running now finishes; its plan is the old session's).
+    pub fn start_over(&mut self) {
+        self.pending = None;
+        self.plan = None;
+        if let Some(crew) = self.crew.as_mut() {
+            crew.cycle = None;
+        }
+    }
+
+    /// Claims a turn for a synchronous API call, in one step: `None` while a turn or a plan
+    /// runs (the caller answers "busy"). The API's message is the whole input: anything
+    /// pending is dropped.
+    pub fn claim_api_turn(&mut self, now: i64, conv: &str, nonce: u64) -> Option<TurnRun> {
+        if self.turn.is_some() || self.plan.is_some() {
+            return None;
+        }
+        self.pending = None;
+        Some(self.begin_turn(now, conv, nonce))
+    }
+}
+
+impl ChatState {
     /// Remembers an update id (bounded); false if it was already seen.
     pub fn mark_seen(&mut self, update_id: i64) -> bool {
         if self.seen.contains(&update_id) {
@@ -324,9 +423,7 @@ impl ChatState {
                 count: 1,
             },
         });
-        // A scheduled run's plan goes on, and so does a committed answer's: the message gets
-        // its own turn after it.
-        let cancelled = if self.plan.as_ref().is_some_and(|p| p.scheduled.is_none() && !p.committed) {
+        let cancelled = if self.plan.as_ref().is_some_and(|p| !p.keeps_its_place()) {
             self.plan.take().map(|p| (p.turn_id, p.next))
         } else {
             None
@@ -406,9 +503,7 @@ impl ChatState {
             return None;
         }
         let generation = self.generation;
-        // A scheduled or committed turn leaves people's messages to their own turn.
-        let keeps_own = self.turn.as_ref().is_some_and(|t| t.scheduled.is_some() || t.committed);
-        let pending = if keeps_own { None } else { self.pending.take() };
+        let pending = if self.turn.as_ref().is_some_and(TurnRun::keeps_its_place) { None } else { self.pending.take() };
         let turn = self.turn.as_mut()?;
         turn.attempt += 1;
         turn.started_ms = now;
@@ -495,7 +590,7 @@ impl ChatState {
     pub fn resume_turn(&mut self, turn_id: &str, attempt: u32, now: i64) -> Option<TurnRun> {
         let generation = self.generation;
         let turn = self.turn.as_mut().filter(|t| t.turn_id == turn_id && t.waiting_retry)?;
-        let pending = if turn.scheduled.is_some() || turn.committed { None } else { self.pending.take() };
+        let pending = if turn.keeps_its_place() { None } else { self.pending.take() };
         turn.waiting_retry = false;
         turn.wait_deadline_ms = None;
         turn.attempt = attempt;
@@ -512,9 +607,7 @@ impl ChatState {
         let Some(turn) = self.turn.as_ref().filter(|t| t.turn_id == turn_id) else {
             return Finish::Superseded;
         };
-        // A scheduled run never goes stale, nor does a committed answer: newer messages get
-        // their own turn after it.
-        let stale = self.generation != turn.generation && turn.scheduled.is_none() && !turn.committed;
+        let stale = self.generation != turn.generation && !turn.keeps_its_place();
         let target = turn.target_message_id;
         let scheduled = turn.scheduled.clone();
         let committed = turn.committed;
@@ -559,7 +652,7 @@ impl ChatState {
     pub fn commit_turn(&mut self, turn_id: &str, upto_seq: i64) -> bool {
         let generation = self.generation;
         let Some(turn) = self.turn.as_mut().filter(|t| t.turn_id == turn_id && !t.waiting_retry) else { return false };
-        if !turn.committed && turn.scheduled.is_none() && turn.generation != generation {
+        if !turn.keeps_its_place() && turn.generation != generation {
             return false;
         }
         turn.committed = true;
@@ -729,6 +822,50 @@ mod tests {
 
     fn send(text: &str) -> Step {
         Step::Send { text: text.into(), reply_to: None, no_link_preview: false }
+    }
+
+    #[test]
+    fn an_api_turn_is_claimed_in_one_step_and_only_when_nothing_runs() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let t = s.claim_api_turn(10, "c", 1).expect("nothing runs: claimed");
+        assert!(s.pending().is_none(), "the API's message is the whole input");
+        assert_eq!(s.claim_api_turn(11, "c", 2), None, "a turn runs: busy");
+        s.finish_turn(&t.turn_id, vec![send("a")], 12);
+        assert_eq!(s.claim_api_turn(13, "c", 3), None, "a plan runs: busy");
+    }
+
+    #[test]
+    fn starting_over_forgets_the_burst_the_plan_and_the_crew_cycle_but_not_the_switch() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let t = s.begin_turn(10, "c", 1);
+        s.finish_turn(&t.turn_id, vec![send("a"), send("b")], 20);
+        s.signal(&sig(2, 30));
+        s.set_crew_switch(Some(true));
+        s.crew.as_mut().unwrap().cycle = Some(crate::crew_state::Cycle { generation: 2, target_message_id: None, trigger: Trigger::Private, taken: 1, quiet_in_row: 0, failed_in_row: 0, current: None, note: None });
+        s.start_over();
+        assert!(s.pending().is_none() && s.plan().is_none());
+        assert!(s.crew.as_ref().unwrap().cycle.is_none());
+        assert_eq!(s.crew_switch(), Some(true));
+        assert_eq!(s.due(1_000_000, &T), Due::Nothing);
+    }
+
+    #[test]
+    fn a_turn_stays_current_until_a_newer_message_unless_it_keeps_its_place() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let t = s.begin_turn(10, "c", 1);
+        assert!(s.still_current(&t) && !t.keeps_its_place());
+        s.signal(&sig(2, 20));
+        assert!(!s.still_current(&t), "a newer message came");
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 0));
+        let t = s.begin_turn(10, "c", 1);
+        assert!(s.commit_turn(&t.turn_id, 5));
+        s.signal(&sig(2, 20));
+        assert!(s.still_current(&t) && s.turn().unwrap().keeps_its_place(), "committed: it keeps its place");
+        assert!(s.pending().is_some(), "the newer message waits for its own turn");
     }
 
     #[test]
