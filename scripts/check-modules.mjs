@@ -18,7 +18,7 @@ import { fileURLToPath } from "node:url";
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
 /** The edge's rooms, lowest layer first. Imports go from a higher layer to a lower one. */
-export const EDGE_LAYERS = [["config"], ["storage", "outbound"], ["chat"], ["ingress", "api", "background"]];
+export const EDGE_LAYERS = [["config"], ["storage", "outbound"], ["bot"], ["chat"], ["ingress", "api", "background"]];
 export const MAX_FN_LINES = 80;
 
 function files(dir) {

@@ -5,7 +5,7 @@
 //! (`agent_core::policy::is_api_chat_id`), so they never rewrite a Telegram chat.
 
 use super::{bad_request, not_found};
-use crate::chat::deliver;
+use crate::bot::deliver;
 use crate::config::{now_ms, Ctx};
 use crate::outbound::objects;
 use crate::storage;

@@ -27,8 +27,8 @@
 //! - The summary covers messages up to `summaries.until_seq`; a turn whose history is cut
 //!   beyond what it covers says so in its prompt (never a silent drop).
 
-use crate::chat::access;
-use crate::chat::agent::media as agent_media;
+use crate::bot::access;
+use crate::bot::agent::media as agent_media;
 use crate::config::{now_ms, prompts, Ctx};
 use crate::outbound::queues;
 use crate::storage::consolidation::{self as rows, Lease};

@@ -4,7 +4,8 @@
 //! Invariant: the turn is claimed in one step, before any await, so two concurrent calls
 //! cannot both start one; a busy conversation answers 409.
 
-use super::{agent, ChatObject};
+use super::ChatObject;
+use crate::bot::agent;
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::plan::Step;

@@ -9,7 +9,8 @@
 //! - A refused or over-budget message is remembered too, so a redelivery is not refused (and
 //!   notified) twice.
 
-use super::{access, agent, commands, ChatObject, Inbox};
+use super::{ChatObject, Inbox};
+use crate::bot::{access, agent, commands};
 use crate::config::{now_ms, Ctx};
 use agent_core::chat_state::{ChatState, Signal, SignalOutcome};
 use agent_core::commands as core_commands;
@@ -88,7 +89,7 @@ impl ChatObject {
             SignalOutcome::Accepted { cancelled } => {
                 // The first message of a burst, no turn running: show the bot is on it now.
                 if self.with(|st| st.turn.is_none() && st.pending.as_ref().is_some_and(|p| p.count == 1)).await {
-                    super::stream::first_sign_soon(ctx, conv, kind, inbox.trigger != Trigger::Reaction);
+                    crate::bot::stream::first_sign_soon(ctx, conv, kind, inbox.trigger != Trigger::Reaction);
                 }
                 if let Some((turn_id, from)) = cancelled {
                     self.record_cancelled(ctx, &turn_id, from).await;

@@ -4,7 +4,8 @@
 //! Invariant: a job for work that finished or was superseded meanwhile does nothing; a step
 //! retry that cannot be queued comes back through the alarm at its deadline.
 
-use super::{agent, ChatObject, StepRetry};
+use super::{ChatObject, StepRetry};
+use crate::bot::agent;
 use crate::config::{now_ms, random_unit, Ctx};
 use crate::outbound::queues;
 use crate::storage;

@@ -1,15 +1,14 @@
-//! # chat: the chat Durable Object and what a conversation does
+//! # chat: the chat Durable Object
 //!
 //! One Durable Object per conversation (chat or forum topic), named by its `ConvKey`. It holds
 //! the conversation's short-lived state (`agent_core::chat_state::ChatState`: debounce, the
 //! turn in flight, the reply plan, owed apologies) and carries out what that state machine
 //! decides. This file is the object's shell: its routes, its state in storage, its one alarm.
 //! The object's work is in [`inbox`] (a reply-asking message), [`turn`] (running a turn and
-//! what follows it), [`plan`] (carrying out steps), [`jobs`] (retry jobs and dead letters) and
-//! [`api_chat`] (the synchronous API chat), [`schedules`] (firing due schedules), [`stream`]
-//! (the first sign of a burst, the answer streamed as a draft); what a
-//! conversation does is in [`agent`] (one
-//! turn), [`deliver`] (the outbox), [`access`], [`commands`], [`memory`] and [`usage`].
+//! what follows it), [`plan`] (carrying out steps), [`jobs`] (retry jobs and dead letters),
+//! [`api_chat`] (the synchronous API chat), [`schedules`] (firing due schedules) and [`crew`]
+//! (the crew cycle). What the bot does in a turn (the turn itself, delivery, streaming,
+//! access, commands, memory, usage, crew lineup) is the `bot` room's.
 //!
 //! Routes (from the worker only): `POST /inbox` a reply-asking message or reaction,
 //! `POST /job` a retry job (answers a `JobOutcome`), `POST /dead` a dead-lettered job,
@@ -38,21 +37,15 @@
 //! - The conversation key and the chat's kind are what the object was told (the key in every
 //!   call, the kind by the inbox or the API chat route), never guessed.
 
-pub mod access;
-pub mod agent;
 mod api_chat;
-pub mod commands;
-pub mod crew;
-pub mod deliver;
+mod crew;
 mod inbox;
 mod jobs;
-pub mod memory;
 mod plan;
 mod schedules;
-pub mod stream;
 mod turn;
-pub mod usage;
 
+use crate::bot::{agent, stream};
 use crate::config::{now_ms, Ctx};
 use crate::outbound::objects;
 use agent_core::chat_state::{self, ChatState, Due, Timing};

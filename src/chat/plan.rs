@@ -8,7 +8,8 @@
 //! - A step carried out is recorded truthfully even if a new message cancelled the plan while
 //!   Telegram answered.
 
-use super::{agent, deliver, ChatObject, StepRetry};
+use super::{ChatObject, StepRetry};
+use crate::bot::{agent, deliver};
 use crate::config::{now_ms, Ctx};
 use agent_core::chat_state::ChatState;
 use agent_core::conversation::{ChatKind, ConvKey};

@@ -14,7 +14,8 @@
 //! - The hint is re-read after every change and after every firing; when D1 cannot be read
 //!   the object looks again a minute later, never in a loop.
 
-use super::{access, ChatObject};
+use super::ChatObject;
+use crate::bot::access;
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use crate::storage::schedules::DueRow;

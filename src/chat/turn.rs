@@ -11,7 +11,8 @@
 //!   past `SCHEDULE_FALLBACK_SECONDS` after its due time (given up: the text is owed in the
 //!   state, the run claimed, the turn ended, so a later model answer never also goes out).
 
-use super::{agent, deliver, ChatObject, APOLOGY};
+use super::{ChatObject, APOLOGY};
+use crate::bot::{agent, deliver};
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::chat_state::Finish;
@@ -80,7 +81,7 @@ impl ChatObject {
                         worker::console_log!("turn {turn_id}: new messages arrived during the model call; replanning");
                         // The stale answer's draft comes down; "Thinking…" (or typing) again.
                         if let Some((conv, kind)) = self.conv() {
-                            super::stream::first_sign_soon(ctx, conv, kind, true);
+                            crate::bot::stream::first_sign_soon(ctx, conv, kind, true);
                         }
                         let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Stale, None, now_ms()).await;
                     }

@@ -90,7 +90,7 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
     }
     // A crew naming an unknown persona (or a bad front matter) serves nothing, from the first
     // update on: 500 and a log line that says which (Telegram keeps the updates meanwhile).
-    if let Err(e) = crate::chat::crew::personas(ctx) {
+    if let Err(e) = crate::bot::crew::personas(ctx) {
         worker::console_error!("refusing to serve the webhook: {e}");
         return Response::error(format!("server misconfigured: {e}"), 500);
     }
@@ -121,7 +121,7 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
             // Crew mode: addressing one of the crew's own bots counts too.
             let trigger = match reply_trigger(&m, &bot, ctx.cfg.name_trigger) {
                 Some(t) => Some(t),
-                None => chat::crew::trigger(ctx, &m).await,
+                None => crate::bot::crew::trigger(ctx, &m).await,
             };
             if let Some(trigger) = trigger {
                 let conv = m.conv;

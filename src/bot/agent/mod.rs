@@ -21,7 +21,7 @@ mod typing;
 pub use context::RowCopy;
 pub use record::{record_step_outcome, record_steps, step_calls};
 
-use crate::chat::stream::{Live, StreamingModel};
+use crate::bot::stream::{Live, StreamingModel};
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::chat_state::TurnRun;
@@ -80,7 +80,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option<Live>, 
     // "typing…" is up from here: fetching media can take a while too.
     let show_typing = live.is_some();
     // A crew persona's turn also has a time limit of its own.
-    let work = crate::chat::crew::within_limit(turn, answer(ctx, conv, turn, &c, &model, now, live));
+    let work = crate::bot::crew::within_limit(turn, answer(ctx, conv, turn, &c, &model, now, live));
     // A crew persona with its own bot shows "typing…" through it.
     let group = c.chat.as_ref().is_some_and(|ch| agent_core::conversation::ChatKind::from_telegram(&ch.kind, 0).is_group());
     let outcome = if show_typing { typing::with_typing(&ctx.speaking_for(&turn.turn_id, group), conv, work).await } else { work.await };

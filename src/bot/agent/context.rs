@@ -6,7 +6,7 @@
 //! window itself is decided by the core (`agent_core::context::window`).
 
 use super::TurnError;
-use crate::chat::memory::{self, Memories};
+use crate::bot::memory::{self, Memories};
 use crate::config::Ctx;
 use crate::storage::{self, turns::ChatRow};
 use agent_core::chat_state::TurnRun;

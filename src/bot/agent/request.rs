@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 /// The model of a turn: a crew persona's own (its front matter), else the chat's own, else
 /// the configured one.
 pub fn model_of(ctx: &Ctx, c: &Context, turn: &TurnRun) -> String {
-    let persona = crate::chat::crew::persona_of(ctx, turn).and_then(|p| p.model);
+    let persona = crate::bot::crew::persona_of(ctx, turn).and_then(|p| p.model);
     persona.or_else(|| c.chat.as_ref().and_then(|ch| ch.model.clone())).unwrap_or_else(|| ctx.cfg.gemini_model.clone())
 }
 
@@ -98,7 +98,7 @@ fn prompt_texts(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &
 /// goes into the turn context.
 fn crew_section(ctx: &Ctx, turn: &TurnRun, instruction: String, turn_context: String) -> (String, String) {
     let (Some(name), Some(ct)) = (agent_core::crew::persona_of_turn(&turn.turn_id), turn.crew.as_ref()) else { return (instruction, turn_context) };
-    let personas = crate::chat::crew::configured(ctx);
+    let personas = crate::bot::crew::configured(ctx);
     let instruction = format!("{instruction}\n\n{}", agent_core::crew::situation(&personas, name, None));
     match ct.note.as_deref() {
         Some(note) => (instruction, format!("{turn_context}\n\n## Crew\nNote: {note}")),
@@ -110,7 +110,7 @@ fn crew_section(ctx: &Ctx, turn: &TurnRun, instruction: String, turn_context: St
 /// named people's messages (`agent_core::crew::as_seen_by`).
 fn seen_by(ctx: &Ctx, turn: &TurnRun, messages: &[history::HistoryMessage]) -> Option<Vec<history::HistoryMessage>> {
     let name = agent_core::crew::persona_of_turn(&turn.turn_id).filter(|_| turn.crew.is_some())?;
-    let names = crate::chat::crew::configured(ctx).into_iter().map(|p| (p.name, p.display_name)).collect();
+    let names = crate::bot::crew::configured(ctx).into_iter().map(|p| (p.name, p.display_name)).collect();
     Some(agent_core::crew::as_seen_by(messages, name, &names, &ctx.cfg.bot_name))
 }
 
