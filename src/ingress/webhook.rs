@@ -19,9 +19,9 @@
 //! - A redelivered update changes nothing: D1 ignores the duplicate rows and the chat object
 //!   ignores the duplicate signal.
 
-use crate::chat::{self, Inbox};
 use crate::config::auth::refuse;
 use crate::config::{now_ms, Ctx};
+use crate::outbound::objects::{self, Arrival};
 use crate::storage;
 use agent_core::conversation::{ConvKey, Inbound};
 use agent_core::gating::{reply_trigger, BotIdentity, Trigger};
@@ -125,7 +125,7 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
             };
             if let Some(trigger) = trigger {
                 let conv = m.conv;
-                let inbox = Inbox {
+                let arrival = Arrival {
                     update_id: update.update_id,
                     trigger,
                     message: Some(m),
@@ -133,7 +133,7 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
                     access: recorded.access,
                     bot_username: bot.username,
                 };
-                chat::send_inbox(ctx, &conv, &inbox).await?;
+                objects::send_arrival(ctx, &conv, arrival).await?;
             }
             ok(ctx)
         }
@@ -148,7 +148,7 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
             let on_latest = rec.last_bot_message_id == Some(r.message_id);
             if on_latest && !r.emoji.is_empty() && !r.speaker.is_bot {
                 let conv = rec.conv.as_deref().and_then(ConvKey::parse).unwrap_or(ConvKey::chat(r.chat.id));
-                let inbox = Inbox {
+                let arrival = Arrival {
                     update_id: update.update_id,
                     trigger: Trigger::Reaction,
                     message: None,
@@ -156,7 +156,7 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
                     access: rec.recorded.access,
                     bot_username: String::new(),
                 };
-                chat::send_inbox(ctx, &conv, &inbox).await?;
+                objects::send_arrival(ctx, &conv, arrival).await?;
             }
             ok(ctx)
         }
