@@ -56,8 +56,13 @@ where
 
 /// The persona of a crew turn, as configured.
 pub fn persona_of(ctx: &Ctx, turn: &TurnRun) -> Option<Persona> {
-    let name = crew::persona_of_turn(&turn.turn_id)?;
     turn.crew.as_ref()?;
+    persona_by_turn_id(ctx, &turn.turn_id)
+}
+
+/// The configured persona a turn id names (a persona turn's id carries its name), if any.
+pub fn persona_by_turn_id(ctx: &Ctx, turn_id: &str) -> Option<Persona> {
+    let name = crew::persona_of_turn(turn_id)?;
     configured(ctx).into_iter().find(|p| p.name == name)
 }
 

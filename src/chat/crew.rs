@@ -13,7 +13,7 @@
 
 use super::ChatObject;
 use crate::bot::access;
-use crate::bot::crew::configured;
+use crate::bot::crew::{self as bot_crew, configured};
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::chat_state::{Finish, TurnRun};
@@ -84,7 +84,7 @@ impl ChatObject {
     /// without its own bot, its display name leads its message), anyone else's as usual.
     /// `step_calls` stays with the plan (see `ChatState::keep_step_calls`).
     pub(super) async fn finish_any_turn(&self, ctx: &Ctx, turn_id: &str, steps: Vec<Step>, step_calls: Option<Vec<Option<usize>>>) -> (Finish, bool) {
-        let persona = crew::persona_of_turn(turn_id).and_then(|name| configured(ctx).into_iter().find(|p| p.name == name));
+        let persona = bot_crew::persona_by_turn_id(ctx, turn_id);
         let lineup = Lineup::of(&configured(ctx), ctx.cfg.crew_max_rounds);
         let is_crew = self.with(|st| st.turn.as_ref().is_some_and(|t| t.turn_id == turn_id && t.crew.is_some())).await;
         let Some(persona) = persona.filter(|_| is_crew) else {

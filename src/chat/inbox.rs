@@ -12,7 +12,7 @@
 
 use super::ChatObject;
 use crate::outbound::objects::Arrival;
-use crate::bot::{access, agent, commands};
+use crate::bot::{access, answer, commands};
 use crate::config::{now_ms, Ctx};
 use agent_core::chat_state::{ChatState, Signal, SignalOutcome};
 use agent_core::commands as core_commands;
@@ -105,9 +105,9 @@ impl ChatObject {
     /// Records the steps of a plan that a new message cancelled.
     pub(super) async fn record_cancelled(&self, ctx: &Ctx, turn_id: &str, from: usize) {
         worker::console_log!("turn {turn_id}: plan cancelled from step {from} by a new message");
-        let calls = agent::step_calls(ctx, turn_id).await;
+        let calls = answer::step_calls(ctx, turn_id).await;
         let cancelled: Vec<_> = (from..calls.len()).map(|index| (index, StepOutcome::Cancelled)).collect();
-        agent::record_steps(ctx, turn_id, &calls, &cancelled, Some((TurnStatus::Done, Some(format!("cancelled from step {from}"))))).await;
+        answer::record_steps(ctx, turn_id, &calls, &cancelled, Some((TurnStatus::Done, Some(format!("cancelled from step {from}"))))).await;
     }
 }
 

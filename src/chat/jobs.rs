@@ -5,7 +5,7 @@
 //! retry that cannot be queued comes back through the alarm at its deadline.
 
 use super::{ChatObject, StepRetry};
-use crate::bot::agent;
+use crate::bot::answer;
 use crate::config::{now_ms, random_unit, Ctx};
 use crate::outbound::queues;
 use crate::storage;
@@ -53,7 +53,7 @@ impl ChatObject {
                 };
                 self.in_flight.set(true);
                 self.arm(ctx).await; // the re-check, in case this instance dies mid-turn
-                let result = agent::run(ctx, &conv, &turn, Some(self.live(&turn)), Some(&self.rows)).await;
+                let result = answer::answer_turn(ctx, &conv, &turn, Some(self.live(&turn)), Some(&self.rows)).await;
                 self.in_flight.set(false);
                 self.after_turn(ctx, &conv, &turn_id, result).await
             }

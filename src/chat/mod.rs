@@ -4,9 +4,9 @@
 //! the conversation's short-lived state (`agent_core::chat_state::ChatState`: debounce, the
 //! turn in flight, the reply plan, owed apologies) and carries out what that state machine
 //! decides. This file is the object's shell: its routes, its state in storage, its one alarm.
-//! The object's work is in [`inbox`] (a reply-asking message), [`turn`] (running a turn and
-//! what follows it), [`plan`] (carrying out steps), [`jobs`] (retry jobs and dead letters),
-//! [`api_chat`] (the synchronous API chat), [`schedules`] (firing due schedules) and [`crew`]
+//! The object's work is in [`inbox`] (an arrival: a reply-asking message), [`turn_life`] (a
+//! turn's life in the object: starting it, driving it, what follows it), [`plan`] (carrying out
+//! steps), [`jobs`] (retry jobs and dead letters), [`api_chat`] (the synchronous API chat), [`schedules`] (firing due schedules) and [`crew`]
 //! (the crew cycle). What the bot does in a turn (the turn itself, delivery, streaming,
 //! access, commands, memory, usage, crew lineup) is the `bot` room's.
 //!
@@ -42,9 +42,9 @@ mod inbox;
 mod jobs;
 mod plan;
 mod schedules;
-mod turn;
+mod turn_life;
 
-use crate::bot::{agent, stream};
+use crate::bot::{answer, stream};
 use crate::config::{now_ms, Ctx};
 use crate::outbound::objects::ChatRequest;
 use agent_core::chat_state::{self, ChatState, Due, Timing};
@@ -90,7 +90,7 @@ pub struct ChatObject {
     /// once they are done): an update that changes nothing writes nothing. `None`: unknown.
     written: Rc<RefCell<Option<String>>>,
     /// The rows the last turn loaded, so the next reads only what is new (in memory only).
-    rows: agent::RowCopy,
+    rows: answer::RowCacheSlot,
 }
 
 impl DurableObject for ChatObject {
@@ -361,7 +361,7 @@ impl ChatObject {
                 // It keeps dying (a crash on this input?): stop, and tell the user.
                 self.give_up(ctx, &turn.turn_id, "the turn kept failing").await;
             } else {
-                self.run_turn(ctx, turn).await;
+                self.drive_turn(ctx, turn).await;
             }
             self.arm(ctx).await;
             return;
