@@ -3,12 +3,13 @@
 //! One Durable Object per conversation (chat or forum topic), named by its `ConvKey`. It holds
 //! the conversation's short-lived state (`agent_core::chat_state::ChatState`: debounce, the
 //! turn in flight, the reply plan, owed apologies) and carries out what that state machine
-//! decides. This file is the object's shell: its routes, its state in storage, its one alarm.
-//! The object's work is in [`inbox`] (an arrival: a reply-asking message), [`turn_life`] (a
-//! turn's life in the object: starting it, driving it, what follows it), [`plan`] (carrying out
-//! steps), [`jobs`] (retry jobs and dead letters), [`api_chat`] (the synchronous API chat), [`schedules`] (firing due schedules) and [`crew`]
-//! (the crew cycle). What the bot does in a turn (the turn itself, delivery, streaming,
-//! access, commands, memory, usage, crew lineup) is the `bot` room's.
+//! decides. This file is the object's shell: the requests it answers (`fetch`), its state in
+//! storage, its one alarm. The object's work is in [`inbox`] (an arrival: a reply-asking
+//! message), [`turn_life`] (a turn's life in the object: starting it, driving it, what follows
+//! it), [`plan`] (carrying out steps), [`jobs`] (retry jobs and dead letters), [`api_chat`] (the
+//! synchronous API chat), [`schedules`] (firing due schedules) and [`crew`] (the crew cycle).
+//! What the bot does in a turn (answering it, delivery, streaming, access, commands, memory,
+//! usage, crew lineup) is the `bot` room's.
 //!
 //! Requests (from the worker only, through `outbound::objects`): one `ChatRequest` per call,
 //! parsed once by `fetch` — an arrival (a reply-asking message or reaction), a retry job

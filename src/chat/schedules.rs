@@ -2,7 +2,7 @@
 //! (`ChatState::next_schedule_ms`, read from D1, which holds the truth). A due run is decided
 //! by the core (`agent_core::schedule::on_due`: fire, late or not, or skip beyond the lateness
 //! limit), started as a scheduled turn in the object's state, and claimed in D1 by that turn
-//! (`answer::run`), so it fires once whatever is retried or restarted.
+//! (`bot::answer::answer_turn`), so it fires once whatever is retried or restarted.
 //!
 //! Invariants:
 //! - One run per alarm, and never while a turn or plan is in progress (the state machine only
