@@ -248,7 +248,7 @@ class Bench {
       // A window of several invocations (`w.split`) is split among them by their metrics
       // lines' times (the runtime's clock, in ms, which moves only with I/O: an invocation's
       // last synchronous stretch after its last I/O counts to whatever holds it): a sample
-      // goes to the innermost invocation running then (the chat object's `/inbox` or `/job`
+      // goes to the innermost invocation running then (the chat object's `arrival` or `job` request
       // inside the webhook or consumer that waits for it); samples outside every span to the
       // window's first invocation.
       if (w.split && inside.length) {
@@ -489,7 +489,7 @@ async function formatRun(format, bundle, side = null) {
 
     if (format === "structured") {
       // A turn retried through the queue: the model answers 503 once; measured from after the
-      // failed alarm to the reply (the consumer's invocation and the chat object's /job).
+      // failed alarm to the reply (the consumer's invocation and the chat object's job request).
       const q = [];
       for (let i = 0; i < REPS; i++) {
         const uid = 88_100_000 + i * 13;
@@ -498,7 +498,7 @@ async function formatRun(format, bundle, side = null) {
         const before = s.tg.sent(uid).length;
         await b.window(() => s.webhook(privateText(uid, `retry me (${i})`)), () => s.gemini.waitFor(() => s.gemini.calls(uid).some((r) => r.status === 503), 30_000, "the failed call"), 300);
         const w = await b.window(async () => {}, () => s.tg.waitFor(() => s.tg.sent(uid).length > before, 60_000, "the retried reply"), 300);
-        // The consumer hands the job to the chat object, whose `/job` runs the turn; an
+        // The consumer hands the job to the chat object, whose `job` request runs the turn; an
         // alarm (the state's next wake) may follow. Split among them.
         w.split = true;
         q.push(w);

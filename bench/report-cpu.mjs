@@ -59,7 +59,7 @@ ${line(`turn, ${st.turn_500.history_messages}-message history, structured`, sb.t
 ${line(`the same after an edit (before: the whole window read; after: the edited row read with the new ones)`, sb.turn_500_full, st.turn_500_edit ?? st.turn_500_full)}
 ${line(`the same, the whole window read (the history version moved)`, sb.turn_500_full, st.turn_500_full)}
 ${b.embeddings && runs.embeddings ? line("turn with `EMBEDDINGS_MODEL` over 300 stored vectors", b.embeddings.turn_embeddings, runs.embeddings.turn_embeddings) + "\n" : ""}${line("queue job (a retried turn), all its invocations", sb.queue_turn_job, st.queue_turn_job)}
-${line("of which the chat object's `/job`, the retried turn", sb.queue_job_object, st.queue_job_object)}
+${line("of which the chat object's `job` request, the retried turn", sb.queue_job_object, st.queue_job_object)}
 ${line("consolidation jobs of one tick", sb.consolidation_jobs, st.consolidation_jobs)}
 
 `;
@@ -118,24 +118,24 @@ quiet machine.
 | invocation | all workerd CPU, median (range) | the Worker's own JS + wasm (share) | repetitions | invocations in the window |
 |---|---|---|---|---|
 ${row(`group chatter webhook (the recorded conversation's ${st.chatter.replayed_messages} people's messages, replayed; the first 20 left out as warm-up)`, st.chatter)}
-${row("DM webhook + chat-object hand-off (the webhook waits for `/inbox`)", st.dm_webhook)}
+${row("DM webhook + chat-object hand-off (the webhook waits for the object's `arrival`)", st.dm_webhook)}
 ${row("of which the webhook", st.dm_webhook_edge)}
-${row("of which the chat object's `/inbox`", st.dm_object_inbox)}
+${row("of which the chat object's `arrival`", st.dm_object_inbox)}
 ${row("group webhook asking for a reply + hand-off", st.group_ask_webhook)}
 ${row("turn, short history (a private chat's second message; the alarm runs the turn and sends the reply)", st.turn_short)}
 ${row(`turn, ${st.turn_500.history_messages}-message group history, \`HISTORY_FORMAT=structured\``, st.turn_500)}
 ${row(`turn, ${co.turn_500.history_messages}-message group history, \`HISTORY_FORMAT=compact\``, co.turn_500)}
 ${st.turn_500_edit ? row(`the same, structured, after an edit of an early message (the edited row read with the new ones)`, st.turn_500_edit) + "\n" : ""}${co.turn_500_edit ? row(`the same, compact, after an edit`, co.turn_500_edit) + "\n" : ""}${row(`the same, structured, the whole window read again (the history version moved)`, st.turn_500_full)}
 ${row(`the same, compact, the whole window read again`, co.turn_500_full)}
-${runs.embeddings ? row("turn, short history, with `EMBEDDINGS_MODEL` and 300 stored memories with embeddings (the query embedded, every vector compared; the chat's first turn, not measured, read the vectors, which the isolate keeps)", runs.embeddings.turn_embeddings) + "\n" : ""}${row("queue job: a turn retried through the queue (the consumer, the chat object's `/job` that runs the turn, and the alarm after it), all together", st.queue_turn_job)}
+${runs.embeddings ? row("turn, short history, with `EMBEDDINGS_MODEL` and 300 stored memories with embeddings (the query embedded, every vector compared; the chat's first turn, not measured, read the vectors, which the isolate keeps)", runs.embeddings.turn_embeddings) + "\n" : ""}${row("queue job: a turn retried through the queue (the consumer, the chat object's `job` request that runs the turn, and the alarm after it), all together", st.queue_turn_job)}
 ${row("of which the consumer", st.queue_job_consumer)}
-${row("of which the chat object's `/job`: the retried turn", st.queue_job_object)}
+${row("of which the chat object's `job` request: the retried turn", st.queue_job_object)}
 ${row("of which the alarm after it", st.queue_job_alarm)}
 ${row("cron tick (queues the consolidation jobs)", st.cron_tick)}
 ${row("consolidation jobs of one tick (queue consumer, a batch)", st.consolidation_jobs)}
 
-${beforeAfter(runs)}A window with more than one invocation (the DM webhook and the \`/inbox\` it waits for; the
-queue consumer, the chat object's \`/job\` it waits for, and an alarm after) is also split among
+${beforeAfter(runs)}A window with more than one invocation (the DM webhook and the \`arrival\` it waits for; the
+queue consumer, the chat object's \`job\` request it waits for, and an alarm after) is also split among
 them ("of which" rows): each invocation's metrics line carries the runtime's clock at its start
 and end (\`started_ms\`, \`ended_ms\`, in ms; that clock moves only with I/O, so an invocation's
 last stretch after its last I/O counts to whatever holds it), the bench maps them onto perf's
@@ -170,9 +170,9 @@ worker reads it (\`rows_bytes\`): what crosses from D1 into the wasm.
 |---|---|---|---|---|
 ${rows("group chatter update", st.chatter)}
 ${rows("reply-asking private update: webhook", st.dm_webhook_edge)}
-${rows("reply-asking private update: the chat object's `/inbox`", st.dm_object_inbox)}
+${rows("reply-asking private update: the chat object's `arrival`", st.dm_object_inbox)}
 ${rows("turn, short history (alarm, with delivery)", st.turn_short)}
-${rows("group update asking for a reply (webhook + `/inbox`)", st.group_ask_webhook)}
+${rows("group update asking for a reply (webhook + `arrival`)", st.group_ask_webhook)}
 ${rows(`turn, ${st.turn_500.history_messages}-message history, structured`, st.turn_500)}
 ${rows(`turn, ${co.turn_500.history_messages}-message history, compact`, co.turn_500)}
 ${st.turn_500_edit ? rows(`the same, structured, after an edit`, st.turn_500_edit) + "\n" : ""}${rows(`the same, structured, the whole window read`, st.turn_500_full)}

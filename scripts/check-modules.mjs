@@ -6,6 +6,8 @@
 //    reference (in `use` lines, grouped imports and paths), comments and test modules left out.
 // 2. The edge's rooms import one way only, down the layers in EDGE_LAYERS: a room may use a
 //    room of a lower layer, never one of its own layer or above.
+//    The chat object's room (`src/chat/`, SEALED_ROOMS) is imported by no other room at all: the
+//    worker reaches the object through the request in `outbound::objects`, never its code.
 // 3. No SQL in the edge outside `src/storage/` (string literals that read as SQL statements).
 // 4. No function in the edge longer than MAX_FN_LINES lines.
 // 5. Every file of the edge and the core starts with a module doc comment (`//!`).
@@ -18,7 +20,9 @@ import { fileURLToPath } from "node:url";
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
 /** The edge's rooms, lowest layer first. Imports go from a higher layer to a lower one. */
-export const EDGE_LAYERS = [["config"], ["storage", "outbound"], ["chat"], ["ingress", "api", "background"]];
+export const EDGE_LAYERS = [["config"], ["storage", "outbound"], ["bot"], ["chat"], ["ingress", "api", "background"]];
+/** Rooms no other room may import, whatever its layer. */
+export const SEALED_ROOMS = ["chat"];
 export const MAX_FN_LINES = 80;
 
 function files(dir) {
@@ -133,6 +137,13 @@ export function layerViolations(g, layers = EDGE_LAYERS) {
   return out.sort();
 }
 
+/** Imports of a sealed room from any other room: `[from, to]` pairs. */
+export function sealedViolations(g, sealed = SEALED_ROOMS) {
+  const out = [];
+  for (const [from, deps] of g) for (const to of deps) if (sealed.includes(to) && to !== from) out.push([from, to]);
+  return out.sort();
+}
+
 /** Blanks string and char literals and comments (keeping newlines), so braces can be counted. */
 export function codeOnly(text) {
   let out = "";
@@ -229,6 +240,7 @@ export function findings(srcDir, coreDir) {
   const g = graph(srcDir);
   for (const c of cycles(g)) out.push(`the edge's rooms import each other in a cycle: ${c.join(" ↔ ")}`);
   for (const [from, to] of layerViolations(g)) out.push(`the room ${from} imports ${to}: imports must point down the layers (${EDGE_LAYERS.map((l) => l.join("/")).join(" → ")} is lowest-first)`);
+  for (const [from, to] of sealedViolations(g)) out.push(`the room ${from} imports ${to}: only ${to}/ itself may (the worker reaches the chat object through outbound::objects' ChatRequest)`);
   for (const room of g.keys()) {
     for (const c of cycles(roomGraph(srcDir, room))) out.push(`files of ${room}/ import each other in a cycle: ${c.join(" ↔ ")}`);
   }

@@ -8,8 +8,10 @@
 //! (`scripts/check-modules.mjs` fails otherwise; ARCHITECTURE.md has the invariants):
 //! - [`ingress`] (the webhook), [`api`] (the admin API), [`background`] (queue consumer, cron,
 //!   consolidation, retention): the entry points, called from the handlers below.
-//! - [`chat`]: the chat Durable Object and what a conversation does (turns, plans, delivery,
-//!   access, commands, memory).
+//! - [`chat`]: the chat Durable Object (its state, routes, alarm, plans, jobs, schedules,
+//!   the crew cycle).
+//! - [`bot`]: what the bot can do in a conversation (a turn, delivery, streaming, memory,
+//!   access, commands, usage, crew lineup and gating), used by the object; never imports it.
 //! - [`storage`] (D1: every SQL statement) and [`outbound`] (Telegram, Gemini, the chat
 //!   objects, the queues).
 //! - [`config`]: bindings, secrets, configuration, bundled prompts, the per-invocation context.
@@ -18,6 +20,7 @@ use worker::{event, Context, Env, MessageBatch, Method, Request, Response, Resul
 
 pub mod api;
 pub mod background;
+pub mod bot;
 pub mod chat;
 pub mod config;
 pub mod ingress;

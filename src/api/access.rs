@@ -2,7 +2,7 @@
 //! user's access level (`allowed`, `blocked`, or cleared).
 
 use super::{bad_request, not_found};
-use crate::chat::access;
+use crate::bot::access;
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::policy::UserAccess;

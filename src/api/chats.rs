@@ -5,9 +5,9 @@
 //! (`agent_core::policy::is_api_chat_id`), so they never rewrite a Telegram chat.
 
 use super::{bad_request, not_found};
-use crate::chat::deliver;
+use crate::bot::deliver;
 use crate::config::{now_ms, Ctx};
-use crate::outbound::objects;
+use crate::outbound::objects::{self, ChatRequest};
 use crate::storage;
 use agent_core::conversation::ConvKey;
 use agent_core::policy::{is_api_chat_id, API_CHAT_ID_MAX, API_CHAT_ID_MIN};
@@ -35,13 +35,13 @@ pub async fn set_crew(ctx: &Ctx, id: &str, body: &Value) -> Result<Response> {
     if ctx.cfg.crew.is_empty() {
         return bad_request("no crew is configured (CREW)");
     }
-    objects::call_ok(ctx, &key, "/crew", &json!({ "enabled": enabled })).await?;
+    objects::call_ok(ctx, &key, &ChatRequest::Crew { enabled }).await?;
     Response::from_json(&json!({"chat_id": key.chat_id, "thread_id": key.thread_id, "enabled": enabled}))
 }
 
 pub async fn state(ctx: &Ctx, conv: &str) -> Result<Response> {
     let Some(key) = ConvKey::parse(conv) else { return bad_request("bad conversation key") };
-    objects::state(ctx, &key).await
+    objects::call(ctx, &key, &ChatRequest::State).await
 }
 
 pub async fn notify(ctx: &Ctx, body: &Value) -> Result<Response> {
@@ -84,7 +84,7 @@ pub async fn chat(ctx: &Ctx, body: &Value) -> Result<Response> {
         return bad_request("text is empty");
     }
     let name = body.get("name").and_then(Value::as_str).unwrap_or("api").to_string();
-    let resp = objects::call(ctx, &ConvKey::chat(chat_id), "/chat", &json!({"text": text, "name": name})).await?;
+    let resp = objects::call(ctx, &ConvKey::chat(chat_id), &ChatRequest::Chat { text: text.to_string(), name }).await?;
     let status = resp.status_code();
     let mut resp = resp;
     let value: Value = resp.json().await.unwrap_or(Value::Null);

@@ -3,7 +3,7 @@
 //! mode) the costs per persona.
 
 use super::{bad_request, query, query_i64};
-use crate::chat::access;
+use crate::bot::access;
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use serde_json::{json, Value};

@@ -4,7 +4,7 @@
 
 use super::{bad_request, limit, not_found, query, query_i64};
 use crate::config::{now_ms, Ctx};
-use crate::outbound::objects;
+use crate::outbound::objects::{self, ChatRequest};
 use crate::storage::schedules;
 use serde_json::json;
 use worker::{Response, Result, Url};
@@ -24,7 +24,7 @@ pub async fn cancel(ctx: &Ctx, id: &str) -> Result<Response> {
     let Ok(id) = id.parse::<i64>() else { return bad_request("the schedule id is a number") };
     let Some(conv) = schedules::admin_cancel(&ctx.db(), id, now_ms()).await? else { return not_found() };
     // The object would find nothing due anyway; this keeps its alarm from waking for nothing.
-    if let Err(e) = objects::notify(ctx, &conv, "/schedules", &json!({})).await {
+    if let Err(e) = objects::notify(ctx, &conv, &ChatRequest::Schedules).await {
         worker::console_warn!("schedule #{id} cancelled; its chat object was not told ({e})");
     }
     Response::from_json(&json!({ "id": id, "status": "cancelled" }))

@@ -27,8 +27,8 @@
 //! - The summary covers messages up to `summaries.until_seq`; a turn whose history is cut
 //!   beyond what it covers says so in its prompt (never a silent drop).
 
-use crate::chat::access;
-use crate::chat::agent::media as agent_media;
+use crate::bot::access;
+use crate::bot::answer::media as answer_media;
 use crate::config::{now_ms, prompts, Ctx};
 use crate::outbound::queues;
 use crate::storage::consolidation::{self as rows, Lease};
@@ -165,7 +165,7 @@ async fn with_media_known(ctx: &Ctx, db: &Db, conv: &ConvKey, mut messages: Vec<
         let extra = media::undescribed(&messages, &known, &[], ctx.cfg.media_describe_budget);
         let never = media::unviewable(&messages, &known, &media::MediaLimits { bytes_per_turn: ctx.cfg.media_bytes_per_turn });
         if !extra.is_empty() || !never.is_empty() {
-            known.extend(agent_media::describe(ctx, conv, None, &[], &[], &extra, never).await);
+            known.extend(answer_media::describe(ctx, conv, None, &[], &[], &extra, never).await);
         }
     }
     media::annotate(&mut messages, &known);

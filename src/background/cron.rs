@@ -3,7 +3,7 @@
 //! consolidation job per conversation with new messages, then prunes what is past retention.
 
 use crate::config::{now_ms, Ctx};
-use crate::outbound::objects;
+use crate::outbound::objects::{self, ChatRequest};
 use crate::storage;
 
 /// Runs the scheduled work; each step logs its own outcome and never fails the run.
@@ -36,7 +36,7 @@ async fn rearm_overdue_schedules(ctx: &Ctx) -> worker::Result<usize> {
     let convs = storage::schedules::overdue(&ctx.db(), now_ms() - OVERDUE_AFTER_MS, REARM_PER_RUN).await?;
     let mut n = 0;
     for conv in convs {
-        match objects::notify(ctx, &conv, "/schedules", &serde_json::json!({})).await {
+        match objects::notify(ctx, &conv, &ChatRequest::Schedules).await {
             Ok(()) => n += 1,
             Err(e) => worker::console_error!("cron: chat {conv} could not be re-armed: {e}"),
         }

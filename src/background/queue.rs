@@ -10,7 +10,7 @@
 //! - A dead letter is acked only after its chat object took it (200) and it was recorded.
 
 use crate::config::{now_ms, random_unit, Ctx};
-use crate::outbound::objects;
+use crate::outbound::objects::{self, ChatRequest};
 use crate::outbound::queues::{apply, enqueue, DeadLetter};
 use crate::storage;
 use agent_core::jobs::{max_attempts, next_move, Job, JobOutcome};
@@ -21,7 +21,7 @@ const JOB_RESERVE: u32 = 12;
 
 async fn run_job(ctx: &Ctx, job: &Job) -> JobOutcome {
     match job {
-        Job::Turn { conv, .. } | Job::Step { conv, .. } => match objects::call(ctx, conv, "/job", job).await {
+        Job::Turn { conv, .. } | Job::Step { conv, .. } => match objects::call(ctx, conv, &ChatRequest::Job(job.clone())).await {
             Ok(mut resp) if resp.status_code() == 200 => resp
                 .json::<JobOutcome>()
                 .await
@@ -39,7 +39,7 @@ async fn run_job(ctx: &Ctx, job: &Job) -> JobOutcome {
 /// never acked unhandled.
 async fn handle_dead(ctx: &Ctx, dead: &DeadLetter) -> bool {
     if matches!(dead.job, Job::Turn { .. } | Job::Step { .. }) {
-        match objects::call(ctx, &dead.job.conv(), "/dead", &dead.job).await {
+        match objects::call(ctx, &dead.job.conv(), &ChatRequest::Dead(dead.job.clone())).await {
             Ok(resp) if resp.status_code() == 200 => {}
             Ok(resp) => {
                 worker::console_error!("chat {} answered {} to its dead letter", dead.job.conv(), resp.status_code());

@@ -4,7 +4,8 @@
 //! Invariant: the turn is claimed in one step, before any await, so two concurrent calls
 //! cannot both start one; a busy conversation answers 409.
 
-use super::{agent, ChatObject};
+use super::ChatObject;
+use crate::bot::answer;
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::plan::Step;
@@ -32,11 +33,11 @@ impl ChatObject {
             self.update(|st| st.end_turn(&turn.turn_id)).await;
             return (503, json!({"error": e.to_string()}));
         }
-        let result = agent::run(ctx, &conv, &turn, None, None).await;
+        let result = answer::answer_turn(ctx, &conv, &turn, None, None).await;
         self.in_flight.set(false);
         self.update(|st| st.end_turn(&turn.turn_id)).await;
         let answer = match result {
-            Ok(agent::TurnOutput::Planned { steps, schedules_changed, .. }) => {
+            Ok(answer::TurnOutput::Planned { steps, schedules_changed, .. }) => {
                 if schedules_changed {
                     self.refresh_schedules(ctx).await;
                 }
@@ -53,9 +54,9 @@ impl ChatObject {
                 let _ = storage::turns::set_turn_status(&ctx.db(), &turn.turn_id, TurnStatus::Done, None, now_ms()).await;
                 (200, json!({"reply": texts.join("\n\n"), "messages": texts, "turn_id": turn.turn_id}))
             }
-            Ok(agent::TurnOutput::NothingToDo) => (200, json!({"reply": null, "messages": [], "turn_id": turn.turn_id})),
-            Err(agent::TurnError::Transient { error, .. }) => (503, json!({"error": error})),
-            Err(agent::TurnError::Permanent { error }) => (502, json!({"error": error})),
+            Ok(answer::TurnOutput::NothingToDo) => (200, json!({"reply": null, "messages": [], "turn_id": turn.turn_id})),
+            Err(answer::TurnError::Transient { error, .. }) => (503, json!({"error": error})),
+            Err(answer::TurnError::Permanent { error }) => (502, json!({"error": error})),
         };
         self.arm(ctx).await;
         answer

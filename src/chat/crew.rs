@@ -1,6 +1,7 @@
-//! Crew mode at the edge: which crew speaks in this chat object, starting the next persona's
-//! turn, what a persona's answer does to the cycle, and the chat's switch (`/crew on|off`,
-//! `PUT /api/v1/chats/{id}/crew`). The cycle's rules are `agent_core::crew`.
+//! Crew mode's cycle in the chat object: which crew speaks in this conversation, starting the
+//! next persona's turn, what a persona's answer does to the cycle, and the chat's switch
+//! (`/crew on|off`, `PUT /api/v1/chats/{id}/crew`). Who the personas are and gating a crew
+//! message are `bot::crew`; the cycle's rules are `agent_core::crew`.
 //!
 //! Invariants:
 //! - A persona's outcome is recorded in the same state write that ends its turn, so a restart
@@ -11,109 +12,15 @@
 //!   message of theirs; over their budget (or the chat's, the bot's) the cycle ends.
 
 use super::ChatObject;
-use crate::config::{now_ms, prompts, Ctx};
+use crate::bot::access;
+use crate::bot::crew::{self as bot_crew, configured};
+use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::chat_state::{Finish, TurnRun};
 use agent_core::conversation::ConvKey;
-use agent_core::crew::{self, End, Lineup, Persona};
+use agent_core::crew::{self, End, Lineup};
 use agent_core::gating::Trigger;
 use agent_core::plan::Step;
-
-/// The configured crew (`CREW`), or why it cannot be: an unknown persona, a bad front matter.
-/// Resolved once per isolate and `CREW` value (the persona files are part of the build), not
-/// on every update.
-pub fn personas(ctx: &Ctx) -> Result<Vec<Persona>, String> {
-    thread_local! {
-        static RESOLVED: std::cell::RefCell<Option<(Vec<String>, Result<Vec<Persona>, String>)>> = const { std::cell::RefCell::new(None) };
-    }
-    RESOLVED.with(|cell| {
-        let mut cached = cell.borrow_mut();
-        if let Some((_, result)) = cached.as_ref().filter(|(crew, _)| *crew == ctx.cfg.crew) {
-            return result.clone();
-        }
-        let result = crew::resolve(&ctx.cfg.crew, &prompts::persona_files());
-        *cached = Some((ctx.cfg.crew.clone(), result.clone()));
-        result
-    })
-}
-
-/// The configured crew, logging (not failing) when it is misconfigured: the worker's entry
-/// points refuse to serve then (see `check`), so this is only reached by a race with a deploy.
-pub fn configured(ctx: &Ctx) -> Vec<Persona> {
-    personas(ctx).unwrap_or_else(|e| {
-        worker::console_error!("crew disabled: {e}");
-        Vec::new()
-    })
-}
-
-/// Runs a turn's model work under crew mode's per-persona time limit
-/// (`crew::TURN_LIMIT_MS`); other turns run as they are (each model call has its own timeout).
-pub async fn within_limit<F>(turn: &TurnRun, work: F) -> Result<agent_core::turn::TurnResult, agent_core::turn::TurnFailure>
-where
-    F: std::future::Future<Output = Result<agent_core::turn::TurnResult, agent_core::turn::TurnFailure>>,
-{
-    if turn.crew.is_none() {
-        return work.await;
-    }
-    let timer = worker::Delay::from(std::time::Duration::from_millis(crew::TURN_LIMIT_MS));
-    futures::pin_mut!(work);
-    match futures::future::select(work, timer).await {
-        futures::future::Either::Left((result, _)) => result,
-        futures::future::Either::Right(_) => Err(agent_core::turn::TurnFailure {
-            error: agent_core::gemini::ModelError::Network(format!("the persona's turn took longer than {} s", crew::TURN_LIMIT_MS / 1000)),
-            calls: Vec::new(),
-        }),
-    }
-}
-
-/// The persona of a crew turn, as configured.
-pub fn persona_of(ctx: &Ctx, turn: &TurnRun) -> Option<Persona> {
-    let name = crew::persona_of_turn(&turn.turn_id)?;
-    turn.crew.as_ref()?;
-    configured(ctx).into_iter().find(|p| p.name == name)
-}
-
-thread_local! {
-    /// The crew's own bots (id, username), by persona, from getMe once per isolate.
-    static ACTORS: std::cell::RefCell<std::collections::BTreeMap<String, (i64, String)>> = Default::default();
-}
-
-/// The crew's own bots (`CREW_BOT_TOKEN_<NAME>`), as id and username: the id is the token's
-/// prefix; the username comes from getMe (once per isolate; empty if it fails, so only
-/// replies and text mentions are recognised then).
-pub async fn actors(ctx: &Ctx) -> Vec<(i64, String)> {
-    let mut out = Vec::new();
-    for p in configured(ctx) {
-        let Some(token) = crate::config::env::crew_bot_token(&ctx.env, &p.name) else { continue };
-        if let Some(known) = ACTORS.with(|a| a.borrow().get(&p.name).cloned()) {
-            out.push(known);
-            continue;
-        }
-        let id = token.expose().split(':').next().and_then(|i| i.parse().ok()).unwrap_or(0);
-        let client = crate::outbound::telegram::TelegramClient::new(&ctx.cfg.telegram_api_base, token, ctx.meter.clone());
-        let username = match client.call("getMe", &serde_json::json!({})).await {
-            Ok(v) => v.get("username").and_then(serde_json::Value::as_str).unwrap_or_default().to_string(),
-            Err(e) => {
-                worker::console_warn!("crew: getMe for {}'s bot failed ({e}); mentions of it are not recognised", p.name);
-                String::new()
-            }
-        };
-        if !username.is_empty() {
-            ACTORS.with(|a| a.borrow_mut().insert(p.name.clone(), (id, username.clone())));
-        }
-        out.push((id, username));
-    }
-    out
-}
-
-/// Crew mode's part of gating: in a chat where a crew could speak, a mention of or a reply to
-/// one of the crew's own bots asks for a reply too.
-pub async fn trigger(ctx: &Ctx, m: &agent_core::conversation::InboundMessage) -> Option<agent_core::gating::Trigger> {
-    if ctx.cfg.crew.is_empty() || !m.chat.kind.is_group() {
-        return None;
-    }
-    crew::addressed_to_actor(m, &actors(ctx).await)
-}
 
 /// The configured crew as the state machine takes it (empty when there is none): a turn's
 /// life is handed this value at each point and the state decides whether a turn is a persona's.
@@ -160,7 +67,7 @@ impl ChatObject {
             }),
             None => None,
         };
-        if super::access::work_within_budget(ctx, conv.chat_id, author).await {
+        if access::work_within_budget(ctx, conv.chat_id, author).await {
             return true;
         }
         if let Some(end) = self.update(|st| st.end_crew_cycle(End::OverBudget)).await {
@@ -175,7 +82,7 @@ impl ChatObject {
     /// and whether nothing is to be sent.
     pub(super) async fn finish_any_turn(&self, ctx: &Ctx, turn_id: &str, steps: Vec<Step>, step_calls: Option<Vec<Option<usize>>>) -> (Finish, bool) {
         let turn = self.with(|st| st.turn_of(turn_id).cloned()).await;
-        let persona = turn.as_ref().and_then(|t| persona_of(ctx, t));
+        let persona = turn.as_ref().and_then(|t| bot_crew::persona_of(ctx, t));
         // Its own bot speaks only in groups (as `Ctx::speaking_for` decides); else the header.
         let group = self.conv().is_some_and(|(_, kind)| kind.is_group());
         let steps = match &persona {

@@ -4,7 +4,8 @@
 //! Invariant: a job for work that finished or was superseded meanwhile does nothing; a step
 //! retry that cannot be queued comes back through the alarm at its deadline.
 
-use super::{agent, ChatObject, StepRetry};
+use super::{ChatObject, StepRetry};
+use crate::bot::answer;
 use crate::config::{now_ms, random_unit, Ctx};
 use crate::outbound::queues;
 use crate::storage;
@@ -52,7 +53,7 @@ impl ChatObject {
                 };
                 self.in_flight.set(true);
                 self.arm(ctx).await; // the re-check, in case this instance dies mid-turn
-                let result = agent::run(ctx, &conv, &turn, Some(self.live(&turn)), Some(&self.rows)).await;
+                let result = answer::answer_turn(ctx, &conv, &turn, Some(self.live(&turn)), Some(&self.rows)).await;
                 self.in_flight.set(false);
                 self.after_turn(ctx, &conv, &turn_id, result).await
             }

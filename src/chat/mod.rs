@@ -1,30 +1,29 @@
-//! # chat: the chat Durable Object and what a conversation does
+//! # chat: the chat Durable Object
 //!
 //! One Durable Object per conversation (chat or forum topic), named by its `ConvKey`. It holds
 //! the conversation's short-lived state (`agent_core::chat_state::ChatState`: debounce, the
 //! turn in flight, the reply plan, owed apologies) and carries out what that state machine
-//! decides. This file is the object's shell: its routes, its state in storage, its one alarm.
-//! The object's work is in [`inbox`] (a reply-asking message), [`turn`] (running a turn and
-//! what follows it), [`plan`] (carrying out steps), [`jobs`] (retry jobs and dead letters) and
-//! [`api_chat`] (the synchronous API chat), [`schedules`] (firing due schedules), [`stream`]
-//! (the first sign of a burst, the answer streamed as a draft); what a
-//! conversation does is in [`agent`] (one
-//! turn), [`deliver`] (the outbox), [`access`], [`commands`], [`memory`] and [`usage`].
+//! decides. This file is the object's shell: the requests it answers (`fetch`), its state in
+//! storage, its one alarm. The object's work is in [`inbox`] (an arrival: a reply-asking
+//! message), [`turn_life`] (a turn's life in the object: starting it, driving it, what follows
+//! it), [`plan`] (carrying out steps), [`jobs`] (retry jobs and dead letters), [`api_chat`] (the
+//! synchronous API chat), [`schedules`] (firing due schedules) and [`crew`] (the crew cycle).
+//! What the bot does in a turn (answering it, delivery, streaming, access, commands, memory,
+//! usage, crew lineup) is the `bot` room's.
 //!
-//! Routes (from the worker only): `POST /inbox` a reply-asking message or reaction,
-//! `POST /job` a retry job (answers a `JobOutcome`), `POST /dead` a dead-lettered job,
-//! `POST /chat` an API chat turn, `POST /schedules` re-read the chat's next schedule run (after
-//! a change made elsewhere, or the cron's check), `POST /crew` the chat's crew switch (crew
-//! mode, [`crew`]), `GET /state` the state (for tests and
-//! debugging).
+//! Requests (from the worker only, through `outbound::objects`): one `ChatRequest` per call,
+//! parsed once by `fetch` — an arrival (a reply-asking message or reaction), a retry job
+//! (answers a `JobOutcome`), a dead-lettered job, an API chat turn, re-reading the chat's next
+//! schedule run (after a change made elsewhere, or the cron's check), the chat's crew switch
+//! ([`crew`]), and the state (for tests and debugging).
 //!
 //! Invariants:
 //! - The state lives in memory and is written to storage after every change; every handler
 //!   re-reads it after each await, because other requests interleave at awaits.
 //! - `in_flight` is memory only: a stored turn that this instance is not running belonged to
 //!   a dead instance and is recovered.
-//! - The alarm handler never fails once the state is loaded (alarms are retried on error): it
-//!   logs and re-arms. Every waiting state has a deadline (`core::chat_state`), and the alarm
+//! - The alarm fails only when the stored state cannot be read (`load`'s error: the platform
+//!   retries the alarm); past that it never fails: what goes wrong is logged, and it re-arms. Every waiting state has a deadline (`core::chat_state`), and the alarm
 //!   is never armed in the past in a loop: while a turn or a plan step runs here it is a
 //!   re-check a few seconds on (`chat_state::RECHECK_MS`), which also lets an instance that
 //!   starts after a restart take the dead one's work over within seconds.
@@ -36,57 +35,32 @@
 //!   replaced by a fresh state (turn ids are random, so no outbox key can repeat). A storage
 //!   read error is not that: the handler fails and is retried; nothing is overwritten.
 //! - The conversation key and the chat's kind are what the object was told (the key in every
-//!   call, the kind by the inbox or the API chat route), never guessed.
+//!   call, the kind by an arrival or an API chat turn), never guessed.
 
-pub mod access;
-pub mod agent;
 mod api_chat;
-pub mod commands;
-pub mod crew;
-pub mod deliver;
+mod crew;
 mod inbox;
 mod jobs;
-pub mod memory;
 mod plan;
 mod schedules;
-pub mod stream;
-mod turn;
-pub mod usage;
+mod turn_life;
 
+use crate::bot::{answer, stream};
 use crate::config::{now_ms, Ctx};
-use crate::outbound::objects;
+use crate::outbound::objects::ChatRequest;
 use agent_core::chat_state::{self, ChatState, Due, Timing};
-use agent_core::conversation::{ChatKind, ConvKey, InboundMessage, InboundReaction};
-use agent_core::gating::Trigger;
-use agent_core::jobs::{backoff_ms, Job};
+use agent_core::conversation::{ChatKind, ConvKey};
+use agent_core::jobs::backoff_ms;
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use worker::{durable_object, wasm_bindgen, DurableObject, Env, Method, Request, Response, Result, State};
-
-/// What the webhook hands to a chat object.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Inbox {
-    pub update_id: i64,
-    pub trigger: Trigger,
-    pub message: Option<InboundMessage>,
-    pub reaction: Option<InboundReaction>,
-    /// `users.access` of the sender, read in the webhook's batch.
-    pub access: Option<String>,
-    pub bot_username: String,
-}
+use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response, Result, State};
 
 pub const APOLOGY: &str =
     "Sorry, I couldn't answer that because of a technical problem on my side. Please try again in a little while.";
 
-/// Hands an inbox item to its chat object; fails if the object did not accept it (the webhook
-/// then answers 500 and Telegram redelivers).
-pub async fn send_inbox(ctx: &Ctx, conv: &ConvKey, inbox: &Inbox) -> Result<()> {
-    objects::call_ok(ctx, conv, "/inbox", inbox).await.map(|_| ())
-}
-
 /// What the object knows about its conversation (stored as `meta`): the key it is called
-/// with, and the chat's kind once the inbox or the API chat route told it.
+/// with, and the chat's kind once an arrival or an API chat turn told it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Meta {
     #[serde(with = "agent_core::conversation::conv_key_text")]
@@ -129,7 +103,7 @@ pub struct ChatObject {
     /// once they are done): an update that changes nothing writes nothing. `None`: unknown.
     written: Rc<RefCell<Option<String>>>,
     /// The rows the last turn loaded, so the next reads only what is new (in memory only).
-    rows: agent::RowCopy,
+    rows: answer::RowCacheSlot,
 }
 
 impl DurableObject for ChatObject {
@@ -147,56 +121,21 @@ impl DurableObject for ChatObject {
         }
     }
 
+    /// Every call from the worker: one `ChatRequest` in the body, parsed once here.
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let ctx = Ctx::new(self.env.clone());
-        let _metrics = ctx.metrics(|| format!("object {}", req.path()));
+        let Ok(request) = req.json::<ChatRequest>().await else {
+            return Response::error("not a chat request", 400);
+        };
+        let _metrics = ctx.metrics(|| format!("object {}", request.name()));
         self.load().await?;
         let url = req.url()?;
         if let Some(conv) = url.query_pairs().find(|(k, _)| k == "conv").and_then(|(_, v)| ConvKey::parse(&v)) {
-            // API conversations are private chats; other kinds come with the inbox.
-            let kind = (url.path() == "/chat").then_some(ChatKind::Private);
+            // API conversations are private chats; other kinds come with an arrival.
+            let kind = matches!(request, ChatRequest::Chat { .. }).then_some(ChatKind::Private);
             self.remember_conv(conv, kind).await;
         }
-        match (req.method(), url.path()) {
-            (Method::Post, "/inbox") => {
-                let inbox: Inbox = req.json().await?;
-                self.inbox(&ctx, inbox).await;
-                Response::ok("ok")
-            }
-            (Method::Post, "/job") => {
-                let job: Job = req.json().await?;
-                let outcome = self.job(&ctx, job).await;
-                Response::from_json(&outcome)
-            }
-            (Method::Post, "/chat") => {
-                let body: serde_json::Value = req.json().await?;
-                let text = body.get("text").and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
-                let name = body.get("name").and_then(serde_json::Value::as_str).unwrap_or("api").to_string();
-                let (status, value) = self.api_chat(&ctx, &text, &name).await;
-                Ok(Response::from_json(&value)?.with_status(status))
-            }
-            (Method::Post, "/dead") => {
-                let job: Job = req.json().await?;
-                self.dead(&ctx, job).await;
-                Response::ok("ok")
-            }
-            (Method::Post, "/schedules") => {
-                let next = self.refresh_schedules(&ctx).await;
-                Response::from_json(&serde_json::json!({ "next_run_ms": next }))
-            }
-            (Method::Post, "/crew") => {
-                // `{"enabled": bool | null}`: the chat's crew switch (null follows CREW_CHATS).
-                let body: serde_json::Value = req.json().await?;
-                let on = body.get("enabled").and_then(serde_json::Value::as_bool);
-                self.set_crew(&ctx, on).await;
-                Response::from_json(&serde_json::json!({ "enabled": on }))
-            }
-            (Method::Get, "/state") => {
-                self.ensure_loaded().await;
-                Response::from_json(&self.chat.borrow().clone().unwrap_or_default())
-            }
-            _ => Response::error("not found", 404),
-        }
+        self.answer(&ctx, request).await
     }
 
     async fn alarm(&self) -> Result<Response> {
@@ -213,6 +152,37 @@ impl DurableObject for ChatObject {
 }
 
 impl ChatObject {
+    /// Does what a request asks and answers it (see `ChatRequest` for each answer).
+    async fn answer(&self, ctx: &Ctx, request: ChatRequest) -> Result<Response> {
+        match request {
+            ChatRequest::Arrival(arrival) => {
+                self.take_arrival(ctx, arrival).await;
+                Response::ok("ok")
+            }
+            ChatRequest::Job(job) => Response::from_json(&self.job(ctx, job).await),
+            ChatRequest::Chat { text, name } => {
+                let (status, value) = self.api_chat(ctx, &text, &name).await;
+                Ok(Response::from_json(&value)?.with_status(status))
+            }
+            ChatRequest::Dead(job) => {
+                self.dead(ctx, job).await;
+                Response::ok("ok")
+            }
+            ChatRequest::Schedules => {
+                let next = self.refresh_schedules(ctx).await;
+                Response::from_json(&serde_json::json!({ "next_run_ms": next }))
+            }
+            ChatRequest::Crew { enabled } => {
+                self.set_crew(ctx, enabled).await;
+                Response::from_json(&serde_json::json!({ "enabled": enabled }))
+            }
+            ChatRequest::State => {
+                self.ensure_loaded().await;
+                Response::from_json(&self.chat.borrow().clone().unwrap_or_default())
+            }
+        }
+    }
+
     /// Loads the stored state once per instance. Every handler calls this first: a storage
     /// error fails the request (Telegram redelivers the webhook, the queue retries the job, the
     /// platform retries the alarm) and never puts a fresh state over the stored one.
@@ -392,7 +362,7 @@ impl ChatObject {
                 // It keeps dying (a crash on this input?): stop, and tell the user.
                 self.give_up(ctx, &turn.turn_id, "the turn kept failing").await;
             } else {
-                self.run_turn(ctx, turn).await;
+                self.drive_turn(ctx, turn).await;
             }
             self.arm(ctx).await;
             return;

@@ -8,7 +8,8 @@
 //! - A step carried out is recorded truthfully even if a new message cancelled the plan while
 //!   Telegram answered.
 
-use super::{agent, deliver, ChatObject, StepRetry};
+use super::{ChatObject, StepRetry};
+use crate::bot::{answer, deliver};
 use crate::config::{now_ms, Ctx};
 use agent_core::chat_state::ChatState;
 use agent_core::conversation::{ChatKind, ConvKey};
@@ -46,7 +47,7 @@ impl ChatObject {
                 // Kept with the plan when this object's turn made it; else the turn's row.
                 let calls = match due.step_calls.clone() {
                     Some(calls) => calls,
-                    None => agent::step_calls(ctx, &due.turn_id).await,
+                    None => answer::step_calls(ctx, &due.turn_id).await,
                 };
                 step_calls = Some((due.turn_id.clone(), calls));
             }
@@ -54,7 +55,7 @@ impl ChatObject {
             if let Step::Wait { seconds } = &due.step {
                 let until = now.saturating_add(i64::from(*seconds).saturating_mul(1000));
                 self.update(|st| st.step_done(&due.turn_id, due.index, until)).await;
-                agent::record_step_outcome(ctx, &due.turn_id, &calls, due.index, &StepOutcome::Done).await;
+                answer::record_step_outcome(ctx, &due.turn_id, &calls, due.index, &StepOutcome::Done).await;
                 continue;
             }
             let result = self.send_step(ctx, &conv, &due).await?;
@@ -100,13 +101,13 @@ impl ChatObject {
                 // even if a new message cancelled the plan while Telegram answered.
                 let current = self.with(|st| st.is_current_step(turn_id, index)).await;
                 if !current {
-                    agent::record_step_outcome(ctx, turn_id, calls, index, &outcome).await;
+                    answer::record_step_outcome(ctx, turn_id, calls, index, &outcome).await;
                     return Next::Stop;
                 }
                 // The plan's last step: its outcome and the turn's end in one round trip (a
                 // crash before the state's write repeats the step, which the outbox skips).
                 let done = (index + 1 >= due.len).then_some((TurnStatus::Done, None));
-                agent::record_steps(ctx, turn_id, calls, &[(index, outcome)], done).await;
+                answer::record_steps(ctx, turn_id, calls, &[(index, outcome)], done).await;
                 self.update(|st| st.step_done(turn_id, index, now_ms())).await;
                 Next::Continue
             }
@@ -125,12 +126,12 @@ impl ChatObject {
                 let failed = [(index, StepOutcome::Failed { error: error.clone() })];
                 match after_fatal(&due.step, blocked) {
                     AfterFailure::DropPlan => {
-                        agent::record_steps(ctx, turn_id, calls, &failed, Some((TurnStatus::Failed, Some(error)))).await;
+                        answer::record_steps(ctx, turn_id, calls, &failed, Some((TurnStatus::Failed, Some(error)))).await;
                         self.update(|st| st.drop_plan(turn_id)).await;
                         Next::Stop
                     }
                     AfterFailure::Skip => {
-                        agent::record_steps(ctx, turn_id, calls, &failed, None).await;
+                        answer::record_steps(ctx, turn_id, calls, &failed, None).await;
                         self.update(|st| st.step_done(turn_id, index, now_ms())).await;
                         Next::Continue
                     }

@@ -2,7 +2,7 @@
 //! (`ChatState::next_schedule_ms`, read from D1, which holds the truth). A due run is decided
 //! by the core (`agent_core::schedule::on_due`: fire, late or not, or skip beyond the lateness
 //! limit), started as a scheduled turn in the object's state, and claimed in D1 by that turn
-//! (`agent::run`), so it fires once whatever is retried or restarted.
+//! (`bot::answer::answer_turn`), so it fires once whatever is retried or restarted.
 //!
 //! Invariants:
 //! - One run per alarm, and never while a turn or plan is in progress (the state machine only
@@ -14,7 +14,8 @@
 //! - The hint is re-read after every change and after every firing; when D1 cannot be read
 //!   the object looks again a minute later, never in a loop.
 
-use super::{access, ChatObject};
+use super::ChatObject;
+use crate::bot::access;
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use crate::storage::schedules::DueRow;
@@ -100,7 +101,7 @@ impl ChatObject {
                     // it in D1 on every attempt, idempotently).
                     let turn = self.update(|st| st.begin_scheduled_turn(now, &conv_s, nonce, run)).await;
                     worker::console_log!("chat {conv}: schedule #{} fires (turn {})", row.id, turn.turn_id);
-                    self.run_turn(ctx, turn).await;
+                    self.drive_turn(ctx, turn).await;
                     break;
                 }
             }

@@ -19,9 +19,9 @@
 //! - A redelivered update changes nothing: D1 ignores the duplicate rows and the chat object
 //!   ignores the duplicate signal.
 
-use crate::chat::{self, Inbox};
 use crate::config::auth::refuse;
 use crate::config::{now_ms, Ctx};
+use crate::outbound::objects::{self, Arrival};
 use crate::storage;
 use agent_core::conversation::{ConvKey, Inbound};
 use agent_core::gating::{reply_trigger, BotIdentity, Trigger};
@@ -90,7 +90,7 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
     }
     // A crew naming an unknown persona (or a bad front matter) serves nothing, from the first
     // update on: 500 and a log line that says which (Telegram keeps the updates meanwhile).
-    if let Err(e) = crate::chat::crew::personas(ctx) {
+    if let Err(e) = crate::bot::crew::personas(ctx) {
         worker::console_error!("refusing to serve the webhook: {e}");
         return Response::error(format!("server misconfigured: {e}"), 500);
     }
@@ -121,11 +121,11 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
             // Crew mode: addressing one of the crew's own bots counts too.
             let trigger = match reply_trigger(&m, &bot, ctx.cfg.name_trigger) {
                 Some(t) => Some(t),
-                None => chat::crew::trigger(ctx, &m).await,
+                None => crate::bot::crew::trigger(ctx, &m).await,
             };
             if let Some(trigger) = trigger {
                 let conv = m.conv;
-                let inbox = Inbox {
+                let arrival = Arrival {
                     update_id: update.update_id,
                     trigger,
                     message: Some(m),
@@ -133,7 +133,7 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
                     access: recorded.access,
                     bot_username: bot.username,
                 };
-                chat::send_inbox(ctx, &conv, &inbox).await?;
+                objects::send_arrival(ctx, &conv, arrival).await?;
             }
             ok(ctx)
         }
@@ -148,7 +148,7 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
             let on_latest = rec.last_bot_message_id == Some(r.message_id);
             if on_latest && !r.emoji.is_empty() && !r.speaker.is_bot {
                 let conv = rec.conv.as_deref().and_then(ConvKey::parse).unwrap_or(ConvKey::chat(r.chat.id));
-                let inbox = Inbox {
+                let arrival = Arrival {
                     update_id: update.update_id,
                     trigger: Trigger::Reaction,
                     message: None,
@@ -156,7 +156,7 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
                     access: rec.recorded.access,
                     bot_username: String::new(),
                 };
-                chat::send_inbox(ctx, &conv, &inbox).await?;
+                objects::send_arrival(ctx, &conv, arrival).await?;
             }
             ok(ctx)
         }

@@ -5,7 +5,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { execFileSync } from "node:child_process";
-import { graph, cycles, roomGraph, layerViolations, longFunctions, sqlLiterals, hasModuleDoc, findings } from "../../scripts/check-modules.mjs";
+import { graph, cycles, roomGraph, layerViolations, sealedViolations, longFunctions, sqlLiterals, hasModuleDoc, findings } from "../../scripts/check-modules.mjs";
 import { ROOT } from "../support/stack.js";
 
 function tree(files) {
@@ -34,15 +34,33 @@ test("imports that go sideways or up the layers are found", () => {
     "config/mod.rs": "",
     "storage/mod.rs": "use crate::config::Ctx;\nuse crate::outbound::net;\n",
     "outbound/mod.rs": "use crate::config::Ctx;\n",
-    "chat/mod.rs": "use crate::storage::Db;\n",
+    "bot/mod.rs": "use crate::storage::Db;\nuse crate::chat::x;\n",
+    "chat/mod.rs": "use crate::storage::Db;\nuse crate::bot::answer;\n",
     "api/mod.rs": "use crate::chat::x;\nuse crate::background::y;\n",
     "background/mod.rs": "use crate::chat::x;\n",
     "extra/mod.rs": "",
   });
   assert.deepEqual(layerViolations(graph(dir)), [
     ["api", "background"],
+    ["bot", "chat"],
     ["extra", "(no layer: add it to EDGE_LAYERS)"],
     ["storage", "outbound"],
+  ]);
+});
+
+test("the chat object's room is imported by no other room, even one above it", () => {
+  const dir = tree({
+    "lib.rs": "pub use chat::ChatObject;\n",
+    "chat/mod.rs": "use crate::bot::answer;\nuse crate::outbound::objects::ChatRequest;\n",
+    "bot/mod.rs": "",
+    "outbound/objects.rs": "",
+    "ingress/webhook.rs": "use crate::outbound::objects::{self, Arrival};\n",
+    "api/chats.rs": "use crate::chat::ChatObject;\n",
+    "background/queue.rs": "fn f() { crate::chat::x(); }\n",
+  });
+  assert.deepEqual(sealedViolations(graph(dir)), [
+    ["api", "chat"],
+    ["background", "chat"],
   ]);
 });
 
@@ -88,6 +106,10 @@ test("a file without a module doc comment is found", () => {
 });
 
 test("the tree passes: no cycles, imports down the layers, SQL only in storage/, short functions", () => {
+  // Nothing outside src/chat/ imports the chat object's room (the request enum lives outside it).
+  for (const [room, deps] of graph(path.join(ROOT, "src"))) {
+    if (room !== "chat") assert.ok(!deps.has("chat"), `src/${room}/ imports crate::chat`);
+  }
   assert.deepEqual(findings(path.join(ROOT, "src"), path.join(ROOT, "crates/core/src")), []);
   execFileSync(process.execPath, [path.join(ROOT, "scripts/check-modules.mjs")], { stdio: "pipe" });
 });

@@ -5,7 +5,7 @@
 //! tools and typing; past it a tool answers with an error the model can read, and the model
 //! calls, the turn's D1 round trips and the first plan steps still fit.
 
-use crate::chat::memory;
+use crate::bot::memory;
 use crate::config::{now_ms, Ctx};
 use crate::outbound::net;
 use crate::storage;

@@ -4,7 +4,7 @@
 //! at, and last the turn context (situation, plan, memories, summary, time); and the safety
 //! the turn runs under.
 
-use super::context::Context;
+use super::inputs::TurnInputs;
 use super::tools::fence_seed;
 use crate::config::{prompts, Ctx};
 use agent_core::chat_state::TurnRun;
@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 
 /// The model of a turn: a crew persona's own (its front matter), else the chat's own, else
 /// the configured one.
-pub fn model_of(ctx: &Ctx, c: &Context, turn: &TurnRun) -> String {
-    let persona = crate::chat::crew::persona_of(ctx, turn).and_then(|p| p.model);
+pub fn model_of(ctx: &Ctx, c: &TurnInputs, turn: &TurnRun) -> String {
+    let persona = crate::bot::crew::persona_of(ctx, turn).and_then(|p| p.model);
     persona.or_else(|| c.chat.as_ref().and_then(|ch| ch.model.clone())).unwrap_or_else(|| ctx.cfg.gemini_model.clone())
 }
 
@@ -54,7 +54,7 @@ fn scheduled_situation(run: &agent_core::chat_state::ScheduledRun) -> ScheduledS
 
 /// The system instruction of a turn (the same for every turn of the chat) and its turn context
 /// (what changes every turn: the request's last part).
-fn prompt_texts(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str, now: i64) -> (String, String) {
+fn prompt_texts(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model: &str, now: i64) -> (String, String) {
     let w = &c.window;
     // The summary stands in for what the budget cut; if it does not cover all of it, the
     // prompt says so.
@@ -98,7 +98,7 @@ fn prompt_texts(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &
 /// goes into the turn context.
 fn crew_section(ctx: &Ctx, turn: &TurnRun, instruction: String, turn_context: String) -> (String, String) {
     let (Some(name), Some(ct)) = (agent_core::crew::persona_of_turn(&turn.turn_id), turn.crew.as_ref()) else { return (instruction, turn_context) };
-    let personas = crate::chat::crew::configured(ctx);
+    let personas = crate::bot::crew::configured(ctx);
     let instruction = format!("{instruction}\n\n{}", agent_core::crew::situation(&personas, name, None));
     match ct.note.as_deref() {
         Some(note) => (instruction, format!("{turn_context}\n\n## Crew\nNote: {note}")),
@@ -110,12 +110,12 @@ fn crew_section(ctx: &Ctx, turn: &TurnRun, instruction: String, turn_context: St
 /// named people's messages (`agent_core::crew::as_seen_by`).
 fn seen_by(ctx: &Ctx, turn: &TurnRun, messages: &[history::HistoryMessage]) -> Option<Vec<history::HistoryMessage>> {
     let name = agent_core::crew::persona_of_turn(&turn.turn_id).filter(|_| turn.crew.is_some())?;
-    let names = crate::chat::crew::configured(ctx).into_iter().map(|p| (p.name, p.display_name)).collect();
+    let names = crate::bot::crew::configured(ctx).into_iter().map(|p| (p.name, p.display_name)).collect();
     Some(agent_core::crew::as_seen_by(messages, name, &names, &ctx.cfg.bot_name))
 }
 
 /// The whole request of a turn.
-pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str, media: &BTreeMap<i64, Vec<GeminiPart>>, now: i64) -> TurnRequest {
+pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model: &str, media: &BTreeMap<i64, Vec<GeminiPart>>, now: i64) -> TurnRequest {
     let crew_view = seen_by(ctx, turn, &c.window.messages);
     let messages = crew_view.as_deref().unwrap_or(&c.window.messages);
     let mut history = if ctx.cfg.history_format == HistoryFormat::Structured {

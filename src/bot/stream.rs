@@ -26,14 +26,14 @@
 //!   first one the turn is committed in the object's state ([`Live::commit`], refused once a
 //!   newer message came: then nothing goes out and the turn replans as before); a committed
 //!   turn is carried out whatever arrives, and newer messages get their own turn after it
-//!   (a retry of it answers only what the first attempt saw: `chat/agent/context.rs`).
+//!   (a retry of it answers only what the first attempt saw: `bot/answer/inputs.rs`).
 //!   A chunk that fails (a 429 included) ends the early chunks of the turn: the plan sends the
 //!   rest, with its usual retries. At most `MAX_EARLY_CHUNKS`, never for an answer that calls
 //!   functions, never past the invocation's subrequest budget.
 //! - An answer that calls functions is never drafted (it runs as a plan).
 //! - At most `MAX_DRAFTS_PER_TURN` drafts a turn: they are subrequests of the turn's invocation.
 //! - A turn that went stale (replanned) puts the placeholder back at once ([`first_sign_soon`]
-//!   from `chat/turn.rs`): the stale answer's last draft does not stay up while it replans.
+//!   from `chat/turn_life.rs`): the stale answer's last draft does not stay up while it replans.
 
 use crate::config::{now_ms, Ctx};
 use crate::outbound::gemini::GeminiClient;

@@ -4,7 +4,7 @@
 //! - Every outgoing action is written to `outbox` (key = turn/step/chunk) before it is sent
 //!   and marked sent with Telegram's message id after; a retried step skips what was sent.
 //! - A chunk of a streamed answer may go out before its turn is over ([`send_early_chunk`],
-//!   from `chat/stream.rs`) under the very key its step's delivery uses, which then skips it;
+//!   from `bot/stream.rs`) under the very key its step's delivery uses, which then skips it;
 //!   a sent key whose text is not the chunk's (the early chunk of an answer this plan is not)
 //!   makes the chunk go out under the replacement key `{key}r` instead.
 //! - Replies are Markdown rendered to Telegram HTML and split at 4096; a chunk Telegram
@@ -206,7 +206,7 @@ enum Slot {
 }
 
 /// The outbox slot of chunk `i` (`html`) of a step. A key sent with another text holds a chunk
-/// sent early while an answer streamed (`chat/stream.rs`) that this answer does not have (the
+/// sent early while an answer streamed (`bot/stream.rs`) that this answer does not have (the
 /// stream was cut and the retried turn answered anew, or the answer was refused at its end):
 /// this chunk then goes out under the key's replacement (`{key}r`), never lost and never
 /// mixed into an answer it is not part of.

@@ -1,4 +1,4 @@
-//! What a turn loads, in two D1 round trips: first the conversation, the chat, the session's
+//! A turn's inputs (`TurnInputs`: what its prompt is made from), loaded in two D1 round trips: first the conversation, the chat, the session's
 //! newest messages and the last answered seq; then (they depend on who and what is shown) the
 //! notes, the bot's stored turns, what is known of the window's media (put into their parts,
 //! so history shows descriptions instead of placeholders; an album is joined into one
@@ -6,7 +6,7 @@
 //! window itself is decided by the core (`agent_core::context::window`).
 
 use super::TurnError;
-use crate::chat::memory::{self, Memories};
+use crate::bot::memory::{self, Memories};
 use crate::config::Ctx;
 use crate::storage::{self, turns::ChatRow};
 use agent_core::chat_state::TurnRun;
@@ -18,7 +18,7 @@ use agent_core::media::{self, Described, KnownSticker};
 use std::collections::BTreeMap;
 
 /// Everything a turn's prompt is made from.
-pub struct Context {
+pub struct TurnInputs {
     pub window: Window,
     pub chat: Option<ChatRow>,
     /// The conversation's plan (`set_plan`).
@@ -37,14 +37,14 @@ pub struct Context {
     pub stickers: Vec<KnownSticker>,
 }
 
-/// A chat object's copy of the rows its last turn loaded (`agent_core::context::RowCache`): in
-/// the instance's memory only (a new instance reads the whole window once).
-pub type RowCopy = std::rc::Rc<std::cell::RefCell<Option<RowCache>>>;
+/// Where a chat object keeps the rows its last turn loaded (an `agent_core::context::RowCache`,
+/// or none yet): in the instance's memory only (a new instance reads the whole window once).
+pub type RowCacheSlot = std::rc::Rc<std::cell::RefCell<Option<RowCache>>>;
 
-/// Loads a turn's context; `None` when there is nothing to answer (the chat blocked the bot,
+/// Loads a turn's inputs; `None` when there is nothing to answer (the chat blocked the bot,
 /// or nothing new from people since the last answered turn). `copy`: the chat object's copy of
 /// the rows, used when it holds and updated after.
-pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64, copy: Option<&RowCopy>) -> Result<Option<Context>, TurnError> {
+pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64, copy: Option<&RowCacheSlot>) -> Result<Option<TurnInputs>, TurnError> {
     let db = ctx.db();
     // A turn retried more than once loads fewer rows (it may have run out of CPU time), and
     // neither uses nor keeps the copy.
@@ -90,7 +90,7 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64, copy: Opt
     let (notes, turns, memories, (known_media, stickers)) = load_recall(ctx, conv, &window, limits.structured).await?;
     media::annotate(&mut window.messages, &known_media);
     let scheduled = turn.scheduled.clone();
-    Ok(Some(Context { window, chat: first.chat, plan: first.conversation.plan, notes, turns, memories, answered_seq, known_media, stickers, scheduled }))
+    Ok(Some(TurnInputs { window, chat: first.chat, plan: first.conversation.plan, notes, turns, memories, answered_seq, known_media, stickers, scheduled }))
 }
 
 /// What the second round trip brings: notes, stored turns, memories, known media and stickers.

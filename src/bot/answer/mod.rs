@@ -1,7 +1,8 @@
-//! A turn at the edge: load the context from D1, make the request with the core, run the
-//! core's turn loop against Gemini (with the typing indicator up), store what came back. The
-//! chat object decides when; this module does one turn, as a short sequence of named steps
-//! (each in its own file): [`context`] loads, [`media`] fetches the photos, voice notes and
+//! Answering a turn (`answer_turn`): load the turn's inputs from D1, make the request with the
+//! core, run the core's turn loop (`core::turn::run_turn`) against Gemini (with the typing
+//! indicator up), store what came back. The chat object decides when (`chat::turn_life`); this
+//! module answers one turn, as a short sequence of named steps (each in its own file):
+//! [`inputs`] loads, [`media`] fetches the photos, voice notes and
 //! documents the turn answers, [`request`] builds, [`tools`] are the ports the model's tools
 //! run through, [`typing`] shows the bot at work, [`record`] stores.
 //!
@@ -11,17 +12,17 @@
 //! - A turn whose result is already stored is not run again (a retried job resumes its plan).
 //! - Every model call's usage is stored, failed calls included.
 
-mod context;
+mod inputs;
 pub mod media;
 mod record;
 mod request;
 mod tools;
 mod typing;
 
-pub use context::RowCopy;
+pub use inputs::RowCacheSlot;
 pub use record::{record_step_outcome, record_steps, step_calls};
 
-use crate::chat::stream::{Live, StreamingModel};
+use crate::bot::stream::{Live, StreamingModel};
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::chat_state::TurnRun;
@@ -53,11 +54,11 @@ impl From<worker::Error> for TurnError {
     }
 }
 
-/// Runs one turn of `conv` (or finds its stored result).
+/// Answers one turn of `conv` (or finds its stored result).
 /// `live`: a Telegram chat's check that the turn is still current (typing and drafts are
 /// shown); `None` for the API chat.
-/// `copy`: the chat object's copy of the history rows (see `context::RowCopy`).
-pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option<Live>, copy: Option<&context::RowCopy>) -> Result<TurnOutput, TurnError> {
+/// `copy`: the chat object's slot for the history rows it keeps (see `inputs::RowCacheSlot`).
+pub async fn answer_turn(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option<Live>, copy: Option<&inputs::RowCacheSlot>) -> Result<TurnOutput, TurnError> {
     if let Some(steps) = stored_result(ctx, turn).await? {
         // Whether its tools changed a schedule is not stored: the object re-reads (once).
         return Ok(TurnOutput::Planned { steps, schedules_changed: true, step_calls: None });
@@ -71,7 +72,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option<Live>, 
             return Ok(TurnOutput::NothingToDo);
         }
     }
-    let Some(c) = context::load(ctx, conv, turn, now, copy).await? else {
+    let Some(c) = inputs::load(ctx, conv, turn, now, copy).await? else {
         return Ok(TurnOutput::NothingToDo);
     };
     let model = request::model_of(ctx, &c, turn);
@@ -80,7 +81,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option<Live>, 
     // "typing…" is up from here: fetching media can take a while too.
     let show_typing = live.is_some();
     // A crew persona's turn also has a time limit of its own.
-    let work = crate::chat::crew::within_limit(turn, answer(ctx, conv, turn, &c, &model, now, live));
+    let work = crate::bot::crew::within_limit(turn, ask_model(ctx, conv, turn, &c, &model, now, live));
     // A crew persona with its own bot shows "typing…" through it.
     let group = c.chat.as_ref().is_some_and(|ch| agent_core::conversation::ChatKind::from_telegram(&ch.kind, 0).is_group());
     let outcome = if show_typing { typing::with_typing(&ctx.speaking_for(&turn.turn_id, group), conv, work).await } else { work.await };
@@ -89,7 +90,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option<Live>, 
 
 /// Fetches the media the turn answers and asks the model. If Gemini refuses the request with
 /// the files in it, it asks once more with the files named instead (both calls are recorded).
-async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context, model: &str, now: i64, live: Option<Live>) -> Result<turn::TurnResult, turn::TurnFailure> {
+async fn ask_model(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &inputs::TurnInputs, model: &str, now: i64, live: Option<Live>) -> Result<turn::TurnResult, turn::TurnFailure> {
     let wanted = agent_core::media::wanted(&c.window.messages, c.answered_seq);
     let (items, refused) = media::load(ctx, &wanted).await;
     let request = request::build(ctx, conv, turn, c, model, &by_message(&items), now);
@@ -127,7 +128,7 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &context::Context,
 }
 
 /// Runs the core's turn loop on `request`.
-async fn call_model(ctx: &Ctx, conv: &ConvKey, run: &TurnRun, c: &context::Context, request: &turn::TurnRequest, port: &StreamingModel) -> Result<turn::TurnResult, turn::TurnFailure> {
+async fn call_model(ctx: &Ctx, conv: &ConvKey, run: &TurnRun, c: &inputs::TurnInputs, request: &turn::TurnRequest, port: &StreamingModel) -> Result<turn::TurnResult, turn::TurnFailure> {
     let tools = tools::EdgeTools {
         ctx,
         conv: *conv,
@@ -144,13 +145,13 @@ async fn call_model(ctx: &Ctx, conv: &ConvKey, run: &TurnRun, c: &context::Conte
 }
 
 /// Whether the turn's chat is a private Telegram chat (drafts are shown only there).
-fn is_private(c: &context::Context) -> bool {
+fn is_private(c: &inputs::TurnInputs) -> bool {
     c.chat.as_ref().is_some_and(|ch| agent_core::conversation::ChatKind::from_telegram(&ch.kind, 0) == agent_core::conversation::ChatKind::Private)
 }
 
 /// Who asked for this turn: the sender of the message it answers (else the newest person's
 /// message); for a scheduled run, who set it.
-fn asker(c: &context::Context, turn: &TurnRun) -> Option<i64> {
+fn asker(c: &inputs::TurnInputs, turn: &TurnRun) -> Option<i64> {
     if let Some(run) = &c.scheduled {
         return run.creator_user_id;
     }

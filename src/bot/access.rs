@@ -9,7 +9,7 @@
 
 use super::deliver;
 use crate::config::{now_ms, random_bytes, Ctx};
-use crate::outbound::objects;
+use crate::outbound::objects::{self, ChatRequest};
 use crate::storage;
 use agent_core::authority::{self, RunGate};
 use agent_core::conversation::{ChatKind, ConvKey};
@@ -108,7 +108,7 @@ async fn cancel_schedules_of(ctx: &Ctx, user_id: i64) -> worker::Result<()> {
         worker::console_log!("user {user_id} blocked: their reminders in {} conversations are cancelled", convs.len());
     }
     for conv in convs.iter().take(MAX_TOLD) {
-        if let Err(e) = objects::notify(ctx, conv, "/schedules", &serde_json::json!({})).await {
+        if let Err(e) = objects::notify(ctx, conv, &ChatRequest::Schedules).await {
             worker::console_warn!("chat {conv}: a blocked person's reminders were cancelled; its object was not told ({e})");
         }
     }

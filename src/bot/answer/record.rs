@@ -9,7 +9,7 @@
 //! - A step's cancellation never overwrites a real outcome (the step may have been sent
 //!   meanwhile); a real outcome always overwrites a cancellation.
 
-use super::context::Context;
+use super::inputs::TurnInputs;
 use super::{TurnError, TurnOutput};
 use crate::config::{now_ms, Ctx};
 use crate::storage::turns::{self, TurnEnd, TurnStart};
@@ -23,7 +23,7 @@ use agent_core::turn::{self, TurnFailure, TurnResult};
 use worker::D1PreparedStatement;
 
 /// The statements recording the turn's start and the session window (run in the final batch).
-pub fn start_statements(db: &Db, conv: &ConvKey, turn: &TurnRun, c: &Context, model: &str, ctx: &Ctx, now: i64) -> worker::Result<Vec<D1PreparedStatement>> {
+pub fn start_statements(db: &Db, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model: &str, ctx: &Ctx, now: i64) -> worker::Result<Vec<D1PreparedStatement>> {
     let w = &c.window;
     turns::start_turn_stmts(
         db,

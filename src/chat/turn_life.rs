@@ -1,5 +1,5 @@
-//! The object's side of a turn: starting one when the debounce is over, running it (or taking
-//! it over from a dead instance), and what follows: a plan to carry out, a retry job, or giving
+//! A turn's life in the chat object: starting one when the debounce is over, driving it (the
+//! bot answers it, `bot::answer`; or taking it over from a dead instance), and what follows: a plan to carry out, a retry job, or giving
 //! up and apologising.
 //!
 //! Invariants:
@@ -11,7 +11,8 @@
 //!   past `SCHEDULE_FALLBACK_SECONDS` after its due time (given up: the text is owed in the
 //!   state, the run claimed, the turn ended, so a later model answer never also goes out).
 
-use super::{agent, deliver, ChatObject, APOLOGY};
+use super::{ChatObject, APOLOGY};
+use crate::bot::{answer, deliver};
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::chat_state::{Finish, GivenUp};
@@ -29,16 +30,17 @@ impl ChatObject {
         let nonce = u64::from_le_bytes(crate::config::random_bytes::<8>());
         // The single bot's turn, or the next persona's when a crew speaks here.
         let Some(turn) = self.begin_due_turn(ctx, &conv, nonce).await else { return };
-        self.run_turn(ctx, turn).await;
+        self.drive_turn(ctx, turn).await;
     }
 
-    /// Runs a turn from the alarm (a new one, or one taken over from a dead instance). If it
-    /// fails transiently, its next attempt goes through the jobs queue.
-    pub(super) async fn run_turn(&self, ctx: &Ctx, turn: agent_core::chat_state::TurnRun) {
+    /// Drives a turn from the alarm (a new one, or one taken over from a dead instance): the bot
+    /// answers it, then `after_turn`. If it fails transiently, its next attempt goes through
+    /// the jobs queue.
+    pub(super) async fn drive_turn(&self, ctx: &Ctx, turn: agent_core::chat_state::TurnRun) {
         let Some((conv, _)) = self.conv() else { return };
         self.in_flight.set(true);
         self.arm(ctx).await; // the re-check, in case this instance dies mid-turn
-        let result = agent::run(ctx, &conv, &turn, Some(self.live(&turn)), Some(&self.rows)).await;
+        let result = answer::answer_turn(ctx, &conv, &turn, Some(self.live(&turn)), Some(&self.rows)).await;
         self.in_flight.set(false);
         let outcome = self.after_turn(ctx, &conv, &turn.turn_id, result).await;
         if let JobOutcome::Retry { error, after_ms } = outcome {
@@ -54,10 +56,10 @@ impl ChatObject {
         ctx: &Ctx,
         conv: &ConvKey,
         turn_id: &str,
-        result: std::result::Result<agent::TurnOutput, agent::TurnError>,
+        result: std::result::Result<answer::TurnOutput, answer::TurnError>,
     ) -> JobOutcome {
         match result {
-            Ok(agent::TurnOutput::Planned { steps, schedules_changed, step_calls }) => {
+            Ok(answer::TurnOutput::Planned { steps, schedules_changed, step_calls }) => {
                 // The state first (no await before it: the turn is not in flight any more, and
                 // an alarm in between would take it for a dead one), then the schedules' hint.
                 // A crew persona's answer also moves the cycle on (a pass sends nothing).
@@ -80,7 +82,7 @@ impl ChatObject {
                         worker::console_log!("turn {turn_id}: new messages arrived during the model call; replanning");
                         // The stale answer's draft comes down; "Thinking…" (or typing) again.
                         if let Some((conv, kind)) = self.conv() {
-                            super::stream::first_sign_soon(ctx, conv, kind, true);
+                            crate::bot::stream::first_sign_soon(ctx, conv, kind, true);
                         }
                         let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Stale, None, now_ms()).await;
                     }
@@ -89,13 +91,13 @@ impl ChatObject {
                 self.arm(ctx).await;
                 JobOutcome::Done
             }
-            Ok(agent::TurnOutput::NothingToDo) => {
+            Ok(answer::TurnOutput::NothingToDo) => {
                 self.nothing_to_answer(ctx, turn_id).await;
                 let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some("nothing new".into()), now_ms()).await;
                 self.arm(ctx).await;
                 JobOutcome::Done
             }
-            Err(agent::TurnError::Transient { error, after_ms }) => {
+            Err(answer::TurnError::Transient { error, after_ms }) => {
                 let attempt = self.with(|st| st.turn().map_or(1, |t| t.attempt)).await;
                 if self.scheduled_falls_back(ctx, turn_id, attempt, after_ms).await {
                     // A reminder does not wait for the whole retry budget: its own text goes
@@ -109,7 +111,7 @@ impl ChatObject {
                 self.arm(ctx).await;
                 JobOutcome::Retry { error, after_ms }
             }
-            Err(agent::TurnError::Permanent { error }) => {
+            Err(answer::TurnError::Permanent { error }) => {
                 worker::console_error!("turn {turn_id} failed for good: {error}");
                 let _ = storage::failures::record_failure(&ctx.db(), "error", Some(&format!("turn:{turn_id}")), Some(conv), &error, None, now_ms()).await;
                 self.give_up(ctx, turn_id, &error).await;

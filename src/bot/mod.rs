@@ -1,0 +1,19 @@
+//! # bot: what the bot can do in a conversation
+//!
+//! The capabilities a turn and the chat object use, none of which knows the object: [`answer`]
+//! (answering one turn: load its inputs, ask the model, store), [`deliver`] (the outbox: sending a step exactly
+//! once), [`stream`] (the first sign of a burst, the answer streamed as a draft), [`memory`]
+//! (recall and the user's memory commands), [`access`] (who may talk to the bot, budgets),
+//! [`commands`] (slash commands), [`usage`] (the usage text) and [`crew`] (crew mode's lineup
+//! and gating). The chat object (`chat`) decides when; this room does it.
+//!
+//! Invariant: this room never imports `chat` (`scripts/check-modules.mjs` fails otherwise).
+
+pub mod access;
+pub mod answer;
+pub mod commands;
+pub mod crew;
+pub mod deliver;
+pub mod memory;
+pub mod stream;
+pub mod usage;
