@@ -6,8 +6,8 @@
 // in the chat where it was said.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, groupText, mention, uniqueId, sleep, ADMIN_TOKEN } from "../support/stack.js";
-import { promptText } from "../support/prompt.js";
+import { startStack, privateText, groupText, uniqueId, sleep, askInGroup, ADMIN_HEADERS } from "../support/stack.js";
+import { promptText, functionResponses, isJson } from "../support/prompt.js";
 
 const BOT = "edge_bot";
 let s;
@@ -17,25 +17,6 @@ before(async () => {
 after(async () => {
   await s?.close();
 });
-
-const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
-const isJson = (body) => body?.generationConfig?.responseMimeType === "application/json";
-const ask = (chat, uid, words, opts = {}) => {
-  const t = `@${BOT} ${words}`;
-  return groupText(chat, uid, t, { entities: mention(t, BOT), ...opts });
-};
-
-/** The function responses in the newest user content of a request. */
-function functionResponses(body) {
-  const last = [...body.contents].reverse().find((c) => c.parts.some((p) => p.functionResponse));
-  return (last?.parts ?? []).filter((p) => p.functionResponse).map((p) => p.functionResponse.response);
-}
-
-async function chatState(st, conv) {
-  const r = await st.fetch(`/api/v1/chats/${conv}/state`, { headers: admin });
-  assert.equal(r.status, 200);
-  return r.json();
-}
 
 /** Has the bot, in a private chat, schedule `calls` (schedule_message args); the stored rows. */
 async function scheduleIn(st, uid, argsList, reply = "Okay, I'll remind you.") {
@@ -51,7 +32,7 @@ async function scheduleIn(st, uid, argsList, reply = "Okay, I'll remind you.") {
 async function block(st, uid) {
   const r = await st.fetch(`/api/v1/users/${uid}/access`, {
     method: "PUT",
-    headers: { ...admin, "content-type": "application/json" },
+    headers: { ...ADMIN_HEADERS, "content-type": "application/json" },
     body: JSON.stringify({ access: "blocked" }),
   });
   assert.equal(r.status, 200);
@@ -63,10 +44,10 @@ test("blocking a person cancels the reminders they set, in every chat, and their
   const group = -1_000_000_000_000 - uniqueId();
   const [mine] = await scheduleIn(s, uid, [{ text: "water the plants", in_minutes: 600, repeat: "daily" }]);
   s.gemini.script(uid, [{ calls: [{ name: "schedule_message", args: { text: "team sync", in_minutes: 600 } }] }, { text: "Set." }]);
-  await s.webhook(ask(group, uid, "remind us about the sync"));
+  await s.webhook(askInGroup(group, uid, "remind us about the sync", { bot: BOT }));
   await s.tg.waitFor(() => s.tg.sent(group).length === 1, 15_000, "the group confirmation");
   const [theirs] = await scheduleIn(s, other, [{ text: "someone else's", in_minutes: 600 }]);
-  assert.ok((await chatState(s, uid)).next_schedule_ms, "the private chat's alarm waits for the reminder");
+  assert.ok((await s.chatState(uid)).next_schedule_ms, "the private chat's alarm waits for the reminder");
 
   await block(s, uid);
   const rows = await s.sql("SELECT chat_id, status, next_run_ms FROM schedules WHERE creator_user_id = ? ORDER BY id", uid);
@@ -75,8 +56,8 @@ test("blocking a person cancels the reminders they set, in every chat, and their
     { chat_id: group, status: "cancelled", next_run_ms: null },
   ]);
   assert.equal((await s.sql("SELECT status FROM schedules WHERE id = ?", theirs.id))[0].status, "active", "nobody else's");
-  assert.equal((await chatState(s, uid)).next_schedule_ms, null, "the object was told");
-  assert.equal((await chatState(s, group)).next_schedule_ms, null);
+  assert.equal((await s.chatState(uid)).next_schedule_ms, null, "the object was told");
+  assert.equal((await s.chatState(group)).next_schedule_ms, null);
   assert.equal(mine.creator_user_id, uid);
 });
 
@@ -120,7 +101,7 @@ test("a reminder's run counts against its creator's hourly budget; over it a one
     assert.deepEqual(one, { status: "done", runs: 1 });
     const [two] = await b.sql("SELECT status, runs, next_run_ms FROM schedules WHERE id = ?", second.id);
     assert.deepEqual(two, { status: "done", runs: 1, next_run_ms: null }, "sent once, not retried in a loop");
-    assert.equal((await chatState(b, uid)).next_schedule_ms, null);
+    assert.equal((await b.chatState(uid)).next_schedule_ms, null);
   } finally {
     await b.close();
   }
@@ -160,7 +141,7 @@ test("a crew's continuation turns count against the budget of the person whose m
     await b.webhook(privateText(uid, "let's plan a picnic"));
     let st;
     for (let i = 0; i < 100; i++) {
-      st = await chatState(b, uid);
+      st = await b.chatState(uid);
       if (!st.crew?.cycle && Object.keys(st.crew?.ended ?? {}).length) break;
       await sleep(200);
     }
@@ -178,7 +159,7 @@ test("in a group, a burst mixing senders lends nobody the authority to cancel a 
   const alice = uniqueId();
   const bob = uniqueId();
   s.gemini.script(alice, [{ calls: [{ name: "schedule_message", args: { text: "team sync", in_minutes: 600 } }] }, { text: "Set." }]);
-  await s.webhook(ask(group, alice, "remind us about the sync", { name: "Alice" }));
+  await s.webhook(askInGroup(group, alice, "remind us about the sync", { bot: BOT, name: "Alice" }));
   await s.tg.waitFor(() => s.tg.sent(group).length === 1, 15_000, "the confirmation");
   const [row] = await s.sql("SELECT id, creator_user_id FROM schedules WHERE chat_id = ?", group);
   assert.equal(row.creator_user_id, alice);
@@ -186,8 +167,8 @@ test("in a group, a burst mixing senders lends nobody the authority to cancel a 
   const cancel = [{ calls: [{ name: "cancel_schedule", args: { id: row.id } }] }, { text: "Done." }];
   s.gemini.script(alice, cancel);
   s.gemini.script(bob, cancel);
-  await s.webhook(ask(group, bob, `cancel reminder ${row.id}`, { name: "Bob" }));
-  await s.webhook(ask(group, alice, "thanks for the help!", { name: "Alice" }));
+  await s.webhook(askInGroup(group, bob, `cancel reminder ${row.id}`, { bot: BOT, name: "Bob" }));
+  await s.webhook(askInGroup(group, alice, "thanks for the help!", { bot: BOT, name: "Alice" }));
   await s.tg.waitFor(() => s.tg.sent(group).length === 2, 15_000, "the answer to the burst");
   const cancels = [...s.gemini.calls(alice), ...s.gemini.calls(bob)]
     .flatMap((c) => functionResponses(c.body))
@@ -197,7 +178,7 @@ test("in a group, a burst mixing senders lends nobody the authority to cancel a 
   assert.equal((await s.sql("SELECT status FROM schedules WHERE id = ?", row.id))[0].status, "active", "still active");
   // Alice's own burst does cancel it.
   s.gemini.script(alice, [{ calls: [{ name: "cancel_schedule", args: { id: row.id } }] }, { text: "Cancelled." }]);
-  await s.webhook(ask(group, alice, `please cancel reminder ${row.id}`, { name: "Alice" }));
+  await s.webhook(askInGroup(group, alice, `please cancel reminder ${row.id}`, { bot: BOT, name: "Alice" }));
   await s.tg.waitFor(() => s.tg.sent(group).length === 3, 15_000, "the answer to Alice");
   assert.equal((await s.sql("SELECT status FROM schedules WHERE id = ?", row.id))[0].status, "cancelled");
 });
@@ -210,8 +191,8 @@ test("in a group, a burst mixing senders sets no reminder in anyone's name; one 
   s.gemini.script(alice, set("ping every quarter hour"));
   s.gemini.script(bob, set("ping every quarter hour"));
   // Bob asks; Alice's "ok" right after is the burst's newest message.
-  await s.webhook(ask(group, bob, "remind everyone every 15 minutes", { name: "Bob" }));
-  await s.webhook(ask(group, alice, "ok", { name: "Alice" }));
+  await s.webhook(askInGroup(group, bob, "remind everyone every 15 minutes", { bot: BOT, name: "Bob" }));
+  await s.webhook(askInGroup(group, alice, "ok", { bot: BOT, name: "Alice" }));
   await s.tg.waitFor(() => s.tg.sent(group).length === 1, 15_000, "the answer to the burst");
   const answers = [...s.gemini.calls(alice), ...s.gemini.calls(bob)].flatMap((c) => functionResponses(c.body)).filter((r) => r.error !== undefined || r.id !== undefined);
   assert.equal(answers.length, 1, JSON.stringify(answers));
@@ -219,7 +200,7 @@ test("in a group, a burst mixing senders sets no reminder in anyone's name; one 
   assert.deepEqual(await s.sql("SELECT creator_user_id FROM schedules WHERE chat_id = ?", group), [], "nothing set in Alice's name");
   // Bob alone: set as his.
   s.gemini.script(bob, set("stand-up"));
-  await s.webhook(ask(group, bob, "remind us about the stand-up", { name: "Bob" }));
+  await s.webhook(askInGroup(group, bob, "remind us about the stand-up", { bot: BOT, name: "Bob" }));
   await s.tg.waitFor(() => s.tg.sent(group).length === 2, 15_000, "the confirmation");
   assert.deepEqual(await s.sql("SELECT creator_user_id FROM schedules WHERE chat_id = ?", group), [{ creator_user_id: bob }]);
 });
@@ -233,11 +214,11 @@ test("a note or fact one member supplied about another stays in the group, never
     const mark = (k) => `${k}mark${alice}`;
     // Alice's own words about herself, and Bob's about her: notes (remember) and facts (consolidation).
     b.gemini.script(alice, [{ calls: [{ name: "remember", args: { content: `likes tea ${mark("ownnote")}`, about_user_id: alice } }, { name: "send_message", args: { text: "Noted." } }] }]);
-    const own = ask(group, alice, "remember that I like tea", { name: "Alice" });
+    const own = askInGroup(group, alice, "remember that I like tea", { bot: BOT, name: "Alice" });
     await b.webhook(own);
     await b.tg.waitFor(() => b.tg.sent(group).length === 1, 10_000, "Alice's note");
     b.gemini.script(bob, [{ calls: [{ name: "remember", args: { content: `owes money ${mark("planted")}`, about_user_id: alice } }, { name: "send_message", args: { text: "Noted." } }] }]);
-    await b.webhook(ask(group, bob, "remember that Alice owes me 100 euros", { name: "Bob" }));
+    await b.webhook(askInGroup(group, bob, "remember that Alice owes me 100 euros", { bot: BOT, name: "Bob" }));
     await b.tg.waitFor(() => b.tg.sent(group).length === 2, 10_000, "Bob's note");
     const notes = await b.sql("SELECT content, supplied_by FROM notes WHERE about_user_id = ? ORDER BY id", alice);
     assert.deepEqual(notes.map((n) => n.supplied_by), [alice, bob], "who supplied each note is recorded");
@@ -274,7 +255,7 @@ test("a note or fact one member supplied about another stays in the group, never
     await b.tg.waitFor(() => b.tg.sent(alice).length === 2, 10_000, "/memory");
     assert.doesNotMatch(b.tg.sent(alice)[1], /planted/);
     // In the group, where it was said, it is still there.
-    await b.webhook(ask(group, alice, "what do you know?", { name: "Alice" }));
+    await b.webhook(askInGroup(group, alice, "what do you know?", { bot: BOT, name: "Alice" }));
     await b.tg.waitFor(() => b.tg.sent(group).length === 3, 10_000, "the group answer");
     const inGroup = promptText(b.gemini.calls(alice).at(-1).body);
     assert.match(inGroup, new RegExp(`\\(about user ${alice}, said by user ${bob}\\) owes money ${mark("planted")}`), "marked as Bob's words");

@@ -5,7 +5,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { startStack, privateText, groupText, mention, uniqueId, sleep, WEBHOOK_SECRET, ADMIN_TOKEN, ROOT } from "../support/stack.js";
+import { startStack, privateText, groupText, mention, uniqueId, sleep, WEBHOOK_SECRET, ADMIN_TOKEN, ROOT, askInGroup } from "../support/stack.js";
 
 const ADMIN = 4343;
 const BOT = "edge_test_bot";
@@ -18,11 +18,7 @@ after(async () => {
   await s?.close();
 });
 
-const askInGroup = (chat, uid, words) => {
-  const t = `@${BOT} ${words}`;
-  return groupText(chat, uid, t, { entities: mention(t, BOT) });
-};
-const allText = (req) => JSON.stringify(req.body);
+const requestJson = (req) => JSON.stringify(req.body);
 
 test("a refused stranger's group gets no turn; an approved member's does", async () => {
   const stranger = uniqueId();
@@ -61,19 +57,19 @@ test("refused text is kept for the audit trail but reaches no model call, not hi
   // The approved member's turn does not see the stranger's text.
   await s.webhook(askInGroup(group, friend, "summarise the chat"));
   await s.tg.waitFor(() => s.gemini.calls(friend).length === 1, 10_000, "the member's turn");
-  assert.doesNotMatch(allText(s.gemini.calls(friend)[0]), /stranger-marker-7731/);
+  assert.doesNotMatch(requestJson(s.gemini.calls(friend)[0]), /stranger-marker-7731/);
 
   // Once approved, the pending user's earlier text stays out of their history.
   await s.env.DB.prepare("UPDATE users SET access = 'allowed' WHERE user_id = ?").bind(pending).run();
   await s.webhook(privateText(pending, "now I'm approved"));
   await s.tg.waitFor(() => s.gemini.calls(pending).length === 1, 10_000, "the approved user's turn");
-  assert.doesNotMatch(allText(s.gemini.calls(pending)[0]), /pending-marker-5519/);
+  assert.doesNotMatch(requestJson(s.gemini.calls(pending)[0]), /pending-marker-5519/);
 
   // Consolidation (the cron) sends neither to the model.
   await s.scheduled();
   await sleep(4000);
   for (const r of s.gemini.requests) {
-    assert.doesNotMatch(allText(r), /stranger-marker-7731|pending-marker-5519/);
+    assert.doesNotMatch(requestJson(r), /stranger-marker-7731|pending-marker-5519/);
   }
 });
 
@@ -100,7 +96,7 @@ test("a person blocked after writing cannot edit history: the edit is excluded, 
   const t = `@${BOT} is that right?`;
   await s.webhook(groupText(group, friend, t, { entities: mention(t, BOT), reply_to_message: edited }));
   await s.tg.waitFor(() => s.gemini.calls(friend).length === 1, 10_000, "the member's turn");
-  const req = allText(s.gemini.calls(friend)[0]);
+  const req = requestJson(s.gemini.calls(friend)[0]);
   assert.doesNotMatch(req, /edit-marker-9911/, "neither the edit nor its excerpt reaches the model");
   assert.match(req, /is that right\?/);
 });
@@ -115,7 +111,7 @@ test("a reply to a message the bot never stored (a refused sender past the hour'
   const t = `@${BOT} is that right?`;
   await s.webhook(groupText(group, friend, t, { entities: mention(t, BOT), reply_to_message: ghost }));
   await s.tg.waitFor(() => s.gemini.calls(friend).length === 1, 10_000, "the member's turn");
-  const req = allText(s.gemini.calls(friend)[0]);
+  const req = requestJson(s.gemini.calls(friend)[0]);
   assert.doesNotMatch(req, /unstored-marker-7733/, "no excerpt of a message that has no admitted row");
   assert.match(req, /is that right\?/);
 });

@@ -2,7 +2,7 @@
 // Every refusal is recorded and none costs a model call.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, groupText, mention, uniqueId, sleep } from "../support/stack.js";
+import { startStack, privateText, groupText, mention, uniqueId, sleep, cmd } from "../support/stack.js";
 
 const ADMIN = 4242;
 const ALLOWED_GROUP = -1009990001;
@@ -13,8 +13,6 @@ before(async () => {
 after(async () => {
   await s?.close();
 });
-
-const cmd = (uid, text) => privateText(uid, text, { entities: [{ type: "bot_command", offset: 0, length: text.split(" ")[0].length }] });
 
 test("pairing: an unknown user gets a code, an operator approves it, then the user is answered", async () => {
   const uid = uniqueId();

@@ -3,13 +3,7 @@
 // `/usage` and the admin API show where things stand.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, groupText, mention, uniqueId, sleep, ADMIN_TOKEN } from "../support/stack.js";
-
-const BOT = "edge_test_bot";
-const askInGroup = (chat, uid, words) => {
-  const t = `@${BOT} ${words}`;
-  return groupText(chat, uid, t, { entities: mention(t, BOT) });
-};
+import { startStack, privateText, uniqueId, sleep, ADMIN_TOKEN, askInGroup } from "../support/stack.js";
 
 let s;
 before(async () => {

@@ -3,7 +3,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, privateText, groupText, mention, reaction, uniqueId, sleep, BOT_ID } from "../support/stack.js";
-import { promptText as systemText } from "../support/prompt.js";
+import { promptText as systemText, allText } from "../support/prompt.js";
 
 let s;
 before(async () => {
@@ -12,8 +12,6 @@ before(async () => {
 after(async () => {
   await s?.close();
 });
-
-const allText = (req) => req.body.contents.flatMap((c) => c.parts).map((p) => p.text ?? "").join("\n");
 
 test("group chatter is stored as context and not answered", async () => {
   const chat = -1000000000000 - uniqueId();

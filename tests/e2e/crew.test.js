@@ -4,7 +4,7 @@
 // gap; group chatter starts nothing; crew off restores the single bot.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, startWorker, privateText, groupText, mention, uniqueId, sleep, ADMIN_TOKEN, WEBHOOK_SECRET } from "../support/stack.js";
+import { startStack, startWorker, privateText, groupText, mention, uniqueId, sleep, WEBHOOK_SECRET, ADMIN_HEADERS } from "../support/stack.js";
 import { turnContext } from "../support/prompt.js";
 
 const BUILDER_TOKEN = "777000111:ACTOR-token_for-the-builder-bot";
@@ -21,7 +21,6 @@ after(async () => {
   await s?.close();
 });
 
-const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
 const systemText = (body) => (body.systemInstruction?.parts ?? []).map((p) => p.text).join("");
 const contentsText = (body) => (body.contents ?? []).flatMap((c) => c.parts ?? []).map((p) => p.text ?? "").join("\n");
 /** Which persona a request is for, from its system instruction. */
@@ -39,17 +38,13 @@ function crewScript(uid, steps) {
 }
 const PASS = { calls: [{ name: "pass", args: {} }] };
 
-async function state(conv) {
-  const r = await s.fetch(`/api/v1/chats/${conv}/state`, { headers: admin });
-  return r.json();
-}
 async function ended(conv, why) {
   for (let i = 0; i < 100; i++) {
-    const st = await state(conv);
+    const st = await s.chatState(conv);
     if ((st.crew?.ended?.[why] ?? 0) > 0 && !st.crew?.cycle) return st;
     await sleep(150);
   }
-  assert.fail(`the cycle did not end (${why}): ${JSON.stringify((await state(conv)).crew)}`);
+  assert.fail(`the cycle did not end (${why}): ${JSON.stringify((await s.chatState(conv)).crew)}`);
 }
 
 test("personas answer in order, each seeing the whole conversation; the moderator's pass ends the cycle", async () => {
@@ -82,7 +77,7 @@ test("personas answer in order, each seeing the whole conversation; the moderato
   // Model calls record the persona, and the costs API breaks them down by persona.
   const rows = await s.sql("SELECT persona FROM model_calls WHERE turn_id LIKE ? ORDER BY id", `${uid}/%`);
   assert.deepEqual(rows.map((r) => r.persona), ["critic", "builder", "moderator"]);
-  const costs = await (await s.fetch(`/api/v1/costs?chat_id=${uid}`, { headers: admin })).json();
+  const costs = await (await s.fetch(`/api/v1/costs?chat_id=${uid}`, { headers: ADMIN_HEADERS })).json();
   assert.deepEqual(Object.keys(costs.by_persona ?? {}).sort(), ["builder", "critic", "moderator"], JSON.stringify(costs));
 });
 
@@ -170,7 +165,7 @@ test("group chatter starts nothing; a mention starts the crew", async () => {
 
 test("crew off (API, /crew) restores the single bot; only operators switch it", async () => {
   const uid = uniqueId();
-  const r = await s.fetch(`/api/v1/chats/${uid}/crew`, { method: "PUT", headers: { ...admin, "content-type": "application/json" }, body: JSON.stringify({ enabled: false }) });
+  const r = await s.fetch(`/api/v1/chats/${uid}/crew`, { method: "PUT", headers: { ...ADMIN_HEADERS, "content-type": "application/json" }, body: JSON.stringify({ enabled: false }) });
   assert.equal(r.status, 200);
   await s.webhook(privateText(uid, "hello alone"));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "the single bot's reply");
@@ -180,15 +175,15 @@ test("crew off (API, /crew) restores the single bot; only operators switch it", 
   await s.webhook(privateText(uid, "/crew on"));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 10_000, "the refusal");
   assert.match(s.tg.sent(uid)[1], /Only my operators/);
-  assert.equal((await state(uid)).crew.switch, false);
+  assert.equal((await s.chatState(uid)).crew.switch, false);
   // An operator can, in their own chat.
   await s.webhook(privateText(ADMIN, "/crew off"));
   await s.tg.waitFor(() => s.tg.sent(ADMIN).length === 1, 10_000, "the confirmation");
   assert.match(s.tg.sent(ADMIN)[0], /Crew off/);
-  assert.equal((await state(ADMIN)).crew.switch, false);
+  assert.equal((await s.chatState(ADMIN)).crew.switch, false);
   await s.webhook(privateText(ADMIN, "/crew on"));
   await s.tg.waitFor(() => s.tg.sent(ADMIN).length === 2, 10_000, "the confirmation");
-  assert.equal((await state(ADMIN)).crew.switch, true);
+  assert.equal((await s.chatState(ADMIN)).crew.switch, true);
 });
 
 test("a persona whose call fails is skipped with a note to the next; when every persona fails the chat gets one apology", async () => {
@@ -236,5 +231,5 @@ test("/new ends a running cycle: no further persona speaks in the new session", 
   await s.tg.waitFor(() => s.tg.sent(uid).includes("Builder\nSecond."), 10_000, "the builder's answer in flight");
   await sleep(2500);
   assert.equal(s.gemini.calls(uid).length, 2, "the moderator was not asked");
-  assert.equal((await state(uid)).crew.cycle, null);
+  assert.equal((await s.chatState(uid)).crew.cycle, null);
 });

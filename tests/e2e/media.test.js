@@ -5,7 +5,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { startStack, privateText, groupText, mention, uniqueId, messageId, updateId, ROOT, ADMIN_TOKEN } from "../support/stack.js";
+import { startStack, privateText, groupText, mention, uniqueId, messageId, updateId, ROOT } from "../support/stack.js";
 import { requestText } from "../support/fake-gemini.js";
 import { TURN_CONTEXT_HEADER } from "../support/prompt.js";
 
@@ -211,17 +211,13 @@ test("a sticker sent again and again is described once; a voice note's transcrip
 });
 
 test("a curated description wins: the photo is not described again and history shows the operator's words", async () => {
-  const api = async (method, p, body) => {
-    const r = await s.fetch(`/api/v1/${p}`, { method, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" }, body: body && JSON.stringify(body) });
-    return { status: r.status, json: await r.json() };
-  };
   const uid = uniqueId();
   const bytes = distinct("photo.jpg", `curated ${uid}`);
   s.tg.addFile(`cur-${uid}`, bytes);
   const update = photoUpdate(uid, `cur-${uid}`);
   const key = update.message.photo.at(-1).file_unique_id;
-  assert.equal((await api("PUT", `media/${key}`, { kind: "photo" })).status, 400, "a description is required");
-  const put = await api("PUT", `media/${key}`, { description: "the team photo from the summer trip", kind: "photo" });
+  assert.equal((await s.api("PUT", `media/${key}`, { kind: "photo" })).status, 400, "a description is required");
+  const put = await s.api("PUT", `media/${key}`, { description: "the team photo from the summer trip", kind: "photo" });
   assert.equal(put.status, 200);
   await s.webhook(update);
   await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 15_000, "the answer");
@@ -229,7 +225,7 @@ test("a curated description wins: the photo is not described again and history s
   await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 15_000, "the follow-up");
   assert.equal(describeCalls(bytes).length, 0, "never described by the model");
   assert.ok(s.gemini.calls(uid).at(-1).body.contents.flatMap((c) => c.parts).some((p) => (p.text ?? "").includes("the team photo from the summer trip")));
-  const listed = await api("GET", "media?limit=500");
+  const listed = await s.api("GET", "media?limit=500");
   const row = listed.json.media.find((m) => m.file_unique_id === key);
   assert.equal(row.model, "operator");
   assert.ok(listed.json.media.some((m) => m.status === "ok" && m.model === "gemini-3.5-flash-lite"), "generated ones are listed too");
@@ -284,12 +280,6 @@ test("media over one turn's describe budget are described by the next turns, so 
   for (const b of photos) assert.ok(history.includes(`image/jpeg of ${b.length} bytes`), history);
 });
 
-/** The admin API. */
-const api = async (method, p, body) => {
-  const r = await s.fetch(`/api/v1/${p}`, { method, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" }, body: body && JSON.stringify(body) });
-  return { status: r.status, json: await r.json() };
-};
-
 test("what can never be viewed is kept in media with its reason, listed for the operator, and never tried again", async () => {
   const uid = uniqueId();
   const zip = () => fileUpdate(uid, "document", { file_name: "a.zip", mime_type: "application/zip", file_id: `nz-${uid}`, file_unique_id: `nzu-${uid}`, file_size: 100 });
@@ -309,7 +299,7 @@ test("what can never be viewed is kept in media with its reason, listed for the 
     { file_unique_id: `nzu-${uid}`, kind: "document", mime: "application/zip", size: 100, status: "unsupported", attempts: 0, reason: "a document of a type I cannot read (application/zip)", description: null },
   ]);
   assert.equal(s.tg.calls("getFile").filter((c) => c.body.file_id === `nb-${uid}` || c.body.file_id === `nz-${uid}`).length, 0);
-  const listed = (await api("GET", "media?limit=500")).json.media;
+  const listed = (await s.api("GET", "media?limit=500")).json.media;
   assert.equal(listed.find((m) => m.file_unique_id === `nzu-${uid}`)?.reason, "a document of a type I cannot read (application/zip)");
   assert.equal(listed.find((m) => m.file_unique_id === `nbu-${uid}`)?.status, "too_large");
   // A file Telegram no longer has (an expired file id): kept as failed, with the reason.

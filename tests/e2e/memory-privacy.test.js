@@ -7,7 +7,7 @@
 // memories; a consolidation that lost its lease commits nothing.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, groupText, mention, uniqueId, sleep, ADMIN_TOKEN } from "../support/stack.js";
+import { startStack, privateText, groupText, mention, uniqueId, sleep } from "../support/stack.js";
 import { promptText as systemText } from "../support/prompt.js";
 
 let s;
@@ -17,26 +17,6 @@ before(async () => {
 after(async () => {
   await s?.close();
 });
-
-const isJson = (body) => body?.generationConfig?.responseMimeType === "application/json";
-
-async function api(method, path) {
-  const r = await s.fetch(`/api/v1/${path}`, { method, headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
-  return { status: r.status, json: await r.json() };
-}
-
-async function consolidate() {
-  await s.scheduled();
-  for (let i = 0; i < 100; i++) {
-    await sleep(300);
-    const busy = await s.sql("SELECT COUNT(*) AS n FROM conversations WHERE consolidating_until IS NOT NULL");
-    const due = await s.sql(
-      "SELECT COUNT(*) AS n FROM messages m LEFT JOIN conversations c ON c.conv = m.conv WHERE m.seq > COALESCE(c.consolidated_seq, 0) AND m.role != 'bot'",
-    );
-    if (busy[0].n === 0 && due[0].n === 0) return;
-  }
-  throw new Error("consolidation did not finish");
-}
 
 function groupCmd(g, uid, text) {
   return groupText(g, uid, text, { entities: [{ type: "bot_command", offset: 0, length: text.split(" ")[0].length }] });
@@ -163,8 +143,8 @@ test("every path that reads memories shows exactly what its scope allows", async
   seen.memoryP = s.tg.sent(P)[1];
 
   // The admin API.
-  seen.adminU = JSON.stringify((await api("GET", `memories?user_id=${U}`)).json);
-  seen.adminG = JSON.stringify((await api("GET", `memories?chat_id=${G}`)).json);
+  seen.adminU = JSON.stringify((await s.api("GET", `memories?user_id=${U}`)).json);
+  seen.adminG = JSON.stringify((await s.api("GET", `memories?chat_id=${G}`)).json);
 
   // What each chat's consolidation is given.
   const capture = (body) => {
@@ -172,7 +152,7 @@ test("every path that reads memories shows exactly what its scope allows", async
     return { text: JSON.stringify({ facts: [], episodes: [], commitments: [], commitment_updates: [], aliases: [] }) };
   };
   s.gemini.script(U, [capture, capture]);
-  await consolidate();
+  await s.consolidate();
   assert.ok(seen.consG && seen.consP, "both chats were consolidated");
 
   const wrong = ["recallG", "recallP", "searchG", "searchP", "memoryG", "memoryP", "consG", "consP", "adminU", "adminG"]
@@ -204,7 +184,7 @@ test("a group's consolidation changes only the group's memories and names no str
     return { text: JSON.stringify({ facts: [], episodes: [], commitments: [], commitment_updates: [{ memory_id: num.gc, status: "done" }], aliases: [] }) };
   };
   s.gemini.script(U, [extraction, extraction]);
-  await consolidate();
+  await s.consolidate();
   const [pf] = await s.sql("SELECT value, superseded_by FROM memories WHERE id = ?", num.pf);
   assert.deepEqual(pf, { value: `zebra pfmark${U}`, superseded_by: null }, "the private fact is untouched");
   const [pc] = await s.sql("SELECT status FROM memories WHERE id = ?", num.pc);
@@ -285,6 +265,6 @@ test("a consolidation that lost its lease commits nothing", async () => {
   // When the lease is free again, the next run commits.
   await s.sql("UPDATE conversations SET consolidating_until = NULL WHERE conv = ?", String(X));
   s.gemini.script(X, [{ text: JSON.stringify({ facts: [{ about_user_id: X, entity: "me", attribute: "cat", value: "Tofu" }], episodes: [], commitments: [], commitment_updates: [], aliases: [] }) }]);
-  await consolidate();
+  await s.consolidate();
   assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memories WHERE about_user_id = ?", X))[0].n, 1);
 });

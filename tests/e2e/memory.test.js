@@ -4,7 +4,7 @@
 // within budget.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, uniqueId, sleep } from "../support/stack.js";
+import { startStack, privateText, uniqueId, sleep, cmd } from "../support/stack.js";
 import { embedText, q8 } from "../support/fake-gemini.js";
 import { promptText as systemText } from "../support/prompt.js";
 
@@ -16,22 +16,7 @@ after(async () => {
   await s?.close();
 });
 
-const cmd = (uid, text) => privateText(uid, text, { entities: [{ type: "bot_command", offset: 0, length: text.split(" ")[0].length }] });
 const consolidations = () => s.gemini.requests.filter((r) => r.body?.generationConfig?.responseMimeType === "application/json").length;
-
-async function consolidate() {
-  await s.scheduled();
-  // Wait until no conversation is being consolidated and no job is pending.
-  for (let i = 0; i < 100; i++) {
-    await sleep(300);
-    const busy = await s.sql("SELECT COUNT(*) AS n FROM conversations WHERE consolidating_until IS NOT NULL");
-    const due = await s.sql(
-      "SELECT COUNT(*) AS n FROM messages m LEFT JOIN conversations c ON c.conv = m.conv WHERE m.seq > COALESCE(c.consolidated_seq, 0) AND m.role != 'bot'",
-    );
-    if (busy[0].n === 0 && due[0].n === 0) return;
-  }
-  throw new Error("consolidation did not finish");
-}
 
 test("what a user says is consolidated, recalled later, listed by /memory and erased by /forget all", async () => {
   const uid = uniqueId();
@@ -52,7 +37,7 @@ test("what a user says is consolidated, recalled later, listed by /memory and er
       aliases: [],
     }) };
   }]);
-  await consolidate();
+  await s.consolidate();
   assert.ok(consolidationRequest, "the consolidation call was made");
   assert.equal(consolidationRequest.generationConfig.responseMimeType, "application/json");
   assert.ok(consolidationRequest.generationConfig.responseSchema.properties.facts);
@@ -107,7 +92,7 @@ test("forwarded text and a document's contents never reach the extraction call",
     extraction = body;
     return { text: JSON.stringify({ facts: [], episodes: [], commitments: [], commitment_updates: [], aliases: [] }) };
   }]);
-  await consolidate();
+  await s.consolidate();
   assert.ok(extraction, "the consolidation call was made");
   const text = extraction.contents[0].parts[0].text;
   assert.match(text, /I play the cello/);
@@ -120,13 +105,13 @@ test("consolidating again with nothing new changes nothing and calls no model", 
   await s.webhook(privateText(uid, "I live in Lisbon."));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "the reply");
   s.gemini.script(uid, [{ text: JSON.stringify({ facts: [{ about_user_id: uid, entity: "me", attribute: "city", value: "Lisbon", source_message_ids: [] }], episodes: [], commitments: [], commitment_updates: [], aliases: [] }) }]);
-  await consolidate();
+  await s.consolidate();
   const snapshot = await s.sql("SELECT id, value, confidence, updated_at FROM memories WHERE about_user_id = ? ORDER BY id", uid);
   assert.equal(snapshot.length, 1);
   const calls = consolidations();
   const [{ consolidated_seq }] = await s.sql("SELECT consolidated_seq FROM conversations WHERE conv = ?", String(uid));
-  await consolidate();
-  await consolidate();
+  await s.consolidate();
+  await s.consolidate();
   assert.equal(consolidations(), calls, "no model call the second and third time");
   assert.deepEqual(await s.sql("SELECT id, value, confidence, updated_at FROM memories WHERE about_user_id = ? ORDER BY id", uid), snapshot);
   assert.equal((await s.sql("SELECT consolidated_seq FROM conversations WHERE conv = ?", String(uid)))[0].consolidated_seq, consolidated_seq);
@@ -137,7 +122,7 @@ test("search_memory finds what was consolidated", async () => {
   await s.webhook(privateText(uid, "My dog is called Biscuit."));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "the reply");
   s.gemini.script(uid, [{ text: JSON.stringify({ facts: [{ about_user_id: uid, entity: "me", attribute: "dog's name", value: "Biscuit" }], episodes: [], commitments: [], commitment_updates: [], aliases: [] }) }]);
-  await consolidate();
+  await s.consolidate();
   let found;
   s.gemini.script(uid, [
     { calls: [{ name: "search_memory", args: { query: "dog name" } }] },
@@ -179,7 +164,7 @@ test("a 2,000-message session gets summaries and its prompts stay within the his
       }
     }
   }
-  await consolidate();
+  await s.consolidate();
   const [summary] = await s.sql("SELECT summary, until_seq, messages FROM summaries WHERE conv = ?", conv);
   assert.ok(summary, "a summary was written");
   console.log(`# 2000 messages: summary covers ${summary.messages} messages`);

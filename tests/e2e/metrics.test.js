@@ -16,15 +16,13 @@ after(async () => {
 });
 
 /** The metrics lines logged after `from` (an index into the logs). */
-const metricsSince = (from) =>
-  s.logs().slice(from).map((l) => String(l.message ?? l)).filter((m) => m.startsWith("metrics ")).map((m) => ({ raw: m, ...JSON.parse(m.slice(8)) }));
 
 async function chatter(chat, uid, text) {
   const from = s.logs().length;
   const r = await s.webhook(groupText(chat, uid, text, { name: "Dora" }));
   assert.equal(r.status, 200);
   await sleep(100);
-  const lines = metricsSince(from).filter((l) => l.kind === "fetch /telegram/webhook");
+  const lines = s.metricsSince(from).filter((l) => l.kind === "fetch /telegram/webhook");
   assert.equal(lines.length, 1, "one metrics line for the webhook's invocation");
   return lines[0];
 }
@@ -81,7 +79,7 @@ test("a turn's recall reads its own chat's matches, not every chat's (memory_fts
   await sleep(300);
   assert.match(promptText(s.gemini.calls(uid).at(-1)), /bitter oranges/, "the chat's own episode is recalled");
   assert.doesNotMatch(promptText(s.gemini.calls(uid).at(-1)), /version \d+/, "no other chat's memory");
-  const turn = metricsSince(from).filter((l) => l.kind.startsWith("alarm"));
+  const turn = s.metricsSince(from).filter((l) => l.kind.startsWith("alarm"));
   const read = turn.reduce((n, l) => n + l.rows_read, 0);
   // Matching every chat's index rows read 400 and more; within the chat's scope, a few.
   assert.ok(read < 150, `the turn read ${read} rows: ${turn.map((l) => l.raw).join("\n")}`);
@@ -115,7 +113,7 @@ test("a two-message plan takes 9 D1 round trips: the step → call mapping kept 
   // Load, recall, the turn's result; per message: the step's outbox rows read with its first
   // chunk recorded as pending, sent after, the step's outcome (the last one with the turn's
   // end). Before: 13 (the mapping read back, the pending write and the turn's end apart).
-  const alarms = metricsSince(from).filter((l) => l.kind.startsWith("alarm"));
+  const alarms = s.metricsSince(from).filter((l) => l.kind.startsWith("alarm"));
   const trips = alarms.reduce((n, l) => n + l.d1_round_trips, 0);
   assert.ok(trips <= 9, `the turn made ${trips} D1 round trips: ${alarms.map((l) => l.raw).join("\n")}`);
 });
@@ -148,7 +146,7 @@ test("search_memory reads its own chat's matches, not every chat's (the scope fi
   assert.ok(found.some((r) => /set overnight/.test(r)), JSON.stringify(found));
   assert.ok(found.some((r) => /wants lemon/.test(r)), JSON.stringify(found));
   assert.ok(!found.some((r) => /batch \d+/.test(r)), JSON.stringify(found));
-  const turn = metricsSince(from).filter((l) => l.kind.startsWith("alarm"));
+  const turn = s.metricsSince(from).filter((l) => l.kind.startsWith("alarm"));
   const read = turn.reduce((n, l) => n + l.rows_read, 0);
   // Every chat's matches: 400 and more; within the chat's scope, a few.
   assert.ok(read < 150, `the turn read ${read} rows: ${turn.map((l) => l.raw).join("\n")}`);
@@ -169,7 +167,7 @@ test("a turn over a long history reads only what is new or edited since the chat
     await s.webhook(groupText(chat, uid, t, { entities: mention(t, "edge_test_bot") }));
     await s.tg.waitFor(() => s.gemini.calls(uid).length > before && s.tg.sent(chat).length > sent, 30_000, "the turn");
     await sleep(500);
-    const turn = metricsSince(from).filter((l) => l.kind.startsWith("alarm"));
+    const turn = s.metricsSince(from).filter((l) => l.kind.startsWith("alarm"));
     return { read: turn.reduce((n, l) => n + l.rows_read, 0), prompt: JSON.stringify(s.gemini.calls(uid).at(-1).body.contents), raw: turn.map((l) => l.raw).join("\n") };
   };
   const one = await ask("what came first?");
@@ -188,7 +186,7 @@ test("a turn over a long history reads only what is new or edited since the chat
   await sleep(300);
   // The edit sets its row's mark itself: 5 rows written (with the trigger marking it, the row
   // was written twice: 6).
-  const edit = metricsSince(fromEdit).filter((l) => l.kind.startsWith("fetch"));
+  const edit = s.metricsSince(fromEdit).filter((l) => l.kind.startsWith("fetch"));
   const written = edit.reduce((n, l) => n + l.rows_written, 0);
   assert.ok(written <= 5, `the edit wrote ${written} rows: ${edit.map((l) => l.raw).join("\n")}`);
   const three = await ask("and the first one, again?");
@@ -237,7 +235,7 @@ test("search_memory over media reads its own chat's media, not every chat's (an 
   await sleep(300);
   assert.ok(found.some((r) => /seen from the ferry/.test(r)), JSON.stringify(found));
   assert.ok(!found.some((r) => /^\[media photo\] a lighthouse at dusk number/.test(r)), `no other chat's photo: ${JSON.stringify(found)}`);
-  const turn = metricsSince(from).filter((l) => l.kind.startsWith("alarm"));
+  const turn = s.metricsSince(from).filter((l) => l.kind.startsWith("alarm"));
   const read = turn.reduce((n, l) => n + l.rows_read, 0);
   // Every chat's media rows, and this chat's messages for each: over 1,000; through the chat's
   // own (chat, file) records, a few dozen with the turn's own reads.

@@ -5,8 +5,8 @@
 // author and excerpt, stored with the message (migration 0008).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, uniqueId, sleep } from "../support/stack.js";
-import { turnContext as systemText, TURN_CONTEXT_HEADER } from "../support/prompt.js";
+import { startStack, privateText, uniqueId, sleep, cmd } from "../support/stack.js";
+import { turnContext as systemText, TURN_CONTEXT_HEADER, allText } from "../support/prompt.js";
 
 let s;
 before(async () => {
@@ -15,9 +15,6 @@ before(async () => {
 after(async () => {
   await s?.close();
 });
-
-const allText = (req) => req.body.contents.flatMap((c) => c.parts).map((p) => p.text ?? "").join("\n");
-const cmd = (uid, text) => privateText(uid, text, { entities: [{ type: "bot_command", offset: 0, length: text.split(" ")[0].length }] });
 
 test("/memory shows a note with a Markdown link and a mention as literal text", async () => {
   const uid = uniqueId();

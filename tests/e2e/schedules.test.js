@@ -4,8 +4,8 @@
 // skipped, never caught up one by one.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, groupText, mention, uniqueId, sleep, ADMIN_TOKEN } from "../support/stack.js";
-import { turnContext } from "../support/prompt.js";
+import { startStack, privateText, groupText, mention, uniqueId, sleep, log, ADMIN_HEADERS } from "../support/stack.js";
+import { turnContext, functionResponses } from "../support/prompt.js";
 
 let s;
 before(async () => {
@@ -25,21 +25,6 @@ before(async () => {
 after(async () => {
   await s?.close();
 });
-
-const log = (...a) => console.log("#", ...a);
-const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
-
-/** The function responses in the newest user content of a request. */
-function functionResponses(body) {
-  const last = [...body.contents].reverse().find((c) => c.parts.some((p) => p.functionResponse));
-  return (last?.parts ?? []).filter((p) => p.functionResponse).map((p) => p.functionResponse.response);
-}
-
-async function chatState(conv) {
-  const r = await s.fetch(`/api/v1/chats/${conv}/state`, { headers: admin });
-  assert.equal(r.status, 200);
-  return r.json();
-}
 
 /** Asks the bot (through the model) to schedule `args`; returns the stored schedule row. */
 async function schedule(uid, args, reply = "Okay, I'll remind you.") {
@@ -81,7 +66,7 @@ test("'in a few seconds' fires once, with the text in a scheduled situation, and
   assert.equal(after.next_run_ms, null);
   const [turn] = await s.sql("SELECT trigger, status FROM turns WHERE turn_id = ?", after.last_turn_id);
   assert.deepEqual(turn, { trigger: "schedule", status: "done" });
-  const state = await chatState(uid);
+  const state = await s.chatState(uid);
   assert.equal(state.next_schedule_ms, null, "nothing left to wake for");
 });
 
@@ -111,7 +96,7 @@ test("a recurring schedule fires, re-arms for its next run and is cancelled by /
   assert.equal(mid.status, "active");
   assert.equal(mid.runs, 1);
   assert.ok(mid.next_run_ms > Date.now() && mid.next_run_ms % 60_000 === 0, "the next run is the next whole minute");
-  assert.equal((await chatState(uid)).next_schedule_ms, mid.next_run_ms, "the object's alarm waits for it");
+  assert.equal((await s.chatState(uid)).next_schedule_ms, mid.next_run_ms, "the object's alarm waits for it");
   // The second run comes from the re-armed alarm, with no message in between.
   await s.tg.waitFor(() => s.tg.sent(uid).length === 3, 75_000, "the second run");
   assert.equal(s.tg.sent(uid)[2], "Oven check #2");
@@ -124,7 +109,7 @@ test("a recurring schedule fires, re-arms for its next run and is cancelled by /
   assert.equal(s.tg.sent(uid)[4], `Cancelled reminder #${row.id}.`);
   const [end] = await s.sql("SELECT status, runs, next_run_ms FROM schedules WHERE id = ?", row.id);
   assert.deepEqual(end, { status: "cancelled", runs: 2, next_run_ms: null });
-  assert.equal((await chatState(uid)).next_schedule_ms, null);
+  assert.equal((await s.chatState(uid)).next_schedule_ms, null);
 });
 
 test("a runtime restart between the due time and the send gives exactly one message", async () => {
@@ -193,7 +178,7 @@ test("a turn retried after its model call failed creates its schedule once", asy
   assert.equal(rows.length, 1, "one schedule, not two");
   const [again] = functionResponses(s.gemini.calls(uid)[3].body);
   assert.equal(again.id, rows[0].id, "the retry is told the schedule it already has");
-  assert.equal((await chatState(uid)).next_schedule_ms, (await s.sql("SELECT next_run_ms FROM schedules WHERE id = ?", rows[0].id))[0].next_run_ms);
+  assert.equal((await s.chatState(uid)).next_schedule_ms, (await s.sql("SELECT next_run_ms FROM schedules WHERE id = ?", rows[0].id))[0].next_run_ms);
 });
 
 test("limits and bad input give the model clear function errors", async () => {
@@ -239,16 +224,16 @@ test("/reminders lists in the chat's zone; the admin API lists and cancels", asy
   const list = s.tg.sent(uid)[1];
   assert.match(list, /times in America\/New_York/);
   assert.match(list, new RegExp(`#${row.id} · Friday, 2027-01-15 09:30 \\(EST\\)\\ndentist`));
-  const r = await s.fetch(`/api/v1/schedules?chat_id=${uid}`, { headers: admin });
+  const r = await s.fetch(`/api/v1/schedules?chat_id=${uid}`, { headers: ADMIN_HEADERS });
   assert.equal(r.status, 200);
   const { schedules } = await r.json();
   assert.deepEqual(schedules.map((x) => [x.id, x.status, x.text]), [[row.id, "active", "dentist"]]);
-  assert.equal((await chatState(uid)).next_schedule_ms, row.next_run_ms);
-  const d = await s.fetch(`/api/v1/schedules/${row.id}`, { method: "DELETE", headers: admin });
+  assert.equal((await s.chatState(uid)).next_schedule_ms, row.next_run_ms);
+  const d = await s.fetch(`/api/v1/schedules/${row.id}`, { method: "DELETE", headers: ADMIN_HEADERS });
   assert.equal(d.status, 200);
-  assert.equal((await s.fetch(`/api/v1/schedules/${row.id}`, { method: "DELETE", headers: admin })).status, 404);
-  assert.equal((await s.fetch(`/api/v1/schedules?status=bogus`, { headers: admin })).status, 400);
-  assert.equal((await chatState(uid)).next_schedule_ms, null, "the object was told");
+  assert.equal((await s.fetch(`/api/v1/schedules/${row.id}`, { method: "DELETE", headers: ADMIN_HEADERS })).status, 404);
+  assert.equal((await s.fetch(`/api/v1/schedules?status=bogus`, { headers: ADMIN_HEADERS })).status, 400);
+  assert.equal((await s.chatState(uid)).next_schedule_ms, null, "the object was told");
   await s.webhook(privateText(uid, "/reminders"));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 3, 10_000, "the empty list");
   assert.match(s.tg.sent(uid)[2], /No reminders are set in this chat/);
@@ -318,7 +303,7 @@ test("web search: the request carries Google Search grounding and the reply link
   assert.equal(call.body.link_preview_options?.is_disabled, true, "no preview for links no person posted");
   const [cost] = await s.sql("SELECT prompt_tokens, candidates_tokens, search_queries FROM model_calls WHERE chat_id = ?", uid);
   assert.deepEqual(cost, { prompt_tokens: 1200, candidates_tokens: 30, search_queries: 1 }, "the grounded call's usage is recorded like any call, and its search");
-  const costs = await (await s.fetch("/api/v1/costs?period=today", { headers: admin })).json();
+  const costs = await (await s.fetch("/api/v1/costs?period=today", { headers: ADMIN_HEADERS })).json();
   const row = costs.rows.find((r) => r.chat_id === uid);
   assert.equal(row.search_queries, 1);
   await s.webhook(privateText(uid, "/usage"));

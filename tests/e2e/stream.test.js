@@ -4,7 +4,7 @@
 // two seconds. Orders and generous bounds here; the precise figures are in `npm run bench`.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, groupText, mention, reaction, uniqueId, sleep } from "../support/stack.js";
+import { startStack, privateText, groupText, mention, reaction, uniqueId, sleep, LONG_PARAGRAPHS, LONG } from "../support/stack.js";
 
 let s;
 before(async () => {
@@ -19,7 +19,6 @@ after(async () => {
 const ANSWER = "Here is **the plan** for today: first we *walk* to the market, then we cook `soup` together, and at the end we rest in the garden with a cup of tea.";
 const drafts = (chat) => s.tg.calls("sendMessageDraft", chat);
 const accepted = (chat) => drafts(chat).filter((r) => r.draft !== undefined);
-const finalSent = (chat) => s.tg.calls("sendMessage", chat).filter((r) => r.text !== undefined);
 
 /** Posts an update and returns when the webhook answered. */
 async function post(update) {
@@ -32,7 +31,7 @@ test("a single private message: the sign at once, the answer streaming in, then 
   const uid = uniqueId();
   s.gemini.script(uid, [{ text: ANSWER }]);
   const answered = await post(privateText(uid, "what shall we do today?"));
-  await s.tg.waitFor(() => finalSent(uid).length === 1, 20_000, "the final message");
+  await s.tg.waitFor(() => s.finalSent(uid).length === 1, 20_000, "the final message");
   await sleep(300);
 
   const call = s.gemini.calls(uid)[0];
@@ -56,7 +55,7 @@ test("a single private message: the sign at once, the answer streaming in, then 
   // Drafts are paced: never two within the interval (300 ms here), give or take the clock.
   for (let i = 1; i < texts.length; i++) assert.ok(texts[i].at - texts[i - 1].at >= 250, "drafts are paced");
 
-  const final = finalSent(uid);
+  const final = s.finalSent(uid);
   assert.equal(final.length, 1, "exactly one final message");
   assert.equal(final[0].text, "Here is the plan for today: first we walk to the market, then we cook soup together, and at the end we rest in the garden with a cup of tea.");
   assert.ok(final[0].at > texts.at(-1).at, "the final message comes after the drafts");
@@ -72,7 +71,7 @@ test("a link the model writes is plain text in every draft; the final message li
   const text = `See [the report](https://attacker.example/?q=SECRET) first. ${ANSWER}`;
   s.gemini.script(uid, [{ text }]);
   await post(privateText(uid, "anything new?"));
-  await s.tg.waitFor(() => finalSent(uid).length === 1, 20_000, "the final message");
+  await s.tg.waitFor(() => s.finalSent(uid).length === 1, 20_000, "the final message");
   const shown = accepted(uid).filter((r) => r.draft !== "");
   assert.ok(shown.some((r) => r.draft.includes("the report")), `the link's text was drafted: ${JSON.stringify(drafts(uid).map((r) => r.body.text))}`);
   for (const r of shown) assert.ok(!/<a\b|href/i.test(r.body.text ?? r.draft), `no link in a draft: ${r.body.text}`);
@@ -88,14 +87,14 @@ test("a five-message burst: one sign, one model call, one final message", async 
     await post(privateText(uid, `part ${i + 1} of my story`));
     await sleep(100);
   }
-  await s.tg.waitFor(() => finalSent(uid).length === 1, 20_000, "the final message");
+  await s.tg.waitFor(() => s.finalSent(uid).length === 1, 20_000, "the final message");
   await sleep(1500);
   assert.equal(s.gemini.calls(uid).length, 1, "one model call for the burst");
   const call = s.gemini.calls(uid)[0];
   assert.match(JSON.stringify(call.body.contents), /part 5 of my story/, "the call saw the whole burst");
   const signs = accepted(uid).filter((r) => r.draft === "" && r.at < call.at);
   assert.equal(signs.length, 1, "one visible sign for the burst, not one per message");
-  assert.equal(finalSent(uid).length, 1);
+  assert.equal(s.finalSent(uid).length, 1);
 });
 
 test("a draft refused with 429 ends the drafts; the final message still comes, once", async () => {
@@ -104,12 +103,12 @@ test("a draft refused with 429 ends the drafts; the final message still comes, o
   // The sign passes; the first text draft gets 429.
   s.tg.fault({ method: "sendMessageDraft", chatId: uid, skip: 1, status: 429, retry_after: 5 });
   await post(privateText(uid, "tell me the plan"));
-  await s.tg.waitFor(() => finalSent(uid).length === 1, 20_000, "the final message");
+  await s.tg.waitFor(() => s.finalSent(uid).length === 1, 20_000, "the final message");
   await sleep(500);
   const all = drafts(uid);
   assert.equal(all[1].fault, 429);
   assert.equal(all.length, 2, "no draft after the refused one (no loop, no retry)");
-  assert.equal(finalSent(uid).length, 1);
+  assert.equal(s.finalSent(uid).length, 1);
   assert.equal(s.gemini.calls(uid).length, 1);
 });
 
@@ -118,10 +117,10 @@ test("the final send refused with 429 is retried through the outbox: one message
   s.gemini.script(uid, [{ text: "A short answer.", streamMs: 300 }]);
   s.tg.fault({ method: "sendMessage", chatId: uid, status: 429, retry_after: 1 });
   await post(privateText(uid, "hello"));
-  await s.tg.waitFor(() => finalSent(uid).length === 1, 30_000, "the final message after the 429");
+  await s.tg.waitFor(() => s.finalSent(uid).length === 1, 30_000, "the final message after the 429");
   await sleep(2500);
   assert.equal(s.tg.calls("sendMessage", uid).filter((r) => r.fault === 429).length, 1);
-  assert.deepEqual(finalSent(uid).map((r) => r.text), ["A short answer."]);
+  assert.deepEqual(s.finalSent(uid).map((r) => r.text), ["A short answer."]);
   assert.equal(s.gemini.calls(uid).length, 1, "the model is not asked again");
 });
 
@@ -131,7 +130,7 @@ test("a group gets the typing action and the final message, never a draft", asyn
   const t = "@edge_test_bot what now?";
   s.gemini.script(uid, [{ text: "In a group: no drafts." }]);
   await post(groupText(chat, uid, t, { entities: mention(t, "edge_test_bot") }));
-  await s.tg.waitFor(() => finalSent(chat).length === 1, 20_000, "the group reply");
+  await s.tg.waitFor(() => s.finalSent(chat).length === 1, 20_000, "the group reply");
   const call = s.gemini.calls(uid)[0];
   assert.equal(call.stream, false, "a group's answer is not streamed");
   assert.equal(drafts(chat).length, 0);
@@ -146,7 +145,7 @@ test("a non-streamed answer over the 4 MiB cap fails like a broken connection: r
   const huge = { candidates: [{ content: { role: "model", parts: [{ text: "x".repeat(5 * 1024 * 1024) }] }, finishReason: "STOP", index: 0 }] };
   s.gemini.script(uid, [{ raw: huge }, { text: "The short version." }]);
   await post(groupText(chat, uid, t, { entities: mention(t, "edge_test_bot") }));
-  await s.tg.waitFor(() => finalSent(chat).length === 1, 60_000, "the group reply");
+  await s.tg.waitFor(() => s.finalSent(chat).length === 1, 60_000, "the group reply");
   await sleep(500);
   assert.equal(s.gemini.calls(uid).length, 2, "the oversized answer is retried once");
   // The first answer was never read whole: its call is recorded as failed at the cap (read
@@ -155,7 +154,7 @@ test("a non-streamed answer over the 4 MiB cap fails like a broken connection: r
   assert.equal(calls.length, 2, JSON.stringify(calls).slice(0, 300));
   assert.match(calls[0].error ?? "", /over 4194304 bytes/);
   assert.equal(calls[1].status, 200);
-  assert.deepEqual(finalSent(chat).map((m) => m.text ?? m), ["The short version."]);
+  assert.deepEqual(s.finalSent(chat).map((m) => m.text ?? m), ["The short version."]);
   assert.ok(!s.tg.requests.some((r) => r.body?.chat_id === chat && /xxxxxxxxxx/.test(r.body?.text ?? "")), "no part of the oversized answer reaches the chat");
 });
 
@@ -165,10 +164,10 @@ test("a new message while the answer streams cancels the draft; the replanned an
   await post(privateText(uid, "first question"));
   await s.tg.waitFor(() => accepted(uid).some((r) => r.draft !== ""), 20_000, "a streamed draft");
   await post(privateText(uid, "oh, and a second one"));
-  await s.tg.waitFor(() => finalSent(uid).length === 1, 30_000, "the replanned answer");
+  await s.tg.waitFor(() => s.finalSent(uid).length === 1, 30_000, "the replanned answer");
   await sleep(1000);
   assert.equal(s.gemini.calls(uid).length, 2, "the stale answer was replanned once");
-  assert.deepEqual(finalSent(uid).map((r) => r.text), ["The answer to both messages."], "no half answer left as a message");
+  assert.deepEqual(s.finalSent(uid).map((r) => r.text), ["The answer to both messages."], "no half answer left as a message");
   const first = s.gemini.calls(uid)[0];
   const afterCancel = accepted(uid).filter((r) => r.at > first.at && r.at < s.gemini.calls(uid)[1].at);
   assert.equal(afterCancel.at(-1).draft, "", "the half answer was taken down (the placeholder again)");
@@ -178,16 +177,12 @@ test("a new message while the answer streams cancels the draft; the replanned an
 
 // A long answer (about 9,500 characters, three Telegram messages): paragraphs with bold, as
 // models write. `LONG_PLAIN` is how it reads once rendered.
-const LONG_PARAGRAPHS = Array.from({ length: 42 }, (_, i) =>
-  `Paragraph ${i + 1} of the long answer: **step ${i + 1}** is where we look at the details once more, weigh each option with care, write down what we learnt, and then move on to the next part of the plan without rushing anything at all today.`,
-);
-const LONG = LONG_PARAGRAPHS.join("\n\n");
 const LONG_PLAIN = LONG_PARAGRAPHS.map((p) => p.replaceAll("**", "")).join("\n\n");
 
 /** The final messages of a long answer: each at most 4096 characters, valid for Telegram
  *  (none refused), none twice, and together exactly the answer. */
 function assertWhole(uid, count) {
-  const sent = finalSent(uid);
+  const sent = s.finalSent(uid);
   assert.equal(sent.length, count, `${count} messages`);
   assert.ok(sent.every((r) => [...r.text].length <= 4096), "every message within 4096 characters");
   assert.equal(new Set(sent.map((r) => r.text)).size, sent.length, "no chunk twice");
@@ -200,7 +195,7 @@ test("a long answer: its first chunk is a message before the stream ends, the re
   const uid = uniqueId();
   s.gemini.script(uid, [{ text: LONG, streamMs: 3000 }]);
   await post(privateText(uid, "tell me everything"));
-  await s.tg.waitFor(() => finalSent(uid).length === 3, 30_000, "the three messages");
+  await s.tg.waitFor(() => s.finalSent(uid).length === 3, 30_000, "the three messages");
   await sleep(1000);
   const sent = assertWhole(uid, 3);
   const call = s.gemini.calls(uid)[0];
@@ -225,7 +220,7 @@ test("the early chunk refused with 429: no loop, the plan sends it with the rest
   s.gemini.script(uid, [{ text: LONG, streamMs: 3000 }]);
   s.tg.fault({ method: "sendMessage", chatId: uid, status: 429, retry_after: 1 });
   await post(privateText(uid, "tell me everything"));
-  await s.tg.waitFor(() => finalSent(uid).length === 3, 40_000, "the three messages");
+  await s.tg.waitFor(() => s.finalSent(uid).length === 3, 40_000, "the three messages");
   await sleep(2500);
   const call = s.gemini.calls(uid)[0];
   const refused = s.tg.calls("sendMessage", uid).filter((r) => r.fault === 429);
@@ -240,13 +235,13 @@ test("a newer message after a chunk went out: the answer is finished, whole; the
   const uid = uniqueId();
   s.gemini.script(uid, [{ text: LONG, streamMs: 4000 }, { text: "And your second question, answered on its own." }]);
   await post(privateText(uid, "tell me everything"));
-  await s.tg.waitFor(() => finalSent(uid).length >= 1, 30_000, "the first chunk");
+  await s.tg.waitFor(() => s.finalSent(uid).length >= 1, 30_000, "the first chunk");
   const posted = await post(privateText(uid, "oh, and a second question"));
-  await s.tg.waitFor(() => finalSent(uid).length === 4, 40_000, "the whole answer, then the second one");
+  await s.tg.waitFor(() => s.finalSent(uid).length === 4, 40_000, "the whole answer, then the second one");
   await sleep(1000);
   const first = s.gemini.calls(uid)[0];
   assert.ok(posted < first.chunks.at(-1), "the newer message came while the answer still streamed");
-  const sent = finalSent(uid);
+  const sent = s.finalSent(uid);
   assert.equal(sent.at(-1).text, "And your second question, answered on its own.");
   assert.equal(sent.slice(0, 3).map((r) => r.text).join("\n\n"), LONG_PLAIN, "no half answer: the first answer is whole");
   assert.equal(new Set(sent.map((r) => r.text)).size, 4, "nothing twice");
@@ -263,12 +258,12 @@ test("an instance reset after a chunk went out: the retried turn's new answer co
   const otherPlain = other.map((p) => p.replaceAll("**", "")).join("\n\n");
   s.gemini.script(uid, [{ text: LONG, streamMs: 6000 }, { text: other.join("\n\n"), streamMs: 500 }, { text: "The second question, on its own." }]);
   await post(privateText(uid, "tell me everything"));
-  await s.tg.waitFor(() => finalSent(uid).length >= 1, 30_000, "the first chunk");
+  await s.tg.waitFor(() => s.finalSent(uid).length >= 1, 30_000, "the first chunk");
   await s.restart(); // the instance streaming the answer dies; storage (and the commit) stays
   await post(privateText(uid, "and a second question"));
-  await s.tg.waitFor(() => finalSent(uid).length === 5, 40_000, "the new answer, then the second one");
+  await s.tg.waitFor(() => s.finalSent(uid).length === 5, 40_000, "the new answer, then the second one");
   await sleep(1500);
-  const texts = finalSent(uid).map((r) => r.text);
+  const texts = s.finalSent(uid).map((r) => r.text);
   assert.ok(texts[0].startsWith("Paragraph 1 of"), "the early chunk of the cut answer, sent once");
   assert.equal(texts.slice(1, 4).join("\n\n"), otherPlain, "then the retried turn's answer, whole, not mixed with the cut one");
   assert.equal(texts[4], "The second question, on its own.", "the newer message's own turn comes after");
@@ -283,7 +278,7 @@ test("a reaction (which may be left unanswered on purpose) gets typing, never th
   const uid = uniqueId();
   s.gemini.script(uid, [{ text: "Hello!", streamMs: 200 }, { finishReason: "STOP" }]);
   await post(privateText(uid, "hi"));
-  await s.tg.waitFor(() => finalSent(uid).length === 1, 20_000, "the first answer");
+  await s.tg.waitFor(() => s.finalSent(uid).length === 1, 20_000, "the first answer");
   await sleep(300);
   const botMessage = (await s.sql("SELECT message_id FROM messages WHERE chat_id = ? AND role = 'bot'", uid))[0].message_id;
   const before = drafts(uid).length;
@@ -292,7 +287,7 @@ test("a reaction (which may be left unanswered on purpose) gets typing, never th
   await sleep(1000);
   assert.equal(drafts(uid).length, before, "no draft for the reaction");
   assert.ok(s.tg.calls("sendChatAction", uid).some((r) => r.at < s.gemini.calls(uid)[1].at), "typing shows at once");
-  assert.equal(finalSent(uid).length, 1, "silence on purpose");
+  assert.equal(s.finalSent(uid).length, 1, "silence on purpose");
 });
 
 test("an instance reset while the answer streams: one final message, nothing lost, nothing twice", async () => {
@@ -302,9 +297,9 @@ test("an instance reset while the answer streams: one final message, nothing los
   await s.tg.waitFor(() => accepted(uid).some((r) => r.draft !== ""), 20_000, "a streamed draft");
   await s.restart(); // the instance streaming the answer dies; storage stays
   await post(privateText(uid, "second question"));
-  await s.tg.waitFor(() => finalSent(uid).length === 1, 30_000, "the answer after the reset");
+  await s.tg.waitFor(() => s.finalSent(uid).length === 1, 30_000, "the answer after the reset");
   await sleep(5000);
-  assert.deepEqual(finalSent(uid).map((r) => r.text), ["Both questions, answered once."], "exactly one final message, not the cut-off one");
+  assert.deepEqual(s.finalSent(uid).map((r) => r.text), ["Both questions, answered once."], "exactly one final message, not the cut-off one");
   assert.equal(s.gemini.calls(uid).length, 2);
   const text = JSON.stringify(s.gemini.calls(uid)[1].body.contents);
   assert.match(text, /first question/);
@@ -319,13 +314,13 @@ test("drafts refused as a method (400) turn off for a while: typing and the fina
   s.gemini.script(b, [{ text: "Second.", streamMs: 200 }]);
   s.tg.fault({ method: "sendMessageDraft", chatId: a, status: 400, description: "Bad Request: method is not available for this bot" });
   await post(privateText(a, "hello"));
-  await s.tg.waitFor(() => finalSent(a).length === 1, 20_000, "a's answer");
+  await s.tg.waitFor(() => s.finalSent(a).length === 1, 20_000, "a's answer");
   assert.equal(drafts(a).length, 1, "only the refused placeholder");
   assert.ok(s.tg.calls("sendChatAction", a).length >= 1, "typing instead");
   await post(privateText(b, "hello too"));
-  await s.tg.waitFor(() => finalSent(b).length === 1, 20_000, "b's answer");
+  await s.tg.waitFor(() => s.finalSent(b).length === 1, 20_000, "b's answer");
   assert.equal(drafts(b).length, 0, "no draft is tried for the next chat");
   assert.ok(s.tg.calls("sendChatAction", b)[0].at < s.gemini.calls(b)[0].at, "its first sign is typing");
   assert.equal(s.gemini.calls(b)[0].stream, false, "without drafts the answer is not streamed");
-  assert.deepEqual(finalSent(b).map((r) => r.text), ["Second."]);
+  assert.deepEqual(s.finalSent(b).map((r) => r.text), ["Second."]);
 });

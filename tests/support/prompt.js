@@ -1,6 +1,7 @@
-// What a turn's Gemini request tells the model besides the history: the system instruction
-// (the same for every turn of a chat) and the turn context (the last part of the last user
-// turn; it starts with TURN_CONTEXT_HEADER, see crates/core/src/prompt.rs).
+// Reading a Gemini request the worker made: what it tells the model besides the history (the
+// system instruction, the same for every turn of a chat, and the turn context, the last part
+// of the last user turn, which starts with TURN_CONTEXT_HEADER, see crates/core/src/prompt.rs),
+// the text of its contents, the function responses it carries, whether it asks for JSON.
 
 export const TURN_CONTEXT_HEADER = "[meta] turn context, written by the bot's system (not by a person):";
 
@@ -22,3 +23,16 @@ export function turnContext(reqOrBody) {
 export function promptText(reqOrBody) {
   return `${systemText(reqOrBody)}\n\n${turnContext(reqOrBody)}`;
 }
+
+/** The text of every part of a request's contents, a line each (the history as the model
+ *  reads it, the turn context included). */
+export const allText = (req) => req.body.contents.flatMap((c) => c.parts).map((p) => p.text ?? "").join("\n");
+
+/** The function responses in the newest user content of a request's body. */
+export function functionResponses(body) {
+  const last = [...body.contents].reverse().find((c) => c.parts.some((p) => p.functionResponse));
+  return (last?.parts ?? []).filter((p) => p.functionResponse).map((p) => p.functionResponse.response);
+}
+
+/** Whether a request's body asks for a JSON answer (consolidation's structured output). */
+export const isJson = (body) => body?.generationConfig?.responseMimeType === "application/json";

@@ -1,7 +1,9 @@
 // The end-to-end stack: the real wasm worker (built once by scripts/test.sh into
 // .tmp/bundle) under workerd via wrangler's test harness, reading the same wrangler.toml, with
 // D1 migrations applied and the Durable Object, queues and cron live; a fake Telegram and a
-// fake Gemini on loopback. Helpers build real-shaped updates and read D1.
+// fake Gemini on loopback. Helpers build real-shaped updates, read D1 and the logs, and call
+// the admin API, once for every test file.
+import assert from "node:assert/strict";
 import { createTestHarness } from "wrangler";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
@@ -15,6 +17,8 @@ export const BOT_ID = 123456789;
 export const WEBHOOK_SECRET = "test-webhook-secret-0123456789abcdefXYZ";
 export const GEMINI_KEY = "test-gemini-key";
 export const ADMIN_TOKEN = "test-admin-token-0123456789abcdefghXYZ";
+/** The headers that authorize an admin API call. */
+export const ADMIN_HEADERS = { authorization: `Bearer ${ADMIN_TOKEN}` };
 
 let nextUpdateId = 1_000_000 + Math.floor(Math.random() * 1_000_000);
 let nextMessageId = 1;
@@ -22,6 +26,9 @@ let nextMessageId = 1;
 export function sleep(ms) {
   return new Promise((r) => setTimeout(r, ms));
 }
+
+/** Prints a line as a TAP comment (`#`), so numbers show in the test output. */
+export const log = (...a) => console.log("#", ...a);
 
 /** Starts the worker (the prebuilt bundle) with test secrets; `vars` override [vars],
  *  `secrets` override the test secrets; `bundle` another prebuilt bundle (the benchmarks'
@@ -89,6 +96,51 @@ export async function startStack({ vars = {}, latencyMs = 0, secrets = {}, bundl
     logs() {
       return server.getLogs();
     },
+    /** The `metrics` lines (METRICS_LOG) logged from log line `from` on, parsed, each with its
+     *  raw text as `raw`. */
+    metricsSince(from) {
+      return stack.logs().slice(from).map((l) => String(l.message ?? l)).filter((m) => m.startsWith("metrics ")).map((m) => ({ raw: m, ...JSON.parse(m.slice(8)) }));
+    },
+    /** Calls the admin API (`path` under /api/v1/) with the admin token, or `token` (null: no
+     *  authorization); the status and the answer parsed as JSON (its text when it is not). */
+    async api(method, path, body, token = ADMIN_TOKEN) {
+      const headers = { "content-type": "application/json" };
+      if (token !== null) headers.authorization = `Bearer ${token}`;
+      const r = await stack.fetch(`/api/v1/${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+      const text = await r.text();
+      let json;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = text;
+      }
+      return { status: r.status, json };
+    },
+    /** A chat object's state as the admin API shows it (`GET /api/v1/chats/{conv}/state`). */
+    async chatState(conv) {
+      const r = await stack.fetch(`/api/v1/chats/${conv}/state`, { headers: ADMIN_HEADERS });
+      assert.equal(r.status, 200);
+      return r.json();
+    },
+    /** Runs the cron, then waits until no conversation is being consolidated and none has
+     *  messages left to consolidate (at most 30 s). */
+    async consolidate() {
+      await stack.scheduled();
+      for (let i = 0; i < 100; i++) {
+        await sleep(300);
+        const busy = await stack.sql("SELECT COUNT(*) AS n FROM conversations WHERE consolidating_until IS NOT NULL");
+        const due = await stack.sql(
+          "SELECT COUNT(*) AS n FROM messages m LEFT JOIN conversations c ON c.conv = m.conv WHERE m.seq > COALESCE(c.consolidated_seq, 0) AND m.role != 'bot'",
+        );
+        if (busy[0].n === 0 && due[0].n === 0) return;
+      }
+      throw new Error("consolidation did not finish");
+    },
+    /** The final messages (sendMessage calls with a text, not drafts) the fake Telegram got for
+     *  `chat`. */
+    finalSent(chat) {
+      return tg.calls("sendMessage", chat).filter((r) => r.text !== undefined);
+    },
     /** Restarts the runtime with storage kept: every instance in flight dies, as in a reset. */
     async restart() {
       await server.update((options) => ({ ...options }));
@@ -138,6 +190,16 @@ export function groupText(chatId, uid, text, { name, message_id = messageId(), u
   return { update_id, message };
 }
 
+/** A private command update: `text` starts with the command, which carries its entity. */
+export const cmd = (uid, text) => privateText(uid, text, { entities: [{ type: "bot_command", offset: 0, length: text.split(" ")[0].length }] });
+
+/** A group message that mentions the bot first: `@bot words` (`bot` the test bot's username
+ *  unless told); the other options are groupText's. */
+export function askInGroup(chat, uid, words, { bot = "edge_test_bot", ...opts } = {}) {
+  const t = `@${bot} ${words}`;
+  return groupText(chat, uid, t, { entities: mention(t, bot), ...opts });
+}
+
 /** A mention entity for `@username` at the start of `text`. */
 export function mention(text, username) {
   const at = text.indexOf(`@${username}`);
@@ -157,6 +219,13 @@ export function reaction(chatId, uid, messageIdValue, emoji, { update_id = updat
     },
   };
 }
+
+/** A long Markdown answer: 42 paragraphs with bold, about 9,600 characters: three
+ *  Telegram messages. */
+export const LONG_PARAGRAPHS = Array.from({ length: 42 }, (_, i) =>
+  `Paragraph ${i + 1} of the long answer: **step ${i + 1}** is where we look at the details once more, weigh each option with care, write down what we learnt, and then move on to the next part of the plan without rushing anything at all today.`,
+);
+export const LONG = LONG_PARAGRAPHS.join("\n\n");
 
 /** A unique id for a test's user or chat, so tests sharing a worker do not interfere. */
 let nextId = 70_000_000 + Math.floor(Math.random() * 1_000_000) * 10;

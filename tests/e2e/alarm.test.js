@@ -1,11 +1,12 @@
-// Liveness (issue 35, items 5, 15, 16, 17, 18): an invocation never spends past its
-// subrequest budget (work that does not fit waits for the next one), the alarm does not spin
-// while a delivery runs, a reminder falls back to its own text within a couple of minutes when
-// the model keeps failing, Telegram's retry_after holds for every call to the chat, and work
-// in flight when the runtime restarts is taken over within seconds, not at the watchdog.
+// The chat object's alarm and its liveness (issue 35, items 5, 15, 16, 17, 18): an invocation
+// never spends past its subrequest budget (work that does not fit waits for the next one), the
+// alarm does not spin while a delivery runs, a reminder falls back to its own text within a
+// couple of minutes when the model keeps failing, Telegram's retry_after holds for every call
+// to the chat, and work in flight when the runtime restarts is taken over within seconds, not
+// at the watchdog.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, uniqueId, sleep, ADMIN_TOKEN } from "../support/stack.js";
+import { startStack, privateText, uniqueId, sleep, log, LONG } from "../support/stack.js";
 
 let s;
 before(async () => {
@@ -16,16 +17,6 @@ after(async () => {
   await s?.close();
 });
 
-const log = (...a) => console.log("#", ...a);
-const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
-const finalSent = (chat) => s.tg.calls("sendMessage", chat).filter((r) => r.text !== undefined);
-
-async function chatState(conv) {
-  const r = await s.fetch(`/api/v1/chats/${conv}/state`, { headers: admin });
-  assert.equal(r.status, 200);
-  return r.json();
-}
-
 /** The `metrics` lines of invocations started at or after `since` (ms; METRICS_LOG). */
 function metrics(since = 0) {
   return s
@@ -35,11 +26,6 @@ function metrics(since = 0) {
     .map((m) => JSON.parse(m.slice(8)))
     .filter((m) => m.started_ms >= since);
 }
-
-const LONG_PARAGRAPHS = Array.from({ length: 42 }, (_, i) =>
-  `Paragraph ${i + 1} of the long answer: **step ${i + 1}** is where we look at the details once more, weigh each option with care, write down what we learnt, and then move on to the next part of the plan without rushing anything at all today.`,
-);
-const LONG = LONG_PARAGRAPHS.join("\n\n");
 
 test("a runtime restart mid-turn: the answer comes within seconds, not at the 2-minute watchdog", async () => {
   const uid = uniqueId();
@@ -60,7 +46,7 @@ test("a 429 on the second chunk of a long answer: no call to that chat before it
   s.gemini.script(uid, [{ text: LONG, streamMs: 3000 }]);
   s.tg.fault({ method: "sendMessage", chatId: uid, skip: 1, status: 429, retry_after: 2 });
   await s.webhook(privateText(uid, "tell me everything"));
-  await s.tg.waitFor(() => finalSent(uid).length === 3, 40_000, "the three messages");
+  await s.tg.waitFor(() => s.finalSent(uid).length === 3, 40_000, "the three messages");
   await sleep(1000);
   const calls = s.tg.requests.filter((r) => r.body?.chat_id === uid);
   const limited = calls.find((r) => r.fault === 429);
@@ -69,7 +55,7 @@ test("a 429 on the second chunk of a long answer: no call to that chat before it
   log(`after the 429: ${next.map((r) => `${r.method} +${r.at - limited.at} ms`).join(", ")}`);
   assert.ok(next.length >= 2, "the rest went out");
   assert.ok(next.every((r) => r.at - limited.at >= 2000), "nothing to the chat before retry_after (2 s)");
-  assert.equal(new Set(finalSent(uid).map((r) => r.text)).size, 3, "every chunk once");
+  assert.equal(new Set(s.finalSent(uid).map((r) => r.text)).size, 3, "every chunk once");
 });
 
 test("a reminder whose model keeps failing sends its own text within the fallback window, and no model version follows", async () => {
@@ -100,19 +86,19 @@ test("the alarm does not spin while a delivery runs: a slow sendMessage while ne
   // The first chunk went out while the answer streamed (the turn is committed): the rest is
   // slow to send, and people keep writing meanwhile (the committed plan goes on; each message
   // arms the alarm).
-  await s.tg.waitFor(() => finalSent(uid).length >= 1, 30_000, "the first chunk");
+  await s.tg.waitFor(() => s.finalSent(uid).length >= 1, 30_000, "the first chunk");
   const slow = s.tg.delay({ method: "sendMessage", chatId: uid, times: 2, ms: 4000 });
-  const before = (await chatState(uid)).alarms;
-  for (let i = 0; finalSent(uid).length < 3 && i < 40; i++) {
+  const before = (await s.chatState(uid)).alarms;
+  for (let i = 0; s.finalSent(uid).length < 3 && i < 40; i++) {
     await s.webhook(privateText(uid, `and a second question (${i})`));
     await sleep(500);
   }
-  const during = (await chatState(uid)).alarms - before;
+  const during = (await s.chatState(uid)).alarms - before;
   slow.times = 0;
   log(`alarms while one delivery ran: ${during}`);
-  await s.tg.waitFor(() => finalSent(uid).length === 4, 30_000, "the second answer");
+  await s.tg.waitFor(() => s.finalSent(uid).length === 4, 30_000, "the second answer");
   assert.ok(during <= 5, `${during} alarms while one delivery ran`);
-  assert.equal(finalSent(uid).at(-1).text, "And the second question.");
+  assert.equal(s.finalSent(uid).at(-1).text, "And the second question.");
 });
 
 test("owed apologies and a recovered turn in one chat: no invocation past the budget, and everything still goes out", async () => {
@@ -127,13 +113,13 @@ test("owed apologies and a recovered turn in one chat: no invocation past the bu
     await s.webhook(privateText(uid, `message ${i}`));
     await s.gemini.waitFor(() => s.gemini.calls(uid).length === i + 1, 20_000, `turn ${i}`).catch(async (e) => {
       // What the chat was doing, for a failure on a loaded machine.
-      log(`state ${JSON.stringify(await chatState(uid))}; telegram ${s.tg.requests.filter((r) => r.body?.chat_id === uid).map((r) => `${r.method}${r.fault ?? ""}@${r.at - t0}`).join(" ")}`);
+      log(`state ${JSON.stringify(await s.chatState(uid))}; telegram ${s.tg.requests.filter((r) => r.body?.chat_id === uid).map((r) => `${r.method}${r.fault ?? ""}@${r.at - t0}`).join(" ")}`);
       throw e;
     });
     await sleep(150);
   }
-  for (let t = 0; t < 50 && (await chatState(uid)).apologies?.length !== n; t++) await sleep(200);
-  assert.equal((await chatState(uid)).apologies.length, n, "n apologies owed");
+  for (let t = 0; t < 50 && (await s.chatState(uid)).apologies?.length !== n; t++) await sleep(200);
+  assert.equal((await s.chatState(uid)).apologies.length, n, "n apologies owed");
   // A slow turn runs while they all come due; then it dies with the runtime. Its taken-over
   // attempt calls tools for four rounds.
   const rounds = Array.from({ length: 4 }, (_, i) => ({ calls: [{ name: "search_memory", args: { query: `round ${i}` } }] }));

@@ -1,11 +1,11 @@
-// Riding through faults: Gemini 503s and 429s retried through the queue, dead letters with one
-// apology, an instance reset mid-turn, bounded subrequests, and bad input that never
+// A turn riding through faults: Gemini 503s and 429s retried through the queue, dead letters
+// with one apology, an instance reset mid-turn, bounded subrequests, and bad input that never
 // produces a 5xx or a stored row. Numbers are printed with `#` so they show in the test output.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { startStack, privateText, uniqueId, sleep, ROOT } from "../support/stack.js";
+import { startStack, privateText, uniqueId, sleep, ROOT, log } from "../support/stack.js";
 
 let s;
 before(async () => {
@@ -16,8 +16,6 @@ before(async () => {
 after(async () => {
   await s?.close();
 });
-
-const log = (...a) => console.log("#", ...a);
 
 test("Gemini fails 503 for the first 3 attempts, then answers: exactly one reply", async () => {
   const uid = uniqueId();

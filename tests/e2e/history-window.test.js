@@ -4,6 +4,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, groupText, mention, uniqueId, sleep } from "../support/stack.js";
+import { allText } from "../support/prompt.js";
 
 let s;
 before(async () => {
@@ -13,8 +14,6 @@ before(async () => {
 after(async () => {
   await s?.close();
 });
-
-const allText = (req) => req.body.contents.flatMap((c) => c.parts).map((p) => p.text ?? "").join("\n");
 
 async function ask(chat, uid, text) {
   const before = s.gemini.calls(uid).length;

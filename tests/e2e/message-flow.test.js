@@ -1,5 +1,5 @@
-// The walking skeleton, end to end: webhook → D1 → chat object → debounce alarm → Gemini →
-// sendMessage → D1, under workerd with the fakes.
+// The flow of one message (the walking skeleton), end to end: webhook → D1 → chat object →
+// debounce alarm → Gemini → sendMessage → D1, under workerd with the fakes.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, privateText, uniqueId, updateId, sleep, WEBHOOK_SECRET } from "../support/stack.js";

@@ -1,7 +1,8 @@
-// Under load and redelivery: no duplicates, no loss, one answered turn per burst.
+// Updates coming in under load and redelivery: no duplicates, no loss, one answered turn per
+// burst.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, uniqueId, sleep } from "../support/stack.js";
+import { startStack, privateText, uniqueId, sleep, log } from "../support/stack.js";
 
 let s;
 before(async () => {
@@ -12,8 +13,6 @@ before(async () => {
 after(async () => {
   await s?.close();
 });
-
-const log = (...a) => console.log("#", ...a);
 
 /** Sends requests with at most `limit` in flight. */
 async function pool(items, limit, fn) {

@@ -3,7 +3,7 @@
 // not go out at the moment the bot gave up. Each test failed on the version before the fix.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, reaction, uniqueId, sleep, ADMIN_TOKEN } from "../support/stack.js";
+import { startStack, privateText, reaction, uniqueId, sleep, log } from "../support/stack.js";
 
 let s;
 before(async () => {
@@ -13,21 +13,13 @@ after(async () => {
   await s?.close();
 });
 
-const log = (...a) => console.log("#", ...a);
-
-async function chatState(conv) {
-  const r = await s.fetch(`/api/v1/chats/${conv}/state`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
-  assert.equal(r.status, 200);
-  return r.json();
-}
-
 test("a model call slower than the watchdog does not make the alarm fire in a loop", async () => {
   const uid = uniqueId();
   // The first attempt fails, so the slow one runs from a retry job (outside any alarm).
   s.gemini.script(uid, [{ status: 503 }, { text: "slow but sure", delayMs: 3000 }]);
   await s.webhook(privateText(uid, "take your time"));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 20_000, "the reply");
-  const state = await chatState(uid);
+  const state = await s.chatState(uid);
   log(`alarms handled for a 3 s model call with a 400 ms watchdog: ${state.alarms}`);
   assert.equal(s.tg.sent(uid)[0], "slow but sure");
   assert.ok(Number.isInteger(state.alarms), "the object counts its alarms");
@@ -64,7 +56,7 @@ test("the apology is not lost when Telegram fails at the moment the bot gives up
   assert.equal(s.tg.sent(uid).length, 1, "exactly one apology");
   assert.match(s.tg.sent(uid)[0], /technical problem/);
   assert.equal(s.tg.calls("sendMessage", uid).length, 3, "two failures, then the apology");
-  const state = await chatState(uid);
+  const state = await s.chatState(uid);
   assert.deepEqual(state.apologies, [], "nothing owed any more");
 });
 

@@ -14,9 +14,6 @@ after(async () => {
   await s?.close();
 });
 
-const metricsSince = (from) =>
-  s.logs().slice(from).map((l) => String(l.message ?? l)).filter((m) => m.startsWith("metrics ")).map((m) => ({ raw: m, ...JSON.parse(m.slice(8)) }));
-
 test("a persistent refused stranger costs a counter, not rows per message, after the first few of the hour", async () => {
   const uid = uniqueId();
   const first = privateText(uid, "hello? message 0");
@@ -43,7 +40,7 @@ test("a persistent refused stranger costs a counter, not rows per message, after
   const from = s.logs().length;
   for (let i = 40; i < 50; i++) await s.webhook(privateText(uid, `hello? message ${i}`, { name: `Stranger ${i}` }));
   await sleep(300);
-  const lines = metricsSince(from);
+  const lines = s.metricsSince(from);
   const hooks = lines.filter((l) => l.kind === "fetch /telegram/webhook");
   assert.equal(hooks.length, 10, lines.map((l) => l.raw).join("\n"));
   const written = hooks.reduce((n, l) => n + l.rows_written, 0);
