@@ -885,7 +885,7 @@ mod tests {
         assert_eq!(s.next_wake_here(&T, false, true, 3000), Some(3000 + RECHECK_MS));
         // However long it runs, and whatever the turn flag says, a step being carried out here
         // is never "due now": the alarm never fires in a loop while it runs (the e2e test in
-        // liveness.test.js forces the race with new messages arriving).
+        // alarm.test.js forces the race with new messages arriving).
         for at in [3000, 3001, 3500, 60_000] {
             for in_flight in [false, true] {
                 let wake = s.next_wake_here(&T, in_flight, true, at).unwrap();
