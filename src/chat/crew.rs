@@ -17,8 +17,8 @@ use agent_core::chat_state::{Finish, TurnRun};
 use agent_core::conversation::ConvKey;
 use agent_core::crew::{self, End, Lineup, Persona};
 use agent_core::gating::Trigger;
-use agent_core::plan::Step;
-use agent_core::status::TurnStatus;
+use agent_core::chat::plan::Step;
+use agent_core::chat::status::TurnStatus;
 
 /// The configured crew (`CREW`), or why it cannot be: an unknown persona, a bad front matter.
 /// Resolved once per isolate and `CREW` value (the persona files are part of the build), not

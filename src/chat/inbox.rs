@@ -15,8 +15,8 @@ use agent_core::chat_state::{ChatState, Signal, SignalOutcome};
 use agent_core::commands as core_commands;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::gating::Trigger;
-use agent_core::plan::StepOutcome;
-use agent_core::status::TurnStatus;
+use agent_core::chat::plan::StepOutcome;
+use agent_core::chat::status::TurnStatus;
 
 impl ChatObject {
     pub(super) async fn inbox(&self, ctx: &Ctx, inbox: Inbox) {

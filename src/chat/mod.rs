@@ -309,7 +309,7 @@ impl ChatObject {
             debounce_max_ms: ctx.cfg.debounce_max_ms as i64,
             watchdog_ms: ctx.cfg.turn_watchdog_ms as i64,
             job_grace_ms: ctx.cfg.job_grace_ms as i64,
-            adaptive: (!ctx.cfg.debounce_fixed).then_some(agent_core::debounce::Policy::Adaptive { group }),
+            adaptive: (!ctx.cfg.debounce_fixed).then_some(agent_core::chat::debounce::Policy::Adaptive { group }),
         }
     }
 

@@ -76,7 +76,7 @@ pub struct Config {
     /// The longest a burst may postpone the model call.
     pub debounce_max_ms: u64,
     /// `DEBOUNCE_MS` was set: the operator's fixed quiet window instead of the adaptive one
-    /// (`crate::debounce`).
+    /// (`crate::chat::debounce`).
     pub debounce_fixed: bool,
     /// `STREAM_DRAFTS` (on): private chats see the answer stream in as a Telegram draft.
     pub stream_drafts: bool,
@@ -91,7 +91,7 @@ pub struct Config {
     pub search_price_per_1000: Option<f64>,
     /// `MAX_SCHEDULES_PER_CHAT`, `SCHEDULE_MIN_REPEAT_MINUTES`, `SCHEDULE_MAX_LATE_MINUTES`,
     /// `SCHEDULE_FALLBACK_SECONDS`.
-    pub schedule_limits: crate::schedule::Limits,
+    pub schedule_limits: crate::chat::schedule::Limits,
     pub bot_name: String,
     /// The bot's @username without the @; when empty it is read with getMe.
     pub bot_username: String,
@@ -271,15 +271,15 @@ impl Config {
         let consolidate_min_messages = num("CONSOLIDATE_MIN_MESSAGES", 40) as usize;
         let media_bytes_per_turn = num("MEDIA_BYTES_PER_TURN", 10 << 20).clamp(1, 15 << 20);
         let media_describe_budget = num("MEDIA_DESCRIBE_BUDGET", 4).min(10) as usize;
-        let schedule_limits = crate::schedule::Limits {
+        let schedule_limits = crate::chat::schedule::Limits {
             max_active: num("MAX_SCHEDULES_PER_CHAT", 25).clamp(1, 1000) as usize,
             min_repeat_minutes: num("SCHEDULE_MIN_REPEAT_MINUTES", 15).clamp(1, 10_080) as i64,
             max_late_ms: num("SCHEDULE_MAX_LATE_MINUTES", 360).clamp(1, 10_080) as i64 * 60_000,
-            fallback_ms: num("SCHEDULE_FALLBACK_SECONDS", (crate::schedule::FALLBACK_MS / 1000) as u64).clamp(1, 3600) as i64 * 1000,
+            fallback_ms: num("SCHEDULE_FALLBACK_SECONDS", (crate::chat::schedule::FALLBACK_MS / 1000) as u64).clamp(1, 3600) as i64 * 1000,
         };
         let max_fetches_per_turn =
             num("MAX_FETCHES_PER_TURN", crate::fetch::DEFAULT_MAX_FETCHES_PER_TURN as u64).min(20) as usize;
-        let max_plan_steps = num("MAX_PLAN_STEPS", crate::plan::DEFAULT_MAX_VISIBLE_STEPS as u64).clamp(1, 50) as usize;
+        let max_plan_steps = num("MAX_PLAN_STEPS", crate::chat::plan::DEFAULT_MAX_VISIBLE_STEPS as u64).clamp(1, 50) as usize;
         let crew_max_rounds = num("CREW_MAX_ROUNDS", 3).clamp(1, 20) as u32;
         let budgets = crate::limits::Budgets {
             user_turns_per_hour: num("USER_TURNS_PER_HOUR", 60),

@@ -23,7 +23,7 @@ use crate::chat_state::{ChatState, Finish, TurnRun};
 pub use crate::crew_state::{CrewState, CrewTurn, Cycle, End, Outcome};
 use crate::gating::Trigger;
 use crate::history::{HistoryMessage, Role};
-use crate::plan::Step;
+use crate::chat::plan::Step;
 use std::collections::BTreeMap;
 
 /// The most personas a crew may have.

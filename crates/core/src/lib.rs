@@ -12,11 +12,11 @@
 //! - [`config`], [`secret`]: settings and secrets.
 
 pub mod authority;
+pub mod chat;
 pub mod chat_state;
 pub mod commands;
 pub mod config;
 pub mod context;
-pub mod debounce;
 pub mod crew;
 pub mod crew_state;
 pub mod conversation;
@@ -30,16 +30,13 @@ pub mod limits;
 pub mod media;
 pub mod memory;
 pub mod normalize;
-pub mod plan;
 pub mod policy;
 pub mod prices;
 pub mod prompt;
 pub mod retention;
-pub mod schedule;
 pub mod scope;
 pub mod secret;
 pub mod session;
-pub mod status;
 pub mod stream;
 pub mod telegram;
 pub mod tools;

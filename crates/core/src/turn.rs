@@ -36,7 +36,7 @@
 use crate::fetch::{self, check_url, fence, FetchResponse, LinkSet, Page, Refusal};
 use crate::gemini::*;
 use crate::history::{normalize_contents, sanitize_reply, BotTurn};
-use crate::plan::Step;
+use crate::chat::plan::Step;
 use crate::tools::{parse_call, ToolCall};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -67,7 +67,7 @@ pub trait ToolPort {
     /// Creates a schedule in this chat (the edge plans it with `schedule::plan` over the chat's
     /// zone and active count). `Ok` is what the model reads (`schedule::created_value`); `Err`
     /// a reason it reads (time in the past, unknown zone, too many schedules...).
-    async fn schedule(&self, request: &crate::schedule::Request) -> Result<Value, String>;
+    async fn schedule(&self, request: &crate::chat::schedule::Request) -> Result<Value, String>;
     /// This chat's active schedules (`schedule::list_value`).
     async fn list_schedules(&self) -> Result<Value, String>;
     /// Cancels one of this chat's schedules.
@@ -119,7 +119,7 @@ impl Default for TurnSafety {
             people_links: LinkSet::default(),
             outside_text_in_view: false,
             max_fetches: fetch::DEFAULT_MAX_FETCHES_PER_TURN,
-            max_steps: crate::plan::DEFAULT_MAX_VISIBLE_STEPS,
+            max_steps: crate::chat::plan::DEFAULT_MAX_VISIBLE_STEPS,
             fence_seed: 0,
         }
     }
@@ -506,7 +506,7 @@ pub async fn run_turn(
         contents.push(response_content);
         round += 1;
     }
-    if let Some(cut) = crate::plan::cap_visible(&mut result.steps, &mut result.step_calls, req.safety.max_steps) {
+    if let Some(cut) = crate::chat::plan::cap_visible(&mut result.steps, &mut result.step_calls, req.safety.max_steps) {
         for index in cut.calls {
             result.turn.outcomes.insert(index, json!({"error": format!("not carried out: one answer may take at most {} steps", req.safety.max_steps)}));
         }
@@ -560,8 +560,8 @@ pub fn sources_line(sources: &[(String, String)]) -> String {
 }
 
 /// The function response recorded for an action step once it ran.
-pub fn step_outcome_value(outcome: &crate::plan::StepOutcome) -> Value {
-    use crate::plan::StepOutcome::*;
+pub fn step_outcome_value(outcome: &crate::chat::plan::StepOutcome) -> Value {
+    use crate::chat::plan::StepOutcome::*;
     match outcome {
         Sent { message_ids } => json!({"ok": true, "message_ids": message_ids}),
         Done => json!({"ok": true}),
@@ -630,7 +630,7 @@ mod tests {
         async fn set_plan(&self, _c: &str) -> Result<(), String> {
             Ok(())
         }
-        async fn schedule(&self, r: &crate::schedule::Request) -> Result<Value, String> {
+        async fn schedule(&self, r: &crate::chat::schedule::Request) -> Result<Value, String> {
             self.remembered.borrow_mut().push(format!("schedule {}", r.text));
             if r.text == "refuse" {
                 return Err("that time is in the past".into());
@@ -986,7 +986,7 @@ mod tests {
         // The default cap applies without a setting.
         let parts: Vec<Value> = (0..40).map(|_| json!({"functionCall": {"name": "react", "args": {"message_id": 5, "emoji": "👍"}}})).collect();
         let r = run(&FakeModel::new(vec![answer(Value::Array(parts))]), &FakeTools::default()).unwrap();
-        assert_eq!(r.steps.iter().filter(|s| s.is_visible()).count(), crate::plan::DEFAULT_MAX_VISIBLE_STEPS);
+        assert_eq!(r.steps.iter().filter(|s| s.is_visible()).count(), crate::chat::plan::DEFAULT_MAX_VISIBLE_STEPS);
     }
 
     #[test]

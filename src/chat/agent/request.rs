@@ -15,7 +15,7 @@ use agent_core::gating::Trigger;
 use agent_core::gemini::{GenerationConfig, Part as GeminiPart, ThinkingConfig};
 use agent_core::history::{self, Role};
 use agent_core::prompt::{self, ChatDetails, PromptInput, Reaction, ScheduledSituation, Situation};
-use agent_core::schedule;
+use agent_core::chat::schedule;
 use agent_core::turn::{TurnRequest, TurnSafety};
 use std::collections::BTreeMap;
 

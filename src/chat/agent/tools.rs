@@ -11,7 +11,7 @@ use crate::outbound::net;
 use crate::storage;
 use agent_core::conversation::ConvKey;
 use agent_core::fetch::FetchResponse;
-use agent_core::schedule;
+use agent_core::chat::schedule;
 use agent_core::turn::{Clock, ToolPort};
 use std::time::Duration;
 
