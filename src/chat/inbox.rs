@@ -12,9 +12,9 @@
 use super::{access, agent, commands, ChatObject, Inbox};
 use crate::config::{now_ms, Ctx};
 use agent_core::chat_state::{ChatState, Signal, SignalOutcome};
-use agent_core::commands as core_commands;
+use agent_core::telegram::commands as core_commands;
 use agent_core::conversation::{ChatKind, ConvKey};
-use agent_core::gating::Trigger;
+use agent_core::telegram::gating::Trigger;
 use agent_core::chat::plan::StepOutcome;
 use agent_core::chat::status::TurnStatus;
 

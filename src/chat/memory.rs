@@ -10,7 +10,7 @@
 use crate::config::Ctx;
 use crate::storage::memory::{self as rows, ItemId};
 use crate::storage::Db;
-use agent_core::commands::ForgetTarget;
+use agent_core::telegram::commands::ForgetTarget;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::history::{HistoryMessage, Role};
 use agent_core::memory::{fts_query, render, search_terms, Memory};

@@ -57,7 +57,7 @@ use crate::config::{now_ms, Ctx};
 use crate::outbound::objects;
 use agent_core::chat_state::{self, ChatState, Due, Timing};
 use agent_core::conversation::{ChatKind, ConvKey, InboundMessage, InboundReaction};
-use agent_core::gating::Trigger;
+use agent_core::telegram::gating::Trigger;
 use agent_core::jobs::{backoff_ms, Job};
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};

@@ -11,7 +11,7 @@
 use super::gemini::{GeminiClient, TIMEOUT};
 use super::net;
 use agent_core::gemini::{parse_error, GenerateContentRequest, GenerateContentResponse, ModelError};
-use agent_core::stream::{merge, parse_chunk, SseDecoder};
+use agent_core::gemini::stream::{merge, parse_chunk, SseDecoder};
 use worker::{AbortController, Method, RequestRedirect};
 
 /// Receives the pieces of a streamed answer so far, after each new one.
@@ -47,7 +47,7 @@ impl GeminiClient {
             while let Some(bytes) = body.next().await? {
                 let events = decoder.push(&bytes);
                 if decoder.too_long() {
-                    return Err(format!("the streamed answer is over {} bytes", agent_core::stream::MAX_STREAM_BYTES));
+                    return Err(format!("the streamed answer is over {} bytes", agent_core::gemini::stream::MAX_STREAM_BYTES));
                 }
                 if take(&mut chunks, events)? {
                     sink.chunk(&chunks).await;

@@ -37,7 +37,7 @@
 //!   its plan is not cancelled; newer messages stay pending for their own turn right after,
 //!   and a retry of it answers nothing newer than its first attempt saw (`committed_upto`).
 
-use crate::gating::Trigger;
+use crate::telegram::gating::Trigger;
 use crate::chat::plan::Step;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;

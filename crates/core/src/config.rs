@@ -87,7 +87,7 @@ pub struct Config {
     /// `WEB_SEARCH`: Gemini's Google Search grounding rides along with the functions.
     pub web_search: bool,
     /// `SEARCH_PRICE_PER_1000`: USD per 1,000 Google Search queries a grounded call ran, for
-    /// every model; unset, the model's own search price (`core::prices`), else $14.
+    /// every model; unset, the model's own search price (`core::gemini::prices`), else $14.
     pub search_price_per_1000: Option<f64>,
     /// `MAX_SCHEDULES_PER_CHAT`, `SCHEDULE_MIN_REPEAT_MINUTES`, `SCHEDULE_MAX_LATE_MINUTES`,
     /// `SCHEDULE_FALLBACK_SECONDS`.
@@ -151,10 +151,10 @@ pub struct Config {
     /// Gemini thinking level (`low`, `medium`, `high`), or empty for the model's default.
     pub thinking_level: String,
     pub max_output_tokens: u32,
-    /// The price table (`core::prices`): `PRICES` (`model=input/output` or
+    /// The price table (`core::gemini::prices`): `PRICES` (`model=input/output` or
     /// `model=input/output/cached`, USD per million tokens, comma-separated; cached input at a
     /// tenth of the input price when not given), else Google's published prices with their dates.
-    pub prices: Vec<crate::prices::ModelPrice>,
+    pub prices: Vec<crate::gemini::prices::ModelPrice>,
     pub pairing_code_ttl_secs: i64,
     /// Messages a session must have beyond the budget before consolidation writes a summary.
     pub consolidate_min_messages: usize,
@@ -336,7 +336,7 @@ impl Config {
                     Some(Ok(c)) => Some(c),
                     Some(Err(())) => return None,
                 };
-                (n.next().is_none()).then(|| crate::prices::ModelPrice::flat(model.trim(), i, o, cached))
+                (n.next().is_none()).then(|| crate::gemini::prices::ModelPrice::flat(model.trim(), i, o, cached))
             });
             match parsed {
                 Some(p) => prices.push(p),
@@ -344,7 +344,7 @@ impl Config {
             }
         }
         if prices.is_empty() {
-            prices = crate::prices::default_prices();
+            prices = crate::gemini::prices::default_prices();
         }
 
         Config {
@@ -409,14 +409,14 @@ impl Config {
     }
 
     /// The price of `model` at `at_ms` (a call's time), if the table knows it.
-    pub fn price_at(&self, model: &str, at_ms: i64) -> Option<&crate::prices::ModelPrice> {
-        crate::prices::price_at(&self.prices, model, at_ms)
+    pub fn price_at(&self, model: &str, at_ms: i64) -> Option<&crate::gemini::prices::ModelPrice> {
+        crate::gemini::prices::price_at(&self.prices, model, at_ms)
     }
 
     /// USD per 1,000 search queries of `price`'s model: `SEARCH_PRICE_PER_1000` when set, else
     /// the model's own, else the page's Gemini 3 price.
-    pub fn search_price(&self, price: &crate::prices::ModelPrice) -> f64 {
-        self.search_price_per_1000.or(price.search_per_1000).unwrap_or(crate::prices::SEARCH_PER_1000)
+    pub fn search_price(&self, price: &crate::gemini::prices::ModelPrice) -> f64 {
+        self.search_price_per_1000.or(price.search_per_1000).unwrap_or(crate::gemini::prices::SEARCH_PER_1000)
     }
 }
 
@@ -501,7 +501,7 @@ mod tests {
         assert!(c.price_at("other", 0).is_none());
         assert_eq!(c.warnings.len(), 1);
         let d = Config::from_vars(&vars(&[]));
-        assert_eq!(d.prices, crate::prices::default_prices());
+        assert_eq!(d.prices, crate::gemini::prices::default_prices());
     }
 
     #[test]
@@ -511,6 +511,6 @@ mod tests {
         assert_eq!(d.search_price(&p), 14.0);
         let set = Config::from_vars(&vars(&[("SEARCH_PRICE_PER_1000", "35")]));
         assert_eq!(set.search_price(&p), 35.0);
-        assert_eq!(d.search_price(&crate::prices::ModelPrice::flat("m", 1.0, 1.0, None)), 14.0);
+        assert_eq!(d.search_price(&crate::gemini::prices::ModelPrice::flat("m", 1.0, 1.0, None)), 14.0);
     }
 }

@@ -26,7 +26,7 @@
 
 use crate::config::HistoryFormat;
 use crate::conversation::ChatKind;
-use crate::gating::Trigger;
+use crate::telegram::gating::Trigger;
 use crate::history::estimate_tokens;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;

@@ -5,10 +5,10 @@
 
 use agent_core::config::HistoryFormat;
 use agent_core::conversation::{ChatKind, Inbound, Part};
-use agent_core::gating::Trigger;
+use agent_core::telegram::gating::Trigger;
 use agent_core::gemini::{GenerationConfig, ThinkingConfig};
 use agent_core::history::{self, BotTurn, HistoryMessage, Role};
-use agent_core::normalize::normalize;
+use agent_core::telegram::normalize::normalize;
 use agent_core::prompt::{system_instruction, turn_context, ChatDetails, PromptInput, PromptLibrary, Situation};
 use agent_core::telegram::parse_update;
 use agent_core::turn::{build_request, TurnRequest};

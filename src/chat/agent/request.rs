@@ -11,7 +11,7 @@ use agent_core::chat_state::TurnRun;
 use agent_core::config::HistoryFormat;
 use agent_core::conversation::{ChatKind, ConvKey, Part};
 use agent_core::fetch::{self, LinkSet};
-use agent_core::gating::Trigger;
+use agent_core::telegram::gating::Trigger;
 use agent_core::gemini::{GenerationConfig, Part as GeminiPart, ThinkingConfig};
 use agent_core::history::{self, Role};
 use agent_core::prompt::{self, ChatDetails, PromptInput, Reaction, ScheduledSituation, Situation};
