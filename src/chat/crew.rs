@@ -119,7 +119,7 @@ pub async fn trigger(ctx: &Ctx, m: &agent_core::conversation::InboundMessage) ->
 impl ChatObject {
     /// The crew that speaks in this conversation, if one does (Telegram chats only).
     pub(super) async fn crew_lineup(&self, ctx: &Ctx, conv: &ConvKey) -> Option<Lineup> {
-        if ctx.cfg.crew.is_empty() || conv.chat_id >= agent_core::policy::API_CHAT_ID_MIN {
+        if ctx.cfg.crew.is_empty() || conv.chat_id >= agent_core::access::policy::API_CHAT_ID_MIN {
             return None;
         }
         let switch = self.with(|st| st.crew.as_ref().and_then(|c| c.switch)).await;

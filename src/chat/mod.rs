@@ -58,7 +58,7 @@ use crate::outbound::objects;
 use agent_core::chat_state::{self, ChatState, Due, Timing};
 use agent_core::conversation::{ChatKind, ConvKey, InboundMessage, InboundReaction};
 use agent_core::telegram::gating::Trigger;
-use agent_core::jobs::{backoff_ms, Job};
+use agent_core::background::jobs::{backoff_ms, Job};
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;

@@ -20,7 +20,7 @@ use crate::storage;
 use crate::storage::schedules::DueRow;
 use agent_core::chat_state::ScheduledRun;
 use agent_core::conversation::{ChatKind, ConvKey};
-use agent_core::authority::RunGate;
+use agent_core::access::authority::RunGate;
 use agent_core::chat::schedule::{self, DueRun};
 
 /// How long to wait before looking again when the schedules cannot be read.

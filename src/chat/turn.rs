@@ -16,7 +16,7 @@ use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::chat_state::Finish;
 use agent_core::conversation::ConvKey;
-use agent_core::jobs::{backoff_ms, Job, JobOutcome};
+use agent_core::background::jobs::{backoff_ms, Job, JobOutcome};
 use agent_core::chat::status::TurnStatus;
 
 impl ChatObject {

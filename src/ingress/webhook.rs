@@ -26,7 +26,7 @@ use crate::storage;
 use agent_core::conversation::{ConvKey, Inbound};
 use agent_core::telegram::gating::{reply_trigger, BotIdentity, Trigger};
 use agent_core::telegram::normalize::normalize;
-use agent_core::policy::{admitted_by_level, RefusedLimit};
+use agent_core::access::policy::{admitted_by_level, RefusedLimit};
 use agent_core::telegram::{parse_update, Update, MAX_UPDATE_BYTES};
 use worker::{Request, Response, Result};
 

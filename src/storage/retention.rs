@@ -6,7 +6,7 @@
 
 use crate::args;
 use crate::storage::{rows, Db};
-use agent_core::retention::{cutoff_ms, prune_again, prune_sql, Pruned, PRUNED, PRUNE_BATCH};
+use agent_core::background::retention::{cutoff_ms, prune_again, prune_sql, Pruned, PRUNED, PRUNE_BATCH};
 
 /// Prunes what is past retention; returns (table, rows deleted) for the log. One D1 round
 /// trip per round; a table goes again only while its batches come back full.

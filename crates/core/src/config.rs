@@ -143,10 +143,10 @@ pub struct Config {
     /// and takes the work over itself.
     pub job_grace_ms: u64,
     /// `RETENTION_DAYS`: how long the tables that only grow keep rows (0: forever; see
-    /// `core::retention`).
+    /// `core::background::retention`).
     pub retention_days: u32,
     /// `REFUSED_UPDATES_PER_HOUR` (5): updates of one refused sender recorded (and handed to the
-    /// chat object, for its one notice) per hour; past it only a counter moves (`core::policy`).
+    /// chat object, for its one notice) per hour; past it only a counter moves (`core::access::policy`).
     pub refused_updates_per_hour: u32,
     /// Gemini thinking level (`low`, `medium`, `high`), or empty for the model's default.
     pub thinking_level: String,

@@ -11,7 +11,8 @@
 //! - [`format`]: Markdown → Telegram HTML, validation, splitting.
 //! - [`config`], [`secret`]: settings and secrets.
 
-pub mod authority;
+pub mod access;
+pub mod background;
 pub mod chat;
 pub mod chat_state;
 pub mod config;
@@ -23,14 +24,10 @@ pub mod fetch;
 pub mod format;
 pub mod gemini;
 pub mod history;
-pub mod jobs;
 pub mod limits;
 pub mod media;
 pub mod memory;
-pub mod policy;
 pub mod prompt;
-pub mod retention;
-pub mod scope;
 pub mod secret;
 pub mod session;
 pub mod telegram;

@@ -135,7 +135,7 @@ async fn call_model(ctx: &Ctx, conv: &ConvKey, run: &TurnRun, c: &context::Conte
         creator: asker(c, run),
         speaker: match &c.scheduled {
             Some(scheduled) => scheduled.creator_user_id,
-            None => agent_core::authority::burst_sender(&c.window.messages, c.answered_seq),
+            None => agent_core::access::authority::burst_sender(&c.window.messages, c.answered_seq),
         },
         turn_id: run.turn_id.clone(),
         group: c.chat.as_ref().is_some_and(|ch| agent_core::conversation::ChatKind::from_telegram(&ch.kind, 0).is_group()),

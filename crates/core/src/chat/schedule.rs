@@ -611,12 +611,12 @@ mod tests {
         // Already past the window (the run started late, or attempts were slow): at once.
         assert!(falls_back(due, due + FALLBACK_MS + 1, 0, FALLBACK_MS));
         // The full retry budget (ten attempts from 2 s, capped at 5 min) is far past it.
-        let budget: i64 = (1..10).map(|a| crate::jobs::backoff_ms(a, 2_000, 300_000, 1.0) as i64).sum();
+        let budget: i64 = (1..10).map(|a| crate::background::jobs::backoff_ms(a, 2_000, 300_000, 1.0) as i64).sum();
         assert!(budget > 10 * 60_000, "{budget}");
         let mut now = due;
         let mut attempt = 1;
-        while !falls_back(due, now, crate::jobs::backoff_ms(attempt, 2_000, 300_000, 1.0) as i64, FALLBACK_MS) {
-            now += crate::jobs::backoff_ms(attempt, 2_000, 300_000, 1.0) as i64;
+        while !falls_back(due, now, crate::background::jobs::backoff_ms(attempt, 2_000, 300_000, 1.0) as i64, FALLBACK_MS) {
+            now += crate::background::jobs::backoff_ms(attempt, 2_000, 300_000, 1.0) as i64;
             attempt += 1;
         }
         assert!(now - due <= FALLBACK_MS, "the text goes out within two minutes of the due time");
