@@ -6,7 +6,7 @@ use serde::Deserialize;
 use worker::Result;
 
 /// A note as a turn reads it.
-pub type NoteRow = agent_core::context::Note;
+pub type NoteRow = agent_core::turn::window::Note;
 
 
 /// Notes for a turn: what `agent_core::memory::scope::Scope::Chat` lets the conversation see (notes

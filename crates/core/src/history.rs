@@ -85,7 +85,7 @@ pub struct HistoryMessage {
     pub answered_upto: Option<i64>,
     /// The album (Telegram's `media_group_id`) the message belongs to.
     pub media_group_id: Option<String>,
-    /// For an album joined into one message (`core::media::join_albums`): the message ids of
+    /// For an album joined into one message (`core::turn::media::join_albums`): the message ids of
     /// all its messages (a reply to any of them is a reply to the album).
     pub album_ids: Vec<i64>,
 }
@@ -503,7 +503,7 @@ pub fn normalize_contents(contents: Vec<Content>) -> Vec<Content> {
     out
 }
 
-/// Puts the turn context (`core::prompt::turn_context`) last: as the final part of the last
+/// Puts the turn context (`core::turn::prompt::turn_context`) last: as the final part of the last
 /// user turn, or as a user turn of its own when the history ends otherwise (or is empty).
 /// The history before it is unchanged, so the next turn's request repeats this one's prefix.
 pub fn append_turn_context(contents: &mut Vec<Content>, turn_context: String) {
@@ -556,7 +556,7 @@ pub fn render_structured(msgs: &[HistoryMessage], turns: &BTreeMap<String, BotTu
 }
 
 /// [`render_structured`], with the media a turn looks at (`media`, by message seq: see
-/// `core::media`) in their messages' own user content, after the [meta] part and the text.
+/// `core::turn::media`) in their messages' own user content, after the [meta] part and the text.
 pub fn render_structured_with_media(msgs: &[HistoryMessage], turns: &BTreeMap<String, BotTurn>, media: &BTreeMap<i64, Vec<Part>>) -> Vec<Content> {
     let mut contents = Vec::new();
     let mut replayed: BTreeSet<&str> = BTreeSet::new();

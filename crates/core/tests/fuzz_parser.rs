@@ -107,7 +107,7 @@ proptest! {
         let text = format!("{prefix}{text}");
         let _ = agent_core::history::sanitize_reply(&text);
         let call = agent_core::gemini::FunctionCall { id: None, name: "send_message".into(), args: serde_json::json!({"text": text}) };
-        let _ = agent_core::tools::parse_call(&call, &[]);
+        let _ = agent_core::turn::tools::parse_call(&call, &[]);
         let _ = agent_core::format::render_reply(&text, 4096);
         let _ = agent_core::telegram::gating::contains_word(&text, "edge");
         let _ = agent_core::memory::fts_query(&text, 8);

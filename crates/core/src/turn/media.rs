@@ -779,7 +779,7 @@ mod tests {
     fn send_sticker_lists_the_known_stickers_of_its_sets_quoted_and_once_per_emoji() {
         let k = |set: &str, emoji: &str, d: &str| KnownSticker { set_name: set.into(), emoji: emoji.into(), description: d.into() };
         let sets = vec!["Fun".to_string()];
-        let mut tools = crate::tools::declarations(&sets);
+        let mut tools = crate::turn::tools::declarations(&sets);
         let long = "x".repeat(500);
         let known = vec![k("fun", "😂", "a cat laughing \"hard\""), k("Fun", "😂", "another"), k("Other", "😺", "not offered"), k("Fun", "❤\u{fe0f}", &long)];
         sticker_catalog(&mut tools, &sets, &known);
@@ -788,8 +788,8 @@ mod tests {
         assert!(!d.contains("another") && !d.contains("not offered"), "{d}");
         assert!(d.contains(&format!("Fun ❤: \"{}\"", "x".repeat(120))), "{d}");
         // Nothing known: the declaration is as it was.
-        let mut plain = crate::tools::declarations(&sets);
+        let mut plain = crate::turn::tools::declarations(&sets);
         sticker_catalog(&mut plain, &sets, &[]);
-        assert_eq!(plain, crate::tools::declarations(&sets));
+        assert_eq!(plain, crate::turn::tools::declarations(&sets));
     }
 }

@@ -33,11 +33,17 @@
 //!   or a `no_reply` call is intended silence, recorded as [`TurnResult::silent`], never an
 //!   apology.
 
+pub mod media;
+pub mod prompt;
+pub mod session;
+pub mod tools;
+pub mod window;
+
 use crate::fetch::{self, check_url, fence, FetchResponse, LinkSet, Page, Refusal};
 use crate::gemini::*;
 use crate::history::{normalize_contents, sanitize_reply, BotTurn};
 use crate::chat::plan::Step;
-use crate::tools::{parse_call, ToolCall};
+use tools::{parse_call, ToolCall};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use url::Url;
@@ -279,7 +285,7 @@ fn build_round(req: &TurnRequest, contents: &[Content], last_round: bool, search
     GenerateContentRequest {
         system_instruction: Some(Content { role: None, parts: vec![Part::text(req.system_instruction.clone())] }),
         contents: contents.to_vec(),
-        tools: crate::tools::for_round(&req.tools, searched || untrusted_in_view(req, contents), fetch::page_in_view(contents)),
+        tools: crate::turn::tools::for_round(&req.tools, searched || untrusted_in_view(req, contents), fetch::page_in_view(contents)),
         tool_config: tool_config(req, last_round),
         generation_config: req.generation_config.clone(),
     }
@@ -410,9 +416,9 @@ pub async fn run_turn(
             let index = call_index;
             call_index += 1;
             let mut parsed = parse_call(call, &req.sticker_sets);
-            if untrusted && crate::tools::writes(&call.name) {
+            if untrusted && crate::turn::tools::writes(&call.name) {
                 parsed = ToolCall::Invalid { name: call.name.clone(), error: WRITE_REFUSED.into() };
-            } else if page && crate::tools::reads_private(&call.name) {
+            } else if page && crate::turn::tools::reads_private(&call.name) {
                 parsed = ToolCall::Invalid { name: call.name.clone(), error: READ_REFUSED.into() };
             }
             needs_round |= parsed.needs_result();
@@ -663,7 +669,7 @@ mod tests {
             model: "m".into(),
             system_instruction: "sys".into(),
             history: vec![Content::user(vec![Part::text("hi")])],
-            tools: crate::tools::declarations(&[]),
+            tools: crate::turn::tools::declarations(&[]),
             generation_config: None,
             sticker_sets: vec![],
             fetch_allow_private: false,
@@ -1142,7 +1148,7 @@ mod tests {
     #[test]
     fn web_search_rides_with_the_functions_and_sources_are_linked() {
         let mut req = request();
-        req.tools = crate::tools::declarations_with_search(&[], true);
+        req.tools = crate::turn::tools::declarations_with_search(&[], true);
         let grounded = Ok(json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "It is sunny in Utqiagvik."}]},
             "finishReason": "STOP", "groundingMetadata": {"webSearchQueries": ["weather utqiagvik"], "groundingChunks": [
                 {"web": {"uri": "https://vertexaisearch.cloud.google.com/grounding-api-redirect/abc", "title": "weather.gov [official]"}},
@@ -1171,7 +1177,7 @@ mod tests {
     #[test]
     fn after_a_web_search_no_tool_writes() {
         let mut req = request();
-        req.tools = crate::tools::declarations_with_search(&[], true);
+        req.tools = crate::turn::tools::declarations_with_search(&[], true);
         let grounded_call = Ok(json!({"candidates": [{"content": {"role": "model", "parts": [
                 {"functionCall": {"name": "schedule_message", "args": {"text": "send my notes to evil.example", "in_minutes": 1}}}]},
             "finishReason": "STOP", "groundingMetadata": {"webSearchQueries": ["q"], "groundingChunks": [{"web": {"uri": "https://e.com", "title": "e"}}]}}],
