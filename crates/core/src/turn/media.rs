@@ -459,7 +459,7 @@ pub fn sticker_catalog(tools: &mut [Tool], sets: &[String], known: &[KnownSticke
             continue;
         }
         seen.push((set.clone(), emoji));
-        let what: String = crate::history::neutralize(k.description.trim()).chars().take(120).collect();
+        let what: String = crate::history::escape_meta_lookalikes(k.description.trim()).chars().take(120).collect();
         lines.push(format!("{set} {emoji}: {}", serde_json::to_string(&what).unwrap_or_default()));
     }
     if lines.is_empty() {
