@@ -7,7 +7,8 @@
 // 2. The edge's rooms import one way only, down the layers in EDGE_LAYERS: a room may use a
 //    room of a lower layer, never one of its own layer or above.
 // 3. No SQL in the edge outside `src/storage/` (string literals that read as SQL statements).
-// 4. No function in the edge longer than MAX_FN_LINES lines.
+// 4. No function in the edge or the core longer than MAX_FN_LINES lines, but the core's
+//    declarative tables in CORE_LONG_ALLOWED (each named, with why).
 // 5. Every file of the edge and the core starts with a module doc comment (`//!`).
 //
 //   node scripts/check-modules.mjs
@@ -20,6 +21,14 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 /** The edge's rooms, lowest layer first. Imports go from a higher layer to a lower one. */
 export const EDGE_LAYERS = [["config"], ["storage", "outbound"], ["chat"], ["ingress", "api", "background"]];
 export const MAX_FN_LINES = 80;
+
+/** The core's functions allowed over MAX_FN_LINES, by `file:function` (relative to
+ * crates/core/src): declarative tables only, each with the reason. Keep it small. */
+export const CORE_LONG_ALLOWED = new Map([
+  ["turn/tools.rs:declarations", "a declarative table: one JSON schema per function the model may call, no logic"],
+  // TODO(merge): settings helper removes this (from_vars becomes the one settings declaration).
+  ["config.rs:from_vars", "the settings parser, being rewritten as one declaration per setting (issue 37)"],
+]);
 
 function files(dir) {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
@@ -222,8 +231,18 @@ export function findings(srcDir, coreDir) {
   const out = [];
   if (coreDir) {
     for (const c of cycles(graph(coreDir))) out.push(`the core has an import cycle: ${c.join(" ↔ ")}`);
+    const stillLong = new Set();
     for (const file of files(coreDir)) {
-      if (!hasModuleDoc(fs.readFileSync(file, "utf8"))) out.push(`${path.relative(ROOT, file)} has no module doc comment (//!)`);
+      const text = fs.readFileSync(file, "utf8");
+      const rel = path.relative(coreDir, file).replace(/\\/g, "/");
+      if (!hasModuleDoc(text)) out.push(`${path.relative(ROOT, file)} has no module doc comment (//!)`);
+      for (const [name, lines, line] of longFunctions(text)) {
+        if (CORE_LONG_ALLOWED.has(`${rel}:${name}`)) stillLong.add(`${rel}:${name}`);
+        else out.push(`crates/core/src/${rel}:${line} fn ${name} is ${lines} lines (at most ${MAX_FN_LINES}; declarative tables go in CORE_LONG_ALLOWED)`);
+      }
+    }
+    for (const key of CORE_LONG_ALLOWED.keys()) {
+      if (!stillLong.has(key)) out.push(`CORE_LONG_ALLOWED lists ${key}, which is no longer over ${MAX_FN_LINES} lines: remove it`);
     }
   }
   const g = graph(srcDir);
