@@ -1,11 +1,11 @@
 //! The streamed Gemini call: `POST .../models/{model}:streamGenerateContent?alt=sse`. The
-//! answer arrives as server-sent events, each a piece of the response (`core::stream`); every
+//! answer arrives as server-sent events, each a piece of the response (`core::gemini::stream`); every
 //! piece is handed to a [`ChunkSink`] as it comes (the chat shows it as a draft), and the
 //! pieces merged are the same response `generateContent` gives, so the turn goes on unchanged.
 //!
 //! Invariant: an error answer (not 200) is read and classified exactly like `generateContent`'s;
 //! a stream the network cuts, a piece that does not parse, or a stream over
-//! `core::stream::MAX_STREAM_BYTES` is a network error (the turn retries), never a half answer.
+//! `core::gemini::stream::MAX_STREAM_BYTES` is a network error (the turn retries), never a half answer.
 //! An error answer's body is read up to `fetch::MAX_BODY_BYTES`.
 
 use super::gemini::{GeminiClient, TIMEOUT};

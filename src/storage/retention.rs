@@ -1,5 +1,5 @@
 //! Retention: pruning the tables that only grow, in D1 round trips of bounded deletes
-//! (decisions and SQL shapes in `core::retention`); the cron runs it.
+//! (decisions and SQL shapes in `core::background::retention`); the cron runs it.
 //!
 //! Invariant: at most `PRUNE_ROUNDS` batches of `PRUNE_BATCH` rows per table per run; table
 //! names come from the core's fixed list, values are bound.
