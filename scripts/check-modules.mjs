@@ -9,7 +9,8 @@
 //    The chat object's room (`src/chat/`, SEALED_ROOMS) is imported by no other room at all: the
 //    worker reaches the object through the request in `outbound::objects`, never its code.
 // 3. No SQL in the edge outside `src/storage/` (string literals that read as SQL statements).
-// 4. No function in the edge longer than MAX_FN_LINES lines.
+// 4. No function in the edge or the core longer than MAX_FN_LINES lines, but the core's
+//    declarative tables in CORE_LONG_ALLOWED (each named, with why).
 // 5. Every file of the edge and the core starts with a module doc comment (`//!`).
 //
 //   node scripts/check-modules.mjs
@@ -24,6 +25,14 @@ export const EDGE_LAYERS = [["config"], ["storage", "outbound"], ["bot"], ["chat
 /** Rooms no other room may import, whatever its layer. */
 export const SEALED_ROOMS = ["chat"];
 export const MAX_FN_LINES = 80;
+
+/** The core's functions allowed over MAX_FN_LINES, by `file:function` (relative to
+ * crates/core/src): declarative tables only, each with the reason. Keep it small. */
+export const CORE_LONG_ALLOWED = new Map([
+  ["turn/tools.rs:declarations", "a declarative table: one JSON schema per function the model may call, no logic"],
+  // TODO(merge): settings helper removes this (from_vars becomes the one settings declaration).
+  ["config.rs:from_vars", "the settings parser, being rewritten as one declaration per setting (issue 37)"],
+]);
 
 function files(dir) {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
@@ -233,8 +242,18 @@ export function findings(srcDir, coreDir) {
   const out = [];
   if (coreDir) {
     for (const c of cycles(graph(coreDir))) out.push(`the core has an import cycle: ${c.join(" ↔ ")}`);
+    const stillLong = new Set();
     for (const file of files(coreDir)) {
-      if (!hasModuleDoc(fs.readFileSync(file, "utf8"))) out.push(`${path.relative(ROOT, file)} has no module doc comment (//!)`);
+      const text = fs.readFileSync(file, "utf8");
+      const rel = path.relative(coreDir, file).replace(/\\/g, "/");
+      if (!hasModuleDoc(text)) out.push(`${path.relative(ROOT, file)} has no module doc comment (//!)`);
+      for (const [name, lines, line] of longFunctions(text)) {
+        if (CORE_LONG_ALLOWED.has(`${rel}:${name}`)) stillLong.add(`${rel}:${name}`);
+        else out.push(`crates/core/src/${rel}:${line} fn ${name} is ${lines} lines (at most ${MAX_FN_LINES}; declarative tables go in CORE_LONG_ALLOWED)`);
+      }
+    }
+    for (const key of CORE_LONG_ALLOWED.keys()) {
+      if (!stillLong.has(key)) out.push(`CORE_LONG_ALLOWED lists ${key}, which is no longer over ${MAX_FN_LINES} lines: remove it`);
     }
   }
   const g = graph(srcDir);

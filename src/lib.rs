@@ -54,7 +54,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
             "version": env!("CARGO_PKG_VERSION"),
         })),
         // The command menu, for `npm run webhook:set` (public: it is what Telegram shows anyway).
-        (Method::Get, "/telegram/commands") => Response::from_json(&agent_core::commands::menu()),
+        (Method::Get, "/telegram/commands") => Response::from_json(&agent_core::telegram::commands::menu()),
         _ if path.starts_with("/api/v1/") => api::handle(req, &ctx).await,
         _ => Response::error("not found", 404),
     };

@@ -5,7 +5,7 @@ use super::{bad_request, not_found};
 use crate::bot::access;
 use crate::config::{now_ms, Ctx};
 use crate::storage;
-use agent_core::policy::UserAccess;
+use agent_core::access::policy::UserAccess;
 use serde_json::{json, Value};
 use worker::{Response, Result};
 

@@ -2,7 +2,7 @@
 //! synchronous API chat (text in, the bot's reply out) and a chat object's state.
 //!
 //! Invariant: API conversations (`POST /chat`) take ids only from their own range
-//! (`agent_core::policy::is_api_chat_id`), so they never rewrite a Telegram chat.
+//! (`agent_core::access::policy::is_api_chat_id`), so they never rewrite a Telegram chat.
 
 use super::{bad_request, not_found};
 use crate::bot::deliver;
@@ -10,7 +10,7 @@ use crate::config::{now_ms, Ctx};
 use crate::outbound::objects::{self, ChatRequest};
 use crate::storage;
 use agent_core::conversation::ConvKey;
-use agent_core::policy::{is_api_chat_id, API_CHAT_ID_MAX, API_CHAT_ID_MIN};
+use agent_core::access::policy::{is_api_chat_id, API_CHAT_ID_MAX, API_CHAT_ID_MIN};
 use serde_json::{json, Value};
 use worker::{Response, Result};
 

@@ -61,7 +61,7 @@ pub async fn get(ctx: &Ctx, url: &Url) -> Result<Response> {
 /// Crew mode: calls, tokens and cost per persona (of `chat` when given), over the period.
 async fn by_persona(ctx: &Ctx, chat: Option<i64>, since: i64, now: i64) -> Result<Value> {
     let mut out = serde_json::Map::new();
-    let boundaries = agent_core::prices::boundaries(&ctx.cfg.prices);
+    let boundaries = agent_core::gemini::prices::boundaries(&ctx.cfg.prices);
     for r in storage::usage::persona_totals(&ctx.db(), chat, since, &boundaries).await? {
         let cost = agent_core::usage::cost(&ctx.cfg, &r.usage, now).unwrap_or(0.0);
         let entry = out.entry(r.persona).or_insert_with(|| json!({"calls": 0, "prompt_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}));

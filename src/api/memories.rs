@@ -5,7 +5,7 @@ use super::{bad_request, not_found, query_i64};
 use crate::config::{now_ms, Ctx};
 use crate::storage::memory::{self as rows, ItemId};
 use crate::storage::notes;
-use agent_core::scope::Scope;
+use agent_core::memory::scope::Scope;
 use serde_json::{json, Value};
 use worker::{Response, Result, Url};
 

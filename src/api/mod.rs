@@ -2,7 +2,7 @@
 //! the token: 401 and nothing else; repeated failures from one source: 429; an `ADMIN_TOKEN`
 //! shorter than 32 characters: 500 for everything (and a log line naming it). Documented in
 //! `docs/openapi.yaml`. API conversations (`POST /chat`) take ids only from their own range
-//! (`agent_core::policy::is_api_chat_id`), so they never rewrite a Telegram chat.
+//! (`agent_core::access::policy::is_api_chat_id`), so they never rewrite a Telegram chat.
 //!
 //! status, sessions (paged), a session's messages (paged), session reset, costs, memories,
 //! media descriptions, schedules, pairings, users' access, a chat's model, notify (send as the bot), chat

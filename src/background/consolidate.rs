@@ -34,12 +34,12 @@ use crate::outbound::queues;
 use crate::storage::consolidation::{self as rows, Lease};
 use crate::storage::turns::HISTORY_ROWS;
 use crate::storage::{self, Db};
-use agent_core::authority;
+use agent_core::access::authority;
 use agent_core::conversation::ConvKey;
 use agent_core::gemini::{Content, GenerateContentRequest, GenerationConfig, ModelError, Outcome, Part};
 use agent_core::history::{self, HistoryMessage};
-use agent_core::jobs::{Job, JobOutcome};
-use agent_core::media;
+use agent_core::background::jobs::{Job, JobOutcome};
+use agent_core::turn::media;
 use agent_core::memory::{self as mem, Extraction};
 use agent_core::turn::{CallRecord, ModelPort};
 use serde_json::Value;
@@ -296,13 +296,13 @@ async fn summary_statement(ctx: &Ctx, db: &Db, conv: &ConvKey, calls: &mut Vec<C
             // summary when what follows fits).
             let recent = rows::messages(db, conv, until, i64::MAX, HISTORY_ROWS, true).await?;
             let more_before = recent.len() as i64 == HISTORY_ROWS;
-            let limits = agent_core::context::Limits {
+            let limits = agent_core::turn::window::Limits {
                 row_limit: HISTORY_ROWS as usize,
                 session_idle_secs: ctx.cfg.session_idle_secs,
                 token_budget: ctx.cfg.history_token_budget,
                 structured,
             };
-            let first_kept = agent_core::context::stable_start(&recent, more_before, Default::default(), limits);
+            let first_kept = agent_core::turn::window::stable_start(&recent, more_before, Default::default(), limits);
             // If the loaded window starts right after `until`, everything before the cut is older.
             if first_kept > 0 {
                 recent[first_kept].seq

@@ -13,7 +13,7 @@ use crate::config::{now_ms, random_unit, Ctx};
 use crate::outbound::objects::{self, ChatRequest};
 use crate::outbound::queues::{apply, enqueue, DeadLetter};
 use crate::storage;
-use agent_core::jobs::{max_attempts, next_move, Job, JobOutcome};
+use agent_core::background::jobs::{max_attempts, next_move, Job, JobOutcome};
 use worker::{MessageBatch, MessageExt, Result};
 
 /// Subrequests kept free for one job (its own work plus requeueing the next).

@@ -1,4 +1,4 @@
-//! Access control at the edge: applies `agent_core::policy`, records every refusal, runs the
+//! Access control at the edge: applies `agent_core::access::policy`, records every refusal, runs the
 //! pairing flow (code to the user, approval by an operator, a welcome after), applies the
 //! model budgets (`agent_core::limits`) to messages and to the work nobody asked for just now
 //! (a reminder's run, a crew's continuation turn, consolidation). (Callers' authentication is
@@ -11,11 +11,11 @@ use super::deliver;
 use crate::config::{now_ms, random_bytes, Ctx};
 use crate::outbound::objects::{self, ChatRequest};
 use crate::storage;
-use agent_core::authority::{self, RunGate};
+use agent_core::access::authority::{self, RunGate};
 use agent_core::conversation::{ChatKind, ConvKey};
 use crate::storage::access::{self as rows, NewPairing};
 use agent_core::limits::{self, Budgets, Scope, Usage, Verdict};
-use agent_core::policy::{self, Access, Refusal, UserAccess};
+use agent_core::access::policy::{self, Access, Refusal, UserAccess};
 
 /// A refusal notice is sent at most this often to the same user.
 const NOTICE_INTERVAL_MS: i64 = 10 * 60 * 1000;

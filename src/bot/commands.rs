@@ -5,8 +5,8 @@
 use crate::config::{now_ms, Ctx};
 use super::{access, deliver, memory, usage};
 use crate::storage::{self, conversations::{self, NewSession}};
-use agent_core::schedule;
-use agent_core::commands::{self, Command, StatusInfo};
+use agent_core::chat::schedule;
+use agent_core::telegram::commands::{self, Command, StatusInfo};
 use agent_core::conversation::{ConvKey, InboundMessage};
 
 /// Runs a command and replies. Returns the reply text (for logs and tests).

@@ -101,7 +101,7 @@ pub async fn actors(ctx: &Ctx) -> Vec<(i64, String)> {
 
 /// Crew mode's part of gating: in a chat where a crew could speak, a mention of or a reply to
 /// one of the crew's own bots asks for a reply too.
-pub async fn trigger(ctx: &Ctx, m: &agent_core::conversation::InboundMessage) -> Option<agent_core::gating::Trigger> {
+pub async fn trigger(ctx: &Ctx, m: &agent_core::conversation::InboundMessage) -> Option<agent_core::telegram::gating::Trigger> {
     if ctx.cfg.crew.is_empty() || !m.chat.kind.is_group() {
         return None;
     }

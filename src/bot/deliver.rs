@@ -21,7 +21,7 @@ use crate::storage::outbox::{self, BotRow, OutboxRow, Sent};
 use crate::storage::chats;
 use agent_core::conversation::{ConvKey, Part};
 use agent_core::format::{render_reply, split::TELEGRAM_LIMIT, Chunk};
-use agent_core::plan::{Step, StepOutcome};
+use agent_core::chat::plan::{Step, StepOutcome};
 use agent_core::telegram::api::{
     self, Delivery, LinkPreviewOptions, ReactionTypeEmoji, ReplyParameters, SendMessage, SendSticker, StickerSet, TelegramError,
 };

@@ -2,7 +2,7 @@
 //! people see and erase with `/memory` and `/forget`.
 //!
 //! Scope (privacy): every query (in `storage::memory`) takes its `WHERE` fragment from
-//! `agent_core::scope::Scope` (the rule is written and tested there): a memory is recalled in
+//! `agent_core::memory::scope::Scope` (the rule is written and tested there): a memory is recalled in
 //! the chat where it was learned; facts about a person are also recalled in that person's
 //! private chat. Nothing learned in one group shows up in another, and nothing learned in a
 //! private chat shows up in a group.
@@ -10,11 +10,11 @@
 use crate::config::Ctx;
 use crate::storage::memory::{self as rows, ItemId};
 use crate::storage::Db;
-use agent_core::commands::ForgetTarget;
+use agent_core::telegram::commands::ForgetTarget;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::history::{HistoryMessage, Role};
 use agent_core::memory::{fts_query, render, search_terms, Memory};
-use agent_core::scope::Scope;
+use agent_core::memory::scope::Scope;
 
 /// What a turn recalls beyond the notes: learned memories and the summary of older history.
 #[derive(Debug, Clone, Default)]

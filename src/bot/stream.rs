@@ -6,7 +6,7 @@
 //!   burst, off the webhook's path; the turn's typing loop refreshes it while the turn runs.
 //! - [`StreamingModel`]: the turn's model port. In a private chat (and `STREAM_DRAFTS` on) it
 //!   asks Gemini for a streamed answer and shows the text so far as a draft at a bounded rate
-//!   (`core::stream::DraftPacer`, `DRAFT_INTERVAL_MS`), rendered by `core::format::draft`.
+//!   (`core::gemini::stream::DraftPacer`, `DRAFT_INTERVAL_MS`), rendered by `core::format::draft`.
 //!   Elsewhere it is the plain `generateContent` call.
 //!
 //! Invariants:
@@ -16,7 +16,7 @@
 //! - A draft Telegram refuses (any error, 429 included) ends the drafts of that turn: the
 //!   person waits for the final message; nothing is retried. A refusal of the method itself
 //!   (a plain 400, 401/404) turns drafts off in the isolate for a while
-//!   (`core::stream::drafts_off_ms`), so a bot without drafts does not pay for them each turn.
+//!   (`core::gemini::stream::drafts_off_ms`), so a bot without drafts does not pay for them each turn.
 //! - A newer message ([`Live`] turns false: the turn will be replanned) ends the drafts too,
 //!   and the half answer shown is replaced by the placeholder, so no half answer stays up.
 //! - A long answer's chunks that can no longer change (`core::format::draft::settled_chunks`)
@@ -42,7 +42,8 @@ use crate::outbound::telegram::TelegramClient;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::gemini::{GenerateContentRequest, GenerateContentResponse, ModelError};
 use agent_core::format::{draft::settled_chunks, split::TELEGRAM_LIMIT};
-use agent_core::stream::{draft_id, drafts_off_ms, visible_so_far, DraftPacer, MAX_DRAFTS_PER_TURN, MAX_EARLY_CHUNKS};
+use agent_core::gemini::stream::visible_so_far;
+use agent_core::telegram::drafts::{draft_id, drafts_off_ms, DraftPacer, MAX_DRAFTS_PER_TURN, MAX_EARLY_CHUNKS};
 use agent_core::telegram::api::TelegramError;
 use agent_core::turn::ModelPort;
 use futures::future::LocalBoxFuture;
@@ -62,7 +63,7 @@ fn drafts_on(ctx: &Ctx) -> bool {
     ctx.cfg.stream_drafts && DRAFTS_OFF_UNTIL.with(Cell::get) <= now_ms()
 }
 
-/// Telegram refused a draft: maybe drafts are off for a while (`core::stream::drafts_off_ms`).
+/// Telegram refused a draft: maybe drafts are off for a while (`core::gemini::stream::drafts_off_ms`).
 fn refused(conv: &ConvKey, e: &TelegramError) {
     worker::console_warn!("chat {conv}: a draft was refused ({e}); the answer comes as a message");
     if let Some(ms) = drafts_off_ms(e) {

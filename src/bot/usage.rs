@@ -8,7 +8,7 @@ use crate::storage;
 pub async fn chat_usage_text(ctx: &Ctx, chat_id: i64, user_id: Option<i64>) -> worker::Result<String> {
     let now = crate::config::now_ms();
     // All time, in a few rows per model: one per stretch between two price changes.
-    let boundaries = agent_core::prices::boundaries(&ctx.cfg.prices);
+    let boundaries = agent_core::gemini::prices::boundaries(&ctx.cfg.prices);
     let rows = storage::usage::totals(&ctx.db(), Some(chat_id), 0, storage::usage::Grouping::PricePeriods(&boundaries)).await?;
     let rows: Vec<_> = rows.into_iter().map(|r| r.usage).collect();
     let mut out = agent_core::usage::chat_totals_text(&ctx.cfg, &rows, now);

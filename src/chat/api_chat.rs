@@ -8,8 +8,8 @@ use super::ChatObject;
 use crate::bot::answer;
 use crate::config::{now_ms, Ctx};
 use crate::storage;
-use agent_core::plan::Step;
-use agent_core::status::TurnStatus;
+use agent_core::chat::plan::Step;
+use agent_core::chat::status::TurnStatus;
 
 impl ChatObject {
     /// A synchronous API turn: the text is stored as a message, one turn runs, its messages come

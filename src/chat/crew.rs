@@ -19,8 +19,8 @@ use crate::storage;
 use agent_core::chat_state::{Finish, TurnRun};
 use agent_core::conversation::ConvKey;
 use agent_core::crew::{self, End, Lineup};
-use agent_core::gating::Trigger;
-use agent_core::plan::Step;
+use agent_core::telegram::gating::Trigger;
+use agent_core::chat::plan::Step;
 
 /// The configured crew as the state machine takes it (empty when there is none): a turn's
 /// life is handed this value at each point and the state decides whether a turn is a persona's.
@@ -31,7 +31,7 @@ pub(super) fn lineup(ctx: &Ctx) -> Lineup {
 impl ChatObject {
     /// The crew that speaks in this conversation, if one does (Telegram chats only).
     pub(super) async fn crew_lineup(&self, ctx: &Ctx, conv: &ConvKey) -> Option<Lineup> {
-        if ctx.cfg.crew.is_empty() || conv.chat_id >= agent_core::policy::API_CHAT_ID_MIN {
+        if ctx.cfg.crew.is_empty() || conv.chat_id >= agent_core::access::policy::API_CHAT_ID_MIN {
             return None;
         }
         let switch = self.with(|st| st.crew_switch()).await;

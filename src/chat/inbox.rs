@@ -15,11 +15,11 @@ use crate::outbound::objects::Arrival;
 use crate::bot::{access, answer, commands};
 use crate::config::{now_ms, Ctx};
 use agent_core::chat_state::{ChatState, Signal, SignalOutcome};
-use agent_core::commands as core_commands;
+use agent_core::telegram::commands as core_commands;
 use agent_core::conversation::{ChatKind, ConvKey};
-use agent_core::gating::Trigger;
-use agent_core::plan::StepOutcome;
-use agent_core::status::TurnStatus;
+use agent_core::telegram::gating::Trigger;
+use agent_core::chat::plan::StepOutcome;
+use agent_core::chat::status::TurnStatus;
 
 impl ChatObject {
     /// Handles an arrival once, however many copies of it come in at the same time.

@@ -9,7 +9,7 @@ use crate::bot::answer;
 use crate::config::{now_ms, random_unit, Ctx};
 use crate::outbound::queues;
 use crate::storage;
-use agent_core::jobs::{max_attempts, next_move, Job, JobOutcome, NextMove};
+use agent_core::background::jobs::{max_attempts, next_move, Job, JobOutcome, NextMove};
 
 impl ChatObject {
     /// Queues the retry of a failed step (see [`Self::retry_or_give_up`]).

@@ -50,7 +50,7 @@ use crate::config::{now_ms, Ctx};
 use crate::outbound::objects::ChatRequest;
 use agent_core::chat_state::{self, ChatState, Due, Timing};
 use agent_core::conversation::{ChatKind, ConvKey};
-use agent_core::jobs::backoff_ms;
+use agent_core::background::jobs::backoff_ms;
 use serde::{Deserialize, Serialize};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -286,7 +286,7 @@ impl ChatObject {
             debounce_max_ms: ctx.cfg.debounce_max_ms as i64,
             watchdog_ms: ctx.cfg.turn_watchdog_ms as i64,
             job_grace_ms: ctx.cfg.job_grace_ms as i64,
-            adaptive: (!ctx.cfg.debounce_fixed).then_some(agent_core::debounce::Policy::Adaptive { group }),
+            adaptive: (!ctx.cfg.debounce_fixed).then_some(agent_core::chat::debounce::Policy::Adaptive { group }),
         }
     }
 

@@ -1,6 +1,6 @@
 //! Carrying out a plan: due steps in order until the plan ends, waits, or a step must be
 //! retried. Which message a step threads to and what a failed step does to the plan are the
-//! core's rules (`agent_core::plan::{default_reply_to, after_fatal}`).
+//! core's rules (`agent_core::chat::plan::{default_reply_to, after_fatal}`).
 //!
 //! Invariants:
 //! - Plan steps run under a guard: delivery asks the state machine, right before every
@@ -13,10 +13,10 @@ use crate::bot::{answer, deliver};
 use crate::config::{now_ms, Ctx};
 use agent_core::chat_state::ChatState;
 use agent_core::conversation::{ChatKind, ConvKey};
-use agent_core::plan::{Step, StepOutcome};
-use agent_core::status::TurnStatus;
+use agent_core::chat::plan::{Step, StepOutcome};
+use agent_core::chat::status::TurnStatus;
 use std::rc::Rc;
-use agent_core::plan::{after_fatal, default_reply_to, AfterFailure};
+use agent_core::chat::plan::{after_fatal, default_reply_to, AfterFailure};
 
 impl ChatObject {
     /// Carries out due plan steps in order until the plan ends, waits, or a step must be

@@ -1,6 +1,6 @@
 //! The object's schedules: the one alarm also wakes for the chat's next schedule run
 //! (`ChatState::next_schedule_ms`, read from D1, which holds the truth). A due run is decided
-//! by the core (`agent_core::schedule::on_due`: fire, late or not, or skip beyond the lateness
+//! by the core (`agent_core::chat::schedule::on_due`: fire, late or not, or skip beyond the lateness
 //! limit), started as a scheduled turn in the object's state, and claimed in D1 by that turn
 //! (`bot::answer::answer_turn`), so it fires once whatever is retried or restarted.
 //!
@@ -21,8 +21,8 @@ use crate::storage;
 use crate::storage::schedules::DueRow;
 use agent_core::chat_state::ScheduledRun;
 use agent_core::conversation::{ChatKind, ConvKey};
-use agent_core::authority::RunGate;
-use agent_core::schedule::{self, DueRun};
+use agent_core::access::authority::RunGate;
+use agent_core::chat::schedule::{self, DueRun};
 
 /// How long to wait before looking again when the schedules cannot be read.
 const RETRY_READ_MS: i64 = 60_000;

@@ -17,8 +17,8 @@ use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::chat_state::{Finish, GivenUp};
 use agent_core::conversation::ConvKey;
-use agent_core::jobs::{backoff_ms, Job, JobOutcome};
-use agent_core::status::TurnStatus;
+use agent_core::background::jobs::{backoff_ms, Job, JobOutcome};
+use agent_core::chat::status::TurnStatus;
 
 impl ChatObject {
     pub(super) async fn start_turn(&self, ctx: &Ctx) {
@@ -127,7 +127,7 @@ impl ChatObject {
         let due = self.with(|st| st.turn_of(turn_id).and_then(|t| t.scheduled.as_ref().map(|r| r.due_ms))).await;
         let Some(due) = due else { return false };
         let retry_in = backoff_ms(attempt, ctx.cfg.retry_base_ms, 300_000, 1.0).max(after_ms.unwrap_or(0));
-        agent_core::schedule::falls_back(due, now_ms(), retry_in as i64, ctx.cfg.schedule_limits.fallback_ms)
+        agent_core::chat::schedule::falls_back(due, now_ms(), retry_in as i64, ctx.cfg.schedule_limits.fallback_ms)
     }
 
     /// Ends a turn or plan that cannot be completed, and tells the user (once): the apology is

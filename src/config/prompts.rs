@@ -2,7 +2,7 @@
 //! they are filled with.
 
 use crate::config::Ctx;
-use agent_core::prompt::PromptLibrary;
+use agent_core::turn::prompt::PromptLibrary;
 use std::collections::BTreeMap;
 
 mod bundled {

@@ -24,9 +24,9 @@ use crate::config::{now_ms, Ctx};
 use crate::outbound::objects::{self, Arrival};
 use crate::storage;
 use agent_core::conversation::{ConvKey, Inbound};
-use agent_core::gating::{reply_trigger, BotIdentity, Trigger};
-use agent_core::normalize::normalize;
-use agent_core::policy::{admitted_by_level, RefusedLimit};
+use agent_core::telegram::gating::{reply_trigger, BotIdentity, Trigger};
+use agent_core::telegram::normalize::normalize;
+use agent_core::access::policy::{admitted_by_level, RefusedLimit};
 use agent_core::telegram::{parse_update, Update, MAX_UPDATE_BYTES};
 use worker::{Request, Response, Result};
 

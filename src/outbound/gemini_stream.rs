@@ -1,17 +1,17 @@
 //! The streamed Gemini call: `POST .../models/{model}:streamGenerateContent?alt=sse`. The
-//! answer arrives as server-sent events, each a piece of the response (`core::stream`); every
+//! answer arrives as server-sent events, each a piece of the response (`core::gemini::stream`); every
 //! piece is handed to a [`ChunkSink`] as it comes (the chat shows it as a draft), and the
 //! pieces merged are the same response `generateContent` gives, so the turn goes on unchanged.
 //!
 //! Invariant: an error answer (not 200) is read and classified exactly like `generateContent`'s;
 //! a stream the network cuts, a piece that does not parse, or a stream over
-//! `core::stream::MAX_STREAM_BYTES` is a network error (the turn retries), never a half answer.
+//! `core::gemini::stream::MAX_STREAM_BYTES` is a network error (the turn retries), never a half answer.
 //! An error answer's body is read up to `fetch::MAX_BODY_BYTES`.
 
 use super::gemini::{GeminiClient, TIMEOUT};
 use super::net;
 use agent_core::gemini::{parse_error, GenerateContentRequest, GenerateContentResponse, ModelError};
-use agent_core::stream::{merge, parse_chunk, SseDecoder};
+use agent_core::gemini::stream::{merge, parse_chunk, SseDecoder};
 use worker::{AbortController, Method, RequestRedirect};
 
 /// Receives the pieces of a streamed answer so far, after each new one.
@@ -47,7 +47,7 @@ impl GeminiClient {
             while let Some(bytes) = body.next().await? {
                 let events = decoder.push(&bytes);
                 if decoder.too_long() {
-                    return Err(format!("the streamed answer is over {} bytes", agent_core::stream::MAX_STREAM_BYTES));
+                    return Err(format!("the streamed answer is over {} bytes", agent_core::gemini::stream::MAX_STREAM_BYTES));
                 }
                 if take(&mut chunks, events)? {
                     sink.chunk(&chunks).await;

@@ -103,9 +103,9 @@ pub(super) async fn within<T>(
 }
 
 /// The most of a Gemini or Telegram API answer that is read (the size a streamed answer may
-/// reach, `core::stream::MAX_STREAM_BYTES`): past it the call fails like a broken connection
+/// reach, `core::gemini::stream::MAX_STREAM_BYTES`): past it the call fails like a broken connection
 /// and is retried as one, rather than a model's runaway answer being held and parsed whole.
-pub const MAX_RESPONSE_BYTES: usize = agent_core::stream::MAX_STREAM_BYTES;
+pub const MAX_RESPONSE_BYTES: usize = agent_core::gemini::stream::MAX_STREAM_BYTES;
 
 /// Sends a request and reads the body as text, at most [`MAX_RESPONSE_BYTES`]. `Err` is a
 /// network failure, a timeout or a body over the cap.

@@ -9,8 +9,8 @@
 use crate::config::env::CHATS;
 use crate::config::Ctx;
 use agent_core::conversation::{ConvKey, InboundMessage, InboundReaction};
-use agent_core::gating::Trigger;
-use agent_core::jobs::Job;
+use agent_core::telegram::gating::Trigger;
+use agent_core::background::jobs::Job;
 use serde::{Deserialize, Serialize};
 use worker::js_sys::{Promise, Reflect, Uint8Array};
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsCast, JsValue};

@@ -2,7 +2,7 @@
 
 use crate::config::env::{DEAD_LETTERS, JOBS};
 use crate::config::Ctx;
-use agent_core::jobs::{Job, NextMove};
+use agent_core::background::jobs::{Job, NextMove};
 use serde::{Deserialize, Serialize};
 use worker::{BatchMessageBuilder, MessageBuilder, Result};
 

@@ -16,7 +16,7 @@ use crate::storage::{rows, scope_args, Db};
 use agent_core::conversation::ConvKey;
 use agent_core::history::HistoryMessage;
 use agent_core::memory::{MergePlan, Memory};
-use agent_core::scope::Scope;
+use agent_core::memory::scope::Scope;
 use agent_core::turn::CallRecord;
 use serde::Deserialize;
 use serde_json::Value;

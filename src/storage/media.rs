@@ -3,10 +3,10 @@
 
 use crate::args;
 use crate::storage::Db;
-use agent_core::media::Unviewable;
+use agent_core::turn::media::Unviewable;
 use worker::{D1PreparedStatement, Result};
 
-/// The statement reading what is known of these items (`agent_core::media::Described` rows).
+/// The statement reading what is known of these items (`agent_core::turn::media::Described` rows).
 pub fn known_stmt(db: &Db, unique_ids: &[String]) -> Result<D1PreparedStatement> {
     db.stmt(
         "SELECT file_unique_id, status, description, transcript FROM media
@@ -16,14 +16,14 @@ pub fn known_stmt(db: &Db, unique_ids: &[String]) -> Result<D1PreparedStatement>
 }
 
 /// The statement reading the described stickers of these sets, newest first
-/// (`agent_core::media::KnownSticker` rows, for `send_sticker`).
+/// (`agent_core::turn::media::KnownSticker` rows, for `send_sticker`).
 pub fn stickers_stmt(db: &Db, sets: &[String]) -> Result<D1PreparedStatement> {
     db.stmt(
         "SELECT set_name, emoji, description FROM media
          WHERE set_name IS NOT NULL AND lower(set_name) IN (SELECT lower(value) FROM json_each(?1))
            AND kind = 'sticker' AND status = 'ok' AND emoji IS NOT NULL AND description IS NOT NULL
          ORDER BY updated_at DESC LIMIT ?2",
-        args![serde_json::to_string(sets).unwrap_or_else(|_| "[]".into()), 4 * agent_core::media::MAX_LISTED_STICKERS],
+        args![serde_json::to_string(sets).unwrap_or_else(|_| "[]".into()), 4 * agent_core::turn::media::MAX_LISTED_STICKERS],
     )
 }
 
@@ -120,7 +120,7 @@ pub async fn set_curated(db: &Db, unique_id: &str, kind: &str, description: &str
 }
 
 /// What is known of these items (one round trip; none when there are no items).
-pub async fn known(db: &Db, unique_ids: &[String]) -> Result<Vec<agent_core::media::Described>> {
+pub async fn known(db: &Db, unique_ids: &[String]) -> Result<Vec<agent_core::turn::media::Described>> {
     if unique_ids.is_empty() {
         return Ok(Vec::new());
     }

@@ -2,12 +2,12 @@
 //! `/forget` read and erase them. (Consolidation's writes are in `consolidation`.)
 //!
 //! Invariant (privacy): every query takes its `WHERE` fragment from
-//! `agent_core::scope::Scope` (the rule is written and tested there), with its values bound.
+//! `agent_core::memory::scope::Scope` (the rule is written and tested there), with its values bound.
 
 use crate::args;
 use crate::storage::{rows, scope_args, Arg, Db};
 use agent_core::memory::Memory;
-use agent_core::scope::{Predicate, Scope};
+use agent_core::memory::scope::{Predicate, Scope};
 use serde::Deserialize;
 use worker::{D1PreparedStatement, Result};
 use crate::storage::D1Rows;

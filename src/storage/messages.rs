@@ -3,14 +3,14 @@
 //! as history, and the messages of API conversations (no Telegram ids).
 //!
 //! A refused sender's update past `REFUSED_UPDATES_PER_HOUR` in its hour writes nothing but
-//! the counter (`agent_core::policy::RefusedLimit`): the statements that would write its update
+//! the counter (`agent_core::access::policy::RefusedLimit`): the statements that would write its update
 //! and message are guarded by [`over_limit_sql`], evaluated in the same batch after the counter
 //! moved, and the batch says so (`Recorded::over_limit`) so the webhook hands nothing on.
 use crate::args;
 use crate::storage::{rows, Arg, D1Rows, Db};
 use agent_core::conversation::{ChatInfo, ConvKey, InboundMessage, InboundReaction, Part};
 use agent_core::history::{HistoryMessage, Role};
-use agent_core::policy::RefusedLimit;
+use agent_core::access::policy::RefusedLimit;
 use serde::Deserialize;
 use serde_json::Value;
 use worker::{D1PreparedStatement, Result};
@@ -18,7 +18,7 @@ use worker::{D1PreparedStatement, Result};
 
 /// Whether the sender is refused, as the message's `excluded` is decided: `?{u}` the sender,
 /// `?{r}`..`?{r+2}` the refusals for no stored level, `allowed` and `blocked` (the negations of
-/// `agent_core::policy::admitted_by_level`).
+/// `agent_core::access::policy::admitted_by_level`).
 fn refused_sql(u: usize, r: usize) -> String {
     format!("CASE (SELECT access FROM users WHERE user_id = ?{u}) WHEN 'allowed' THEN ?{a} WHEN 'blocked' THEN ?{b} ELSE ?{r} END", a = r + 1, b = r + 2)
 }
@@ -82,7 +82,7 @@ const UPSERT_USER: &str = "INSERT INTO users (user_id, name, username, is_bot, u
      WHERE users.name IS NOT excluded.name OR users.username IS NOT excluded.username
        OR users.is_bot IS NOT excluded.is_bot";
 /// `excluded` picks, by the sender's stored access level, one of the three answers of
-/// `agent_core::policy::admitted_by_level` (?20 none, ?21 allowed, ?22 blocked).
+/// `agent_core::access::policy::admitted_by_level` (?20 none, ?21 allowed, ?22 blocked).
 /// Past the sender's limit (?23..?25), nothing is written.
 const INSERT_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
        parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id,
@@ -137,7 +137,7 @@ struct AccessRow {
 }
 
 /// Whether the sender is admitted, by stored access level: `(none, allowed, blocked)`, from
-/// `agent_core::policy::admitted_by_level`.
+/// `agent_core::access::policy::admitted_by_level`.
 pub type AdmittedByLevel = (bool, bool, bool);
 
 fn message_args(m: &InboundMessage, update_id: i64, admitted: AdmittedByLevel) -> Vec<Arg> {

@@ -8,7 +8,7 @@
 //! Invariants:
 //! - SQL appears nowhere else in the edge (`scripts/check-modules.mjs` fails on it).
 //! - Every value is bound (`?N` placeholders); the only text spliced into SQL comes from the
-//!   core (`agent_core::scope` predicates, `agent_core::retention` shapes) or from constants.
+//!   core (`agent_core::memory::scope` predicates, `agent_core::background::retention` shapes) or from constants.
 //! - This room imports only `config` (and the core).
 
 pub mod access;
@@ -264,13 +264,13 @@ fn utf8(text: &worker::js_sys::JsString) -> Vec<u8> {
 }
 
 /// The bound values of a scope predicate.
-pub fn scope_args(p: &agent_core::scope::Predicate) -> Vec<Arg> {
+pub fn scope_args(p: &agent_core::memory::scope::Predicate) -> Vec<Arg> {
     p.binds
         .iter()
         .map(|b| match b {
-            agent_core::scope::Bind::Null => Arg::Null,
-            agent_core::scope::Bind::Int(i) => Arg::Int(*i),
-            agent_core::scope::Bind::Text(t) => Arg::Text(t.clone()),
+            agent_core::memory::scope::Bind::Null => Arg::Null,
+            agent_core::memory::scope::Bind::Int(i) => Arg::Int(*i),
+            agent_core::memory::scope::Bind::Text(t) => Arg::Text(t.clone()),
         })
         .collect()
 }

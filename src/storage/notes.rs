@@ -1,19 +1,19 @@
 //! Notes: what the operator and the agent wrote down (`remember`), read by a turn in the
-//! scope `agent_core::scope::Scope::Chat` allows.
+//! scope `agent_core::memory::scope::Scope::Chat` allows.
 use crate::args;
 use crate::storage::Db;
 use serde::Deserialize;
 use worker::Result;
 
 /// A note as a turn reads it.
-pub type NoteRow = agent_core::context::Note;
+pub type NoteRow = agent_core::turn::window::Note;
 
 
-/// Notes for a turn: what `agent_core::scope::Scope::Chat` lets the conversation see (notes
+/// Notes for a turn: what `agent_core::memory::scope::Scope::Chat` lets the conversation see (notes
 /// written in this chat; operator notes for everyone, or about the people present; in a private
 /// chat, agent notes about that person from anywhere). Operator notes first.
 pub fn notes_stmt(db: &Db, chat_id: i64, people: &[i64]) -> Result<worker::D1PreparedStatement> {
-    let scope = agent_core::scope::Scope::Chat { chat_id, people: people.to_vec() };
+    let scope = agent_core::memory::scope::Scope::Chat { chat_id, people: people.to_vec() };
     let on = scope.notes("", 1);
     let sql = format!(
         "SELECT id, about_user_id, content, source, supplied_by FROM notes WHERE {}

@@ -1,12 +1,12 @@
 //! Retention: pruning the tables that only grow, in D1 round trips of bounded deletes
-//! (decisions and SQL shapes in `core::retention`); the cron runs it.
+//! (decisions and SQL shapes in `core::background::retention`); the cron runs it.
 //!
 //! Invariant: at most `PRUNE_ROUNDS` batches of `PRUNE_BATCH` rows per table per run; table
 //! names come from the core's fixed list, values are bound.
 
 use crate::args;
 use crate::storage::{rows, Db};
-use agent_core::retention::{cutoff_ms, prune_again, prune_sql, Pruned, PRUNED, PRUNE_BATCH};
+use agent_core::background::retention::{cutoff_ms, prune_again, prune_sql, Pruned, PRUNED, PRUNE_BATCH};
 
 /// Prunes what is past retention; returns (table, rows deleted) for the log. One D1 round
 /// trip per round; a table goes again only while its batches come back full.

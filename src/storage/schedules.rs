@@ -6,7 +6,7 @@
 use super::{rows, Db};
 use crate::args;
 use agent_core::conversation::ConvKey;
-use agent_core::schedule::{Listed, NewSchedule};
+use agent_core::chat::schedule::{Listed, NewSchedule};
 use serde::Deserialize;
 use worker::Result;
 

@@ -4,9 +4,9 @@
 use crate::args;
 use crate::storage::{rows, Db};
 use agent_core::conversation::ConvKey;
-use agent_core::context::RowCache;
+use agent_core::turn::window::RowCache;
 use agent_core::history::{BotTurn, HistoryMessage};
-use agent_core::status::TurnStatus;
+use agent_core::chat::status::TurnStatus;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -47,7 +47,7 @@ pub fn model_call_stmt(
 }
 
 /// How usage rows are grouped in time: per UTC day (the costs API), or per stretch between
-/// two price changes (`agent_core::prices::boundaries`; `/usage` and the per-persona totals),
+/// two price changes (`agent_core::gemini::prices::boundaries`; `/usage` and the per-persona totals),
 /// where a row's `day` is its first call's day, priced as the whole stretch is (prices change
 /// at UTC midnight), so a chat's all-time totals stay a few rows per model.
 pub enum Grouping<'a> {

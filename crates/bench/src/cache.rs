@@ -9,19 +9,19 @@
 //! - `before`: the layout this bot had until issue 17: the situation, the time and the turn's
 //!   stored context at the start of the system instruction, the history cut anew to the budget
 //!   every turn (the oldest messages dropped one by one).
-//! - `after`: the layout it has now (`core::prompt`): a system instruction that is the same
-//!   every turn, the history from a start that stays put (`core::context::stable_start`), the
+//! - `after`: the layout it has now (`core::turn::prompt`): a system instruction that is the same
+//!   every turn, the history from a start that stays put (`core::turn::window::stable_start`), the
 //!   turn context last.
 //! - `every_id` (compact only): `after` with a message id on every compact line, as compact
 //!   history was until it showed ids only where the model may act (`history::COMPACT_RECENT_IDS`).
 
 use agent_core::config::HistoryFormat;
-use agent_core::context::{self, Limits, Loaded};
+use agent_core::turn::window::{self, Limits, Loaded};
 use agent_core::conversation::ChatKind;
-use agent_core::gating::Trigger;
+use agent_core::telegram::gating::Trigger;
 use agent_core::gemini::Content;
 use agent_core::history::{self, BotTurn, HistoryMessage, Role};
-use agent_core::prompt::{self, ChatDetails, PromptInput, PromptLibrary, Situation};
+use agent_core::turn::prompt::{self, ChatDetails, PromptInput, PromptLibrary, Situation};
 use agent_core::turn::{build_request, TurnRequest};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -56,7 +56,7 @@ fn request(layout: Layout, format: HistoryFormat, upto: &[HistoryMessage], turns
     let (shown, cut) = match layout {
         Layout::After | Layout::EveryId => {
             let loaded = Loaded { messages: upto[from..].to_vec(), answered_seq: 0, stored_start: 0, stored_started_at: Some(0), scheduled: false, stored_cut, summary_until: None };
-            let w = context::window(loaded, limits, 0).unwrap();
+            let w = window::window(loaded, limits, 0).unwrap();
             (w.messages, w.cut_seq)
         }
         Layout::Before => {
@@ -110,7 +110,7 @@ fn request(layout: Layout, format: HistoryFormat, upto: &[HistoryMessage], turns
         model: "gemini-3.8-flash".into(),
         system_instruction: system,
         history: contents.clone(),
-        tools: agent_core::tools::declarations_with_search(&[], false),
+        tools: agent_core::turn::tools::declarations_with_search(&[], false),
         generation_config: None,
         sticker_sets: Vec::new(),
         fetch_allow_private: false,

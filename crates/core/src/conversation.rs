@@ -139,7 +139,7 @@ pub enum Part {
     },
     /// An attachment or structured content: photo, sticker, voice, location, poll, ...
     /// `detail` is the compact text the prompt shows. A turn that answers the message fetches
-    /// the file (`core::media`); later turns show its description in `detail`.
+    /// the file (`core::turn::media`); later turns show its description in `detail`.
     Media {
         kind: String,
         detail: String,

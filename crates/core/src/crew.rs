@@ -20,9 +20,9 @@
 //!   every persona of a row failed, the chat is owed one apology.
 
 pub use crate::crew_state::{CrewState, CrewTurn, Cycle, End, Outcome};
-use crate::gating::Trigger;
+use crate::telegram::gating::Trigger;
 use crate::history::{HistoryMessage, Role};
-use crate::plan::Step;
+use crate::chat::plan::Step;
 use std::collections::BTreeMap;
 
 /// The most personas a crew may have.
@@ -351,7 +351,7 @@ mod tests {
     fn usage_is_broken_down_by_persona() {
         let cfg = crate::config::Config::from_vars(&BTreeMap::new());
         let u = |model: &str, calls| crate::usage::ModelUsage { model: model.into(), calls, prompt_tokens: 1_000_000, ..Default::default() };
-        let text = usage_by_persona_text(&cfg, &[("critic".into(), u("gemini-3.6-flash", 2)), ("critic".into(), u("unknown", 1)), ("the_builder".into(), u("gemini-3.6-flash", 1))], crate::prices::PROMOTION_ENDS_MS);
+        let text = usage_by_persona_text(&cfg, &[("critic".into(), u("gemini-3.6-flash", 2)), ("critic".into(), u("unknown", 1)), ("the_builder".into(), u("gemini-3.6-flash", 1))], crate::gemini::prices::PROMOTION_ENDS_MS);
         assert!(text.contains("- critic: 3 calls, $1.5000"), "{text}");
         assert!(text.contains("- the\\_builder: 1 calls"), "{text}");
     }
@@ -366,7 +366,7 @@ mod tests {
             }
             let body = serde_json::json!({"update_id": 1, "message": message}).to_string();
             let u = crate::telegram::parse_update(body.as_bytes()).unwrap();
-            match crate::normalize::normalize(&u) {
+            match crate::telegram::normalize::normalize(&u) {
                 crate::conversation::Inbound::Message(m) => m,
                 _ => panic!("not a message"),
             }

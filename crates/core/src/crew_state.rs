@@ -2,7 +2,7 @@
 //! chat's switch, the speaking pointer, the running cycle. Data only; the rules that move it
 //! are in `core::crew` (kept apart so `chat_state` does not depend on them).
 
-use crate::gating::Trigger;
+use crate::telegram::gating::Trigger;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -1,5 +1,5 @@
 //! Model usage and what it costs: the totals read from `model_calls`, priced with the price
-//! table (`core::prices`, through `Config::price_at`) at the time the calls were made, and the
+//! table (`core::gemini::prices`, through `Config::price_at`) at the time the calls were made, and the
 //! `/usage` text.
 //!
 //! Invariant: thinking tokens are billed as output, cached input tokens at the cached price,
@@ -158,7 +158,7 @@ mod tests {
         let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-12);
         assert!(close(cost(&c, &turn, NOW), promo), "{:?} vs {promo}", cost(&c, &turn, NOW));
         assert!((promo - 0.21).abs() < 1e-12);
-        let in_2027 = crate::prices::PROMOTION_ENDS_MS + 86_400_000;
+        let in_2027 = crate::gemini::prices::PROMOTION_ENDS_MS + 86_400_000;
         assert!(close(cost(&c, &turn, in_2027), list), "a call of 2027 at the list price");
         // A row of 2026-12-31 read in 2027 keeps its day's promotional price.
         let old = ModelUsage { day: "2026-12-31".into(), ..turn.clone() };

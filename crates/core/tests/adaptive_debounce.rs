@@ -3,8 +3,8 @@
 //! operator's fixed window still rules when set, and a chat that bursts learns a longer window.
 
 use agent_core::chat_state::{ChatState, Due, Signal, Timing};
-use agent_core::debounce::{Policy, BURST_QUIET_MS, GROUP_QUIET_MS, PRIVATE_QUIET_MS};
-use agent_core::gating::Trigger;
+use agent_core::chat::debounce::{Policy, BURST_QUIET_MS, GROUP_QUIET_MS, PRIVATE_QUIET_MS};
+use agent_core::telegram::gating::Trigger;
 
 fn timing(policy: Option<Policy>) -> Timing {
     Timing { adaptive: policy, ..Timing::new(1500, 8000) }

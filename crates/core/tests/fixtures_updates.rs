@@ -3,7 +3,7 @@
 //! out as the bot expects.
 
 use agent_core::conversation::{ChatKind, ConvKey, Inbound, Part};
-use agent_core::normalize::normalize;
+use agent_core::telegram::normalize::normalize;
 use agent_core::telegram::{parse_update, UpdateKind};
 use std::path::PathBuf;
 

@@ -2,7 +2,7 @@
 //! parses always normalises. (The end-to-end suite sends a sample of these to the worker.)
 
 use agent_core::conversation::Inbound;
-use agent_core::normalize::normalize;
+use agent_core::telegram::normalize::normalize;
 use agent_core::telegram::parse_update;
 use proptest::prelude::*;
 use std::path::PathBuf;
@@ -107,9 +107,9 @@ proptest! {
         let text = format!("{prefix}{text}");
         let _ = agent_core::history::sanitize_reply(&text);
         let call = agent_core::gemini::FunctionCall { id: None, name: "send_message".into(), args: serde_json::json!({"text": text}) };
-        let _ = agent_core::tools::parse_call(&call, &[]);
+        let _ = agent_core::turn::tools::parse_call(&call, &[]);
         let _ = agent_core::format::render_reply(&text, 4096);
-        let _ = agent_core::gating::contains_word(&text, "edge");
+        let _ = agent_core::telegram::gating::contains_word(&text, "edge");
         let _ = agent_core::memory::fts_query(&text, 8);
         let _ = agent_core::fetch::html_to_text(&text, 100);
     }

@@ -4,11 +4,11 @@
 //! parsing, gating, both history renderers, the budget cut and the Markdown escape without a
 //! panic, and what comes out keeps the invariants the bot relies on.
 
-use agent_core::commands::{parse, parse_forget, ForgetTarget};
+use agent_core::telegram::commands::{parse, parse_forget, ForgetTarget};
 use agent_core::conversation::Inbound;
-use agent_core::gating::{reply_trigger, BotIdentity};
+use agent_core::telegram::gating::{reply_trigger, BotIdentity};
 use agent_core::history::{fit_budget, render_compact, render_structured, HistoryMessage};
-use agent_core::normalize::normalize;
+use agent_core::telegram::normalize::normalize;
 use agent_core::telegram::{parse_update, utf16_slice};
 use proptest::prelude::*;
 use serde_json::json;

@@ -5,11 +5,11 @@
 
 use agent_core::config::HistoryFormat;
 use agent_core::conversation::{ChatKind, Inbound, Part};
-use agent_core::gating::Trigger;
+use agent_core::telegram::gating::Trigger;
 use agent_core::gemini::{GenerationConfig, ThinkingConfig};
 use agent_core::history::{self, BotTurn, HistoryMessage, Role};
-use agent_core::normalize::normalize;
-use agent_core::prompt::{system_instruction, turn_context, ChatDetails, PromptInput, PromptLibrary, Situation};
+use agent_core::telegram::normalize::normalize;
+use agent_core::turn::prompt::{system_instruction, turn_context, ChatDetails, PromptInput, PromptLibrary, Situation};
 use agent_core::telegram::parse_update;
 use agent_core::turn::{build_request, TurnRequest};
 use serde_json::Value;
@@ -155,7 +155,7 @@ fn generate_content_request_is_exact() {
         model: "gemini-3.8-flash".into(),
         system_instruction: system(&r, HistoryFormat::Structured),
         history: contents.clone(),
-        tools: agent_core::tools::declarations(&["TrailFriends".to_string()]),
+        tools: agent_core::turn::tools::declarations(&["TrailFriends".to_string()]),
         generation_config: Some(GenerationConfig {
             max_output_tokens: Some(4096),
             thinking_config: Some(ThinkingConfig { thinking_level: Some("low".into()), include_thoughts: false }),

@@ -5,7 +5,7 @@
 
 use agent_core::format::{draft::render_draft, html::validate};
 use agent_core::gemini::{Candidate, Content, GenerateContentResponse, Part};
-use agent_core::stream::{merge, visible_so_far, SseDecoder};
+use agent_core::gemini::stream::{merge, visible_so_far, SseDecoder};
 use proptest::prelude::*;
 
 const FRAGMENTS: &[&str] = &[

@@ -3,7 +3,7 @@
 //! notes, the bot's stored turns, what is known of the window's media (put into their parts,
 //! so history shows descriptions instead of placeholders; an album is joined into one
 //! message), the described stickers `send_sticker` may send, and the recalled memories. The
-//! window itself is decided by the core (`agent_core::context::window`).
+//! window itself is decided by the core (`agent_core::turn::window::window`).
 
 use super::TurnError;
 use crate::bot::memory::{self, Memories};
@@ -11,10 +11,10 @@ use crate::config::Ctx;
 use crate::storage::{self, turns::ChatRow};
 use agent_core::chat_state::TurnRun;
 use agent_core::config::HistoryFormat;
-use agent_core::context::{self as window, Limits, Loaded, Note, RowCache, Window};
+use agent_core::turn::window::{self as window, Limits, Loaded, Note, RowCache, Window};
 use agent_core::conversation::ConvKey;
 use agent_core::history::BotTurn;
-use agent_core::media::{self, Described, KnownSticker};
+use agent_core::turn::media::{self, Described, KnownSticker};
 use std::collections::BTreeMap;
 
 /// Everything a turn's prompt is made from.
@@ -37,7 +37,7 @@ pub struct TurnInputs {
     pub stickers: Vec<KnownSticker>,
 }
 
-/// Where a chat object keeps the rows its last turn loaded (an `agent_core::context::RowCache`,
+/// Where a chat object keeps the rows its last turn loaded (an `agent_core::turn::window::RowCache`,
 /// or none yet): in the instance's memory only (a new instance reads the whole window once).
 pub type RowCacheSlot = std::rc::Rc<std::cell::RefCell<Option<RowCache>>>;
 

@@ -1,6 +1,6 @@
-//! The media a turn looks at: for each item `agent_core::media::wanted` picks, `getFile`, then
+//! The media a turn looks at: for each item `agent_core::turn::media::wanted` picks, `getFile`, then
 //! the download, as `inlineData` for the message's content; or, when it is not viewed, the
-//! reason (`agent_core::media::admit` and the item's treatment decide).
+//! reason (`agent_core::turn::media::admit` and the item's treatment decide).
 //!
 //! Invariants:
 //! - Bytes go only into this turn's request: never into D1, logs or errors.
@@ -22,12 +22,12 @@ use crate::config::{now_ms, prompts, Ctx};
 use crate::storage::{self, media::Made};
 use agent_core::conversation::ConvKey;
 use agent_core::gemini::Outcome;
-use agent_core::media::{self, Described, MediaLimits, Seen, Treatment, Unviewable, Wanted};
+use agent_core::turn::media::{self, Described, MediaLimits, Seen, Treatment, Unviewable, Wanted};
 use agent_core::turn::{CallRecord, ModelPort};
 use base64::Engine;
 
-/// What became of each item the turn wants (`agent_core::media::by_message` makes the parts),
-/// and the items whose fetch failed for good (`agent_core::media::fetch_refused`: over
+/// What became of each item the turn wants (`agent_core::turn::media::by_message` makes the parts),
+/// and the items whose fetch failed for good (`agent_core::turn::media::fetch_refused`: over
 /// Telegram's cap, or the file is gone; kept so no look at the window fetches them again).
 /// Items that can never be viewed by their type or stated size are not asked for at all.
 pub async fn load(ctx: &Ctx, wanted: &[Wanted]) -> (Vec<(Wanted, Seen)>, Vec<Unviewable>) {
@@ -97,7 +97,7 @@ async fn fetch(ctx: &Ctx, kind: &str, file_id: &str, limits: &MediaLimits, used:
 }
 
 /// Describes, alongside the turn's own call, the new items the turn looks at
-/// (`agent_core::media::to_describe`: their bytes are in `items`) and then media of the window
+/// (`agent_core::turn::media::to_describe`: their bytes are in `items`) and then media of the window
 /// no turn has described (`extra`: fetched here), and stores the descriptions, the calls and
 /// the items that can never be viewed (`never`) in one round trip; returns what it described.
 /// The description calls run at once, not one after another. A failure is stored as such;

@@ -27,10 +27,10 @@ use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::chat_state::TurnRun;
 use agent_core::conversation::ConvKey;
-use agent_core::plan::Step;
-use agent_core::status::TurnStatus;
+use agent_core::chat::plan::Step;
+use agent_core::chat::status::TurnStatus;
 use agent_core::gemini::ModelError;
-use agent_core::media::{any_inline, by_message, to_describe, undescribed, without_bytes};
+use agent_core::turn::media::{any_inline, by_message, to_describe, undescribed, without_bytes};
 use agent_core::turn;
 
 /// How a turn ended.
@@ -91,7 +91,7 @@ pub async fn answer_turn(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option
 /// Fetches the media the turn answers and asks the model. If Gemini refuses the request with
 /// the files in it, it asks once more with the files named instead (both calls are recorded).
 async fn ask_model(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &inputs::TurnInputs, model: &str, now: i64, live: Option<Live>) -> Result<turn::TurnResult, turn::TurnFailure> {
-    let wanted = agent_core::media::wanted(&c.window.messages, c.answered_seq);
+    let wanted = agent_core::turn::media::wanted(&c.window.messages, c.answered_seq);
     let (items, refused) = media::load(ctx, &wanted).await;
     let request = request::build(ctx, conv, turn, c, model, &by_message(&items), now);
     // New media are described while the model answers (for later turns' history): those the
@@ -100,8 +100,8 @@ async fn ask_model(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &inputs::TurnIn
     let budget = ctx.cfg.media_describe_budget;
     let chosen = to_describe(&items, &c.known_media, budget);
     let extra = undescribed(&c.window.messages, &c.known_media, &wanted, budget.saturating_sub(chosen.len()));
-    let limits = agent_core::media::MediaLimits { bytes_per_turn: ctx.cfg.media_bytes_per_turn };
-    let mut never = agent_core::media::unviewable(&c.window.messages, &c.known_media, &limits);
+    let limits = agent_core::turn::media::MediaLimits { bytes_per_turn: ctx.cfg.media_bytes_per_turn };
+    let mut never = agent_core::turn::media::unviewable(&c.window.messages, &c.known_media, &limits);
     never.extend(refused);
     let describing = media::describe(ctx, conv, Some(&turn.turn_id), &items, &chosen, &extra, never);
     // Drafts show a private chat's answer as it is written; a crew persona's answer starts with
@@ -136,7 +136,7 @@ async fn call_model(ctx: &Ctx, conv: &ConvKey, run: &TurnRun, c: &inputs::TurnIn
         creator: asker(c, run),
         speaker: match &c.scheduled {
             Some(scheduled) => scheduled.creator_user_id,
-            None => agent_core::authority::burst_sender(&c.window.messages, c.answered_seq),
+            None => agent_core::access::authority::burst_sender(&c.window.messages, c.answered_seq),
         },
         turn_id: run.turn_id.clone(),
         group: c.chat.as_ref().is_some_and(|ch| agent_core::conversation::ChatKind::from_telegram(&ch.kind, 0).is_group()),

@@ -17,8 +17,8 @@ use crate::storage::{self, Db};
 use agent_core::chat_state::TurnRun;
 use agent_core::conversation::ConvKey;
 use agent_core::gemini::ModelError;
-use agent_core::plan::StepOutcome;
-use agent_core::status::TurnStatus;
+use agent_core::chat::plan::StepOutcome;
+use agent_core::chat::status::TurnStatus;
 use agent_core::turn::{self, TurnFailure, TurnResult};
 use worker::D1PreparedStatement;
 
@@ -107,7 +107,7 @@ pub async fn finish(
     turns::finish_turn(&db, start, &end, call_stmts).await?;
     match outcome {
         Ok(result) => {
-            if result.silent && !result.steps.iter().any(agent_core::plan::Step::is_visible) {
+            if result.silent && !result.steps.iter().any(agent_core::chat::plan::Step::is_visible) {
                 worker::console_log!("turn {}: no reply, on purpose", turn.turn_id);
             } else if let Some(reason) = &result.empty_reason {
                 worker::console_warn!("turn {}: no usable answer ({reason}); sending a graceful reply", turn.turn_id);

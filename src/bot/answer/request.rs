@@ -1,5 +1,5 @@
 //! The request of a turn, laid out for Gemini's implicit cache (what changes least first): the
-//! system instruction (`agent_core::prompt`: prompts, the operator's notes, the chat), the
+//! system instruction (`agent_core::turn::prompt`: prompts, the operator's notes, the chat), the
 //! function declarations, the history (structured or compact) with the media the turn looks
 //! at, and last the turn context (situation, plan, memories, summary, time); and the safety
 //! the turn runs under.
@@ -11,11 +11,11 @@ use agent_core::chat_state::TurnRun;
 use agent_core::config::HistoryFormat;
 use agent_core::conversation::{ChatKind, ConvKey, Part};
 use agent_core::fetch::{self, LinkSet};
-use agent_core::gating::Trigger;
+use agent_core::telegram::gating::Trigger;
 use agent_core::gemini::{GenerationConfig, Part as GeminiPart, ThinkingConfig};
 use agent_core::history::{self, Role};
-use agent_core::prompt::{self, ChatDetails, PromptInput, Reaction, ScheduledSituation, Situation};
-use agent_core::schedule;
+use agent_core::turn::prompt::{self, ChatDetails, PromptInput, Reaction, ScheduledSituation, Situation};
+use agent_core::chat::schedule;
 use agent_core::turn::{TurnRequest, TurnSafety};
 use std::collections::BTreeMap;
 
@@ -58,7 +58,7 @@ fn prompt_texts(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model
     let w = &c.window;
     // The summary stands in for what the budget cut; if it does not cover all of it, the
     // prompt says so.
-    let (summary, uncovered) = agent_core::context::summary_for(w.last_cut, c.memories.summary.as_deref(), c.memories.summary_until);
+    let (summary, uncovered) = agent_core::turn::window::summary_for(w.last_cut, c.memories.summary.as_deref(), c.memories.summary_until);
     let situation = Situation {
         target_message_id: turn.target_message_id,
         new_session: w.new_session,
@@ -73,7 +73,7 @@ fn prompt_texts(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model
         title: c.chat.as_ref().and_then(|ch| ch.title.clone()),
         topic_id: conv.thread_id,
     };
-    let (curated, learned) = agent_core::context::split_notes(&c.notes, prompts::curated_notes(), c.memories.items.clone());
+    let (curated, learned) = agent_core::turn::window::split_notes(&c.notes, prompts::curated_notes(), c.memories.items.clone());
     let crew_persona = agent_core::crew::persona_of_turn(&turn.turn_id).filter(|_| turn.crew.is_some());
     let input = PromptInput {
         situation: &situation,
@@ -135,11 +135,11 @@ pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model: &
     }
     let (system_instruction, turn_context) = prompt_texts(ctx, conv, turn, c, model, now);
     history::append_turn_context(&mut history, turn_context);
-    let mut tools = agent_core::tools::declarations_with_search(&ctx.cfg.sticker_sets, ctx.cfg.web_search);
+    let mut tools = agent_core::turn::tools::declarations_with_search(&ctx.cfg.sticker_sets, ctx.cfg.web_search);
     if crew_view.is_some() {
         agent_core::crew::add_pass(&mut tools);
     }
-    agent_core::media::sticker_catalog(&mut tools, &ctx.cfg.sticker_sets, &c.stickers);
+    agent_core::turn::media::sticker_catalog(&mut tools, &ctx.cfg.sticker_sets, &c.stickers);
     TurnRequest {
         model: model.to_string(),
         system_instruction,

@@ -11,7 +11,7 @@ use crate::outbound::net;
 use crate::storage;
 use agent_core::conversation::ConvKey;
 use agent_core::fetch::FetchResponse;
-use agent_core::schedule;
+use agent_core::chat::schedule;
 use agent_core::turn::{Clock, ToolPort};
 use std::time::Duration;
 
@@ -39,7 +39,7 @@ pub struct EdgeTools<'a> {
     /// burst has no one sender).
     pub creator: Option<i64>,
     /// On whose authority the turn's writes act: the one sender of its burst (for a scheduled
-    /// run, its creator; `None` when senders mix: `agent_core::authority`). In a group only
+    /// run, its creator; `None` when senders mix: `agent_core::access::authority`). In a group only
     /// they cancel, and only their own reminders; a note records them as its supplier.
     pub speaker: Option<i64>,
     /// The turn (a schedule it creates is created once, however often the turn is retried).
@@ -102,7 +102,7 @@ impl ToolPort for EdgeTools<'_> {
     /// insert checks the limit again in the same statement.
     async fn schedule(&self, request: &schedule::Request) -> Result<serde_json::Value, String> {
         self.within_budget()?;
-        if agent_core::policy::is_api_chat_id(self.conv.chat_id) {
+        if agent_core::access::policy::is_api_chat_id(self.conv.chat_id) {
             return Err("schedules are not available in API conversations (nothing could deliver them)".into());
         }
         // A new reminder is its creator's: in a group the one person who wrote the turn's whole

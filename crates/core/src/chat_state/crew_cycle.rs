@@ -8,8 +8,8 @@
 use super::{Apology, ChatState, Finish, TurnRun};
 use crate::crew::{is_pass, persona_of_turn, Lineup};
 use crate::crew_state::{CrewTurn, Cycle, End, Outcome};
-use crate::gating::Trigger;
-use crate::plan::Step;
+use crate::telegram::gating::Trigger;
+use crate::chat::plan::Step;
 
 
 /// What became of a model's answer to a turn ([`ChatState::finish_answer`]).

@@ -41,12 +41,12 @@ mod crew_cycle;
 
 pub use crew_cycle::{Answered, GivenUp};
 
-use crate::gating::Trigger;
-use crate::plan::Step;
+use crate::telegram::gating::Trigger;
+use crate::chat::plan::Step;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
-pub use crate::schedule::ScheduledRun;
+pub use crate::chat::schedule::ScheduledRun;
 
 /// Replans in a row before a stale plan is carried out anyway.
 pub const MAX_REPLANS: u32 = 2;
@@ -78,8 +78,8 @@ pub struct Timing {
     pub watchdog_ms: i64,
     /// A retry job later than its expected time by this much is presumed lost.
     pub job_grace_ms: i64,
-    /// The adaptive debounce (`crate::debounce`); `None`: the fixed `debounce_ms`.
-    pub adaptive: Option<crate::debounce::Policy>,
+    /// The adaptive debounce (`crate::chat::debounce`); `None`: the fixed `debounce_ms`.
+    pub adaptive: Option<crate::chat::debounce::Policy>,
 }
 
 impl Timing {
@@ -211,9 +211,9 @@ pub struct ChatState {
     /// The chat's next schedule run as last read from D1 (`schedules`), if any.
     #[serde(default)]
     pub(crate) next_schedule_ms: Option<i64>,
-    /// What the chat's bursts look like, for the adaptive debounce (`crate::debounce`).
+    /// What the chat's bursts look like, for the adaptive debounce (`crate::chat::debounce`).
     #[serde(default)]
-    pub(crate) burst: crate::debounce::Burstiness,
+    pub(crate) burst: crate::chat::debounce::Burstiness,
     /// Crew mode: the chat's switch, the speaking pointer and the running cycle (`core::crew`).
     #[serde(default)]
     pub(crate) crew: Option<crate::crew_state::CrewState>,
@@ -433,8 +433,8 @@ impl ChatState {
 
     /// When the pending burst is ready for a turn.
     pub fn debounce_deadline(&self, t: &Timing) -> Option<i64> {
-        let policy = t.adaptive.unwrap_or(crate::debounce::Policy::Fixed(t.debounce_ms));
-        self.pending.as_ref().map(|p| crate::debounce::deadline(policy, &self.burst, p.first_ms, p.last_ms, p.count, t.debounce_max_ms))
+        let policy = t.adaptive.unwrap_or(crate::chat::debounce::Policy::Fixed(t.debounce_ms));
+        self.pending.as_ref().map(|p| crate::chat::debounce::deadline(policy, &self.burst, p.first_ms, p.last_ms, p.count, t.debounce_max_ms))
     }
 
     /// What to do at `now`. A turn that exists blocks everything else (a dead instance's turn

@@ -82,7 +82,7 @@ pub struct Config {
     /// The longest a burst may postpone the model call.
     pub debounce_max_ms: u64,
     /// `DEBOUNCE_MS` was set: the operator's fixed quiet window instead of the adaptive one
-    /// (`crate::debounce`).
+    /// (`crate::chat::debounce`).
     pub debounce_fixed: bool,
     /// Private chats see the answer stream in as a Telegram draft.
     pub stream_drafts: bool,
@@ -96,7 +96,7 @@ pub struct Config {
     /// model's own search price ([`Config::search_price`]).
     pub search_price_per_1000: Option<f64>,
     /// The reminders' limits.
-    pub schedule_limits: crate::schedule::Limits,
+    pub schedule_limits: crate::chat::schedule::Limits,
     pub bot_name: String,
     /// The bot's @username without the @; when empty it is read with getMe.
     pub bot_username: String,
@@ -146,17 +146,17 @@ pub struct Config {
     /// and takes the work over itself.
     pub job_grace_ms: u64,
     /// How long the tables that only grow keep rows (0: forever; see
-    /// `core::retention`).
+    /// `core::background::retention`).
     pub retention_days: u32,
     /// Updates of one refused sender recorded (and handed to the chat object, for its one
-    /// notice) per hour; past it only a counter moves (`core::policy`).
+    /// notice) per hour; past it only a counter moves (`core::access::policy`).
     pub refused_updates_per_hour: u32,
     /// Gemini thinking level (`low`, `medium`, `high`), or empty for the model's default.
     pub thinking_level: String,
     pub max_output_tokens: u32,
-    /// The price table (`core::prices`): the operator's `PRICES` (cached input at a tenth of
+    /// The price table (`core::gemini::prices`): the operator's `PRICES` (cached input at a tenth of
     /// the input price when not given), else Google's published prices with their dates.
-    pub prices: Vec<crate::prices::ModelPrice>,
+    pub prices: Vec<crate::gemini::prices::ModelPrice>,
     pub pairing_code_ttl_secs: i64,
     /// Messages a session must have beyond the budget before consolidation writes a summary.
     pub consolidate_min_messages: usize,
@@ -208,7 +208,7 @@ impl Config {
             timezone: String::new(),
             web_search: false,
             search_price_per_1000: None,
-            schedule_limits: crate::schedule::Limits { max_active: 0, min_repeat_minutes: 0, max_late_ms: 0, fallback_ms: 0 },
+            schedule_limits: crate::chat::schedule::Limits { max_active: 0, min_repeat_minutes: 0, max_late_ms: 0, fallback_ms: 0 },
             bot_name: String::new(),
             bot_username: String::new(),
             name_trigger: false,
@@ -251,14 +251,14 @@ impl Config {
     }
 
     /// The price of `model` at `at_ms` (a call's time), if the table knows it.
-    pub fn price_at(&self, model: &str, at_ms: i64) -> Option<&crate::prices::ModelPrice> {
-        crate::prices::price_at(&self.prices, model, at_ms)
+    pub fn price_at(&self, model: &str, at_ms: i64) -> Option<&crate::gemini::prices::ModelPrice> {
+        crate::gemini::prices::price_at(&self.prices, model, at_ms)
     }
 
     /// USD per 1,000 search queries of `price`'s model: `SEARCH_PRICE_PER_1000` when set, else
     /// the model's own, else the page's Gemini 3 price.
-    pub fn search_price(&self, price: &crate::prices::ModelPrice) -> f64 {
-        self.search_price_per_1000.or(price.search_per_1000).unwrap_or(crate::prices::SEARCH_PER_1000)
+    pub fn search_price(&self, price: &crate::gemini::prices::ModelPrice) -> f64 {
+        self.search_price_per_1000.or(price.search_per_1000).unwrap_or(crate::gemini::prices::SEARCH_PER_1000)
     }
 }
 
@@ -367,7 +367,7 @@ mod tests {
         assert!(c.price_at("other", 0).is_none());
         assert_eq!(c.warnings.len(), 1);
         let d = Config::from_vars(&vars(&[]));
-        assert_eq!(d.prices, crate::prices::default_prices());
+        assert_eq!(d.prices, crate::gemini::prices::default_prices());
     }
 
     #[test]
@@ -377,6 +377,6 @@ mod tests {
         assert_eq!(d.search_price(&p), 14.0);
         let set = Config::from_vars(&vars(&[("SEARCH_PRICE_PER_1000", "35")]));
         assert_eq!(set.search_price(&p), 35.0);
-        assert_eq!(d.search_price(&crate::prices::ModelPrice::flat("m", 1.0, 1.0, None)), 14.0);
+        assert_eq!(d.search_price(&crate::gemini::prices::ModelPrice::flat("m", 1.0, 1.0, None)), 14.0);
     }
 }

@@ -69,7 +69,7 @@ pub const SETTINGS: &[Setting] = &[
         set: |c, v| c.history_format = HistoryFormat::parse(v).unwrap_or(HistoryFormat::Structured) } },
     num("HISTORY_TOKEN_BUDGET", 12_000, 0, MAX, "estimated tokens of history in a prompt", |c, n| c.history_token_budget = n as usize),
     num("MEMORY_TOKEN_BUDGET", 1_500, 0, MAX, "estimated tokens of memories in a prompt", |c, n| c.memory_token_budget = n as usize),
-    num("DEBOUNCE_MS", 1500, 0, MAX, "fixed quiet time before answering a burst; unset, adaptive (`crate::debounce`)", |c, n| c.debounce_ms = n),
+    num("DEBOUNCE_MS", 1500, 0, MAX, "fixed quiet time before answering a burst; unset, adaptive (`crate::chat::debounce`)", |c, n| c.debounce_ms = n),
     num("DEBOUNCE_MAX_MS", 8000, 0, MAX, "the longest a burst may postpone the model call (at least DEBOUNCE_MS)", |c, n| c.debounce_max_ms = n),
     flag("STREAM_DRAFTS", true, "private chats see the answer stream in as a Telegram draft", |c, b| c.stream_drafts = b),
     num("DRAFT_INTERVAL_MS", 500, 100, 10_000, "the least time between two draft updates of one answer", |c, n| c.draft_interval_ms = n),
@@ -87,7 +87,7 @@ pub const SETTINGS: &[Setting] = &[
     num("MAX_SCHEDULES_PER_CHAT", 25, 1, 1000, "active reminders per chat", |c, n| c.schedule_limits.max_active = n as usize),
     num("SCHEDULE_MIN_REPEAT_MINUTES", 15, 1, 10_080, "the shortest interval of a recurring reminder", |c, n| c.schedule_limits.min_repeat_minutes = n as i64),
     num("SCHEDULE_MAX_LATE_MINUTES", 360, 1, 10_080, "how late a missed run may still fire", |c, n| c.schedule_limits.max_late_ms = n as i64 * 60_000),
-    num("SCHEDULE_FALLBACK_SECONDS", (crate::schedule::FALLBACK_MS / 1000) as u64, 1, 3600, "when a failing reminder sends its own text", |c, n| c.schedule_limits.fallback_ms = n as i64 * 1000),
+    num("SCHEDULE_FALLBACK_SECONDS", (crate::chat::schedule::FALLBACK_MS / 1000) as u64, 1, 3600, "when a failing reminder sends its own text", |c, n| c.schedule_limits.fallback_ms = n as i64 * 1000),
     flag("WEB_SEARCH", false, "Google Search grounding alongside the functions", |c, b| c.web_search = b),
     custom("SEARCH_PRICE_PER_1000", "the model's", "USD per 1,000 search queries for every model; unset or not a price, the model's own", |c, r| {
         c.search_price_per_1000 = r.get("SEARCH_PRICE_PER_1000").and_then(|v| v.parse::<f64>().ok()).filter(|p| p.is_finite() && *p >= 0.0);
@@ -115,7 +115,7 @@ pub const SETTINGS: &[Setting] = &[
     text("MEDIA_MODEL", "gemini-3.5-flash-lite", "the model that describes media", |c, v| c.media_model = v),
     num("MEDIA_DESCRIBE_BUDGET", 4, 0, 10, "new media a turn has described at most", |c, n| c.media_describe_budget = n as usize),
     num("MAX_FETCHES_PER_TURN", crate::fetch::DEFAULT_MAX_FETCHES_PER_TURN as u64, 0, 20, "requests fetch_url may make in one turn, redirect hops counted", |c, n| c.max_fetches_per_turn = n as usize),
-    num("MAX_PLAN_STEPS", crate::plan::DEFAULT_MAX_VISIBLE_STEPS as u64, 1, 50, "visible steps one answer may take", |c, n| c.max_plan_steps = n as usize),
+    num("MAX_PLAN_STEPS", crate::chat::plan::DEFAULT_MAX_VISIBLE_STEPS as u64, 1, 50, "visible steps one answer may take", |c, n| c.max_plan_steps = n as usize),
     num("USER_TURNS_PER_HOUR", 60, 0, MAX, "reply-asking messages per person per hour; 0: unlimited", |c, n| c.budgets.user_turns_per_hour = n),
     num("CHAT_TOKENS_PER_DAY", 2_000_000, 0, MAX, "model tokens per chat per UTC day; 0: unlimited", |c, n| c.budgets.chat_tokens_per_day = n),
     num("GLOBAL_TOKENS_PER_DAY", 20_000_000, 0, MAX, "model tokens of the whole bot per UTC day; 0: unlimited", |c, n| c.budgets.global_tokens_per_day = n),
@@ -169,8 +169,8 @@ impl Setting {
     }
 }
 
-/// `PRICES`: the operator's table, else Google's published prices (`crate::prices`).
-fn prices(r: &mut Reader) -> Vec<crate::prices::ModelPrice> {
+/// `PRICES`: the operator's table, else Google's published prices (`crate::gemini::prices`).
+fn prices(r: &mut Reader) -> Vec<crate::gemini::prices::ModelPrice> {
     let mut prices = Vec::new();
     for entry in r.list("PRICES") {
         match price(&entry) {
@@ -179,13 +179,13 @@ fn prices(r: &mut Reader) -> Vec<crate::prices::ModelPrice> {
         }
     }
     if prices.is_empty() {
-        prices = crate::prices::default_prices();
+        prices = crate::gemini::prices::default_prices();
     }
     prices
 }
 
 /// One `model=input/output` or `model=input/output/cached` entry.
-fn price(entry: &str) -> Option<crate::prices::ModelPrice> {
+fn price(entry: &str) -> Option<crate::gemini::prices::ModelPrice> {
     let (model, p) = entry.split_once('=')?;
     let mut n = p.split('/').map(|x| x.trim().parse::<f64>().ok());
     let (i, o, c) = (n.next()??, n.next()??, n.next().map(|c| c.ok_or(())));
@@ -194,5 +194,5 @@ fn price(entry: &str) -> Option<crate::prices::ModelPrice> {
         Some(Ok(c)) => Some(c),
         Some(Err(())) => return None,
     };
-    n.next().is_none().then(|| crate::prices::ModelPrice::flat(model.trim(), i, o, cached))
+    n.next().is_none().then(|| crate::gemini::prices::ModelPrice::flat(model.trim(), i, o, cached))
 }

@@ -233,43 +233,12 @@ impl Renderer {
                     self.fresh = true;
                 }
             }
-            Tag::CodeBlock(kind) => {
-                self.begin_block(2);
-                self.in_code_block = true;
-                let lang = match kind {
-                    CodeBlockKind::Fenced(info) => info
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or("")
-                        .chars()
-                        .filter(|c| c.is_ascii_alphanumeric() || "+-#._".contains(*c))
-                        .collect::<String>(),
-                    CodeBlockKind::Indented => String::new(),
-                };
-                self.open("pre", "<pre>".into());
-                if !lang.is_empty() {
-                    self.open("code", format!("<code class=\"language-{lang}\">"));
-                }
-            }
+            Tag::CodeBlock(kind) => self.start_code_block(kind),
             Tag::List(start) => {
                 self.newlines(if self.lists.is_empty() { 2 } else { 1 });
                 self.lists.push(start);
             }
-            Tag::Item => {
-                self.newlines(1);
-                self.block_depth.push(self.stack.len());
-                let indent = "  ".repeat(self.lists.len().saturating_sub(1));
-                let bullet = match self.lists.last_mut() {
-                    Some(Some(n)) => {
-                        let b = format!("{indent}{n}. ");
-                        *n += 1;
-                        b
-                    }
-                    _ => format!("{indent}• "),
-                };
-                self.text(&bullet);
-                self.fresh = true;
-            }
+            Tag::Item => self.start_item(),
             Tag::Emphasis => self.open("i", "<i>".into()),
             Tag::Strong => self.open("b", "<b>".into()),
             Tag::Strikethrough => self.open("s", "<s>".into()),
@@ -300,6 +269,44 @@ impl Renderer {
             }
             _ => self.block_depth.push(self.stack.len()),
         }
+    }
+
+    /// A code block opens `<pre>`, with `<code class="language-…">` when its fence names a
+    /// language (only the characters a language name uses are kept).
+    fn start_code_block(&mut self, kind: CodeBlockKind<'_>) {
+        self.begin_block(2);
+        self.in_code_block = true;
+        let lang = match kind {
+            CodeBlockKind::Fenced(info) => info
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || "+-#._".contains(*c))
+                .collect::<String>(),
+            CodeBlockKind::Indented => String::new(),
+        };
+        self.open("pre", "<pre>".into());
+        if !lang.is_empty() {
+            self.open("code", format!("<code class=\"language-{lang}\">"));
+        }
+    }
+
+    /// A list item starts its line with its bullet or number, indented by the list's depth.
+    fn start_item(&mut self) {
+        self.newlines(1);
+        self.block_depth.push(self.stack.len());
+        let indent = "  ".repeat(self.lists.len().saturating_sub(1));
+        let bullet = match self.lists.last_mut() {
+            Some(Some(n)) => {
+                let b = format!("{indent}{n}. ");
+                *n += 1;
+                b
+            }
+            _ => format!("{indent}• "),
+        };
+        self.text(&bullet);
+        self.fresh = true;
     }
 
     fn end(&mut self, tag: TagEnd) {

@@ -55,6 +55,17 @@ fn norm(s: &str) -> String {
 /// episodes); `today` is `YYYY-MM-DD` (commitments past due expire).
 pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
     let mut plan = MergePlan::default();
+    merge_facts(existing, x, &mut plan);
+    merge_episodes(existing, x, &mut plan);
+    merge_commitments(existing, x, &mut plan);
+    update_commitments(existing, x, today, &mut plan);
+    merge_aliases(existing, x, &mut plan);
+    plan
+}
+
+/// Facts: a fact already remembered (same subject, same value) is refreshed when new messages
+/// confirm it; a new value supersedes the live fact about the same subject.
+fn merge_facts(existing: &[Memory], x: &Extraction, plan: &mut MergePlan) {
     let live_facts = || existing.iter().filter(|m| m.kind == Kind::Fact && m.superseded_by.is_none());
 
     for f in &x.facts {
@@ -105,7 +116,10 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
             }
         }
     }
+}
 
+/// Episodes not remembered yet (by their summary).
+fn merge_episodes(existing: &[Memory], x: &Extraction, plan: &mut MergePlan) {
     for e in &x.episodes {
         let known = existing.iter().any(|m| m.kind == Kind::Episode && norm(&m.value) == norm(&e.summary))
             || plan.inserts.iter().any(|n| n.kind == Kind::Episode && norm(&n.value) == norm(&e.summary));
@@ -127,7 +141,10 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
             });
         }
     }
+}
 
+/// Commitments not remembered yet (by their text), open.
+fn merge_commitments(existing: &[Memory], x: &Extraction, plan: &mut MergePlan) {
     for c in &x.commitments {
         let known = existing.iter().any(|m| m.kind == Kind::Commitment && norm(&m.value) == norm(&c.text))
             || plan.inserts.iter().any(|n| n.kind == Kind::Commitment && norm(&n.value) == norm(&c.text));
@@ -150,7 +167,11 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
             });
         }
     }
+}
 
+/// Status changes of open commitments the extraction names, and open commitments past their
+/// due date (`today`, `YYYY-MM-DD`) expire.
+fn update_commitments(existing: &[Memory], x: &Extraction, today: &str, plan: &mut MergePlan) {
     for u in &x.commitment_updates {
         let status = u.status.as_str();
         if !matches!(status, "done" | "cancelled" | "expired") {
@@ -168,7 +189,10 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
             plan.status_changes.push((m.id, "expired".into()));
         }
     }
+}
 
+/// Aliases not remembered yet (by the alias).
+fn merge_aliases(existing: &[Memory], x: &Extraction, plan: &mut MergePlan) {
     for a in &x.aliases {
         if a.alias.trim().is_empty() || norm(&a.alias) == norm(&a.name) {
             continue;
@@ -193,7 +217,6 @@ pub fn merge(existing: &[Memory], x: &Extraction, today: &str) -> MergePlan {
             });
         }
     }
-    plan
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Long-term memory: what consolidation extracts (facts, episodes, commitments, aliases), how
 //! it merges into what is already remembered, how memories read in a prompt, and how recall
-//! queries are built. Split by job: [`input`] (what extraction reads), [`schema`], [`merge`], [`render`], [`search`].
+//! queries are built, and who may see which memories. Split by job: [`input`] (what extraction
+//! reads), [`schema`], [`merge`], [`render`], [`search`], [`scope`] (the privacy scope every
+//! query over `memories` and `notes` takes its `WHERE` from).
 //!
 //! Invariants:
 //! - Merging is deterministic and idempotent: merging the same extraction twice changes
@@ -14,6 +16,7 @@
 pub mod input;
 pub mod merge;
 pub mod render;
+pub mod scope;
 pub mod schema;
 pub mod search;
 pub mod vector;

@@ -194,7 +194,7 @@ pub struct Memory {
     /// JSON array of the message ids it came from.
     #[serde(default)]
     pub source_ids: Option<String>,
-    /// Who supplied it, for a memory about a person (migration 0022; `core::authority`).
+    /// Who supplied it, for a memory about a person (migration 0022; `core::access::authority`).
     #[serde(default)]
     pub supplied_by: Option<i64>,
 }

@@ -1,7 +1,14 @@
-//! Telegram Bot API: inbound update types ([`types`]), outbound method bodies and the
-//! error classification of Bot API answers ([`api`]).
+//! The Telegram side: the Bot API's inbound update types ([`types`], re-exported here),
+//! outbound method bodies and the error classification of its answers ([`api`]); how an update
+//! becomes the bot's own model ([`normalize`]), whether a message asks the bot for a reply
+//! ([`gating`]), the bot commands answered without a model call ([`commands`]), and the pace of
+//! the drafts shown while an answer streams ([`drafts`]).
 
 pub mod api;
+pub mod commands;
+pub mod drafts;
+pub mod gating;
+pub mod normalize;
 pub mod types;
 
 pub use types::*;

@@ -66,7 +66,7 @@ mod tests {
             assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
         }
         assert_eq!(TurnStatus::parse("cancelled"), None);
-        let sql = include_str!("../../../migrations/0007_turn_status_check.sql");
+        let sql = include_str!("../../../../migrations/0007_turn_status_check.sql");
         let check = sql.split("CHECK (status IN (").nth(1).and_then(|r| r.split("))").next()).expect("the CHECK list");
         let listed: Vec<&str> = check.split(',').map(|v| v.trim().trim_matches('\'')).collect();
         let ours: Vec<&str> = TurnStatus::ALL.iter().map(|s| s.as_str()).collect();

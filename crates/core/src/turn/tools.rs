@@ -11,7 +11,7 @@
 //!   refuses them if the model calls them anyway.
 
 use crate::gemini::{FunctionCall, FunctionDeclaration, Tool};
-use crate::plan::{Step, MAX_WAIT_SECS};
+use crate::chat::plan::{Step, MAX_WAIT_SECS};
 use crate::telegram::api::{allowed_reaction, REACTION_EMOJI};
 use serde_json::{json, Value};
 
@@ -67,7 +67,7 @@ pub enum ToolCall {
     /// Stay silent on purpose (a reaction or a passing mention that needs no answer).
     NoReply,
     /// `schedule_message`, its arguments checked for shape (the time math needs the clock).
-    Schedule(crate::schedule::Request),
+    Schedule(crate::chat::schedule::Request),
     ListSchedules,
     CancelSchedule { id: i64 },
     Invalid { name: String, error: String },
@@ -157,7 +157,7 @@ pub fn parse_call(call: &FunctionCall, sticker_sets: &[String]) -> ToolCall {
         },
         // `pass` is a crew persona's silence (`core::crew`).
         "no_reply" | "pass" => ToolCall::NoReply,
-        "schedule_message" => match crate::schedule::parse_request(a) {
+        "schedule_message" => match crate::chat::schedule::parse_request(a) {
             Ok(r) => ToolCall::Schedule(r),
             Err(e) => invalid(&e.to_string()),
         },

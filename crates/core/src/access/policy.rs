@@ -313,7 +313,7 @@ mod tests {
 
     #[test]
     fn access_levels_match_the_schema() {
-        let sql = include_str!("../../../migrations/0006_access_and_budgets.sql");
+        let sql = include_str!("../../../../migrations/0006_access_and_budgets.sql");
         let listed: Vec<String> = UserAccess::ALL.iter().map(|a| format!("'{}'", a.as_str())).collect();
         assert!(sql.contains(&format!("CHECK (access IN ({}))", listed.join(", "))), "migration 0006 must list {listed:?}");
         for a in UserAccess::ALL {

@@ -96,7 +96,7 @@ mod tests {
         let sql = prune_sql(&PRUNED[6]);
         assert_eq!(sql, "DELETE FROM messages WHERE rowid IN (SELECT rowid FROM messages WHERE excluded = 1 AND date < ?1 ORDER BY date LIMIT ?2) RETURNING 1");
         // The partial index the delete reads through has the same condition.
-        let migration = include_str!("../../../migrations/0020_refused_senders.sql");
+        let migration = include_str!("../../../../migrations/0020_refused_senders.sql");
         assert!(migration.contains("ON messages (date) WHERE excluded = 1"), "{migration}");
     }
 

@@ -259,6 +259,13 @@ fn join(items: impl IntoIterator<Item = Option<String>>) -> String {
 }
 
 fn push_media(m: &Message, parts: &mut Vec<Part>) {
+    push_files(m, parts);
+    push_shared(m, parts);
+}
+
+/// A message's files, in this order: photo, sticker, GIF or document, voice, audio, video,
+/// video note.
+fn push_files(m: &Message, parts: &mut Vec<Part>) {
     if let Some(sizes) = &m.photo {
         // The last size is the largest.
         if let Some(best) = sizes.iter().max_by_key(|p| p.width.unwrap_or(0) * p.height.unwrap_or(0)) {
@@ -303,6 +310,11 @@ fn push_media(m: &Message, parts: &mut Vec<Part>) {
     if let Some(v) = &m.video_note {
         parts.push(media("video_note", join([secs(v)]), Some(v)));
     }
+}
+
+/// What a message shares that is not a file: a venue or location, a contact, a poll, a dice
+/// roll, a story.
+fn push_shared(m: &Message, parts: &mut Vec<Part>) {
     if let Some(v) = &m.venue {
         let detail = join([
             Some(v.title.clone()),

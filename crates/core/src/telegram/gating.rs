@@ -6,7 +6,7 @@
 //! from bots and service messages never ask for a reply (no bot-to-bot loops).
 //!
 //! A message that starts with a command asks for nothing, in any chat, unless the command is
-//! one of ours (`crate::commands::parse`) addressed to us: `/cmd@otherbot` and commands the
+//! one of ours (`crate::telegram::commands::parse`) addressed to us: `/cmd@otherbot` and commands the
 //! bot does not have start no turn (they would cost a model call for nothing).
 
 use crate::conversation::{ChatKind, InboundMessage};
@@ -81,7 +81,7 @@ fn starts_with_foreign_command(m: &InboundMessage, bot: &BotIdentity) -> bool {
     let text = m.plain_text();
     let text = text.trim_start();
     let leading = m.entities().any(|e| e.kind == "bot_command" && !e.text.is_empty() && text.starts_with(e.text.as_str()));
-    leading && crate::commands::parse(m, &bot.username).is_none()
+    leading && crate::telegram::commands::parse(m, &bot.username).is_none()
 }
 
 /// Case-insensitive whole-word search (Unicode letters and digits are word characters).

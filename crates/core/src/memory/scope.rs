@@ -6,7 +6,7 @@
 //! - A memory or note is seen in the chat where it was learned.
 //! - In a person's private chat (chat id = user id), also *facts* and agent notes about that
 //!   person learned anywhere, when they are the person's own words (`supplied_by` is the
-//!   person: `core::authority`). What someone else supplied about them stays in the chat where
+//!   person: `core::access::authority`). What someone else supplied about them stays in the chat where
 //!   it was said. Nothing else crosses chats: an episode, commitment or alias of one group
 //!   never shows in another chat, and nothing learned in a private chat shows in a group.
 //! - Operator notes without a chat are for everyone, but one about a person only where that

@@ -9,7 +9,7 @@
 //! - What that authority decides: in a group, `cancel_schedule` cancels only that person's
 //!   own reminders; a note `remember` stores about a person records who supplied it
 //!   (`supplied_by`), so what one member says about another never reads as the other's own
-//!   words outside the chat where it was said (`core::scope`).
+//!   words outside the chat where it was said (`core::memory::scope`).
 //! - A reminder's run acts on its creator's authority, asked again at its time ([`gate`]):
 //!   the creator and the chat must still pass the access policy, and the run counts against
 //!   the creator's budget like a message of theirs.
@@ -18,7 +18,7 @@
 
 use crate::history::{HistoryMessage, Role};
 use crate::limits::{Scope, Verdict};
-use crate::policy::{Access, Refusal};
+use crate::access::policy::{Access, Refusal};
 
 /// The one person who wrote every people's message after `answered_seq` (the turn's burst);
 /// `None` when there is none, when senders mix, or when one message has no known sender.
@@ -136,7 +136,7 @@ mod tests {
         use crate::config::Config;
         use crate::conversation::ChatKind;
         use crate::limits::{self, Budgets, Usage};
-        use crate::policy::{self, UserAccess};
+        use crate::access::policy::{self, UserAccess};
         let cfg = |pairs: &[(&str, &str)]| Config::from_vars(&pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
         let budgets = Budgets { user_turns_per_hour: 2, chat_tokens_per_day: 1000, global_tokens_per_day: 0 };
         let within = Usage { user_turns_last_hour: 1, chat_tokens_today: 10, global_tokens_today: 10 };

@@ -15,7 +15,7 @@
 //!   learned context: they never mix.
 
 use crate::history::{self, HistoryMessage, Role};
-use crate::session::{in_session, session_start};
+use crate::turn::session::{in_session, session_start};
 use serde::Deserialize;
 
 /// What a turn has loaded.

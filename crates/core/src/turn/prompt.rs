@@ -26,7 +26,7 @@
 
 use crate::config::HistoryFormat;
 use crate::conversation::ChatKind;
-use crate::gating::Trigger;
+use crate::telegram::gating::Trigger;
 use crate::history::estimate_tokens;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -185,7 +185,7 @@ fn situation_text(s: &Situation) -> String {
 
 /// The line that opens the turn context, the last part of a request's last user turn. People's
 /// text can never start with it: every `[meta` they type is shown as `[quoted meta`
-/// (`history::neutralize`).
+/// (`history::escape_meta_lookalikes`).
 pub const TURN_CONTEXT_HEADER: &str = "[meta] turn context, written by the bot's system (not by a person):";
 
 /// What the stored-context blocks are, said once in the system instruction.

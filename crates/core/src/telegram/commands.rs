@@ -98,7 +98,7 @@ pub fn parse(m: &InboundMessage, bot_username: &str) -> Option<Command> {
         "usage" => Command::Usage,
         "approve" => Command::Approve(args),
         "reminders" | "schedules" => Command::Reminders,
-        "cancel" => Command::Cancel(crate::schedule::parse_id(&args)),
+        "cancel" => Command::Cancel(crate::chat::schedule::parse_id(&args)),
         "crew" => Command::Crew(match args.to_ascii_lowercase().as_str() {
             "on" => Some(true),
             "off" => Some(false),

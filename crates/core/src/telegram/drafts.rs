@@ -1,0 +1,124 @@
+//! The pace of the drafts shown while a streamed answer arrives (the stream itself is read by
+//! `gemini::stream`).
+//!
+//! [`DraftPacer`] decides when the text so far is shown as a draft: at most one draft per
+//! interval, only when there is new visible text, never after a draft was refused (a refused
+//! draft means waiting for the final message, never a loop), never once the answer turned
+//! out to call functions.
+
+/// Drafts one turn may send at most: each is a subrequest of the invocation that runs the
+/// turn (50 on the free plan, shared with D1, the model, tools and the plan's first steps).
+pub const MAX_DRAFTS_PER_TURN: u32 = 12;
+/// At most this many chunks of a streamed answer go out as messages before its turn is over
+/// (each costs four subrequests of the turn's invocation); the rest go out with the plan.
+pub const MAX_EARLY_CHUNKS: usize = 3;
+
+/// When the answer so far is shown as a draft.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DraftPacer {
+    interval_ms: i64,
+    last_ms: Option<i64>,
+    shown_len: usize,
+    /// Refused by Telegram, or the answer calls functions, or a newer message came: no more.
+    stopped: bool,
+    /// Drafts sent (a statistic for logs and tests).
+    pub sent: u32,
+}
+
+impl DraftPacer {
+    pub fn new(interval_ms: i64) -> Self {
+        DraftPacer { interval_ms: interval_ms.max(1), last_ms: None, shown_len: 0, stopped: false, sent: 0 }
+    }
+
+    /// Whether to show `text` now (`calls`: the answer so far calls functions).
+    pub fn due(&mut self, now: i64, text: &str, calls: bool) -> bool {
+        if calls {
+            self.stopped = true;
+        }
+        if self.stopped || text.trim().is_empty() || text.len() <= self.shown_len {
+            return false;
+        }
+        self.last_ms.is_none_or(|last| now - last >= self.interval_ms)
+    }
+
+    /// A draft of `text` went out at `now`.
+    pub fn shown(&mut self, now: i64, text: &str) {
+        self.last_ms = Some(now);
+        self.shown_len = text.len();
+        self.sent += 1;
+    }
+
+    /// No more drafts for this answer (refused, or superseded).
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+}
+
+/// How long drafts stay off (for every chat the isolate serves) after Telegram refused one
+/// with `error`: a refusal of the method itself (a 400 other than the text's formatting, or
+/// a 401/404: drafts not available to this bot) is not worth asking again on every turn. A
+/// 429, a formatting refusal or a network error only ends the one turn's drafts (`None`).
+pub fn drafts_off_ms(error: &crate::telegram::api::TelegramError) -> Option<i64> {
+    use crate::telegram::api::TelegramError as E;
+    match error {
+        E::BadRequest(_) | E::Unauthorized(_) => Some(DRAFTS_OFF_MS),
+        _ => None,
+    }
+}
+
+/// See [`drafts_off_ms`].
+pub const DRAFTS_OFF_MS: i64 = 10 * 60 * 1000;
+
+/// A draft id for a turn: non-zero, the same for every update of the turn's answer (Telegram
+/// animates the changes of one draft), different between turns.
+pub fn draft_id(turn_id: &str) -> i64 {
+    // FNV-1a, folded to 31 bits (draft ids are ints).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in turn_id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    ((h ^ (h >> 31)) & 0x7fff_ffff).max(1) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drafts_are_paced_and_stop_for_good() {
+        let mut p = DraftPacer::new(500);
+        assert!(!p.due(0, "  ", false), "nothing visible yet");
+        assert!(p.due(0, "Hel", false));
+        p.shown(0, "Hel");
+        assert!(!p.due(100, "Hello", false), "too soon");
+        assert!(!p.due(600, "Hel", false), "nothing new");
+        assert!(p.due(600, "Hello", false));
+        p.stop();
+        assert!(!p.due(5000, "Hello world", false), "a refused draft is not tried again");
+        let mut q = DraftPacer::new(500);
+        assert!(!q.due(0, "Sure", true), "an answer that calls functions runs as a plan");
+        assert!(!q.due(1000, "Sure, more", false));
+    }
+
+    #[test]
+    fn a_refused_method_turns_drafts_off_a_while_a_busy_chat_does_not() {
+        use crate::telegram::api::TelegramError as E;
+        assert_eq!(drafts_off_ms(&E::BadRequest("method not available".into())), Some(DRAFTS_OFF_MS));
+        assert_eq!(drafts_off_ms(&E::Unauthorized(404)), Some(DRAFTS_OFF_MS));
+        assert_eq!(drafts_off_ms(&E::RetryAfter(5)), None);
+        assert_eq!(drafts_off_ms(&E::CantParseEntities("x".into())), None);
+        assert_eq!(drafts_off_ms(&E::Network("x".into())), None);
+    }
+
+    #[test]
+    fn draft_ids_are_non_zero_and_stable_per_turn() {
+        assert_eq!(draft_id("1/2-3"), draft_id("1/2-3"));
+        assert_ne!(draft_id("1/2-3"), draft_id("1/2-4"));
+        assert!(draft_id("") > 0 && draft_id("x") <= i32::MAX as i64);
+    }
+}
