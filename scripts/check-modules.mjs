@@ -30,8 +30,6 @@ export const MAX_FN_LINES = 80;
  * crates/core/src): declarative tables only, each with the reason. Keep it small. */
 export const CORE_LONG_ALLOWED = new Map([
   ["turn/tools.rs:declarations", "a declarative table: one JSON schema per function the model may call, no logic"],
-  // TODO(merge): settings helper removes this (from_vars becomes the one settings declaration).
-  ["config.rs:from_vars", "the settings parser, being rewritten as one declaration per setting (issue 37)"],
 ]);
 
 function files(dir) {
