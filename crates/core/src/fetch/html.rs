@@ -104,42 +104,15 @@ pub fn html_to_text(html: &str, max_chars: usize) -> String {
     text.trim_end().to_string()
 }
 
+/// Decodes HTML character references (every WHATWG named one, decimal and hex, each ending in
+/// `;`) with the `html-escape` crate; `&nbsp;` becomes a plain space. Anything else (no `;`,
+/// an unknown name, a surrogate, a control character's number) is left as written.
 pub(crate) fn decode_entities(s: &str) -> String {
     if !s.contains('&') {
         return s.to_string();
     }
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(pos) = rest.find('&') {
-        out.push_str(&rest[..pos]);
-        let after = &rest[pos + 1..];
-        let end = after.find(';').filter(|e| *e <= 10);
-        let decoded = end.and_then(|e| {
-            let name = &after[..e];
-            let ch = match name {
-                "amp" => Some('&'),
-                "lt" => Some('<'),
-                "gt" => Some('>'),
-                "quot" => Some('"'),
-                "apos" | "#39" => Some('\''),
-                "nbsp" => Some(' '),
-                n if n.starts_with("#x") || n.starts_with("#X") => u32::from_str_radix(&n[2..], 16).ok().and_then(char::from_u32),
-                n if n.starts_with('#') => n[1..].parse().ok().and_then(char::from_u32),
-                _ => None,
-            };
-            ch.map(|c| (c, e))
-        });
-        match decoded {
-            Some((c, e)) => {
-                out.push(c);
-                rest = &after[e + 1..];
-            }
-            None => {
-                out.push('&');
-                rest = after;
-            }
-        }
+    if s.contains("&nbsp;") {
+        return html_escape::decode_html_entities(&s.replace("&nbsp;", " ")).into_owned();
     }
-    out.push_str(rest);
-    out
+    html_escape::decode_html_entities(s).into_owned()
 }

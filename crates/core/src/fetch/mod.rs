@@ -123,6 +123,15 @@ mod tests {
     ];
 
     #[test]
+    fn entities_are_decoded_as_html_does() {
+        use super::html::decode_entities;
+        assert_eq!(decode_entities("caf&eacute; &copy; &hellip; &amp; &#8212; &#x27;"), "café © … & — '");
+        assert_eq!(decode_entities("One&nbsp;two"), "One two");
+        assert_eq!(decode_entities("AT&T &amp R&D &unknown; &#0; &#xD800;"), "AT&T &amp R&D &unknown; &#0; &#xD800;");
+        assert_eq!(decode_entities("https://e.com/?a=1&amp;b=2&copy=3"), "https://e.com/?a=1&b=2&copy=3");
+    }
+
+    #[test]
     fn refused_forms() {
         for (url, why) in REFUSED {
             assert!(check_url(url, false).is_err(), "{url} must be refused ({why})");

@@ -1,0 +1,154 @@
+//! Copy of agent_core::schedule's Cron + resolve (verbatim).
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, TimeZone, Timelike, Utc};
+pub use chrono_tz::Tz;
+const SEARCH_DAYS: i64 = 5 * 366;
+const INTERVAL_SAMPLE: usize = 60;
+/// A parsed 5-field cron expression: minute, hour, day of month, month, day of week.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cron {
+    minutes: u64,
+    hours: u32,
+    days: u32,
+    months: u16,
+    weekdays: u8,
+    /// Day of month and day of week were both restricted: either may match (Vixie cron).
+    either_day: bool,
+    /// Day of month was `*` (then only the weekday field restricts days), and the reverse.
+    any_day: bool,
+    any_weekday: bool,
+}
+
+const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+const WEEKDAYS: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+const WEEKDAY_NAMES: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+
+/// One cron field as a bit set over `lo..=hi`; names (`jan`, `mon`) where given.
+fn field(text: &str, lo: u32, hi: u32, names: &[&str]) -> Result<u64, String> {
+    let value = |s: &str| -> Result<u32, String> {
+        let lower = s.to_ascii_lowercase();
+        if let Some(i) = names.iter().position(|n| *n == lower) {
+            return Ok(i as u32 + if names.len() == 12 { 1 } else { 0 });
+        }
+        s.parse::<u32>().map_err(|_| format!("{s:?} is not a number"))
+    };
+    let mut bits = 0u64;
+    for item in text.split(',') {
+        let (range, step) = match item.split_once('/') {
+            Some((r, s)) => (r, s.parse::<u32>().ok().filter(|s| *s > 0 && *s <= hi).ok_or_else(|| format!("bad step in {item:?}"))?),
+            None => (item, 1),
+        };
+        let (a, b) = if range == "*" {
+            (lo, hi)
+        } else if let Some((a, b)) = range.split_once('-') {
+            (value(a)?, value(b)?)
+        } else {
+            let a = value(range)?;
+            (a, if item.contains('/') { hi } else { a })
+        };
+        if a < lo || b > hi || a > b {
+            return Err(format!("{item:?} is outside {lo}-{hi}"));
+        }
+        let mut v = a;
+        while v <= b {
+            bits |= 1 << v;
+            v = v.saturating_add(step);
+        }
+    }
+    Ok(bits)
+}
+
+impl Cron {
+    pub fn parse(text: &str) -> Result<Cron, String> {
+        let fields: Vec<&str> = text.split_whitespace().collect();
+        let [minute, hour, day, month, weekday] = fields.as_slice() else {
+            return Err("a cron expression has 5 fields: minute hour day-of-month month day-of-week".into());
+        };
+        let mut weekdays = field(weekday, 0, 7, &WEEKDAYS)?;
+        if weekdays & (1 << 7) != 0 {
+            weekdays = (weekdays | 1) & 0x7f; // 7 is Sunday too
+        }
+        let any_day = *day == "*";
+        let any_weekday = *weekday == "*";
+        Ok(Cron {
+            minutes: field(minute, 0, 59, &[])?,
+            hours: field(hour, 0, 23, &[])? as u32,
+            days: field(day, 1, 31, &[])? as u32,
+            months: field(month, 1, 12, &MONTHS)? as u16,
+            weekdays: weekdays as u8,
+            either_day: !any_day && !any_weekday,
+            any_day,
+            any_weekday,
+        })
+    }
+
+    fn day_matches(&self, d: NaiveDate) -> bool {
+        if self.months & (1 << d.month()) == 0 {
+            return false;
+        }
+        let dom = self.days & (1 << d.day()) != 0;
+        let dow = self.weekdays & (1 << d.weekday().num_days_from_sunday()) != 0;
+        if self.either_day {
+            dom || dow
+        } else {
+            (self.any_day || dom) && (self.any_weekday || dow)
+        }
+    }
+
+    /// The first run strictly after `after`, in `tz`; `None` when nothing matches within five
+    /// years (`0 0 30 2 *`).
+    pub fn next_after(&self, tz: Tz, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let local = after.with_timezone(&tz).naive_local();
+        // Wall-clock minutes from the one after `after`'s (a gap can make a match map earlier
+        // than `after`; those are skipped by the comparison below).
+        let start = local.with_second(0)?.with_nanosecond(0)? + Duration::minutes(1);
+        let mut date = start.date();
+        for day in 0..SEARCH_DAYS {
+            if self.day_matches(date) {
+                for h in (0..24u32).filter(|h| self.hours & (1 << h) != 0) {
+                    for m in (0..60u32).filter(|m| self.minutes & (1 << m) != 0) {
+                        let wall = date.and_hms_opt(h, m, 0)?;
+                        if day == 0 && wall < start {
+                            continue;
+                        }
+                        let at = resolve(tz, wall);
+                        if at > after {
+                            return Some(at);
+                        }
+                    }
+                }
+            }
+            date = date.succ_opt()?;
+        }
+        None
+    }
+
+    /// The shortest gap between consecutive runs, over the next runs from `from`.
+    pub fn shortest_gap(&self, tz: Tz, from: DateTime<Utc>) -> Option<Duration> {
+        let mut at = self.next_after(tz, from)?;
+        let mut shortest: Option<Duration> = None;
+        for _ in 0..INTERVAL_SAMPLE {
+            let Some(next) = self.next_after(tz, at) else { break };
+            let gap = next - at;
+            shortest = Some(shortest.map_or(gap, |s| s.min(gap)));
+            at = next;
+        }
+        shortest
+    }
+}
+
+/// A local wall time as an instant: a time skipped by a clock change runs as much later as the
+/// change skipped; a time that exists twice is its first occurrence.
+pub fn resolve(tz: Tz, wall: NaiveDateTime) -> DateTime<Utc> {
+    use chrono::LocalResult;
+    match tz.from_local_datetime(&wall) {
+        LocalResult::Single(t) => t.with_timezone(&Utc),
+        LocalResult::Ambiguous(first, _) => first.with_timezone(&Utc),
+        LocalResult::None => {
+            // The offset before the gap, applied to the wall time, lands after the gap.
+            let before = tz.from_local_datetime(&(wall - Duration::hours(3))).earliest();
+            let offset = before.map_or(0, |b| chrono::Offset::fix(b.offset()).local_minus_utc());
+            DateTime::from_naive_utc_and_offset(wall - Duration::seconds(offset as i64), Utc)
+        }
+    }
+}
+
