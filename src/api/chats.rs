@@ -1,8 +1,8 @@
 //! Chats: a chat's model, sending as the bot (`notify`, idempotent with a caller's key), the
 //! synchronous API chat (text in, the bot's reply out) and a chat object's state.
 //!
-//! Invariant: API conversations (`POST /chat`) take ids only from their own range
-//! (`agent_core::access::policy::is_api_chat_id`), so they never rewrite a Telegram chat.
+//! Invariants (ARCHITECTURE.md): "API conversations are never Telegram chats"
+//! (`agent_core::access::policy::is_api_chat_id`).
 
 use super::{bad_request, not_found};
 use crate::bot::deliver;

@@ -5,27 +5,21 @@
 //! (through the model port, like turns) for structured memories, merges them (`agent_core::memory::merge`), writes a
 //! summary of older history when it no longer fits the budget, and moves the watermark.
 //!
-//! Invariants:
-//! - The watermark and everything merged commit in one D1 batch (a transaction): a retried or
-//!   repeated job never processes a message twice.
-//! - A lease on the conversation keeps two jobs from consolidating it at once, and the commit
-//!   checks it in the batch itself: every statement that changes memories, the summary or the
-//!   watermark runs only while `consolidating_until` still holds this job's value, so a job
-//!   that outlived its lease (another job took the conversation over) commits nothing.
-//! - A chat's consolidation reads and changes only what was learned in that chat
-//!   (`Scope::LearnedIn`): memories of other chats are neither shown to the model nor touched
-//!   by ids it returns, and every update is also guarded by `chat_id` in SQL.
-//! - Only people seen in the conversation (users with messages in the chat) may be the
-//!   subject of a memory learned there; other subjects are dropped. A memory about a person
-//!   records who supplied it (`supplied_by`, from who wrote the messages it cites): only the
-//!   person's own words are ever shown outside this chat.
-//! - Forwarded text and documents' contents never reach the extraction call
-//!   (`agent_core::memory::for_extraction`): they never become a memory about a person.
-//! - A job is model work like a turn's: a chat or a bot over its daily tokens gets no
-//!   consolidation call, media description or embedding (the job ends; the messages wait).
-//! - Messages stay in D1; consolidation deletes nothing.
-//! - The summary covers messages up to `summaries.until_seq`; a turn whose history is cut
-//!   beyond what it covers says so in its prompt (never a silent drop).
+//! Invariants (ARCHITECTURE.md): "Consolidation commits once", "Memory privacy is one rule",
+//! "Only people seen in the conversation", "Outside words never become memories", "Budgets",
+//! "Summaries stand in for cut history".
+//!
+//! Also:
+//! - The watermark commits with everything merged, so a retried or repeated job never
+//!   processes a message twice; the lease keeps two jobs from consolidating a conversation at
+//!   once.
+//! - Memories of other chats are neither shown to the model nor touched by ids it returns
+//!   (`Scope::LearnedIn`), and every update is also guarded by `chat_id` in SQL.
+//! - A memory about a person records who supplied it (`supplied_by`, from who wrote the
+//!   messages it cites): only the person's own words are ever shown outside this chat.
+//! - A chat or a bot over its daily tokens gets no consolidation call, media description or
+//!   embedding (the job ends; the messages wait).
+//! - The summary covers messages up to `summaries.until_seq`.
 
 use crate::bot::access;
 use crate::bot::answer::media as answer_media;

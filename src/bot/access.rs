@@ -4,8 +4,9 @@
 //! (a reminder's run, a crew's continuation turn, consolidation). (Callers' authentication is
 //! `config::auth`.)
 //!
-//! Invariants: nothing here calls the model; a refused message costs at most one short reply;
-//! a reminder passes the policy again when it fires, and blocking a person cancels theirs.
+//! Invariants (ARCHITECTURE.md): "A run is its creator's request, made again", "Only its
+//! creator cancels a reminder in a group", "Budgets". Also: nothing here calls the model; a
+//! refused message costs at most one short reply.
 
 use super::deliver;
 use crate::config::{now_ms, random_bytes, Ctx};

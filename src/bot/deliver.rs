@@ -1,12 +1,10 @@
 //! Delivery: carrying out a plan step through the Bot API, exactly once.
 //!
-//! Invariants:
-//! - Every outgoing action is written to `outbox` (key = turn/step/chunk) before it is sent
-//!   and marked sent with Telegram's message id after; a retried step skips what was sent.
-//! - A chunk of a streamed answer may go out before its turn is over ([`send_early_chunk`],
-//!   from `bot/stream.rs`) under the very key its step's delivery uses, which then skips it;
-//!   a sent key whose text is not the chunk's (the early chunk of an answer this plan is not)
-//!   makes the chunk go out under the replacement key `{key}r` instead.
+//! Invariants (ARCHITECTURE.md): "Exactly-once sends", "Early chunks are the plan's chunks"
+//! (here: [`send_early_chunk`], from `bot/stream.rs`, sends under the key its step's delivery
+//! then skips).
+//!
+//! Also:
 //! - Replies are Markdown rendered to Telegram HTML and split at 4096; a chunk Telegram
 //!   refuses to parse is sent again as plain text, once; a reply to a message that is gone is
 //!   sent without the reply; forum topic and reply parameters go on every chunk.

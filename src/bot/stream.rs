@@ -9,29 +9,23 @@
 //!   (`core::gemini::stream::DraftPacer`, `DRAFT_INTERVAL_MS`), rendered by `core::format::draft`.
 //!   Elsewhere it is the plain `generateContent` call.
 //!
-//! Invariants:
-//! - Drafts are ephemeral: the answer is sent as messages by the plan, through the outbox,
-//!   exactly as without streaming. Only the early chunks below write the outbox (through
-//!   `deliver`) and the state (the commit, through [`Live::commit`]).
-//! - A draft Telegram refuses (any error, 429 included) ends the drafts of that turn: the
-//!   person waits for the final message; nothing is retried. A refusal of the method itself
-//!   (a plain 400, 401/404) turns drafts off in the isolate for a while
-//!   (`core::gemini::stream::drafts_off_ms`), so a bot without drafts does not pay for them each turn.
+//! Invariants (ARCHITECTURE.md): "Drafts are never messages", "Early chunks are the plan's
+//! chunks", "A turn is bounded" (`MAX_DRAFTS_PER_TURN`, `MAX_EARLY_CHUNKS`).
+//!
+//! Also:
+//! - Only the early chunks write the outbox (through `deliver::send_early_chunk`) and the
+//!   state (the commit, through [`Live::commit`], refused once a newer message came: then
+//!   nothing goes out and the turn replans as before). Early chunks are step 0 of the turn:
+//!   only in the port's first call, whose text is the plan's first step. A committed turn is
+//!   carried out whatever arrives (a retry of it answers only what the first attempt saw:
+//!   `bot/answer/inputs.rs`). A chunk that fails (a 429 included) ends the early chunks of
+//!   the turn: the plan sends the rest, with its usual retries; none past the invocation's
+//!   subrequest budget.
+//! - A refusal of the draft method itself (a plain 400, 401/404) turns drafts off in the
+//!   isolate for a while (`core::gemini::stream::drafts_off_ms`), so a bot without drafts does
+//!   not pay for them each turn.
 //! - A newer message ([`Live`] turns false: the turn will be replanned) ends the drafts too,
 //!   and the half answer shown is replaced by the placeholder, so no half answer stays up.
-//! - A long answer's chunks that can no longer change (`core::format::draft::settled_chunks`)
-//!   go out as messages while the rest streams: through the outbox, under the key the plan's
-//!   delivery uses for them (step 0 of the turn: only in the port's first call, whose text is
-//!   the plan's first step), so each is sent once (`deliver::send_early_chunk`). Before the
-//!   first one the turn is committed in the object's state ([`Live::commit`], refused once a
-//!   newer message came: then nothing goes out and the turn replans as before); a committed
-//!   turn is carried out whatever arrives, and newer messages get their own turn after it
-//!   (a retry of it answers only what the first attempt saw: `bot/answer/inputs.rs`).
-//!   A chunk that fails (a 429 included) ends the early chunks of the turn: the plan sends the
-//!   rest, with its usual retries. At most `MAX_EARLY_CHUNKS`, never for an answer that calls
-//!   functions, never past the invocation's subrequest budget.
-//! - An answer that calls functions is never drafted (it runs as a plan).
-//! - At most `MAX_DRAFTS_PER_TURN` drafts a turn: they are subrequests of the turn's invocation.
 //! - A turn that went stale (replanned) puts the placeholder back at once ([`first_sign_soon`]
 //!   from `chat/turn_life.rs`): the stale answer's last draft does not stay up while it replans.
 

@@ -1,8 +1,9 @@
 //! The synchronous API chat (`POST /api/v1/chat`): the text is stored as a message, one turn
 //! runs, and its messages come back instead of going to Telegram (stored as the bot's).
 //!
-//! Invariant: the turn is claimed in one step, before any await, so two concurrent calls
-//! cannot both start one; a busy conversation answers 409.
+//! Invariants (ARCHITECTURE.md): "One turn at a time per conversation": the turn is claimed in
+//! one step, before any await, so two concurrent calls cannot both start one; a busy
+//! conversation answers 409.
 
 use super::ChatObject;
 use crate::bot::answer;

@@ -3,13 +3,10 @@
 //! (`/crew on|off`, `PUT /api/v1/chats/{id}/crew`). Who the personas are and gating a crew
 //! message are `bot::crew`; the cycle's rules are `agent_core::crew`.
 //!
-//! Invariants:
-//! - A persona's outcome is recorded in the same state write that ends its turn, so a restart
-//!   resumes at the persona whose turn it was (the pointer is in the stored state).
-//! - A persona whose turn is given up is skipped with one log line; the chat gets one apology
-//!   only when every persona of a row failed.
-//! - A continuation turn is charged to the person whose message started the cycle, like a
-//!   message of theirs; over their budget (or the chat's, the bot's) the cycle ends.
+//! Invariants (ARCHITECTURE.md): "Crew order survives everything", "A pass is silence,
+//! failures skip", "Budgets" (here: a continuation turn is charged to the person whose message
+//! started the cycle, like a message of theirs; over their budget, or the chat's, the bot's,
+//! the cycle ends).
 
 use super::ChatObject;
 use crate::bot::access;

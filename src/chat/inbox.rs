@@ -4,11 +4,9 @@
 //! the state machine, which debounces bursts and may cancel a plan in progress. The first
 //! message of a burst gets a visible sign at once (`stream::first_sign`).
 //!
-//! Invariants:
-//! - A redelivered update changes nothing (its id is remembered in the state; concurrent
-//!   copies are handled once).
-//! - A refused or over-budget message is remembered too, so a redelivery is not refused (and
-//!   notified) twice.
+//! Invariants (ARCHITECTURE.md): "Dedup" (here: the update's id is remembered in the state;
+//! concurrent copies are handled once). Also: a refused or over-budget message is remembered
+//! too, so a redelivery is not refused (and notified) twice.
 
 use super::ChatObject;
 use crate::outbound::objects::Arrival;

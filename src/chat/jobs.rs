@@ -1,8 +1,9 @@
 //! Retry jobs and dead letters that reach the object: a turn's or a step's next attempt, the
 //! queueing of a step's retry, and giving up when a job ran out of attempts.
 //!
-//! Invariant: a job for work that finished or was superseded meanwhile does nothing; a step
-//! retry that cannot be queued comes back through the alarm at its deadline.
+//! Invariants (ARCHITECTURE.md): "Every waiting state has a deadline" (a step retry that
+//! cannot be queued comes back through the alarm at its deadline). Also: a job for work that
+//! finished or was superseded meanwhile does nothing.
 
 use super::{ChatObject, StepRetry};
 use crate::bot::answer;

@@ -17,25 +17,15 @@
 //! schedule run (after a change made elsewhere, or the cron's check), the chat's crew switch
 //! ([`crew`]), and the state (for tests and debugging).
 //!
-//! Invariants:
-//! - The state lives in memory and is written to storage after every change; every handler
-//!   re-reads it after each await, because other requests interleave at awaits.
-//! - `in_flight` is memory only: a stored turn that this instance is not running belonged to
-//!   a dead instance and is recovered.
-//! - The alarm fails only when the stored state cannot be read (`load`'s error: the platform
-//!   retries the alarm); past that it never fails: what goes wrong is logged, and it re-arms. Every waiting state has a deadline (`core::chat_state`), and the alarm
-//!   is never armed in the past in a loop: while a turn or a plan step runs here it is a
-//!   re-check a few seconds on (`chat_state::RECHECK_MS`), which also lets an instance that
-//!   starts after a restart take the dead one's work over within seconds.
-//! - Every outbound call is asked of the invocation's meter first: owed apologies stop at the
-//!   budget, a turn starts only in an invocation that has spent at most `TURN_START_MAX`,
-//!   and no fetch goes out past `SUBREQUEST_CEILING`; what does not fit is due at once in the
-//!   next invocation.
-//! - A stored state that does not decode is logged, kept aside under `state.unreadable`, and
-//!   replaced by a fresh state (turn ids are random, so no outbox key can repeat). A storage
-//!   read error is not that: the handler fails and is retried; nothing is overwritten.
-//! - The conversation key and the chat's kind are what the object was told (the key in every
-//!   call, the kind by an arrival or an API chat turn), never guessed.
+//! Invariants (ARCHITECTURE.md): "One turn at a time per conversation" (`in_flight` is memory
+//! only: a stored turn this instance is not running is recovered), "An alarm fails only before
+//! its work", "Every waiting state has a deadline", "The alarm never loops", "Bounded
+//! invocations", "Turn ids never repeat", "The conversation key is a type".
+//!
+//! Also: the state lives in memory and is written to storage after every change; every
+//! handler re-reads it after each await, because other requests interleave at awaits. A
+//! storage read error is not an undecodable state: the handler fails and is retried; nothing
+//! is overwritten.
 
 mod api_chat;
 mod crew;

@@ -2,11 +2,9 @@
 //! retried. Which message a step threads to and what a failed step does to the plan are the
 //! core's rules (`agent_core::chat::plan::{default_reply_to, after_fatal}`).
 //!
-//! Invariants:
-//! - Plan steps run under a guard: delivery asks the state machine, right before every
-//!   Telegram call, whether the step is still current; a cancelled step is never sent.
-//! - A step carried out is recorded truthfully even if a new message cancelled the plan while
-//!   Telegram answered.
+//! Invariants (ARCHITECTURE.md): "A cancelled step is never sent" (plan steps run under that
+//! guard; a step carried out is recorded truthfully even if a new message cancelled the plan
+//! while Telegram answered).
 
 use super::{ChatObject, StepRetry};
 use crate::bot::{answer, deliver};

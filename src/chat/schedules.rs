@@ -4,13 +4,12 @@
 //! limit), started as a scheduled turn in the object's state, and claimed in D1 by that turn
 //! (`bot::answer::answer_turn`), so it fires once whatever is retried or restarted.
 //!
-//! Invariants:
+//! Invariants (ARCHITECTURE.md): "Schedules fire once, never lost", "A run is its creator's
+//! request, made again" (`access::scheduled_run`).
+//!
+//! Also:
 //! - One run per alarm, and never while a turn or plan is in progress (the state machine only
 //!   says `Due::Schedules` when neither is).
-//! - A run is its creator's request, made again at its time: the creator and the chat pass
-//!   the access policy (else the schedule is cancelled) and the run counts against the
-//!   creator's hourly budget (over it, a recurring run is skipped and a one-off goes out as its
-//!   own text, with no model call) (`access::scheduled_run`).
 //! - The hint is re-read after every change and after every firing; when D1 cannot be read
 //!   the object looks again a minute later, never in a loop.
 

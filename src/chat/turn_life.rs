@@ -2,14 +2,9 @@
 //! bot answers it, `bot::answer`; or taking it over from a dead instance), and what follows: a plan to carry out, a retry job, or giving
 //! up and apologising.
 //!
-//! Invariants:
-//! - A turn that fails transiently waits for its retry job with a deadline; if the job is
-//!   lost, the alarm takes the turn over at the deadline.
-//! - Giving up owes the user one apology in the state first; the alarm sends it until it goes
-//!   out (or the chat turns out to have blocked the bot).
-//! - A scheduled run whose model fails falls back to its own text once a retry would come
-//!   past `SCHEDULE_FALLBACK_SECONDS` after its due time (given up: the text is owed in the
-//!   state, the run claimed, the turn ended, so a later model answer never also goes out).
+//! Invariants (ARCHITECTURE.md): "Every waiting state has a deadline", "One apology, never
+//! lost", "A scheduled turn keeps its place" (given up, the scheduled text is owed in the
+//! state, the run claimed, the turn ended, so a later model answer never also goes out).
 
 use super::{ChatObject, APOLOGY};
 use crate::bot::{answer, deliver};

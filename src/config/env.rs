@@ -1,7 +1,7 @@
 //! Bindings, secrets and configuration read from the worker's `Env`.
 //!
-//! Invariant: secrets are read into [`Secret`]s here and leave them only where they go on the
-//! wire; nothing in this crate logs or formats them.
+//! Invariants (ARCHITECTURE.md): "Secrets never print", "Secrets are secrets". Secrets are
+//! read into [`Secret`]s here.
 
 use agent_core::config::{Config, VAR_NAMES};
 use agent_core::secret::Secret;

@@ -4,9 +4,9 @@
 //! time ([`prompts`]), the authentication of callers ([`auth`]), the clock and randomness, and
 //! the per-invocation context [`Ctx`] every handler passes down with its subrequest [`Meter`].
 //!
-//! Invariant: this room imports no other room of the edge. The clients built from a context
-//! live where they are defined (`Ctx::db` in `storage`, `Ctx::telegram` in `outbound`), so
-//! the context knows nothing about them.
+//! Invariants (ARCHITECTURE.md): "Layers" (this room imports no other room of the edge). The
+//! clients built from a context live where they are defined (`Ctx::db` in `storage`,
+//! `Ctx::telegram` in `outbound`), so the context knows nothing about them.
 
 pub mod auth;
 pub mod env;

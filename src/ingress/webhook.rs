@@ -1,23 +1,17 @@
 //! `POST /telegram/webhook`: check the secret, parse, record in D1 (deduplicated by
 //! update_id), hand reply-asking messages to the chat's Durable Object, answer 200 at once.
 //!
-//! Invariants:
+//! Invariants (ARCHITECTURE.md): "Dedup", "The webhook never calls the model", "A refused
+//! sender costs a counter, not rows", "Refused text stays out of every model call" (here:
+//! `excluded` is set in the same insert), "Secrets are secrets".
+//!
+//! Also:
 //! - A wrong or missing secret gets 401 and nothing is stored; a source with repeated
 //!   failures gets 429 without its secret being looked at (`access::auth_*`).
-//! - A configured secret shorter than 32 characters serves nothing: 500 and a log line that
-//!   names the secret (never its value).
-//! - Every message is marked `excluded` when the access policy refuses its sender, in the
-//!   same insert (`policy::admitted_by_level`), so refused text never reaches a model.
-//! - A refused sender costs a counter, not rows per message: past `REFUSED_UPDATES_PER_HOUR`
-//!   refused updates in the hour (`policy::RefusedLimit`), the batch writes nothing but the
-//!   counter (which stops moving) and the chat object is not called.
+//! - A configured secret too short to serve logs a line that names the secret (never its
+//!   value).
 //! - Malformed bodies and kinds the bot does not handle get 200 and nothing is stored, so
 //!   Telegram never redelivers them.
-//! - At most one D1 round trip per update (the counter in the same batch), plus one Durable
-//!   Object call when the message asks for a reply (and one getMe per isolate). No model call
-//!   ever happens here.
-//! - A redelivered update changes nothing: D1 ignores the duplicate rows and the chat object
-//!   ignores the duplicate signal.
 
 use crate::config::auth::refuse;
 use crate::config::{now_ms, Ctx};

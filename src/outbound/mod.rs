@@ -5,10 +5,8 @@
 //! Telegram's message drafts), the chat Durable Object client ([`objects`]) and the
 //! queues ([`queues`]). Each call counts on the invocation's meter.
 //!
-//! Invariants:
-//! - Secrets travel only where the service expects them (the bot token in Telegram's URL, the
-//!   Gemini key in a header); no error or log line carries a URL.
-//! - This room imports only `config` (and the core): it knows nothing of what the calls mean.
+//! Invariants (ARCHITECTURE.md): "Secrets never print", "Layers" (this room imports only
+//! `config` and the core: it knows nothing of what the calls mean).
 
 pub mod drafts;
 pub mod gemini;

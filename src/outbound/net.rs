@@ -1,14 +1,16 @@
 //! Outbound HTTP: one function for every call the worker makes (Telegram, Gemini, fetch_url),
 //! with a timeout and the subrequest count.
 //!
-//! Invariants:
-//! - Errors never contain the URL (the Telegram URL carries the bot token).
+//! Invariants (ARCHITECTURE.md): "Secrets never print" (errors never contain the URL),
+//! "Fetch policy" (redirects and the body cap, for [`get_capped`]), "Bounded invocations"
+//! ([`prepare`] is every fetch's way out: past `config::SUBREQUEST_CEILING` the call fails as
+//! a network error).
+//!
+//! Also:
 //! - [`get_bytes`] (Telegram file downloads) reads at most the bytes asked for.
-//! - [`get_capped`] (fetch_url) never follows a redirect (the core checks every hop), reads a
-//!   body only when `fetch::should_read_body` allows it from the status and content type, and
-//!   never more than `fetch::MAX_BODY_BYTES` of it: the rest is not read, the request aborted.
-//! - No request goes out once the invocation has spent `config::SUBREQUEST_CEILING`
-//!   subrequests ([`prepare`] is every fetch's way out): the call fails as a network error.
+//! - [`get_capped`] (fetch_url) never follows a redirect (the core checks every hop) and reads
+//!   a body only when `fetch::should_read_body` allows it from the status and content type;
+//!   past `fetch::MAX_BODY_BYTES` the rest is not read, the request aborted.
 //! - An answer of Telegram or Gemini that states an uncompressed length within its cap is read
 //!   whole by the runtime; every other body is read chunk by chunk, up to its cap.
 

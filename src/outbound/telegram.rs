@@ -1,15 +1,15 @@
 //! The Telegram Bot API client: `POST {TELEGRAM_API_BASE}/bot{TOKEN}/{method}` with a JSON
 //! body, answers classified by `agent_core::telegram::api::parse_response`.
 //!
-//! Invariants:
-//! - The token is only ever in the request URL; errors carry Telegram's description or a
-//!   redacted network error, never the URL.
-//! - After a 429, no call from that bot to that chat goes out before its `retry_after` has
-//!   passed (drafts, chunks, typing, the plan's own retries alike): the call is answered here
-//!   with the same 429 and the time still to wait, without a request. The hold is per bot (a
-//!   crew persona's 429 does not hold the main bot) and in the isolate's memory: the chat
-//!   object's, where every answer and plan step is sent, so a restart forgets it (the next 429
-//!   sets it again) and the worker's own isolate (command replies, notices) keeps its own.
+//! Invariants (ARCHITECTURE.md): "Secrets never print" (errors carry Telegram's description
+//! or a redacted network error), "Telegram's `retry_after` holds for the chat" (drafts,
+//! chunks, typing and the plan's own retries alike: the held call is answered here with the
+//! same 429 and the time still to wait).
+//!
+//! Also: the hold is per bot (a crew persona's 429 does not hold the main bot) and in the
+//! isolate's memory: the chat object's, where every answer and plan step is sent, so a restart
+//! forgets it (the next 429 sets it again) and the worker's own isolate (command replies,
+//! notices) keeps its own.
 
 use crate::config::{Ctx, Meter};
 use super::net;

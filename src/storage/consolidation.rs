@@ -2,12 +2,10 @@
 //! on a conversation, the new messages, the memories learned in the chat, the merge, the
 //! summary, the watermark, and the embeddings.
 //!
-//! Invariants:
-//! - Every statement that changes memories, the summary or the watermark runs only while
-//!   `conversations.consolidating_until` still holds the job's lease (checked in the statement
-//!   itself, in the same batch), so a job that outlived its lease commits nothing.
-//! - What a chat's consolidation reads and changes is what was learned in that chat
-//!   (`Scope::LearnedIn`): an id the model names from another chat changes nothing.
+//! Invariants (ARCHITECTURE.md): "Consolidation commits once" (the lease,
+//! `conversations.consolidating_until`, is checked in each statement itself), "Memory privacy
+//! is one rule" (here `Scope::LearnedIn`: an id the model names from another chat changes
+//! nothing).
 
 use super::memory::MEMORY_COLUMNS;
 use super::messages::MessageRow;

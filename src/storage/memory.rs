@@ -1,8 +1,8 @@
 //! Memories, summaries and the search index, as a turn, `search_memory`, `/memory` and
 //! `/forget` read and erase them. (Consolidation's writes are in `consolidation`.)
 //!
-//! Invariant (privacy): every query takes its `WHERE` fragment from
-//! `agent_core::memory::scope::Scope` (the rule is written and tested there), with its values bound.
+//! Invariants (ARCHITECTURE.md): "Memory privacy is one rule" (every query takes its `WHERE`
+//! fragment from `agent_core::memory::scope::Scope`), "Every SQL value is bound".
 
 use crate::args;
 use crate::storage::{rows, scope_args, Arg, Db};

@@ -5,11 +5,10 @@
 //! trips on the invocation's meter. The named queries live in the files below, grouped by the
 //! tables they touch (schema in `migrations/`).
 //!
-//! Invariants:
-//! - SQL appears nowhere else in the edge (`scripts/check-modules.mjs` fails on it).
-//! - Every value is bound (`?N` placeholders); the only text spliced into SQL comes from the
-//!   core (`agent_core::memory::scope` predicates, `agent_core::background::retention` shapes) or from constants.
-//! - This room imports only `config` (and the core).
+//! Invariants (ARCHITECTURE.md): "Layers" (SQL appears nowhere else in the edge; this room
+//! imports only `config` and the core), "Every SQL value is bound" (`?N` placeholders; the
+//! only text spliced into SQL comes from the core, `agent_core::memory::scope` predicates and
+//! `agent_core::background::retention` shapes, or from constants).
 
 pub mod access;
 pub mod chats;

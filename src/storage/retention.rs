@@ -1,8 +1,8 @@
 //! Retention: pruning the tables that only grow, in D1 round trips of bounded deletes
 //! (decisions and SQL shapes in `core::background::retention`); the cron runs it.
 //!
-//! Invariant: at most `PRUNE_ROUNDS` batches of `PRUNE_BATCH` rows per table per run; table
-//! names come from the core's fixed list, values are bound.
+//! Invariants (ARCHITECTURE.md): "Bounded tables" (`PRUNE_BATCH` rows a batch), "Every SQL
+//! value is bound" (table names come from the core's fixed list).
 
 use crate::args;
 use crate::storage::{rows, Db};

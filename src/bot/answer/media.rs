@@ -2,20 +2,19 @@
 //! the download, as `inlineData` for the message's content; or, when it is not viewed, the
 //! reason (`agent_core::turn::media::admit` and the item's treatment decide).
 //!
-//! Invariants:
-//! - Bytes go only into this turn's request: never into D1, logs or errors.
+//! Invariants (ARCHITECTURE.md): "Media bytes go only into the turn that answers them" (never
+//! into D1, logs or errors), "Media are described once".
+//!
+//! Also:
 //! - A failure (an expired file id, "file is too big", a 404, a cut download) or a kind that
-//!   cannot be viewed (an animated sticker) makes that item a "not viewed" part with the
-//!   reason, with its thumbnail when it has one that fits; the turn always goes on.
+//!   cannot be viewed (an animated sticker) comes with its thumbnail when it has one that fits.
 //! - Each item costs two subrequests; past the turn's tool budget the rest are not fetched.
-//! - An item is described once (`MEDIA_MODEL`, at most `MEDIA_DESCRIBE_BUDGET` a turn or a
-//!   consolidation job, from the bytes the turn already has); the description is kept by
-//!   `file_unique_id`, a failed attempt too, so no turn asks again.
-//! - An item that can never be viewed (its type; over Telegram's cap or a whole turn's limit,
-//!   by its stated size or by Telegram's refusal) is kept in `media` as `unsupported` or
-//!   `too_large` with the reason, and is never fetched for its own sake; one whose file is
-//!   gone (an expired file id, a 404) is kept as `failed`, so only a turn that answers it (or
-//!   a reply to it) tries again.
+//! - A description is made by `MEDIA_MODEL` from the bytes the turn already has and kept by
+//!   `file_unique_id`, a failed attempt too. An item that can never be viewed (its type; over
+//!   Telegram's cap or a whole turn's limit, by its stated size or by Telegram's refusal) is
+//!   kept in `media` as `unsupported` or `too_large`; one whose file is gone (an expired file
+//!   id, a 404) is kept as `failed`, so only a turn that answers it (or a reply to it) tries
+//!   again.
 
 use super::tools::TURN_TOOL_BUDGET;
 use crate::config::{now_ms, prompts, Ctx};

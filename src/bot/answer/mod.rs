@@ -6,11 +6,10 @@
 //! documents the turn answers, [`request`] builds, [`tools`] are the ports the model's tools
 //! run through, [`typing`] shows the bot at work, [`record`] stores.
 //!
-//! Invariants:
-//! - A turn with nothing new since the last answered turn makes no model call (a late
-//!   redelivery or a recovered signal never answers the same messages twice).
-//! - A turn whose result is already stored is not run again (a retried job resumes its plan).
-//! - Every model call's usage is stored, failed calls included.
+//! Invariants (ARCHITECTURE.md): "Dedup" (a turn with nothing new since the last answered
+//! turn makes no model call), "One turn at a time per conversation" (a turn whose result is
+//! already stored is resumed, not run again). Also: every model call's usage is stored,
+//! failed calls included.
 
 mod inputs;
 pub mod media;
