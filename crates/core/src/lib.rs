@@ -20,7 +20,7 @@
 //!   sessions, media, the function declarations and the parsing of the model's calls.
 //! - [`fetch`]: the `fetch_url` tool's pure parts (host policy, links in view, redirects, HTML
 //!   to text, the fence, link previews).
-//! - [`format`]: Markdown → Telegram HTML, validation, splitting, drafts.
+//! - [`format`](mod@format): Markdown → Telegram HTML, validation, splitting, drafts.
 //! - [`memory`]: long-term memory: extraction, merge, rendering, recall, the privacy scope.
 //! - [`chat`]: the rules the chat object follows between turns (debounce, the reply plan,
 //!   schedules, turn statuses); [`chat_state`] and [`crew_state`] are its state machine and

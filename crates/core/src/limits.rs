@@ -3,10 +3,9 @@
 //! authentications, and the minimum strength of the shared secrets.
 //!
 //! Pure decisions over counts the edge reads from D1 (budgets) or keeps in the isolate's
-//! memory (the throttle). Invariants:
+//! memory (the throttle). Invariants (ARCHITECTURE.md): "Budgets" (one notice per window: the
+//! person's hour, the day for chat and global budgets). Also:
 //! - A limit of 0 means unlimited. Operators (`ADMIN_USER_IDS`) are never limited.
-//! - When a budget is reached, the chat gets one notice per window (the person's hour, the
-//!   day for chat and global budgets), never one per message.
 //! - The throttle's memory is bounded ([`AuthThrottle::MAX_SOURCES`]); forgetting a source
 //!   only ever lets it try again, never locks anyone out for longer.
 

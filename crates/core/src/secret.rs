@@ -1,7 +1,8 @@
 //! Secrets as a type that never prints, and constant-time comparison.
 //!
-//! Invariant: a [`Secret`]'s value leaves this type only through [`Secret::expose`], which the
-//! edge calls exactly where the value goes on the wire (a header, the Telegram URL path).
+//! Invariants (ARCHITECTURE.md): "Secrets never print". A [`Secret`]'s value leaves this type
+//! only through [`Secret::expose`], which the edge calls exactly where the value goes on the
+//! wire (a header, the Telegram URL path).
 
 use std::fmt;
 

@@ -9,12 +9,13 @@
 //! creating a group and adding the bot. A blocked user is refused everywhere. Operators
 //! (`ADMIN_USER_IDS`) are always allowed.
 //!
-//! Invariants: the access level stored in `users.access` is [`UserAccess`] (the SQL `CHECK`
-//! of migration 0006 lists exactly [`UserAccess::ALL`]); messages are marked `excluded` at
-//! record time from [`admitted_by_level`], which is [`decide`] evaluated for every level, so
-//! what the chat object refuses and what stays out of history never disagree.
-//! API conversations (`POST /api/v1/chat`) live in their own id range
-//! ([`API_CHAT_ID_MIN`]..=[`API_CHAT_ID_MAX`]), above every id Telegram can give a chat.
+//! Invariants (ARCHITECTURE.md): "Refused text stays out of every model call" (messages are
+//! marked `excluded` from [`admitted_by_level`], which is [`decide`] evaluated for every level,
+//! so what the chat object refuses and what stays out of history never disagree), "API
+//! conversations are never Telegram chats" ([`API_CHAT_ID_MIN`]..=[`API_CHAT_ID_MAX`], above
+//! every id Telegram can give a chat), "A refused sender costs a counter, not rows". Also: the
+//! access level stored in `users.access` is [`UserAccess`] (the SQL `CHECK` of migration 0006
+//! lists exactly [`UserAccess::ALL`]).
 
 use crate::config::{Config, DmPolicy};
 use crate::conversation::ChatKind;

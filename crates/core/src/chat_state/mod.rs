@@ -2,40 +2,29 @@
 //! The Durable Object stores a [`ChatState`] and asks it what to do; all decisions are here,
 //! as functions of the state, the event and the time.
 //!
-//! Invariants:
-//! - At most one turn per conversation exists at a time (`turn`), so there are never two model
-//!   calls at once for the same chat.
-//! - A burst of reply-asking messages gives one turn: each signal pushes the debounce deadline
-//!   to `last + debounce`, capped at `first + debounce_max`.
+//! Invariants (ARCHITECTURE.md): "One turn at a time per conversation", "The state decides;
+//! the object asks", "Every waiting state has a deadline" ([`ChatState::turn_waiting`]'s /
+//! [`ChatState::step_waiting`]'s deadline), "The alarm never loops" ([`ChatState::next_wake`]),
+//! "Turn ids never repeat" (the start time and a random nonce the caller passes in; the
+//! counter is only a statistic), "One apology, never lost", "A cancelled step is never sent"
+//! ([`ChatState::is_current_step`]), "Bursts", "A scheduled turn keeps its place" (a
+//! [`ScheduledRun`] in the state, and a turn committed by [`ChatState::commit_turn`]).
+//!
+//! Also:
+//! - A burst's signals each push the debounce deadline to `last + debounce`, capped at
+//!   `first + debounce_max`.
 //! - A signal that arrives while a plan is being carried out cancels the steps not yet done;
 //!   one that arrives during the model call makes the result stale, and the turn is replanned
 //!   (at most [`MAX_REPLANS`] times in a row, so a chatty group still gets answers).
 //! - Every handler is safe to run twice (alarms run at least once): signals are deduplicated
 //!   by update id, and [`ChatState::due`] derives what to do from the state alone.
-//! - A turn whose instance died (not in flight in memory, not waiting for a retry) is
-//!   recovered: its messages become pending again.
-//! - Every waiting state has a deadline: a turn or step waiting for its retry job that does
-//!   not come by [`ChatState::turn_waiting`]'s / [`ChatState::step_waiting`]'s deadline (the
-//!   job was lost) is taken over by the object itself.
-//! - [`ChatState::next_wake`] never returns a time at or before `now` unless the alarm then has
-//!   something to do, so the alarm can never fire in a loop (a live turn past its watchdog is
-//!   checked again one watchdog period later).
-//! - Turn ids never repeat, even if the stored state is lost: they carry the start time and a
-//!   random nonce the caller passes in (the counter is only a statistic).
-//! - An apology owed to the user is state, not a side effect: it stays owed (with a backoff)
-//!   until it is sent, so a send that yields or fails is tried again by the alarm.
-//! - A plan step is carried out only while it is the current step of the current plan; the
-//!   edge asks [`ChatState::is_current_step`] after every await of a step.
+//! - A recovered turn's messages become pending again.
 //! - The one alarm also serves the chat's schedules: `next_schedule_ms` (a hint read from D1,
 //!   which holds the truth) competes with the debounce deadline, earliest first, and a due
-//!   schedule waits for a running turn or plan (never two model calls at once). A scheduled
-//!   turn carries its run ([`ScheduledRun`]) in the state, so a restart resumes it; it never
-//!   goes stale, its plan is not cancelled by people's messages (they get their own turn
-//!   after it), and giving it up owes the scheduled text itself instead of an apology.
-//! - A turn whose streamed answer went out in part ([`ChatState::commit_turn`], allowed only
-//!   while no newer message came) is committed: like a scheduled run it never goes stale and
-//!   its plan is not cancelled; newer messages stay pending for their own turn right after,
-//!   and a retry of it answers nothing newer than its first attempt saw (`committed_upto`).
+//!   schedule waits for a running turn or plan (never two model calls at once).
+//! - A committed turn (allowed only while no newer message came) leaves newer messages
+//!   pending for their own turn right after, and a retry of it answers nothing newer than its
+//!   first attempt saw (`committed_upto`).
 
 mod crew_cycle;
 

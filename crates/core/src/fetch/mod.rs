@@ -4,20 +4,19 @@
 //! are read, HTML reduced to readable text and its links, and the fence that marks fetched
 //! text as data.
 //!
-//! Invariants:
-//! - URLs are parsed with the `url` crate (WHATWG, as the worker's `fetch` parses them), and
-//!   the URL handed to the fetch is the parser's serialisation, so the policy judges exactly
-//!   the address that is fetched: `http://127.0.0.1\@example.com/`, `http://2130706433/`,
-//!   `http://0x7f.1/`, `http://%31%32%37.0.0.1/` and `http://[::ffff:127.0.0.1]/` are all
-//!   127.0.0.1 to the parser and refused.
-//! - Only http(s), no userinfo, ports 80, 443, 8080 and 8443, and public hosts: no loopback,
-//!   private, link-local, shared, reserved, documentation or multicast address, no IPv6 form
-//!   embedding an IPv4 address (mapped, compatible, NAT64, 6to4, Teredo), no single-label or
-//!   internal name (`localhost`, `.local`, `.internal`, `.lan`, ...), no wildcard-DNS name that
-//!   spells a private address (`127.0.0.1.nip.io`, `10-0-0-1.sslip.io`).
-//! - `FETCH_ALLOW_PRIVATE` (tests, local development) lets loopback through (127.0.0.0/8,
-//!   `::1`, `localhost`) on any port, and nothing else: private networks and link-local
-//!   (cloud metadata) stay refused.
+//! Invariants (ARCHITECTURE.md): "Fetch policy", "Link previews only for posted links".
+//!
+//! Also:
+//! - The policy judges exactly the address that is fetched: `http://127.0.0.1\@example.com/`,
+//!   `http://2130706433/`, `http://0x7f.1/`, `http://%31%32%37.0.0.1/` and
+//!   `http://[::ffff:127.0.0.1]/` are all 127.0.0.1 to the parser and refused.
+//! - A public host is none of: a loopback, private, link-local, shared, reserved,
+//!   documentation or multicast address, an IPv6 form embedding an IPv4 address (mapped,
+//!   compatible, NAT64, 6to4, Teredo), a single-label or internal name (`localhost`, `.local`,
+//!   `.internal`, `.lan`, ...), a wildcard-DNS name that spells a private address
+//!   (`127.0.0.1.nip.io`, `10-0-0-1.sslip.io`).
+//! - `FETCH_ALLOW_PRIVATE` (tests, local development) admits loopback (127.0.0.0/8, `::1`,
+//!   `localhost`) on any port; private networks and link-local (cloud metadata) stay refused.
 //! - DNS is not resolved here (a Worker cannot): a public name that resolves to a private
 //!   address is not caught by this module. On Cloudflare the edge network is the boundary
 //!   (subrequests do not reach private networks); under local workerd it is the host's
@@ -26,8 +25,8 @@
 //!   boundary nor any `<<<`/`>>>` run survives inside the fenced text.
 //!
 //! Split by job: [`host`] (the host policy), [`links`] (the URLs in view), [`response`]
-//! (redirects and bodies), [`html`] (HTML to text and links), [`fence`], [`preview`] (whether a
-//! reply keeps its link preview).
+//! (redirects and bodies), [`html`] (HTML to text and links), [`fence`](mod@fence),
+//! [`preview`] (whether a reply keeps its link preview).
 
 pub mod fence;
 pub mod host;

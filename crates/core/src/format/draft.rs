@@ -2,15 +2,16 @@
 //! open closes (a code block, inline code, bold), rendered like a reply, as the one chunk
 //! being written. Telegram shows it with `sendMessageDraft` until the final message arrives.
 //!
-//! Invariants (tested on every prefix of real answers):
-//! - a draft is valid Telegram HTML (`super::html::validate`) and never empty;
+//! Invariants (ARCHITECTURE.md): "Drafts are never messages" (a draft's links show as their
+//! words only: it is shown before the turn's link checks, in every round of a turn), "Early
+//! chunks are the plan's chunks" ([`settled_chunks`]).
+//!
+//! Also (tested on every prefix of real answers):
+//! - a draft is valid Telegram HTML ([`super::html::validate`]) and never empty;
 //! - it has at most `limit` visible characters: a long answer shows its last chunk (the
 //!   earlier ones are complete);
-//! - it holds no link: a link is its text alone (a draft is shown before the turn's link
-//!   checks, in every round of a turn).
 //! - [`settled_chunks`] are the leading chunks of the final reply that no continuation of the
-//!   text can change (tested against the final reply of every prefix of long answers): they
-//!   may be sent as messages while the rest is still being written.
+//!   text can change (tested against the final reply of every prefix of long answers).
 
 use super::{html, render_reply, Chunk};
 

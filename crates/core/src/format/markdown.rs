@@ -1,9 +1,10 @@
 //! Markdown (as the model writes it) to Telegram's HTML parse mode, with pulldown-cmark.
 //!
-//! Invariants (property-tested against [`super::validate`]):
-//! - only tags Telegram accepts are emitted (`b i s u code pre a blockquote tg-spoiler`),
-//!   always properly nested and closed: every tag is opened and closed through one stack;
-//! - all text is escaped (`&lt; &gt; &amp;`, and `&quot;` inside attributes);
+//! Invariants (ARCHITECTURE.md): "Formatting". Property-tested against
+//! [`super::html::validate`]:
+//! - the tags Telegram accepts are `b i s u code pre a blockquote tg-spoiler`; every tag is
+//!   opened and closed through one stack;
+//! - text is escaped as `&lt; &gt; &amp;`, and `&quot;` inside attributes;
 //! - nothing is nested inside `pre`/`code`, and blockquotes are never nested;
 //! - links are only emitted for http(s), tg and mailto URLs.
 //!

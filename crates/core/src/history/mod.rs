@@ -13,13 +13,12 @@
 //!
 //! History is cut by an estimated-token budget, newest kept; the cut is reported, never silent.
 //!
-//! Invariant: people's text can never look like the renderer's own metadata. Names,
+//! Invariants (ARCHITECTURE.md): "No metadata impersonation", "History order". How: names,
 //! forwarded-from labels and excerpts in `[meta]` are JSON-quoted (newlines and quotes
 //! escaped); text that starts like a `[meta]` header is shown as `[quoted meta]`
-//! ([`escape_meta_lookalikes`]); in the compact format every line break inside a message (any Unicode line
-//! separator) continues an indented line, so only the renderer starts a line, and names that
-//! could pass for a line prefix (with `#`, `:`, `→`, brackets, quotes, or the name `bot`) are
-//! quoted.
+//! ([`escape_meta_lookalikes`]); in the compact format every line break inside a message (any
+//! Unicode line separator) continues an indented line, and names that could pass for a line
+//! prefix (with `#`, `:`, `→`, brackets, quotes, or the name `bot`) are quoted.
 //!
 //! Split by job: [`message`] (the model), [`quote`] (people's text kept apart from the
 //! metadata), [`structured`] and [`compact`] (the two renderers), [`budget`] (token estimates

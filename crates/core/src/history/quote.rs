@@ -1,7 +1,7 @@
 //! People's text kept from looking like the renderer's own metadata, and the model's echo of
-//! that metadata kept from the reply: values JSON-quoted in one pass ([`quote`]), text that
+//! that metadata kept from the reply: values JSON-quoted in one pass (`quote`), text that
 //! starts like a `[meta]` header shown as `[quoted meta]` ([`escape_meta_lookalikes`]), names
-//! that could pass for a compact line's prefix quoted ([`compact_name`]), and `[meta]` lines
+//! that could pass for a compact line's prefix quoted (`compact_name`), and `[meta]` lines
 //! and a `bot:` prefix removed from replies ([`sanitize_reply`]).
 
 /// Removes metadata the model may echo from what users will see: `[meta]` lines and a leading

@@ -144,7 +144,7 @@ pub fn render_structured(msgs: &[HistoryMessage], turns: &BTreeMap<String, BotTu
 }
 
 /// [`render_structured`], with the media a turn looks at (`media`, by message seq: see
-/// `core::turn::media`) in their messages' own user content, after the [meta] part and the text.
+/// `core::turn::media`) in their messages' own user content, after the `[meta]` part and the text.
 pub fn render_structured_with_media(msgs: &[HistoryMessage], turns: &BTreeMap<String, BotTurn>, media: &BTreeMap<i64, Vec<Part>>) -> Vec<Content> {
     let mut contents = Vec::new();
     let mut replayed: BTreeSet<&str> = BTreeSet::new();

@@ -1,10 +1,10 @@
 //! What consolidation reads: the conversation's messages, with text that is not the chat's
 //! people's own words left out (issue 35 item 8).
 //!
-//! Invariant: forwarded text and a document's contents (its description, what it says) never
-//! reach the extraction call, so they never become a memory about a person. The line stays
-//! (ids, order, who posted it), marked as left out: the model still sees that something was
-//! forwarded or shared, only not what it says.
+//! Invariants (ARCHITECTURE.md): "Outside words never become memories" (forwarded text and a
+//! document's contents: its description, what it says). The line stays (ids, order, who
+//! posted it), marked as left out: the model still sees that something was forwarded or
+//! shared, only not what it says.
 
 use crate::conversation::Part;
 use crate::history::HistoryMessage;

@@ -1,17 +1,12 @@
 //! Long-term memory: what consolidation extracts (facts, episodes, commitments, aliases), how
 //! it merges into what is already remembered, how memories read in a prompt, and how recall
 //! queries are built, and who may see which memories. Split by job: [`input`] (what extraction
-//! reads), [`schema`], [`merge`], [`render`], [`search`], [`scope`] (the privacy scope every
-//! query over `memories` and `notes` takes its `WHERE` from).
+//! reads), [`schema`], [`merge`](mod@merge), [`render`](mod@render), [`search`], [`scope`] (the
+//! privacy scope every query over `memories` and `notes` takes its `WHERE` from).
 //!
-//! Invariants:
-//! - Merging is deterministic and idempotent: merging the same extraction twice changes
-//!   nothing the second time (equal facts only refresh, equal episodes/commitments/aliases are
-//!   recognised and skipped).
-//! - A newer fact about the same entity and attribute supersedes the older one instead of
-//!   duplicating it; nothing is deleted by consolidation.
-//! - Operator notes are not touched by consolidation.
-//! - Forwarded text and documents' contents never reach the extraction call ([`input`]).
+//! Invariants (ARCHITECTURE.md): "Memory privacy is one rule" ([`scope`]), "Outside words never
+//! become memories" ([`input`]), "Only people seen in the conversation" ([`schema`]). Merging's
+//! own rules are [`merge`](mod@merge)'s. Also: operator notes are not touched by consolidation.
 
 pub mod input;
 pub mod merge;

@@ -2,8 +2,8 @@
 //! episodes, commitments, aliases) and its JSON schemas, the memory kinds (the `CHECK` of
 //! migration 0005), and a stored memory.
 //!
-//! Invariant: only people seen in the conversation may be the subject of what is extracted
-//! there (`Extraction::only_seen_subjects`).
+//! Invariants (ARCHITECTURE.md): "Only people seen in the conversation"
+//! (`Extraction::only_seen_subjects`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

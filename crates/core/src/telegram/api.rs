@@ -2,8 +2,8 @@
 //! variants drive what the delivery code does next (fall back to plain text, drop the reply,
 //! wait `retry_after`, stop sending to a chat, retry with backoff).
 //!
-//! Invariant: nothing here holds or prints the bot token; errors carry only Telegram's
-//! `description`.
+//! Invariants (ARCHITECTURE.md): "Secrets never print" (nothing here holds the bot token;
+//! errors carry only Telegram's `description`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

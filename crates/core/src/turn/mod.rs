@@ -11,33 +11,31 @@
 //! IO goes through three small ports ([`ModelPort`], [`ToolPort`], [`Clock`]); the edge
 //! implements them over `fetch` and D1, the tests with in-memory fakes.
 //!
-//! Invariants:
-//! - At most [`MAX_TOOL_ROUNDS`] + 1 model calls per turn (plus one retry after repairing the
-//!   history's shape); the last round disables function calling so the model must answer.
+//! Invariants (ARCHITECTURE.md): "A turn is bounded", "Only posted URLs are fetched", "What is
+//! in view decides", "Link previews only for posted links", "Silence on purpose", "One model
+//! port", "Instructions vs data" ([`prompt`]).
+//!
+//! Also:
+//! - Of the model calls, one more may retry after repairing the history's shape; the last
+//!   round disables function calling so the model must answer.
 //! - The loop also ends when the model asks again for URLs it already has.
-//! - `fetch_url` fetches only URLs people posted (in the history's users' messages) or that
-//!   were on a page fetched earlier in this turn, checked by `fetch::check_url` at every hop
-//!   (redirects are followed here, by hand, at most `fetch::MAX_REDIRECTS`), at most
-//!   `TurnSafety::max_fetches` requests per turn (hops included). A URL the model composed is refused with an
-//!   error the model reads.
-//! - A round with untrusted text in view offers no tool that writes, and such calls are refused
-//!   if made anyway. What is in view decides, whichever turn brought it: a fetched page (this
-//!   turn's, or its trimmed copy replayed from an earlier one), Google Search results (a
-//!   grounded answer's search parts, replayed too), a document or recording sent inline, and
-//!   what the edge saw in the history's messages (`TurnSafety::outside_text_in_view`:
-//!   forwarded messages, documents, voice notes and their transcripts).
-//! - A round with a page in view offers no tool that reads private data (`tools::PRIVATE_READS`:
-//!   memories, schedules): the page could have the model encode what it reads in its choice
-//!   among the page's links. Every hop of a redirect counts as a fetch against the cap.
+//! - Every hop of a fetch is checked by `fetch::check_url` (redirects are followed here, by
+//!   hand, at most `fetch::MAX_REDIRECTS`, each counted against `TurnSafety::max_fetches`); a
+//!   URL the model composed is refused with an error the model reads.
+//! - What is in view, whichever turn brought it: a fetched page (this turn's, or its trimmed
+//!   copy replayed from an earlier one), Google Search results (a grounded answer's search
+//!   parts, replayed too), a document or recording sent inline, and what the edge saw in the
+//!   history's messages (`TurnSafety::outside_text_in_view`: forwarded messages, documents,
+//!   voice notes and their transcripts). Calls of tools not offered are refused if made
+//!   anyway. No private reads with a page in view: the page could have the model encode what
+//!   it reads in its choice among the page's links.
 //! - Each fetched page is fenced with its own boundary, drawn from the seed the edge passes.
 //! - A send step whose text links anything no person posted is marked `no_link_preview`.
 //! - Thought parts are never stored or shown; every other part of the model's turns is kept
 //!   exactly as returned, thought signatures included.
 //! - An empty or refused answer (SAFETY, RECITATION, OTHER, no parts) becomes a short graceful
-//!   reply, never silence; the reason is returned for the record. The exception is a turn
-//!   where silence is allowed (a reaction or the bot's name in passing): there an empty answer
-//!   or a `no_reply` call is intended silence, recorded as [`TurnResult::silent`], never an
-//!   apology.
+//!   reply and the reason is returned for the record; intended silence is recorded as
+//!   [`TurnResult::silent`].
 
 pub mod media;
 pub mod ports;

@@ -15,14 +15,14 @@
 //! A request is thus: system instruction, function declarations, history, turn context; what
 //! changes least comes first (ARCHITECTURE.md, "Request layout").
 //!
-//! Invariant: only the operator's prompt files and this module's own sentences are
-//! instructions. Everything else was written or shaped by people (notes, memories, the plan
-//! and summaries, which earlier conversation produced): it sits between [`DATA_BEGIN`] and
-//! [`DATA_END`], which the instruction names as data, one labelled JSON-quoted value per line,
-//! so no stored text can end the block, start a line or pose as a heading. People's names,
-//! the reaction's author and the group's title, which appear outside the block, are
-//! JSON-quoted too. The turn context starts with [`TURN_CONTEXT_HEADER`], a `[meta]` line no
-//! person's text can carry (theirs shows as `[quoted meta]`).
+//! Invariants (ARCHITECTURE.md): "Instructions vs data". Everything not an instruction was
+//! written or shaped by people (notes, memories, the plan and summaries, which earlier
+//! conversation produced): it sits between [`DATA_BEGIN`] and [`DATA_END`], which the
+//! instruction names as data, one labelled JSON-quoted value per line, so no stored text can
+//! end the block, start a line or pose as a heading. People's names, the reaction's author and
+//! the group's title, which appear outside the block, are JSON-quoted too. The turn context
+//! starts with [`TURN_CONTEXT_HEADER`], a `[meta]` line no person's text can carry (theirs
+//! shows as `[quoted meta]`).
 
 use crate::config::HistoryFormat;
 use crate::conversation::ChatKind;

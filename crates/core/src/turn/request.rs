@@ -21,7 +21,7 @@ pub struct TurnRequest {
     pub safety: TurnSafety,
     /// The model may stay silent (reaction and name triggers): an empty answer is intended.
     pub silence_allowed: bool,
-    /// What to send when the model gives nothing usable, instead of [`GRACEFUL_REPLY`] (a
+    /// What to send when the model gives nothing usable, instead of [`GRACEFUL_REPLY`](super::run::GRACEFUL_REPLY) (a
     /// scheduled run sends its own text: a reminder is never lost).
     pub empty_reply: Option<String>,
 }

@@ -1,7 +1,7 @@
-//! The turn's loop, as named steps: each round calls the model ([`call_model`]), reads its
-//! answer ([`read_answer`]), carries out its function calls ([`run_calls`]: actions become plan
+//! The turn's loop, as named steps: each round calls the model (`call_model`), reads its
+//! answer (`read_answer`), carries out its function calls (`run_calls`: actions become plan
 //! steps, tools run now, `fetch_url` checked and fenced), until the model answers; then
-//! [`finish_plan`]. The invariants are the room's ([`super`]).
+//! `finish_plan`. The invariants are the room's ([`super`]).
 use super::ports::{Clock, ModelPort, ToolPort};
 use super::record::{sources_line, trimmed_for_storage, without_thoughts, CallRecord, TurnFailure, TurnResult, MAX_SOURCES};
 use super::request::{build_round, repair_history, untrusted_in_view, TurnRequest};
@@ -103,8 +103,8 @@ impl TurnState {
     }
 }
 
-/// Runs one turn: rounds of [`call_model`], [`read_answer`] and [`run_calls`] until the model
-/// answers without asking for results (or the last round made it answer), then [`finish_plan`].
+/// Runs one turn: rounds of `call_model`, `read_answer` and `run_calls` until the model
+/// answers without asking for results (or the last round made it answer), then `finish_plan`.
 pub async fn run_turn(
     req: &TurnRequest,
     model: &impl ModelPort,

@@ -1,14 +1,11 @@
 //! What the agent can do: the Gemini function declarations, and the parsing of the model's
 //! function calls into plan steps (actions) and tool requests (which return results).
 //!
-//! Invariants:
-//! - A malformed call never fails the turn; it becomes [`ToolCall::Invalid`], whose error goes
-//!   back to the model as the function's response.
-//! - Tools that write ([`WRITE_TOOLS`]: stored notes, the plan, schedules) are not offered in
-//!   a round where untrusted text (a fetched page, search results, a forwarded message, a
-//!   document or recording) is in view ([`for_round`]); tools that read private data
-//!   ([`PRIVATE_READS`]) are not offered while a fetched page is in view; the turn loop also
-//!   refuses them if the model calls them anyway.
+//! Invariants (ARCHITECTURE.md): "What is in view decides" ([`WRITE_TOOLS`]: stored notes, the
+//! plan, schedules; [`PRIVATE_READS`]; the offer per round is [`for_round`]).
+//!
+//! Also: a malformed call never fails the turn; it becomes [`ToolCall::Invalid`], whose error
+//! goes back to the model as the function's response.
 
 use crate::gemini::{FunctionCall, FunctionDeclaration, Tool};
 use crate::chat::plan::{Step, MAX_WAIT_SECS};

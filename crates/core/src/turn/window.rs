@@ -2,14 +2,15 @@
 //! answered seq, the stored session start, the notes) and the settings, one pure function
 //! decides the history window and everything the prompt says about it.
 //!
-//! Invariants:
-//! - A turn with nothing new from people since the last answered turn has no context (no
-//!   model call): a late redelivery or a recovered signal never answers the same thing twice.
-//!   A scheduled run is the exception: it was asked for earlier, and happens regardless.
+//! Invariants (ARCHITECTURE.md): "Dedup" (a turn with nothing new from people since the last
+//! answered turn has no context, so no model call; a scheduled run is the exception: it was
+//! asked for earlier, and happens regardless), "Summaries stand in for cut history"
+//! (`last_cut`, [`summary_for`]), "History cuts stay put", "A turn that keeps failing shrinks
+//! its window", "A turn reads only new or edited messages".
+//!
+//! Also:
 //! - The window is the current session (an idle gap after the stored start begins a new one),
-//!   at most `row_limit` rows, cut from the oldest end to the token budget. What exists but is
-//!   not shown is never dropped silently: `last_cut` is the newest such message, and the
-//!   prompt says so when the summary does not cover it ([`summary_for`]).
+//!   at most `row_limit` rows, cut from the oldest end to the token budget.
 //! - The people of a turn are the senders of the shown messages (the memory scope's `people`).
 //! - Operator notes (and the bundled curated notes) are instructions; the agent's notes are
 //!   learned context: they never mix.

@@ -1,6 +1,6 @@
 //! Repeat rules as time math: a 5-field cron expression parsed ([`Cron`]) and its next match
 //! searched in a time zone, a wall time resolved in a zone ([`resolve`]), the friendly rules
-//! (`daily`, `weekdays`, `weekly`: [`Repeat`]) as canonical cron, and a rule's label.
+//! (`daily`, `weekdays`, `weekly`: [`Repeat`](super::request::Repeat)) as canonical cron, and a rule's label.
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
 

@@ -29,7 +29,7 @@ pub struct Limits {
     pub min_repeat_minutes: i64,
     pub max_late_ms: i64,
     /// `SCHEDULE_FALLBACK_SECONDS`: a run whose model keeps failing sends its own text this
-    /// long after its due time at the latest ([`falls_back`]).
+    /// long after its due time at the latest ([`falls_back`](super::runs::falls_back)).
     pub fallback_ms: i64,
 }
 

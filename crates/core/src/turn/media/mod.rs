@@ -2,20 +2,18 @@
 //! messages a turn answers are given to Gemini as bytes (`inlineData`), with which MIME type,
 //! within which limits, and what the model is told instead when one is not viewed.
 //!
-//! Invariants:
-//! - Only media of the messages the turn answers (people's messages newer than the last
-//!   answered turn) and of the message the newest of them replies to are fetched; older
-//!   history never re-sends bytes.
-//! - At most [`MAX_ITEMS_PER_TURN`] items and `MediaLimits::bytes_per_turn` bytes a turn; no
-//!   file over Telegram's download cap is fetched. An item that is not viewed becomes a text
-//!   part saying what it is and why; the turn always happens.
-//! - Only MIME types Gemini reads inline are sent; anything else is named, never sent.
-//! - An album (one person's messages sharing a `media_group_id`) is one unit: one message
-//!   ([`join_albums`]), so a turn answering or replying to any of it sees all its items.
-//! - What can never be viewed (its type, its stated size) or whose file is gone is
-//!   [`Unviewable`]: kept with its status and reason, so nothing fetches it for its own sake.
+//! Invariants (ARCHITECTURE.md): "Media bytes go only into the turn that answers them" (older
+//! history never re-sends bytes), "An album is one unit" (one person's messages sharing a
+//! `media_group_id`: [`join_albums`]), "Media are described once" (what can never be viewed,
+//! by its type or stated size, or whose file is gone is [`Unviewable`]: kept with its status
+//! and reason).
 //!
-//! Split by job: [`inline`] (what is sent as bytes, within which limits), [`unviewable`],
+//! Also:
+//! - At most [`MAX_ITEMS_PER_TURN`] items and `MediaLimits::bytes_per_turn` bytes a turn; no
+//!   file over Telegram's download cap is fetched.
+//! - Only MIME types Gemini reads inline are sent; anything else is named, never sent.
+//!
+//! Split by job: [`inline`] (what is sent as bytes, within which limits), [`unviewable`](mod@unviewable),
 //! [`describe`] (descriptions and transcripts), [`stickers`].
 
 pub mod describe;
