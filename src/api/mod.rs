@@ -1,8 +1,7 @@
 //! The admin API under `/api/v1/` (bearer `ADMIN_TOKEN`, compared in constant time). Without
-//! the token: 401 and nothing else; repeated failures from one source: 429; an `ADMIN_TOKEN`
-//! shorter than 32 characters: 500 for everything (and a log line naming it). Documented in
-//! `docs/openapi.yaml`. API conversations (`POST /chat`) take ids only from their own range
-//! (`agent_core::access::policy::is_api_chat_id`), so they never rewrite a Telegram chat.
+//! the token: 401 and nothing else; repeated failures from one source: 429. Documented in
+//! `docs/openapi.yaml`. Invariants (ARCHITECTURE.md): "Secrets are secrets", "API
+//! conversations are never Telegram chats".
 //!
 //! status, sessions (paged), a session's messages (paged), session reset, costs, memories,
 //! media descriptions, schedules, pairings, users' access, a chat's model, notify (send as the bot), chat

@@ -1,11 +1,8 @@
 //! Long-term memory at the edge: what a turn recalls, what `search_memory` finds, and what
 //! people see and erase with `/memory` and `/forget`.
 //!
-//! Scope (privacy): every query (in `storage::memory`) takes its `WHERE` fragment from
-//! `agent_core::memory::scope::Scope` (the rule is written and tested there): a memory is recalled in
-//! the chat where it was learned; facts about a person are also recalled in that person's
-//! private chat. Nothing learned in one group shows up in another, and nothing learned in a
-//! private chat shows up in a group.
+//! Invariants (ARCHITECTURE.md): "Memory privacy is one rule" (every query, in
+//! `storage::memory`, takes its `WHERE` fragment from `agent_core::memory::scope::Scope`).
 
 use crate::config::Ctx;
 use crate::storage::memory::{self as rows, ItemId};

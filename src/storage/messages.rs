@@ -2,10 +2,11 @@
 //! update, chat, sender and message or reaction), the rows a turn and consolidation read back
 //! as history, and the messages of API conversations (no Telegram ids).
 //!
-//! A refused sender's update past `REFUSED_UPDATES_PER_HOUR` in its hour writes nothing but
-//! the counter (`agent_core::access::policy::RefusedLimit`): the statements that would write its update
-//! and message are guarded by [`over_limit_sql`], evaluated in the same batch after the counter
-//! moved, and the batch says so (`Recorded::over_limit`) so the webhook hands nothing on.
+//! Invariants (ARCHITECTURE.md): "A refused sender costs a counter, not rows", "Refused text
+//! stays out of every model call". How: the statements that would write a refused sender's
+//! update and message past the limit are guarded by [`over_limit_sql`], evaluated in the same
+//! batch after the counter (`agent_core::access::policy::RefusedLimit`) moved, and the batch
+//! says so (`Recorded::over_limit`) so the webhook hands nothing on.
 use crate::args;
 use crate::storage::{rows, Arg, D1Rows, Db};
 use agent_core::conversation::{ChatInfo, ConvKey, InboundMessage, InboundReaction, Part};

@@ -5,19 +5,19 @@
 //! cycle kept in the chat object's state ([`CrewState`]), how the history looks to one persona,
 //! and what a persona's answer means (a pass or a message).
 //!
+//! Invariants (ARCHITECTURE.md): "Crew order survives everything", "Every crew cycle is
+//! bounded", "People come first", "A pass is silence, failures skip", "A persona sees the
+//! whole conversation" ([`as_seen_by`]).
+//!
 //! The cycle, as state of the chat object (`ChatState::crew`):
 //! - `pointer` is the index (in `CREW` order) of the persona whose turn is next. It is stored,
-//!   so the order continues across cycles and restarts; it moves only when a persona's turn has
-//!   an outcome (spoke, passed or failed), recorded in the same state write that ends the turn.
-//! - A cycle answers one generation of people's signals. A new signal (a person wrote) makes
-//!   the next turn start a new cycle with the message in view: the turns not taken are dropped
-//!   and the plan being sent is cancelled (the usual replanning of `chat_state`).
-//! - A cycle ends when every persona passed (or failed) in a row, when the moderator passes,
-//!   or after `CREW_MAX_ROUNDS` rounds (turns taken ≥ rounds × personas): it is always bounded.
+//!   so the order continues across cycles and restarts.
+//! - A cycle answers one generation of people's signals: a new one drops the turns not taken
+//!   (the usual replanning of `chat_state`).
+//! - `CREW_MAX_ROUNDS` rounds means turns taken ≥ rounds × personas.
 //! - A persona turn's id ends with `~<persona>` ([`persona_of_turn`]), so everything keyed by
 //!   the turn (its plan, outbox rows, stored bot messages, model calls) knows who spoke.
-//! - A persona whose turn fails is skipped with a note in the next persona's situation; if
-//!   every persona of a row failed, the chat is owed one apology.
+//! - A failed persona's note to the next is in that persona's situation.
 
 pub use crate::crew_state::{CrewState, CrewTurn, Cycle, End, Outcome};
 use crate::telegram::gating::Trigger;

@@ -10,9 +10,10 @@
 //!   own reminders; a note `remember` stores about a person records who supplied it
 //!   (`supplied_by`), so what one member says about another never reads as the other's own
 //!   words outside the chat where it was said (`core::memory::scope`).
-//! - A reminder's run acts on its creator's authority, asked again at its time ([`gate`]):
-//!   the creator and the chat must still pass the access policy, and the run counts against
-//!   the creator's budget like a message of theirs.
+//! - A reminder's run acts on its creator's authority, asked again at its time ([`gate`]).
+//!
+//! Invariants (ARCHITECTURE.md): "A run is its creator's request, made again", "Only its
+//! creator cancels a reminder in a group".
 //!
 //! Pure: the edge passes the turn's history window and the seq its last answer covered.
 

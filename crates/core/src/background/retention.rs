@@ -10,7 +10,8 @@
 //! `budget_charges` is only read for the last hour and is kept two days whatever the setting.
 //! Refused senders' hourly counters (`refused_senders`) and the messages the access policy
 //! refused (`messages` with `excluded = 1`, kept for the record, never in a prompt) follow the
-//! setting too. Other messages, turns and memories are never pruned here.
+//! setting too. Other messages, turns and memories are never pruned here. Invariants
+//! (ARCHITECTURE.md): "Bounded tables".
 
 /// Rows deleted per table per batch.
 pub const PRUNE_BATCH: u32 = 500;
