@@ -7,7 +7,7 @@
 //! [`commands`] (slash commands), [`usage`] (the usage text) and [`crew`] (crew mode's lineup
 //! and gating). The chat object (`chat`) decides when; this room does it.
 //!
-//! Invariant: this room never imports `chat` (`scripts/check-modules.mjs` fails otherwise).
+//! Invariants (ARCHITECTURE.md): "Layers" (this room never imports `chat`).
 
 pub mod access;
 pub mod answer;

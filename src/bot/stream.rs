@@ -6,7 +6,7 @@
 //!   burst, off the webhook's path; the turn's typing loop refreshes it while the turn runs.
 //! - [`StreamingModel`]: the turn's model port. In a private chat (and `STREAM_DRAFTS` on) it
 //!   asks Gemini for a streamed answer and shows the text so far as a draft at a bounded rate
-//!   (`core::gemini::stream::DraftPacer`, `DRAFT_INTERVAL_MS`), rendered by `core::format::draft`.
+//!   (`core::telegram::drafts::DraftPacer`, `DRAFT_INTERVAL_MS`), rendered by `core::format::draft`.
 //!   Elsewhere it is the plain `generateContent` call.
 //!
 //! Invariants (ARCHITECTURE.md): "Drafts are never messages", "Early chunks are the plan's
@@ -22,7 +22,7 @@
 //!   the turn: the plan sends the rest, with its usual retries; none past the invocation's
 //!   subrequest budget.
 //! - A refusal of the draft method itself (a plain 400, 401/404) turns drafts off in the
-//!   isolate for a while (`core::gemini::stream::drafts_off_ms`), so a bot without drafts does
+//!   isolate for a while (`core::telegram::drafts::drafts_off_ms`), so a bot without drafts does
 //!   not pay for them each turn.
 //! - A newer message ([`Live`] turns false: the turn will be replanned) ends the drafts too,
 //!   and the half answer shown is replaced by the placeholder, so no half answer stays up.
@@ -57,7 +57,7 @@ fn drafts_on(ctx: &Ctx) -> bool {
     ctx.cfg.stream_drafts && DRAFTS_OFF_UNTIL.with(Cell::get) <= now_ms()
 }
 
-/// Telegram refused a draft: maybe drafts are off for a while (`core::gemini::stream::drafts_off_ms`).
+/// Telegram refused a draft: maybe drafts are off for a while (`core::telegram::drafts::drafts_off_ms`).
 fn refused(conv: &ConvKey, e: &TelegramError) {
     worker::console_warn!("chat {conv}: a draft was refused ({e}); the answer comes as a message");
     if let Some(ms) = drafts_off_ms(e) {

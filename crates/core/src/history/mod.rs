@@ -20,7 +20,7 @@
 //! Unicode line separator) continues an indented line, and names that could pass for a line
 //! prefix (with `#`, `:`, `→`, brackets, quotes, or the name `bot`) are quoted.
 //!
-//! Split by job: [`message`] (the model), [`quote`] (people's text kept apart from the
+//! Split by job: [`message`] (the model), [`quote`](mod@quote) (people's text kept apart from the
 //! metadata), [`structured`] and [`compact`] (the two renderers), [`budget`] (token estimates
 //! and what fits).
 
