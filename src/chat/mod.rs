@@ -25,7 +25,8 @@
 //! Also: the state lives in memory and is written to storage after every change; every
 //! handler re-reads it after each await, because other requests interleave at awaits. A
 //! storage read error is not an undecodable state: the handler fails and is retried; nothing
-//! is overwritten.
+//! is overwritten. The key comes in every call, the chat's kind with an arrival or an API
+//! chat turn.
 
 mod api_chat;
 mod crew;

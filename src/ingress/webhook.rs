@@ -10,6 +10,7 @@
 //!   failures gets 429 without its secret being looked at (`access::auth_*`).
 //! - A configured secret too short to serve logs a line that names the secret (never its
 //!   value).
+//! - Past the refused sender's limit the counter itself stops moving.
 //! - Malformed bodies and kinds the bot does not handle get 200 and nothing is stored, so
 //!   Telegram never redelivers them.
 
