@@ -93,7 +93,7 @@ impl ChatState {
     }
 
     /// Whether `turn_id` is the running cycle's current persona turn.
-    pub fn is_current_crew_turn(&self, turn_id: &str) -> bool {
+    pub(crate) fn is_current_crew_turn(&self, turn_id: &str) -> bool {
         self.crew.as_ref().and_then(|c| c.cycle.as_ref()).is_some_and(|c| c.current.as_deref() == Some(turn_id))
     }
 
@@ -112,7 +112,7 @@ impl ChatState {
 impl ChatState {
     /// Whether a cycle goes on and its next persona's turn may start now (no turn, no plan, no
     /// person waiting: a person's message starts a new cycle after the debounce instead).
-    pub fn crew_continues(&self) -> bool {
+    pub(crate) fn crew_continues(&self) -> bool {
         self.turn.is_none() && self.plan.is_none() && self.pending.is_none() && self.crew.as_ref().is_some_and(|c| c.cycle.is_some())
     }
 
@@ -139,7 +139,7 @@ impl ChatState {
     /// none runs), else the cycle's next turn. A turn of the cycle that ended without an
     /// outcome (cut off) counts as failed, so a cycle never stalls and stays bounded. `None`:
     /// nothing to start (no person waiting and no cycle going on, e.g. that failure ended it).
-    pub fn begin_crew_turn(&mut self, now: i64, conv: &str, nonce: u64, lineup: &Lineup) -> Option<TurnRun> {
+    pub(crate) fn begin_crew_turn(&mut self, now: i64, conv: &str, nonce: u64, lineup: &Lineup) -> Option<TurnRun> {
         let generation = self.generation;
         let pending = self.pending.take();
         let crew = self.crew.get_or_insert_with(Default::default);
@@ -186,7 +186,7 @@ impl ChatState {
     /// Records a persona turn's outcome (once: only the cycle's current turn counts), moves the
     /// pointer on, and ends the cycle when it is over. A cycle where everyone failed owes the
     /// chat one apology. Returns why the cycle ended, if it did.
-    pub fn crew_outcome(&mut self, turn_id: &str, outcome: Outcome, lineup: &Lineup, now: i64) -> Option<End> {
+    pub(crate) fn crew_outcome(&mut self, turn_id: &str, outcome: Outcome, lineup: &Lineup, now: i64) -> Option<End> {
         let n = lineup.names.len().max(1) as u32;
         let crew = self.crew.as_mut()?;
         let cycle = crew.cycle.as_mut().filter(|c| c.current.as_deref() == Some(turn_id))?;
@@ -238,7 +238,7 @@ impl ChatState {
 
     /// A persona turn's answer: like [`ChatState::finish_turn`], and then its outcome (a pass
     /// sends nothing). Returns the decision and the steps to carry out.
-    pub fn finish_crew_turn(&mut self, turn_id: &str, steps: Vec<Step>, lineup: &Lineup, now: i64) -> (Finish, Option<End>) {
+    pub(crate) fn finish_crew_turn(&mut self, turn_id: &str, steps: Vec<Step>, lineup: &Lineup, now: i64) -> (Finish, Option<End>) {
         let passed = is_pass(&steps);
         let steps = if passed { Vec::new() } else { steps };
         let finish = self.finish_turn(turn_id, steps, now);
@@ -251,7 +251,7 @@ impl ChatState {
 
     /// A persona turn is given up (its call failed after its retries): skipped, no apology of
     /// its own (the cycle owes one only when everyone failed).
-    pub fn give_up_crew_turn(&mut self, turn_id: &str, lineup: &Lineup, now: i64) -> Option<End> {
+    pub(crate) fn give_up_crew_turn(&mut self, turn_id: &str, lineup: &Lineup, now: i64) -> Option<End> {
         self.drop_plan(turn_id);
         self.end_turn(turn_id);
         self.crew_outcome(turn_id, Outcome::Failed, lineup, now)
@@ -259,7 +259,7 @@ impl ChatState {
 
     /// A persona turn found nothing to answer: the cycle ends (a first turn) or the turn
     /// counts as a pass.
-    pub fn crew_nothing_to_do(&mut self, turn_id: &str, lineup: &Lineup, now: i64) -> Option<End> {
+    pub(crate) fn crew_nothing_to_do(&mut self, turn_id: &str, lineup: &Lineup, now: i64) -> Option<End> {
         self.end_turn(turn_id);
         let first = self.crew.as_ref().and_then(|c| c.cycle.as_ref()).is_some_and(|c| c.taken == 0 && c.current.as_deref() == Some(turn_id));
         if first {
@@ -275,11 +275,6 @@ impl ChatState {
         if on == Some(false) {
             crew.cycle = None;
         }
-    }
-
-    /// The note for the next persona's situation, if one was skipped.
-    pub fn crew_note(&self) -> Option<String> {
-        self.crew.as_ref().and_then(|c| c.cycle.as_ref()).and_then(|c| c.note.clone())
     }
 }
 
