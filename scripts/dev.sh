@@ -55,6 +55,8 @@ if [ "$mode" = playground ]; then
 fi
 if [ -z "$gemini_key" ]; then
   vars+=(--var "GEMINI_API_BASE:http://127.0.0.1:$PLAYGROUND_PORT")
+  # Pictures cost nothing with the stand-in model ("draw ..." makes a small PNG).
+  vars+=(--var "IMAGE_MODEL:on")
 fi
 
 children=()

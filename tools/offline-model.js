@@ -1,9 +1,44 @@
 // The offline stand-in model of the local playground: a deterministic Gemini-compatible
 // generateContent endpoint (and streamGenerateContent?alt=sse, the same answer as one event), so the whole pipeline (turns, actions, memory consolidation) runs
-// with no API key. It is not an AI: it echoes, reacts 👍 to the message it answers, and
-// remembers what follows the word "remember". Every answer says it is the stand-in.
+// with no API key. It is not an AI: it echoes, reacts 👍 to the message it answers,
+// remembers what follows the word "remember", draws a small PNG for "draw ..." (and a lighter
+// one for "make it brighter", from the picture it made). Every answer says it is the stand-in.
+
+import { makePng, seedOf } from "./png.js";
 
 const LABEL = "🤖 offline stand-in model";
+
+/** An image model's request (text and image out): a small generated PNG (its colour from the
+ *  prompt; "brighter" makes a lighter one) with a caption, as Gemini's image models answer. */
+function pictureAnswer(body, model) {
+  const prompt = (body.contents ?? []).flatMap((c) => c.parts ?? []).map((p) => p.text).filter(Boolean).join(" ");
+  const sources = (body.contents ?? []).flatMap((c) => c.parts ?? []).filter((p) => p.inlineData).length;
+  const seed = /brighter|lighter/i.test(prompt) ? 255 : seedOf(prompt);
+  const png = makePng(96, 64, seed);
+  const caption = `(${LABEL}) ${sources ? `an edit of ${sources} photo(s): ` : ""}${prompt.slice(0, 200)}`;
+  return {
+    candidates: [{ content: { role: "model", parts: [{ text: caption }, { inlineData: { mimeType: "image/png", data: png.toString("base64") } }] }, finishReason: "STOP", index: 0 }],
+    usageMetadata: { promptTokenCount: Math.ceil(prompt.length / 4), candidatesTokenCount: 1130, totalTokenCount: Math.ceil(prompt.length / 4) + 1130, candidatesTokensDetails: [{ modality: "IMAGE", tokenCount: 1120 }, { modality: "TEXT", tokenCount: 10 }] },
+    modelVersion: `${model} (offline stand-in)`,
+  };
+}
+
+/** The newest picture the bot made that the request shows (its message id), for "make it
+ *  brighter": the id in the [meta] part of the message whose photo the bot made. */
+function lastBotPicture(body) {
+  let id = null;
+  let current = null;
+  for (const c of body.contents ?? []) {
+    for (const p of c.parts ?? []) {
+      const meta = /message_id=(\d+)/.exec(p.text ?? "");
+      if (meta) current = Number(meta[1]);
+      const compact = [...(p.text ?? "").matchAll(/^#(\d+) .*a picture the bot made/gm)].at(-1);
+      if (compact) id = Number(compact[1]);
+      else if (/a picture the bot made/.test(p.text ?? "") && current) id = current;
+    }
+  }
+  return id;
+}
 
 function lastUserText(body) {
   const contents = body.contents ?? [];
@@ -98,6 +133,7 @@ export function offlineAnswer(body, model) {
     return answer(body, model, [{ text: JSON.stringify({ description: `(${LABEL}) ${files[0] ?? "nothing"}`, transcript: "" }) }]);
   }
   if (body.generationConfig?.responseMimeType === "application/json") return structured(body, model);
+  if ((body.generationConfig?.responseModalities ?? []).includes("IMAGE")) return pictureAnswer(body, model);
   const last = body.contents?.at(-1);
   // Tool results end the request only within a turn; a person's new message after a replayed
   // action shares that content (it has its [meta] part), and is answered.
@@ -113,6 +149,12 @@ export function offlineAnswer(body, model) {
   const target = targetMessage(body);
   const toolsOn = !body.toolConfig && (body.tools ?? []).length > 0;
   if (toolsOn && target) parts.push({ functionCall: { name: "react", args: { message_id: target, emoji: "👍" } } });
+  const offersPictures = (body.tools ?? []).some((t) => (t.functionDeclarations ?? []).some((d) => d.name === "generate_image"));
+  const draw = /^(?:please\s+)?(?:draw|paint|sketch)\b\s*(.*)/i.exec(text);
+  if (offersPictures && draw) parts.push({ functionCall: { name: "generate_image", args: { prompt: draw[1] || text } } });
+  const edit = /\bmake (?:it|that|the (?:last |second |first )?(?:one|picture)) (.+)/i.exec(text);
+  const picture = edit && lastBotPicture(body);
+  if (offersPictures && picture) parts.push({ functionCall: { name: "generate_image", args: { prompt: `the same picture, ${edit[1]}`, photo_message_ids: [picture] } } });
   const remember = /\bremember\b[:,]?\s*(.+)/i.exec(text);
   if (toolsOn && remember) parts.push({ functionCall: { name: "remember", args: { content: remember[1].slice(0, 200) } } });
   return answer(body, model, parts);

@@ -2,7 +2,8 @@
 // the path (401 otherwise), the JSON envelope {ok, result | error_code, description,
 // parameters}, Telegram's HTML parser (allowed tags, LIFO nesting, entities), the
 // 4096-character limit counted after parsing, the reaction emoji list, 429 with retry_after,
-// 403 for blocked chats, message drafts (sendMessageDraft: private chats only). It records every request, takes a fault script per chat and method,
+// 403 for blocked chats, message drafts (sendMessageDraft: private chats only), photos uploaded
+// with sendPhoto as multipart/form-data (10 MB, PHOTO_INVALID_DIMENSIONS, a 1024-character caption). It records every request, takes a fault script per chat and method,
 // and reports what the bot did as events.
 //
 // Used as the fake Telegram of the end-to-end tests (startFakeTelegram) and inside the local
@@ -130,18 +131,29 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
 
   async function handleRequest(req, res) {
     if (req.method === "GET" && download(req, res)) return;
-    let raw = "";
-    for await (const chunk of req) raw += chunk;
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    const bytes = Buffer.concat(chunks);
     const m = /^\/bot([^/]+)\/([A-Za-z]+)$/.exec(new URL(req.url, "http://x").pathname);
     if (!m) return fail(res, 404, "Not Found");
     const actor = m[1] === token ? null : actors.get(m[1]);
     if (m[1] !== token && !actor) return fail(res, 401, "Unauthorized");
     const method = m[2];
     let body = {};
-    try {
-      body = raw ? JSON.parse(raw) : {};
-    } catch {
-      return fail(res, 400, "Bad Request: can't parse JSON");
+    const multipart = /^multipart\/form-data;\s*boundary=("?)([^";]+)\1/i.exec(req.headers["content-type"] ?? "");
+    if (multipart) {
+      // An upload (sendPhoto): the fields as text, the files as bytes (body.files).
+      if (bytes.length > UPLOAD_LIMIT) return fail(res, 413, "Request Entity Too Large");
+      body = parseMultipart(bytes, multipart[2]);
+      if (!body) return fail(res, 400, "Bad Request: can't parse multipart/form-data");
+      if (body.chat_id !== undefined && /^-?\d+$/.test(body.chat_id)) body.chat_id = Number(body.chat_id);
+    } else {
+      try {
+        const raw = bytes.toString("utf8");
+        body = raw ? JSON.parse(raw) : {};
+      } catch {
+        return fail(res, 400, "Bad Request: can't parse JSON");
+      }
     }
     // `from`: which bot called (the main bot, or an added bot by its token).
     const entry = { method, body, at: Date.now(), from: actor ?? bot };
@@ -251,6 +263,8 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
           emit({ type: "sticker", chat_id: chatId, message_id, emoji: sticker?.emoji ?? "🖼", thread: body.message_thread_id ?? null });
           return ok(res, { message_id, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), sticker: { file_id: body.sticker } });
         }
+      case "sendPhoto":
+        return sendPhoto(body, res, entry);
       case "setWebhook":
         if (body.secret_token && !/^[A-Za-z0-9_-]{1,256}$/.test(body.secret_token)) {
           return fail(res, 400, "Bad Request: secret token contains unallowed characters");
@@ -279,6 +293,37 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
       default:
         return fail(res, 404, "Not Found: method not found");
     }
+  }
+
+  /** `sendPhoto` with an uploaded file, with the Bot API's limits: at most 10 MB, width and
+   *  height at most 10000 in total and a ratio of at most 20 (PHOTO_INVALID_DIMENSIONS), a
+   *  caption of at most 1024 characters; a file that is no image is IMAGE_PROCESS_FAILED. The
+   *  photo is kept as a file (getFile and download serve it, as Telegram does for the bot). */
+  function sendPhoto(body, res, entry) {
+    const chatId = body.chat_id === undefined ? undefined : Number(body.chat_id);
+    if (chatId === undefined || Number.isNaN(chatId)) return fail(res, 400, "Bad Request: chat_id is empty");
+    const file = body.files?.photo;
+    if (!file) {
+      if (typeof body.photo === "string" && files.has(body.photo)) return fail(res, 400, "Bad Request: this emulator takes uploaded photos only");
+      return fail(res, 400, "Bad Request: there is no photo in the request");
+    }
+    if (file.bytes.length > 10 * 1024 * 1024) return fail(res, 400, "Bad Request: PHOTO_SAVE_FILE_INVALID");
+    const size = imageSize(file.bytes);
+    if (!size) return fail(res, 400, "Bad Request: IMAGE_PROCESS_FAILED");
+    if (size.width + size.height > 10000 || Math.max(size.width, size.height) / Math.max(1, Math.min(size.width, size.height)) > 20) {
+      return fail(res, 400, "Bad Request: PHOTO_INVALID_DIMENSIONS");
+    }
+    const caption = body.caption ?? "";
+    if ([...caption].length > 1024) return fail(res, 400, "Bad Request: message caption is too long");
+    const message_id = nextMessageId++;
+    const fileId = `photo-${message_id}`;
+    files.set(fileId, { file_unique_id: `u-${fileId}`, bytes: file.bytes, path: `photos/${fileId}`, size: file.bytes.length });
+    entry.photo = { bytes: file.bytes, caption, filename: file.filename, contentType: file.contentType };
+    entry.body.chat_id = chatId;
+    const reply = body.reply_parameters ? JSON.parse(body.reply_parameters) : null;
+    emit({ type: "photo", chat_id: chatId, from: (entry.from ?? bot).username, message_id, caption, bytes: file.bytes.length, reply_to: reply?.message_id ?? null, thread: body.message_thread_id ? Number(body.message_thread_id) : null });
+    const photo = [{ file_id: fileId, file_unique_id: `u-${fileId}`, width: size.width, height: size.height, file_size: file.bytes.length }];
+    return ok(res, { message_id, from: { ...(entry.from ?? bot), is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), photo, ...(caption ? { caption } : {}) });
   }
 
   return {
@@ -341,6 +386,60 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     /** Resolves when `check()` is true (re-checked on every request), or rejects at the timeout. */
     waitFor,
   };
+}
+
+/** The most of an upload the emulator reads (the Bot API takes files up to 50 MB). */
+const UPLOAD_LIMIT = 50 * 1024 * 1024;
+
+/** A multipart/form-data body: text fields, and files as {filename, contentType, bytes} under
+ *  `files`; null when it is not well formed. */
+export function parseMultipart(bytes, boundary) {
+  const delimiter = Buffer.from(`--${boundary}`);
+  const out = { files: {} };
+  let at = bytes.indexOf(delimiter);
+  if (at < 0) return null;
+  for (;;) {
+    at += delimiter.length;
+    if (bytes.subarray(at, at + 2).toString() === "--") return out;
+    if (bytes.subarray(at, at + 2).toString() !== "\r\n") return null;
+    const headEnd = bytes.indexOf("\r\n\r\n", at);
+    if (headEnd < 0) return null;
+    const head = bytes.subarray(at + 2, headEnd).toString("utf8");
+    const next = bytes.indexOf(Buffer.concat([Buffer.from("\r\n"), delimiter]), headEnd + 4);
+    if (next < 0) return null;
+    const value = bytes.subarray(headEnd + 4, next);
+    const name = /name="([^"]*)"/.exec(head)?.[1];
+    const filename = /filename="([^"]*)"/.exec(head)?.[1];
+    if (!name) return null;
+    if (filename !== undefined) out.files[name] = { filename, contentType: /content-type:\s*([^\r\n]+)/i.exec(head)?.[1] ?? "", bytes: Buffer.from(value) };
+    else out[name] = value.toString("utf8");
+    at = next + 2;
+  }
+}
+
+/** An image's width and height from its header (PNG, JPEG, WebP VP8/VP8L/VP8X), or null. */
+export function imageSize(b) {
+  if (b.subarray(0, 8).equals(Buffer.from("89504e470d0a1a0a", "hex")) && b.length >= 24) {
+    return { width: b.readUInt32BE(16), height: b.readUInt32BE(20) };
+  }
+  if (b[0] === 0xff && b[1] === 0xd8) {
+    let i = 2;
+    while (i + 9 < b.length) {
+      if (b[i] !== 0xff) return null;
+      const marker = b[i + 1];
+      const len = b.readUInt16BE(i + 2);
+      if (marker >= 0xc0 && marker <= 0xcf && ![0xc4, 0xc8, 0xcc].includes(marker)) return { height: b.readUInt16BE(i + 5), width: b.readUInt16BE(i + 7) };
+      i += 2 + len;
+    }
+    return null;
+  }
+  if (b.subarray(0, 4).toString("latin1") === "RIFF" && b.subarray(8, 12).toString("latin1") === "WEBP") {
+    const kind = b.subarray(12, 16).toString("latin1");
+    if (kind === "VP8X") return { width: 1 + b.readUIntLE(24, 3), height: 1 + b.readUIntLE(27, 3) };
+    if (kind === "VP8 ") return { width: b.readUInt16LE(26) & 0x3fff, height: b.readUInt16LE(28) & 0x3fff };
+    if (kind === "VP8L") { const v = b.readUInt32LE(21); return { width: (v & 0x3fff) + 1, height: ((v >> 14) & 0x3fff) + 1 }; }
+  }
+  return null;
 }
 
 /** The emulator on its own server on 127.0.0.1 (the tests' fake Telegram). */

@@ -48,6 +48,7 @@ pub async fn get(ctx: &Ctx, url: &Url) -> Result<Response> {
                 "cached_tokens": r.usage.cached_tokens,
                 "cached_share": agent_core::usage::cached_share(&r.usage),
                 "search_queries": r.usage.search_queries,
+                "image_tokens": r.usage.image_tokens,
                 "cost_usd": cost,
             })
         })
@@ -64,11 +65,12 @@ async fn by_persona(ctx: &Ctx, chat: Option<i64>, since: i64, now: i64) -> Resul
     let boundaries = agent_core::gemini::prices::boundaries(&ctx.cfg.prices);
     for r in storage::usage::persona_totals(&ctx.db(), chat, since, &boundaries).await? {
         let cost = agent_core::usage::cost(&ctx.cfg, &r.usage, now).unwrap_or(0.0);
-        let entry = out.entry(r.persona).or_insert_with(|| json!({"calls": 0, "prompt_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}));
+        let entry = out.entry(r.persona).or_insert_with(|| json!({"calls": 0, "prompt_tokens": 0, "output_tokens": 0, "image_tokens": 0, "cost_usd": 0.0}));
         let add = |v: &mut Value, k: &str, n: f64| v[k] = json!(v[k].as_f64().unwrap_or(0.0) + n);
         add(entry, "calls", r.usage.calls as f64);
         add(entry, "prompt_tokens", r.usage.prompt_tokens as f64);
         add(entry, "output_tokens", r.usage.candidates_tokens as f64);
+        add(entry, "image_tokens", r.usage.image_tokens as f64);
         add(entry, "cost_usd", cost);
     }
     Ok(Value::Object(out))

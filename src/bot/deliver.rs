@@ -405,5 +405,7 @@ pub async fn run_step(
             sticker(ctx, conv, &step_key, set_name, emoji, reply_to.or(default_reply_to), Some(turn_id)).await
         }
         Step::Wait { .. } => Ok(StepOutcome::Done),
+        // A picture step is `bot::image`'s (the chat object's plan calls it).
+        Step::Image { .. } => Err(StepError::Fatal { error: "a picture step goes through bot::image".into(), blocked: false }),
     }
 }

@@ -4,8 +4,8 @@
 //! (answering one turn: load its inputs, ask the model, store), [`deliver`] (the outbox: sending a step exactly
 //! once), [`stream`] (the first sign of a burst, the answer streamed as a draft), [`memory`]
 //! (recall and the user's memory commands), [`access`] (who may talk to the bot, budgets),
-//! [`commands`] (slash commands), [`usage`] (the usage text) and [`crew`] (crew mode's lineup
-//! and gating). The chat object (`chat`) decides when; this room does it.
+//! [`commands`] (slash commands), [`usage`] (the usage text), [`crew`] (crew mode's lineup
+//! and gating) and [`image`] (a plan's picture step: made by the image model, sent as a photo). The chat object (`chat`) decides when; this room does it.
 //!
 //! Invariants (ARCHITECTURE.md): "Layers" (this room never imports `chat`).
 
@@ -14,6 +14,7 @@ pub mod answer;
 pub mod commands;
 pub mod crew;
 pub mod deliver;
+pub mod image;
 pub mod memory;
 pub mod stream;
 pub mod usage;

@@ -83,7 +83,8 @@ impl ChatObject {
             step_guard: Some(Rc::new(move || chat.borrow().as_ref().is_some_and(|st| st.is_current_step(&guard_turn, index)))),
             ..ctx.speaking_for(&turn_id, self.conv().is_some_and(|(_, kind)| kind.is_group()))
         };
-        Some(deliver::run_step(&guarded, conv, &turn_id, index, &due.step, due.default_reply).await)
+        // `bot::image` carries out a picture step and hands every other step to delivery.
+        Some(crate::bot::image::run_step(&guarded, conv, &turn_id, index, &due.step, due.default_reply).await)
     }
 
     /// What a step's result means for the plan.

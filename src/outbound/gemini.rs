@@ -77,3 +77,22 @@ impl ModelPort for GeminiClient {
         serde_json::from_str(&text).map_err(|e| ModelError::InvalidResponse(e.to_string()))
     }
 }
+
+impl GeminiClient {
+    /// Asks an image model (`core::image::request_body`); the answer read up to
+    /// `core::image::MAX_ANSWER_BYTES` (a picture in base64), never more.
+    pub async fn generate_image(&self, model: &str, body: &str) -> Result<String, ModelError> {
+        let model = model.trim_start_matches("models/");
+        let url = format!("{}/v1beta/models/{}:generateContent", self.base, model);
+        let headers = [("content-type", "application/json"), ("x-goog-api-key", self.key.expose())];
+        let resp = net::post_bytes(&self.meter, &url, &headers, body.as_bytes(), agent_core::image::MAX_ANSWER_BYTES, TIMEOUT)
+            .await
+            .map_err(ModelError::Network)?;
+        if resp.status == 200 {
+            Ok(resp.body)
+        } else {
+            let retry_after = resp.headers.get("retry-after").ok().flatten();
+            Err(parse_error(resp.status, &resp.body, retry_after.as_deref()))
+        }
+    }
+}

@@ -299,3 +299,31 @@ fn redact(text: &str) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// A POST of `body` bytes (an upload: `multipart/form-data` with its boundary in
+/// `content_type`, or JSON) whose answer is read as text up to `max` bytes. `Err` is a network
+/// failure, a timeout or an answer over the cap (never read past it).
+pub async fn post_bytes(
+    meter: &Meter,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    max: usize,
+    timeout: Duration,
+) -> Result<HttpResponse, String> {
+    let fetch = prepare(meter, Method::Post, url, headers, None, RequestRedirect::Follow)?;
+    fetch.init.set_body(&Uint8Array::from(body));
+    let controller = AbortController::default();
+    let signal = controller.signal();
+    let call = async {
+        let resp = fetch.send(&signal).await?;
+        let status = resp.status();
+        let (bytes, over) = read_capped(&resp, max, true).await?;
+        if over {
+            return Err(format!("the answer is over {max} bytes"));
+        }
+        let body = String::from_utf8_lossy(&bytes).into_owned();
+        Ok::<_, String>(HttpResponse { status, body, headers: Headers(resp.headers()) })
+    };
+    within(call, controller, timeout, |_| true).await
+}

@@ -140,10 +140,75 @@ impl TelegramClient {
         }
     }
 
+    /// A chat action other than typing (`upload_photo` while a picture is made); a failure is
+    /// only logged.
+    pub async fn typing_as(&self, chat_id: i64, thread_id: Option<i64>, action: &str) {
+        let body = api::SendChatAction { chat_id, message_thread_id: thread_id, action: action.into() };
+        if let Err(e) = self.call("sendChatAction", &body).await {
+            worker::console_warn!("{action} indicator for {chat_id} failed: {e}");
+        }
+    }
+
     pub async fn typing(&self, chat_id: i64, thread_id: Option<i64>) {
         let body = api::SendChatAction { chat_id, message_thread_id: thread_id, action: "typing".into() };
         if let Err(e) = self.call("sendChatAction", &body).await {
             worker::console_warn!("typing indicator for {chat_id} failed: {e}");
         }
     }
+}
+
+/// What `sendPhoto` answered: the message and its largest size's file ids.
+pub struct SentPhoto {
+    pub message_id: i64,
+    pub file_id: Option<String>,
+    pub file_unique_id: Option<String>,
+    pub file_size: Option<u64>,
+}
+
+impl TelegramClient {
+    /// `sendPhoto` with the picture uploaded as a file (`multipart/form-data`, built by
+    /// `core::image::multipart`); `fields` are the method's other parameters as text. The hold
+    /// after a 429 applies as for every call.
+    pub async fn send_photo(&self, chat_id: i64, fields: &[(&str, String)], file: (&str, &[u8])) -> Result<SentPhoto, TelegramError> {
+        if self.token.is_empty() {
+            return Err(TelegramError::Unauthorized(401));
+        }
+        let bot = self.token.expose().split(':').next().and_then(|id| id.parse::<i64>().ok()).unwrap_or(0);
+        if let Some(seconds) = held_for((bot, chat_id), crate::config::now_ms()) {
+            return Err(TelegramError::RetryAfter(seconds));
+        }
+        let (mime, bytes) = file;
+        let boundary = (0..4)
+            .map(|_| format!("edge{:016x}", js_random()))
+            .find(|b| agent_core::image::boundary_fits(b, fields, bytes))
+            .ok_or_else(|| TelegramError::BadRequest("no multipart boundary fits".into()))?;
+        let body = agent_core::image::multipart(&boundary, fields, ("photo", agent_core::image::file_name(mime), mime, bytes));
+        let url = format!("{}/bot{}/sendPhoto", self.base, self.token.expose());
+        let content_type = format!("multipart/form-data; boundary={boundary}");
+        let resp = net::post_bytes(&self.meter, &url, &[("content-type", &content_type)], &body, net::MAX_RESPONSE_BYTES, DOWNLOAD_TIMEOUT)
+            .await
+            .map_err(TelegramError::Network)?;
+        let result = api::parse_response(resp.status, &resp.body);
+        if let Err(TelegramError::RetryAfter(seconds)) = &result {
+            hold((bot, chat_id), *seconds, crate::config::now_ms());
+        }
+        let v = result?;
+        let largest = v.get("photo").and_then(Value::as_array).and_then(|p| p.last()).cloned().unwrap_or(Value::Null);
+        let text = |k: &str| largest.get(k).and_then(Value::as_str).map(str::to_string);
+        Ok(SentPhoto {
+            message_id: v.get("message_id").and_then(Value::as_i64).ok_or_else(|| TelegramError::Server(200, "unexpected sendPhoto result".into()))?,
+            file_id: text("file_id"),
+            file_unique_id: text("file_unique_id"),
+            file_size: largest.get("file_size").and_then(Value::as_u64),
+        })
+    }
+}
+
+/// A random 64-bit number (a multipart boundary).
+fn js_random() -> u64 {
+    let mut b = [0u8; 8];
+    if getrandom::fill(&mut b).is_err() {
+        return (worker::js_sys::Math::random() * u64::MAX as f64) as u64 ^ crate::config::now_ms() as u64;
+    }
+    u64::from_le_bytes(b)
 }

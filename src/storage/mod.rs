@@ -15,6 +15,7 @@ pub mod chats;
 pub mod consolidation;
 pub mod conversations;
 pub mod failures;
+pub mod images;
 pub mod media;
 pub mod memory;
 pub mod messages;

@@ -8,8 +8,8 @@ use worker::Result;
 
 const INSERT_MODEL_CALL: &str = "INSERT INTO model_calls (turn_id, conv, chat_id, purpose, model, status, prompt_tokens,
        candidates_tokens, cached_tokens, thoughts_tokens, total_tokens, finish_reason, error, duration_ms, created_at,
-       search_queries, persona)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
+       search_queries, persona, image_tokens)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
 
 pub fn model_call_stmt(
     db: &Db,
@@ -41,7 +41,9 @@ pub fn model_call_stmt(
             now,
             call.search_queries,
             // Crew mode: the persona of the turn (from its id), if it is one.
-            turn_id.and_then(agent_core::crew::persona_of_turn)
+            turn_id.and_then(agent_core::crew::persona_of_turn),
+            // A picture's image output tokens, priced apart (`core::image::image_tokens`).
+            agent_core::image::image_tokens(u)
         ],
     )
 }
@@ -79,7 +81,8 @@ impl Grouping<'_> {
 }
 
 const TOTALS: &str = "COUNT(*) AS calls, SUM(prompt_tokens) AS prompt_tokens, SUM(candidates_tokens) AS candidates_tokens,
-           SUM(thoughts_tokens) AS thoughts_tokens, SUM(cached_tokens) AS cached_tokens, SUM(search_queries) AS search_queries";
+           SUM(thoughts_tokens) AS thoughts_tokens, SUM(cached_tokens) AS cached_tokens, SUM(search_queries) AS search_queries,
+           SUM(image_tokens) AS image_tokens";
 
 /// Usage totals per chat, model and day or price period, from `since_ms`, for one chat or all:
 /// `/usage` (one chat, all time, summed per model after each period is priced at its price)

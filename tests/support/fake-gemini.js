@@ -15,6 +15,7 @@ import zlib from "node:zlib";
 import { waiters } from "../../tools/util.js";
 import { implicitCache, charMeasure, geminiMeasure } from "./fake-gemini-cache.js";
 import { geminiTokenizer } from "./gemini-tokens.js";
+import { makePng, seedOf } from "../../tools/png.js";
 
 const TOP_LEVEL = new Set(["contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings", "cachedContent"]);
 
@@ -216,11 +217,47 @@ async function streamAnswer(res, body, streamMs, entry) {
  *  quick) or "gemini" (Gemini's own tokenizer, gemini-tokens.js; the benchmarks). */
 /** The models `GET /v1beta/models/{model}` knows (the real list is Google's): the ones this
  *  project's defaults name. A default GEMINI_MODEL missing here fails the deploy tests. */
-export const KNOWN_MODELS = ["gemini-3.8-flash", "gemini-3.6-flash", "gemini-3.5-flash-lite", "gemini-3.1-flash-lite", "gemini-embedding-001"];
+export const KNOWN_MODELS = ["gemini-3.8-flash", "gemini-3.6-flash", "gemini-3.5-flash-lite", "gemini-3.1-flash-lite", "gemini-embedding-001", "gemini-nano-banana-2.1"];
+
+/** Output tokens of one picture (a 1K image of Gemini's image models). */
+export const IMAGE_TOKENS = 1120;
+
+/** An image model's answer as Gemini gives it: a caption text part and the picture as an
+ *  inlineData part (a real PNG), finishReason STOP, usage with the picture's tokens under
+ *  candidatesTokensDetails (modality IMAGE). Refusals take the real shapes: a candidate with
+ *  finishReason IMAGE_SAFETY (or SAFETY, PROHIBITED_CONTENT, ...) and no content, or a blocked
+ *  prompt (promptFeedback.blockReason, no candidates). `answer`: {png, caption, finishReason,
+ *  blockReason, status, pngBytes (a picture of about that size)} or nothing (a default picture). */
+function imageAnswer(body, model, answer = {}) {
+  const promptTokens = Math.ceil(JSON.stringify(body.contents ?? []).length / 4);
+  const usage = (out, image) => ({
+    promptTokenCount: promptTokens,
+    candidatesTokenCount: out + image,
+    totalTokenCount: promptTokens + out + image,
+    ...(image ? { candidatesTokensDetails: [{ modality: "IMAGE", tokenCount: image }, { modality: "TEXT", tokenCount: out }] } : {}),
+  });
+  if (answer.blockReason) return { status: 200, body: { promptFeedback: { blockReason: answer.blockReason }, usageMetadata: usage(0, 0), modelVersion: model } };
+  if (answer.finishReason && answer.finishReason !== "STOP") {
+    return { status: 200, body: { candidates: [{ finishReason: answer.finishReason, index: 0 }], usageMetadata: usage(0, 0), modelVersion: model } };
+  }
+  const prompt = (body.contents ?? []).flatMap((c) => c.parts ?? []).map((p) => p.text).filter(Boolean).join(" ");
+  let png = answer.png;
+  if (!png && answer.pngBytes) {
+    // Random pixels do not compress: a square picture of about `pngBytes` bytes.
+    const side = Math.ceil(Math.sqrt(answer.pngBytes / 3));
+    png = makePng(side, side, 0, { noise: true });
+  }
+  png ??= makePng(64, 48, seedOf(prompt));
+  const caption = answer.caption ?? `Here is: ${prompt.slice(0, 60)}`;
+  const parts = [...(caption ? [{ text: caption }] : []), { inlineData: { mimeType: "image/png", data: png.toString("base64") } }];
+  const out = Math.ceil(caption.length / 4);
+  return { status: 200, body: { candidates: [{ content: { role: "model", parts }, finishReason: "STOP", index: 0 }], usageMetadata: usage(out, IMAGE_TOKENS), modelVersion: model } };
+}
 
 export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0, tokens = "estimate", models = KNOWN_MODELS } = {}) {
   const requests = [];
   const scripts = new Map(); // route → array of answers (consumed in order)
+  const imageScripts = []; // answers of image requests (consumed in order; none: a picture)
   const issued = new Map(); // functionCall id → thoughtSignature
   let defaultLatency = latencyMs;
   let defaultStreamMs = streamMs;
@@ -369,6 +406,23 @@ export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0, tokens
         return send(error(400, "INVALID_ARGUMENT", "Invalid JSON payload received."));
       }
       entry.body = body;
+      if ((body.generationConfig?.responseModalities ?? []).includes("IMAGE")) {
+        // An image model's request: its own script queue, a real picture by default.
+        entry.image = true;
+        entry.route = "image";
+        for (const p of (body.contents ?? []).flatMap((c) => c.parts ?? [])) {
+          if (p.inlineData && !looksLike(p.inlineData.mimeType, Buffer.from(p.inlineData.data, "base64"))) {
+            entry.status = 400;
+            return send(error(400, "INVALID_ARGUMENT", "Unable to process input image. Please retry or report in https://developers.generativeai.google/guide/troubleshooting"));
+          }
+        }
+        const answer = imageScripts.shift();
+        if (answer?.delayMs) await new Promise((r) => setTimeout(r, answer.delayMs));
+        const out = answer?.status ? render(answer, body, entry.model) : imageAnswer(body, entry.model, answer ?? {});
+        entry.status = out.status;
+        entry.response = out.body;
+        return send(out);
+      }
       entry.route = routeOf(body);
       notify();
       const invalid = validate(body, issued);
@@ -406,6 +460,15 @@ export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0, tokens
       const q = scripts.get(String(userId)) ?? [];
       q.push(...answers);
       scripts.set(String(userId), q);
+    },
+    /** Queue answers for image model requests (see imageAnswer): {png, caption, pngBytes,
+     *  finishReason: "IMAGE_SAFETY", blockReason, status: 503|429|400, delayMs}. */
+    scriptImage(answers) {
+      imageScripts.push(...answers);
+    },
+    /** The image model's requests. */
+    imageCalls() {
+      return requests.filter((r) => r.image);
     },
     set latency(ms) {
       defaultLatency = ms;

@@ -25,6 +25,7 @@
 //! - [`chat`]: the rules the chat object follows between turns (debounce, the reply plan,
 //!   schedules, turn statuses); [`chat_state`] and [`crew_state`] are its state machine and
 //!   crew mode's state, [`crew`] crew mode's rules.
+//! - [`image`]: pictures the bot makes: the image model's request and answer, limits, upload.
 //! - [`background`]: the retry queue's jobs, retention.
 //! - [`access`]: who may talk to the bot, and on whose authority a turn's writes act.
 //! - [`config`], [`limits`], [`secret`], [`usage`]: settings, the model budgets and
@@ -48,6 +49,7 @@ pub mod fetch;
 pub mod format;
 pub mod gemini;
 pub mod history;
+pub mod image;
 pub mod limits;
 pub mod memory;
 pub mod secret;

@@ -22,6 +22,10 @@ pub struct ModelUsage {
     /// Google Search queries the model ran (`WEB_SEARCH`), billed per query.
     #[serde(default)]
     pub search_queries: i64,
+    /// Image output tokens (part of `candidates_tokens`), billed at the model's image output
+    /// price (`prices::ImagePrice`) when it has one.
+    #[serde(default)]
+    pub image_tokens: i64,
     /// The UTC day (`YYYY-MM-DD`) the calls were made, when the query groups by day, or the
     /// first call's day of a stretch with one price (`prices::boundaries`): they are priced at
     /// that day's price. Empty: priced at the time asked.
@@ -47,7 +51,10 @@ pub fn cost(cfg: &Config, r: &ModelUsage, now_ms: i64) -> Option<f64> {
     let p = cfg.price_at(&r.model, priced_at(r, now_ms))?;
     let cached = r.cached_tokens.clamp(0, r.prompt_tokens.max(0));
     let fresh = r.prompt_tokens - cached;
-    let tokens = (fresh as f64 * p.input + cached as f64 * p.cached_input + (r.candidates_tokens + r.thoughts_tokens) as f64 * p.output) / 1e6;
+    let image = r.image_tokens.clamp(0, r.candidates_tokens.max(0));
+    let image_price = p.image_output.map_or(p.output, |i| i.per_million_tokens);
+    let output = (r.candidates_tokens - image + r.thoughts_tokens) as f64 * p.output + image as f64 * image_price;
+    let tokens = (fresh as f64 * p.input + cached as f64 * p.cached_input + output) / 1e6;
     Some(tokens + r.search_queries.max(0) as f64 * cfg.search_price(p) / 1000.0)
 }
 
@@ -63,6 +70,7 @@ pub fn by_model(rows: &[ModelUsage]) -> Vec<ModelUsage> {
                 o.thoughts_tokens += r.thoughts_tokens;
                 o.cached_tokens += r.cached_tokens;
                 o.search_queries += r.search_queries;
+                o.image_tokens += r.image_tokens;
             }
             None => out.push(ModelUsage { day: String::new(), ..r.clone() }),
         }
@@ -107,6 +115,9 @@ pub fn chat_totals_text(cfg: &Config, rows: &[ModelUsage], now_ms: i64) -> Strin
         if r.search_queries > 0 {
             out.push_str(&format!(", {} web searches", r.search_queries));
         }
+        if r.image_tokens > 0 {
+            out.push_str(&format!(", {} image tokens (pictures)", r.image_tokens));
+        }
         let days: Vec<Option<f64>> = rows.iter().filter(|d| d.model == r.model).map(|d| cost(cfg, d, now_ms)).collect();
         if days.iter().any(Option::is_some) {
             let c: f64 = days.iter().flatten().sum();
@@ -144,6 +155,15 @@ mod tests {
         assert_eq!(cost(&c, &n, NOW), Some(0.4), "a tenth of the input price when PRICES does not say");
         let odd = ModelUsage { cached_tokens: 5_000_000, ..r };
         assert_eq!(cost(&c, &odd, NOW), Some(0.5), "never more cached than prompt tokens");
+    }
+
+    #[test]
+    fn image_output_tokens_are_billed_at_the_image_price() {
+        let c = Config::from_vars(&BTreeMap::new());
+        let call = ModelUsage { model: "gemini-nano-banana-2.1".into(), calls: 1, prompt_tokens: 100, candidates_tokens: 1130, image_tokens: 1120, ..Default::default() };
+        let want = (100.0 * 1.50 + 10.0 * 7.50 + 1120.0 * 30.0) / 1e6;
+        assert!(cost(&c, &call, NOW).is_some_and(|got| (got - want).abs() < 1e-12), "{:?} vs {want}", cost(&c, &call, NOW));
+        assert!(chat_totals_text(&c, &[call], NOW).contains("1120 image tokens"));
     }
 
     /// A recorded turn of the default model, priced by hand from Google's page (read

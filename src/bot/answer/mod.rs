@@ -140,7 +140,13 @@ async fn call_model(ctx: &Ctx, conv: &ConvKey, run: &TurnRun, c: &inputs::TurnIn
         turn_id: run.turn_id.clone(),
         group: c.chat.as_ref().is_some_and(|ch| agent_core::conversation::ChatKind::from_telegram(&ch.kind, 0).is_group()),
     };
-    turn::run_turn(request, port, &tools, &tools::WorkerClock).await
+    let mut outcome = turn::run_turn(request, port, &tools, &tools::WorkerClock).await;
+    if let Ok(r) = &mut outcome {
+        // A picture counts against the limit of the one person the turn acts for, else of
+        // whom it answers.
+        agent_core::chat::plan::for_whom(&mut r.steps, tools.speaker.or(tools.creator));
+    }
+    outcome
 }
 
 /// Whether the turn's chat is a private Telegram chat (drafts are shown only there).

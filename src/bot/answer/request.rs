@@ -139,6 +139,9 @@ pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model: &
     if crew_view.is_some() {
         agent_core::crew::add_pass(&mut tools);
     }
+    if !ctx.cfg.image_model.is_empty() {
+        agent_core::turn::tools::add_generate_image(&mut tools);
+    }
     agent_core::turn::media::sticker_catalog(&mut tools, &ctx.cfg.sticker_sets, &c.stickers);
     TurnRequest {
         model: model.to_string(),

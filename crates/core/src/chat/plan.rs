@@ -28,6 +28,30 @@ pub enum Step {
     },
     /// Pause before the next step (an alarm, not a sleep).
     Wait { seconds: u32 },
+    /// Make a picture with the image model and send it as a photo (`core::image`): from the
+    /// prompt, editing or combining the photos of these messages.
+    Image {
+        prompt: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        photos: Vec<i64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        aspect_ratio: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply_to: Option<i64>,
+        /// Whose picture it is (the daily limit): the one sender of the turn's burst, else who
+        /// the turn answers; set by the edge when the turn ends ([`for_whom`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        for_user: Option<i64>,
+    },
+}
+
+/// Sets whose pictures a plan's picture steps are (see [`Step::Image`]).
+pub fn for_whom(steps: &mut [Step], user: Option<i64>) {
+    for s in steps {
+        if let Step::Image { for_user, .. } = s {
+            *for_user = user;
+        }
+    }
 }
 
 /// The longest pause a plan may take between steps.
@@ -40,6 +64,7 @@ impl Step {
             Step::React { .. } => "react",
             Step::Sticker { .. } => "sticker",
             Step::Wait { .. } => "wait",
+            Step::Image { .. } => "image",
         }
     }
     /// Whether the step puts something in front of the user.
@@ -54,7 +79,7 @@ impl Step {
 pub fn default_reply_to(group: bool, steps: &[Step], index: usize, target: Option<i64>) -> Option<i64> {
     let step = steps.get(index)?;
     let first_send = !steps.iter().take(index).any(|s| matches!(s, Step::Send { .. }));
-    (group && first_send && matches!(step, Step::Send { .. } | Step::Sticker { .. })).then_some(target).flatten()
+    (group && first_send && matches!(step, Step::Send { .. } | Step::Sticker { .. } | Step::Image { .. })).then_some(target).flatten()
 }
 
 /// Visible steps (messages, reactions, stickers) one turn may take unless `MAX_PLAN_STEPS`

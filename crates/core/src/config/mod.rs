@@ -130,6 +130,10 @@ pub struct Config {
     pub media_model: String,
     /// Media a turn may have described at most.
     pub media_describe_budget: usize,
+    /// The image model `generate_image` uses; empty: no pictures (the function is not offered).
+    pub image_model: String,
+    /// Pictures per person and per chat per UTC day (0: unlimited).
+    pub image_limits: crate::image::Limits,
     /// Estimated-token budget for the history part of the prompt.
     pub history_token_budget: usize,
     /// Estimated-token budget for memories in the system instruction.
@@ -227,6 +231,8 @@ impl Config {
             media_bytes_per_turn: 0,
             media_model: String::new(),
             media_describe_budget: 0,
+            image_model: String::new(),
+            image_limits: crate::image::Limits { per_person_per_day: 0, per_chat_per_day: 0 },
             history_token_budget: 0,
             memory_token_budget: 0,
             max_turn_attempts: 0,

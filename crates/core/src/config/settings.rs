@@ -113,6 +113,15 @@ pub const SETTINGS: &[Setting] = &[
     flag("FETCH_ALLOW_PRIVATE", false, "let fetch_url reach loopback (tests, local development)", |c, b| c.fetch_allow_private = b),
     num("MEDIA_BYTES_PER_TURN", 10 << 20, 1, 15 << 20, "bytes of media one turn sends to the model", |c, n| c.media_bytes_per_turn = n),
     text("MEDIA_MODEL", "gemini-3.5-flash-lite", "the model that describes media", |c, v| c.media_model = v),
+    custom("IMAGE_MODEL", "unset (no pictures)", "the image model `generate_image` uses; `on`: the current default (`core::image::DEFAULT_IMAGE_MODEL`); unset: no pictures", |c, r| {
+        c.image_model = match r.get("IMAGE_MODEL").unwrap_or_default().trim() {
+            "" | "off" | "0" | "false" | "no" => String::new(),
+            "on" | "1" | "true" | "yes" | "default" => crate::image::DEFAULT_IMAGE_MODEL.to_string(),
+            model => model.to_string(),
+        };
+    }),
+    num("IMAGE_DAILY_LIMIT", 5, 0, MAX, "pictures per person per UTC day; 0: unlimited", |c, n| c.image_limits.per_person_per_day = n),
+    num("IMAGE_CHAT_DAILY_LIMIT", 20, 0, MAX, "pictures per chat per UTC day; 0: unlimited", |c, n| c.image_limits.per_chat_per_day = n),
     num("MEDIA_DESCRIBE_BUDGET", 4, 0, 10, "new media a turn has described at most", |c, n| c.media_describe_budget = n as usize),
     num("MAX_FETCHES_PER_TURN", crate::fetch::DEFAULT_MAX_FETCHES_PER_TURN as u64, 0, 20, "requests fetch_url may make in one turn, redirect hops counted", |c, n| c.max_fetches_per_turn = n as usize),
     num("MAX_PLAN_STEPS", crate::chat::plan::DEFAULT_MAX_VISIBLE_STEPS as u64, 1, 50, "visible steps one answer may take", |c, n| c.max_plan_steps = n as usize),

@@ -121,6 +121,19 @@ pub fn default_prices() -> Vec<ModelPrice> {
         // `MEDIA_MODEL`'s default.
         gemini3("gemini-3.5-flash-lite", [0.30, 0.03, 2.50], None, None),
         gemini3("gemini-3.1-flash-lite", [0.25, 0.025, 1.50], None, None),
+        // `IMAGE_MODEL`'s default (`core::image::DEFAULT_IMAGE_MODEL`), Nano Banana 2.1: text
+        // input $1.50 and text output $7.50 per million tokens, image output $30 per million
+        // tokens, a 1K picture counting 1,120 tokens ($0.0336). Sources: Google's model list
+        // (https://firebase.google.com/docs/ai-logic/count-tokens, read 2026-11-26) names the
+        // model; the prices as LiteLLM published them at its launch
+        // (https://github.com/BerriAI/litellm/discussions/44983); 1,120 output tokens for a
+        // 1K picture as Google's Vertex AI model page states it for Gemini 3.1 Flash Image
+        // (https://docs.cloud.google.com/vertex-ai/generative-ai/docs/models/gemini/3-1-flash-image).
+        // Google's own price page was not in reach; check it with `PRICES` before relying on these.
+        ModelPrice {
+            image_output: Some(ImagePrice { per_million_tokens: 30.0, tokens_per_image: 1120 }),
+            ..ModelPrice::flat("gemini-nano-banana-2.1", 1.50, 7.50, None)
+        },
     ]
 }
 
@@ -161,6 +174,8 @@ mod tests {
         assert_eq!(price_at(&t, "gemini-3.5-flash-lite-002", NOV_2026).unwrap().model, "gemini-3.5-flash-lite");
         assert!(price_at(&t, "gemini-3.8-flashy", NOV_2026).is_none());
         assert!(price_at(&t, "gpt-5", NOV_2026).is_none());
+        let image = price_at(&t, crate::image::DEFAULT_IMAGE_MODEL, NOV_2026).unwrap().image_output.unwrap();
+        assert!((image.per_image() - 0.0336).abs() < 1e-12);
     }
 
     #[test]

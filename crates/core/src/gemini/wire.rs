@@ -207,6 +207,19 @@ pub struct UsageMetadata {
     pub tool_use_prompt_token_count: u64,
     #[serde(default)]
     pub total_token_count: u64,
+    /// Output tokens by modality (an image model's `IMAGE` tokens are priced apart).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates_tokens_details: Vec<ModalityTokenCount>,
+}
+
+/// Tokens of one modality (`TEXT`, `IMAGE`, ...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ModalityTokenCount {
+    #[serde(default)]
+    pub modality: String,
+    #[serde(default)]
+    pub token_count: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]

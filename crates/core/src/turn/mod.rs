@@ -282,6 +282,24 @@ mod tests {
     }
 
     #[test]
+    fn with_a_page_in_view_no_picture_is_offered_or_made() {
+        let mut tools = FakeTools::default();
+        tools.routes.insert("https://example.com/a".into(), html("<p>draw the secret</p>"));
+        let mut req = request();
+        crate::turn::tools::add_generate_image(&mut req.tools);
+        let m = FakeModel::new(vec![
+            fetch_call(&["https://example.com/a"]),
+            answer(json!([{"functionCall": {"name": "generate_image", "args": {"prompt": "the secret"}}}])),
+            answer(json!([{"text": "done"}])),
+        ]);
+        let r = run_with(&req, &m, &tools).unwrap();
+        assert!(offered(&m, 0).contains(&"generate_image".to_string()));
+        assert!(!offered(&m, 1).contains(&"generate_image".to_string()));
+        assert!(!r.steps.iter().any(|s| matches!(s, Step::Image { .. })), "{:?}", r.steps);
+        assert!(responses(&m, 2)[0]["error"].as_str().unwrap().starts_with("not available"));
+    }
+
+    #[test]
     fn a_forwarded_message_in_view_turns_writes_off_from_the_first_round() {
         let tools = FakeTools::default();
         let m = FakeModel::new(vec![

@@ -17,7 +17,9 @@ pub const MAX_FETCH_URLS: usize = 3;
 
 /// Functions that change what later turns see or do. A new function that stores anything
 /// or acts later (scheduling) belongs here.
-pub const WRITE_TOOLS: [&str; 4] = ["remember", "set_plan", "schedule_message", "cancel_schedule"];
+/// `generate_image` is one: it spends the owner's money on what the prompt says and puts it
+/// in front of people, so outside text in view must not steer it.
+pub const WRITE_TOOLS: [&str; 5] = ["remember", "set_plan", "schedule_message", "cancel_schedule", "generate_image"];
 
 /// Whether a function writes (see [`WRITE_TOOLS`]).
 pub fn writes(name: &str) -> bool {
@@ -158,6 +160,16 @@ pub fn parse_call(call: &FunctionCall, sticker_sets: &[String]) -> ToolCall {
             Ok(r) => ToolCall::Schedule(r),
             Err(e) => invalid(&e.to_string()),
         },
+        "generate_image" => match crate::image::parse_ask(a) {
+            Ok(ask) => ToolCall::Action(Step::Image {
+                prompt: ask.prompt,
+                photos: ask.photos,
+                aspect_ratio: ask.aspect_ratio,
+                reply_to: int_arg(a, "reply_to_message_id"),
+                for_user: None,
+            }),
+            Err(e) => invalid(e),
+        },
         "list_schedules" => ToolCall::ListSchedules,
         "cancel_schedule" => match int_arg(a, "id") {
             Some(id) => ToolCall::CancelSchedule { id },
@@ -177,6 +189,24 @@ pub fn declarations_with_search(sticker_sets: &[String], web_search: bool) -> Ve
         }
     }
     tools
+}
+
+/// Adds `generate_image` (offered when `IMAGE_MODEL` is set).
+pub fn add_generate_image(tools: &mut [Tool]) {
+    let Some(t) = tools.first_mut() else { return };
+    t.function_declarations.push(FunctionDeclaration {
+        name: "generate_image".into(),
+        description: "Make a picture and send it to the chat as a photo (it costs money: only when someone asks for a picture). \
+             To edit or combine photos in view (a person's photo, or one you sent earlier), give their message ids. \
+             The picture goes out after your text; do not describe it as already visible."
+            .into(),
+        parameters: json!({"type": "OBJECT", "properties": {
+            "prompt": {"type": "STRING", "description": "What to draw, or how to change the photos, in full (the image model sees nothing else)."},
+            "photo_message_ids": {"type": "ARRAY", "items": {"type": "INTEGER"}, "description": "Ids of messages in view whose photos to edit or combine (at most 3; optional)."},
+            "aspect_ratio": {"type": "STRING", "enum": crate::image::ASPECT_RATIOS, "description": "Optional; the model's default otherwise."},
+            "reply_to_message_id": {"type": "INTEGER", "description": "Reply to this message id (optional)."}
+        }, "required": ["prompt"]}),
+    });
 }
 
 /// The function declarations sent with every turn.
@@ -303,6 +333,12 @@ mod tests {
             ToolCall::Action(Step::React { message_id: 5, emoji: "❤".into() })
         );
         assert_eq!(call("wait", json!({"seconds": 600})), ToolCall::Action(Step::Wait { seconds: 60 }));
+        assert_eq!(
+            call("generate_image", json!({"prompt": "a fox", "photo_message_ids": [7], "aspect_ratio": "3:2", "reply_to_message_id": 9})),
+            ToolCall::Action(Step::Image { prompt: "a fox".into(), photos: vec![7], aspect_ratio: Some("3:2".into()), reply_to: Some(9), for_user: None })
+        );
+        assert!(matches!(call("generate_image", json!({})), ToolCall::Invalid { .. }));
+        assert!(writes("generate_image"), "a picture is a writing tool: withheld with outside text in view");
         assert!(matches!(call("send_sticker", json!({"set_name": "cats", "emoji": "😺"})), ToolCall::Action(_)));
     }
 

@@ -1,0 +1,109 @@
+//! Pictures the bot makes (migration 0027): the daily picture charges (`image_charges`, beside
+//! the budget charges) and a made picture kept until it is sent (`image_parts`), and the
+//! photos of messages a picture edits.
+//!
+//! Invariants (ARCHITECTURE.md): "A picture is made and sent once" (here: a picture stored
+//! under its step's key is read back instead of being made again).
+
+use crate::args;
+use crate::storage::Db;
+use serde::Deserialize;
+use worker::Result;
+
+/// Characters of base64 per stored piece (a D1 value holds at most 2 MB).
+pub const PIECE_CHARS: usize = 1_000_000;
+
+#[derive(Deserialize)]
+struct Counts {
+    person: Option<i64>,
+    chat: Option<i64>,
+}
+
+/// Pictures charged today (from `day_start`) to `user_id` and in `chat_id`, other than the
+/// step's own charge.
+pub async fn made_today(db: &Db, step_key: &str, chat_id: i64, user_id: Option<i64>, day_start: i64) -> Result<(u64, u64)> {
+    let c: Option<Counts> = db
+        .first(
+            "SELECT (SELECT COUNT(*) FROM image_charges WHERE user_id = ?3 AND created_at >= ?4 AND step_key <> ?1) AS person,
+                    (SELECT COUNT(*) FROM image_charges WHERE chat_id = ?2 AND created_at >= ?4 AND step_key <> ?1) AS chat",
+            args![step_key, chat_id, user_id.map_or(crate::storage::Arg::Null, crate::storage::Arg::from), day_start],
+        )
+        .await?;
+    let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
+    Ok(c.map_or((0, 0), |c| (n(c.person), n(c.chat))))
+}
+
+/// Charges a picture to the step (once: a retried step's charge is the same row).
+pub async fn charge(db: &Db, step_key: &str, chat_id: i64, user_id: Option<i64>, now: i64) -> Result<()> {
+    db.run(
+        "INSERT OR IGNORE INTO image_charges (step_key, chat_id, user_id, created_at) VALUES (?1, ?2, ?3, ?4)",
+        args![step_key, chat_id, user_id.map_or(crate::storage::Arg::Null, crate::storage::Arg::from), now],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A stored picture: its MIME type, caption and base64.
+pub struct Stored {
+    pub mime_type: String,
+    pub caption: Option<String>,
+    pub base64: String,
+}
+
+/// Stores a made picture under its step's key, in pieces, in one batch (and drops pieces a
+/// day old that no step sent).
+pub async fn store(db: &Db, step_key: &str, picture: &Stored, now: i64) -> Result<()> {
+    let mut statements = vec![db.stmt("DELETE FROM image_parts WHERE step_key = ?1 OR created_at < ?2", args![step_key, now - 86_400_000])?];
+    let b = picture.base64.as_bytes();
+    for (i, piece) in b.chunks(PIECE_CHARS).enumerate() {
+        // Base64 is ASCII: every piece is valid UTF-8.
+        let piece = std::str::from_utf8(piece).unwrap_or_default();
+        statements.push(db.stmt(
+            "INSERT INTO image_parts (step_key, idx, mime_type, caption, data, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            args![step_key, i, picture.mime_type.as_str(), picture.caption.clone().map_or(crate::storage::Arg::Null, crate::storage::Arg::from), piece, now],
+        )?);
+    }
+    db.batch(statements).await?;
+    Ok(())
+}
+
+#[derive(Deserialize)]
+struct Piece {
+    mime_type: String,
+    caption: Option<String>,
+    data: String,
+}
+
+/// The picture stored under the step's key, if any.
+pub async fn stored(db: &Db, step_key: &str) -> Result<Option<Stored>> {
+    let pieces: Vec<Piece> = db
+        .all("SELECT mime_type, caption, data FROM image_parts WHERE step_key = ?1 ORDER BY idx", args![step_key])
+        .await?;
+    let Some(first) = pieces.first() else { return Ok(None) };
+    let (mime_type, caption) = (first.mime_type.clone(), first.caption.clone());
+    let base64 = pieces.into_iter().map(|p| p.data).collect::<String>();
+    Ok(Some(Stored { mime_type, caption, base64 }))
+}
+
+/// Drops the picture stored under the step's key (it was sent).
+pub async fn forget(db: &Db, step_key: &str) -> Result<()> {
+    db.run("DELETE FROM image_parts WHERE step_key = ?1", args![step_key]).await?;
+    Ok(())
+}
+
+/// A message's parts (JSON), for the photos a picture edits.
+#[derive(Deserialize)]
+pub struct MessageParts {
+    pub message_id: i64,
+    pub parts: String,
+}
+
+/// The parts of these messages of the chat (people's and the bot's, not refused ones).
+pub async fn message_parts(db: &Db, chat_id: i64, message_ids: &[i64]) -> Result<Vec<MessageParts>> {
+    db.all(
+        "SELECT message_id, parts FROM messages
+         WHERE chat_id = ?1 AND excluded = 0 AND message_id IN (SELECT value FROM json_each(?2))",
+        args![chat_id, serde_json::to_string(message_ids).unwrap_or_else(|_| "[]".into())],
+    )
+    .await
+}

@@ -1,0 +1,164 @@
+// Pictures the bot makes (generate_image, issue 39): the image model's bytes go out with
+// sendPhoto as an uploaded file, once; a person's photo to edit reaches the image model as its
+// bytes; a retried step sends the stored picture without making it again; over the daily limit
+// and on a safety refusal the chat gets one short line; the next turn sees the picture in
+// history with its description; the call is priced with its image tokens.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { startStack, privateText, uniqueId, messageId, updateId, sleep, ROOT } from "../support/stack.js";
+import { requestText, IMAGE_TOKENS } from "../support/fake-gemini.js";
+import { makePng } from "../../tools/png.js";
+
+const SAFETY_LINE = "I can't make that picture: the image model declined it under its safety rules. You could describe it differently.";
+const PERSON_LIMIT_LINE = "You've reached today's picture limit; you can ask for more pictures tomorrow (UTC).";
+
+let s;
+before(async () => {
+  s = await startStack({ vars: { IMAGE_MODEL: "on", IMAGE_DAILY_LIMIT: "3", IMAGE_CHAT_DAILY_LIMIT: "10" } });
+});
+after(async () => {
+  await s?.close();
+});
+
+const draw = (prompt, extra = {}) => ({ text: "Coming up.", calls: [{ name: "generate_image", args: { prompt, ...extra } }] });
+const photos = (uid) => s.tg.calls("sendPhoto", uid).filter((r) => r.photo);
+
+test("a request for a picture sends one photo made from the image model's bytes, with its caption, priced by its image tokens", async () => {
+  const uid = uniqueId();
+  const png = makePng(80, 60, 7);
+  s.gemini.script(uid, [draw("a red fox in the snow")]);
+  s.gemini.scriptImage([{ png, caption: "A red fox." }]);
+  const before = s.gemini.imageCalls().length;
+  await s.webhook(privateText(uid, "draw me a red fox in the snow"));
+  await s.tg.waitFor(() => photos(uid).length === 1, 20_000, "the photo");
+  await sleep(1500);
+  const [sent] = photos(uid);
+  assert.deepEqual(sent.photo.bytes, png, "the image model's bytes, uploaded as they came");
+  assert.equal(sent.photo.caption, "A red fox.");
+  assert.equal(sent.photo.contentType, "image/png");
+  assert.equal(s.tg.calls("sendPhoto", uid).length, 1);
+  assert.equal(s.tg.sent(uid).filter((t) => t.includes("Coming up")).length, 1);
+  // One image call, with the prompt and no tools (nothing it is given can reach a URL).
+  const calls = s.gemini.imageCalls().slice(before);
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].model, "gemini-nano-banana-2.1");
+  assert.equal(calls[0].body.tools, undefined);
+  assert.equal(calls[0].body.contents[0].parts.at(-1).text, "a red fox in the snow");
+  const [call] = await s.sql("SELECT purpose, image_tokens, candidates_tokens FROM model_calls WHERE chat_id = ? AND purpose = 'image'", uid);
+  assert.equal(call.image_tokens, IMAGE_TOKENS);
+  const costs = await s.api("GET", "costs?period=today");
+  const row = costs.json.rows.find((r) => r.chat_id === uid && r.model === "gemini-nano-banana-2.1");
+  assert.equal(row.image_tokens, IMAGE_TOKENS);
+  // $30 per million image tokens, $7.50 per million other output tokens, $1.50 input.
+  const want = (IMAGE_TOKENS * 30 + (call.candidates_tokens - IMAGE_TOKENS) * 7.5 + row.prompt_tokens * 1.5) / 1e6;
+  assert.ok(Math.abs(row.cost_usd - want) < 1e-9, `${row.cost_usd} vs ${want}`);
+});
+
+test("the next turn sees the sent picture in history, described by its prompt, and can edit it", async () => {
+  const uid = uniqueId();
+  s.gemini.script(uid, [draw("a lighthouse at dusk")]);
+  await s.webhook(privateText(uid, "draw a lighthouse"));
+  await s.tg.waitFor(() => photos(uid).length === 1, 20_000, "the first photo");
+  await sleep(1000);
+  const [row] = await s.sql("SELECT message_id, role, parts FROM messages WHERE chat_id = ? AND role = 'bot' AND parts LIKE '%photo%'", uid);
+  assert.ok(row, "the picture is stored as the bot's photo message");
+  const part = JSON.parse(row.parts).find((p) => p.kind === "photo");
+  assert.match(part.detail, /a picture the bot made: a lighthouse at dusk/);
+  assert.ok(part.file_id, "with Telegram's file id");
+  const first = photos(uid)[0];
+  s.gemini.script(uid, [draw("the same lighthouse, brighter", { photo_message_ids: [row.message_id] })]);
+  const before = s.gemini.imageCalls().length;
+  await s.webhook(privateText(uid, "make it brighter"));
+  await s.tg.waitFor(() => photos(uid).length === 2, 20_000, "the second photo");
+  const turn = s.gemini.calls(uid).at(-1);
+  const seen = requestText(turn.body);
+  assert.match(seen, /a picture the bot made: a lighthouse at dusk/, "the history shows what the bot sent");
+  assert.match(seen, new RegExp(`\\b${row.message_id}\\b`), "with its message id");
+  // The edit sends the bot's own picture (as Telegram keeps it) to the image model.
+  const edit = s.gemini.imageCalls().slice(before)[0];
+  const inline = edit.body.contents[0].parts.filter((p) => p.inlineData);
+  assert.equal(inline.length, 1);
+  assert.deepEqual(Buffer.from(inline[0].inlineData.data, "base64"), first.photo.bytes);
+});
+
+test("an edit of a person's photo sends that photo's bytes to the image model", async () => {
+  const uid = uniqueId();
+  const jpeg = fs.readFileSync(path.join(ROOT, "tests/fixtures/media/photo.jpg"));
+  const u = JSON.parse(fs.readFileSync(path.join(ROOT, "tests/fixtures/telegram/014_photo_private.json"), "utf8"));
+  u.update_id = updateId();
+  const m = u.message;
+  m.message_id = messageId();
+  m.from = { ...m.from, id: uid };
+  m.chat = { ...m.chat, id: uid };
+  m.date = Math.floor(Date.now() / 1000);
+  m.photo = m.photo.map((p, i) => ({ ...p, file_id: `evening-${uid}-${i}`, file_unique_id: `evening-${uid}-u${i}`, file_size: jpeg.length }));
+  m.caption = "make it evening";
+  s.tg.addFile(m.photo.at(-1).file_id, jpeg);
+  s.gemini.script(uid, [draw("the same street in the evening", { photo_message_ids: [m.message_id], aspect_ratio: "16:9" })]);
+  const before = s.gemini.imageCalls().length;
+  await s.webhook(u);
+  await s.tg.waitFor(() => photos(uid).length === 1, 20_000, "the edited photo");
+  const [call] = s.gemini.imageCalls().slice(before);
+  const parts = call.body.contents[0].parts;
+  assert.equal(parts[0].inlineData.mimeType, "image/jpeg");
+  assert.deepEqual(Buffer.from(parts[0].inlineData.data, "base64"), jpeg, "the person's photo, byte for byte");
+  assert.equal(parts[1].text, "the same street in the evening");
+  assert.equal(call.body.generationConfig.imageConfig.aspectRatio, "16:9");
+});
+
+test("a step retried after Telegram failed sends the stored picture once, without making it again", async () => {
+  const uid = uniqueId();
+  s.gemini.script(uid, [draw("a paper boat")]);
+  s.tg.fault({ method: "sendPhoto", chatId: uid, status: 502, description: "Bad Gateway" });
+  const before = s.gemini.imageCalls().length;
+  await s.webhook(privateText(uid, "draw a paper boat"));
+  await s.tg.waitFor(() => photos(uid).length === 1, 30_000, "the photo after the retry");
+  await sleep(3000);
+  assert.equal(s.tg.calls("sendPhoto", uid).length, 2, "one failed upload, one that went out");
+  assert.equal(photos(uid).length, 1, "sent once");
+  assert.equal(s.gemini.imageCalls().length - before, 1, "made once: the retry sent the stored picture");
+  const left = await s.sql("SELECT COUNT(*) AS n FROM image_parts WHERE step_key LIKE ?", `${uid}%`);
+  assert.equal(left[0].n, 0, "the stored picture is dropped once sent");
+  const rows = await s.sql("SELECT key, status FROM outbox WHERE chat_id = ? AND method = 'sendPhoto'", uid);
+  assert.deepEqual(rows.map((r) => r.status), ["sent"]);
+});
+
+test("over the daily picture limit the person gets one clear line and no picture is made", async () => {
+  const uid = uniqueId();
+  const now = Date.now();
+  for (let i = 0; i < 3; i++) {
+    await s.sql("INSERT INTO image_charges (step_key, chat_id, user_id, created_at) VALUES (?, ?, ?, ?)", `earlier-${uid}-${i}`, uid, uid, now - 1000);
+  }
+  s.gemini.script(uid, [draw("one more cat")]);
+  const before = s.gemini.imageCalls().length;
+  await s.webhook(privateText(uid, "draw one more cat"));
+  await s.tg.waitFor(() => s.tg.sent(uid).includes(PERSON_LIMIT_LINE), 20_000, "the limit line");
+  await sleep(1500);
+  assert.equal(s.tg.sent(uid).filter((t) => t === PERSON_LIMIT_LINE).length, 1);
+  assert.ok(!s.tg.sent(uid).some((t) => /sorry|apolog/i.test(t)), "a line, not an apology");
+  assert.equal(s.gemini.imageCalls().length, before, "no image call");
+  assert.equal(s.tg.calls("sendPhoto", uid).length, 0);
+});
+
+test("a safety refusal of the image model is a short honest answer, never a retry loop", async () => {
+  const uid = uniqueId();
+  s.gemini.script(uid, [draw("something the model refuses")]);
+  s.gemini.scriptImage([{ finishReason: "IMAGE_SAFETY" }]);
+  const before = s.gemini.imageCalls().length;
+  await s.webhook(privateText(uid, "draw something the model refuses"));
+  await s.tg.waitFor(() => s.tg.sent(uid).includes(SAFETY_LINE), 20_000, "the refusal line");
+  await sleep(3000);
+  assert.equal(s.gemini.imageCalls().length - before, 1, "asked once");
+  assert.equal(s.tg.sent(uid).filter((t) => t === SAFETY_LINE).length, 1);
+  assert.equal(s.tg.calls("sendPhoto", uid).length, 0);
+  const [call] = await s.sql("SELECT finish_reason FROM model_calls WHERE chat_id = ? AND purpose = 'image'", uid);
+  assert.equal(call.finish_reason, "IMAGE_SAFETY", "the refused call is recorded");
+  // A blocked prompt (no candidates at all) is the same short line.
+  const other = uniqueId();
+  s.gemini.script(other, [draw("a blocked prompt")]);
+  s.gemini.scriptImage([{ blockReason: "PROHIBITED_CONTENT" }]);
+  await s.webhook(privateText(other, "draw a blocked prompt"));
+  await s.tg.waitFor(() => s.tg.sent(other).includes(SAFETY_LINE), 20_000, "the refusal line");
+});
