@@ -72,15 +72,24 @@ test("the next turn sees the sent picture in history, described by its prompt, a
   const before = s.gemini.imageCalls().length;
   await s.webhook(privateText(uid, "make it brighter"));
   await s.tg.waitFor(() => photos(uid).length === 2, 20_000, "the second photo");
-  const turn = s.gemini.calls(uid).at(-1);
-  const seen = requestText(turn.body);
-  assert.match(seen, /a picture the bot made: a lighthouse at dusk/, "the history shows what the bot sent");
-  assert.match(seen, new RegExp(`\\b${row.message_id}\\b`), "with its message id");
+  // The bot's turn replays as it was: the picture's prompt in its call, the photo's message id
+  // in the call's answer.
+  const turn = s.gemini.calls(uid).filter((r) => !r.image).at(-1);
+  const parts = turn.body.contents.flatMap((c) => c.parts);
+  const call = parts.find((p) => p.functionCall?.name === "generate_image");
+  assert.equal(call.functionCall.args.prompt, "a lighthouse at dusk", "the history shows what the bot drew");
+  const response = parts.find((p) => p.functionResponse?.name === "generate_image");
+  assert.deepEqual(response.functionResponse.response.message_ids, [row.message_id], "and which message it is");
   // The edit sends the bot's own picture (as Telegram keeps it) to the image model.
   const edit = s.gemini.imageCalls().slice(before)[0];
   const inline = edit.body.contents[0].parts.filter((p) => p.inlineData);
   assert.equal(inline.length, 1);
   assert.deepEqual(Buffer.from(inline[0].inlineData.data, "base64"), first.photo.bytes);
+  // Consolidation reads the bot's photo as its description.
+  await s.consolidate();
+  const job = s.gemini.calls(uid).find((r) => r.body.generationConfig?.responseMimeType === "application/json");
+  assert.ok(job, "a consolidation call");
+  assert.match(requestText(job.body), /a picture the bot made: a lighthouse at dusk/);
 });
 
 test("an edit of a person's photo sends that photo's bytes to the image model", async () => {
