@@ -6,7 +6,7 @@ ALTER TABLE model_calls ADD COLUMN image_tokens INTEGER NOT NULL DEFAULT 0;
 
 -- One row per picture a plan step had made (IMAGE_DAILY_LIMIT per person, IMAGE_CHAT_DAILY_LIMIT
 -- per chat, per UTC day), beside budget_charges. `step_key` (turn/step) makes a retried step's
--- charge the same row.
+-- charge the same row. Charges two days old go with the next charge.
 CREATE TABLE image_charges (
   step_key   TEXT PRIMARY KEY,
   chat_id    INTEGER NOT NULL,

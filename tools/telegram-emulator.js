@@ -321,7 +321,9 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     entry.photo = { bytes: file.bytes, caption, filename: file.filename, contentType: file.contentType };
     entry.body.chat_id = chatId;
     const reply = body.reply_parameters ? JSON.parse(body.reply_parameters) : null;
-    emit({ type: "photo", chat_id: chatId, from: (entry.from ?? bot).username, message_id, caption, bytes: file.bytes.length, reply_to: reply?.message_id ?? null, thread: body.message_thread_id ? Number(body.message_thread_id) : null });
+    // A small picture travels with the event (the playground shows it).
+    const data_url = file.bytes.length <= 1024 * 1024 ? `data:${file.contentType || "image/png"};base64,${file.bytes.toString("base64")}` : null;
+    emit({ type: "photo", chat_id: chatId, from: (entry.from ?? bot).username, message_id, caption, bytes: file.bytes.length, data_url, reply_to: reply?.message_id ?? null, thread: body.message_thread_id ? Number(body.message_thread_id) : null });
     const photo = [{ file_id: fileId, file_unique_id: `u-${fileId}`, width: size.width, height: size.height, file_size: file.bytes.length }];
     return ok(res, { message_id, from: { ...(entry.from ?? bot), is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), photo, ...(caption ? { caption } : {}) });
   }

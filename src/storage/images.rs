@@ -26,19 +26,23 @@ pub async fn made_today(db: &Db, step_key: &str, chat_id: i64, user_id: Option<i
         .first(
             "SELECT (SELECT COUNT(*) FROM image_charges WHERE user_id = ?3 AND created_at >= ?4 AND step_key <> ?1) AS person,
                     (SELECT COUNT(*) FROM image_charges WHERE chat_id = ?2 AND created_at >= ?4 AND step_key <> ?1) AS chat",
-            args![step_key, chat_id, user_id.map_or(crate::storage::Arg::Null, crate::storage::Arg::from), day_start],
+            args![step_key, chat_id, user_id, day_start],
         )
         .await?;
     let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
     Ok(c.map_or((0, 0), |c| (n(c.person), n(c.chat))))
 }
 
-/// Charges a picture to the step (once: a retried step's charge is the same row).
+/// Charges a picture to the step (once: a retried step's charge is the same row), and drops
+/// charges two days old (the limits count one UTC day; the table stays a few days' pictures).
 pub async fn charge(db: &Db, step_key: &str, chat_id: i64, user_id: Option<i64>, now: i64) -> Result<()> {
-    db.run(
-        "INSERT OR IGNORE INTO image_charges (step_key, chat_id, user_id, created_at) VALUES (?1, ?2, ?3, ?4)",
-        args![step_key, chat_id, user_id.map_or(crate::storage::Arg::Null, crate::storage::Arg::from), now],
-    )
+    db.batch(vec![
+        db.stmt(
+            "INSERT OR IGNORE INTO image_charges (step_key, chat_id, user_id, created_at) VALUES (?1, ?2, ?3, ?4)",
+            args![step_key, chat_id, user_id, now],
+        )?,
+        db.stmt("DELETE FROM image_charges WHERE created_at < ?1", args![now - 2 * 86_400_000])?,
+    ])
     .await?;
     Ok(())
 }
@@ -60,7 +64,7 @@ pub async fn store(db: &Db, step_key: &str, picture: &Stored, now: i64) -> Resul
         let piece = std::str::from_utf8(piece).unwrap_or_default();
         statements.push(db.stmt(
             "INSERT INTO image_parts (step_key, idx, mime_type, caption, data, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            args![step_key, i, picture.mime_type.as_str(), picture.caption.clone().map_or(crate::storage::Arg::Null, crate::storage::Arg::from), piece, now],
+            args![step_key, i, picture.mime_type.as_str(), picture.caption.clone(), piece, now],
         )?);
     }
     db.batch(statements).await?;

@@ -7,7 +7,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { startStack, privateText, uniqueId, messageId, updateId, sleep, ROOT } from "../support/stack.js";
+import { startStack, privateText, groupText, mention, uniqueId, messageId, updateId, sleep, ROOT } from "../support/stack.js";
 import { requestText, IMAGE_TOKENS } from "../support/fake-gemini.js";
 import { makePng } from "../../tools/png.js";
 
@@ -170,4 +170,37 @@ test("a safety refusal of the image model is a short honest answer, never a retr
   s.gemini.scriptImage([{ blockReason: "PROHIBITED_CONTENT" }]);
   await s.webhook(privateText(other, "draw a blocked prompt"));
   await s.tg.waitFor(() => s.tg.sent(other).includes(SAFETY_LINE), 20_000, "the refusal line");
+});
+
+test("crew mode: the persona that asked sends the picture through its own bot, and its cost is the persona's", async () => {
+  const BUILDER_TOKEN = "777000222:ACTOR-token_for-the-picture-builder";
+  const c = await startStack({
+    vars: { IMAGE_MODEL: "on", CREW: "critic,builder,moderator", CREW_CHATS: "*", CREW_MAX_ROUNDS: "1", BOT_USERNAME: "edge_test_bot" },
+    secrets: { CREW_BOT_TOKEN_BUILDER: BUILDER_TOKEN },
+  });
+  try {
+    c.tg.addBot(BUILDER_TOKEN, { first_name: "Builder", username: "builder_test_bot" });
+    const chat = -uniqueId();
+    const uid = uniqueId();
+    const persona = (body) => /You are (\w+) in a crew/.exec((body.systemInstruction?.parts ?? []).map((p) => p.text).join(""))?.[1];
+    const pass = { calls: [{ name: "pass", args: {} }] };
+    c.gemini.script(uid, [
+      (body) => (persona(body) === "Critic" ? pass : { text: "wrong order" }),
+      (body) => (persona(body) === "Builder" ? { calls: [{ name: "generate_image", args: { prompt: "a blueprint of a treehouse" } }] } : { text: "wrong order" }),
+      pass,
+    ]);
+    const t = "@edge_test_bot draw us a treehouse plan";
+    await c.webhook(groupText(chat, uid, t, { entities: mention(t, "edge_test_bot") }));
+    await c.tg.waitFor(() => c.tg.calls("sendPhoto", chat).some((r) => r.photo), 30_000, "the builder's picture");
+    await sleep(1500);
+    const sent = c.tg.calls("sendPhoto", chat).filter((r) => r.photo);
+    assert.equal(sent.length, 1);
+    assert.equal(sent[0].from.username, "builder_test_bot", "sent by the persona's own bot");
+    const [call] = await c.sql("SELECT persona, image_tokens FROM model_calls WHERE chat_id = ? AND purpose = 'image'", chat);
+    assert.deepEqual({ ...call }, { persona: "builder", image_tokens: IMAGE_TOKENS });
+    const costs = await c.api("GET", `costs?chat_id=${chat}`);
+    assert.equal(costs.json.by_persona.builder.image_tokens, IMAGE_TOKENS);
+  } finally {
+    await c.close();
+  }
 });
