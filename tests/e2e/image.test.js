@@ -204,3 +204,34 @@ test("crew mode: the persona that asked sends the picture through its own bot, a
     await c.close();
   }
 });
+
+test("the fake Telegram refuses photos as the Bot API does: dimensions, size, caption, not an image", async () => {
+  const post = async (fields, file) => {
+    const form = new FormData();
+    for (const [k, v] of Object.entries(fields)) form.append(k, v);
+    if (file) form.append("photo", new Blob([file]), "picture.png");
+    const r = await fetch(`${s.tg.base}/bot123456789:TEST-token_for-the-fake/sendPhoto`, { method: "POST", body: form });
+    return r.json();
+  };
+  const chat = uniqueId();
+  assert.equal((await post({ chat_id: chat }, makePng(10_001, 1))).description, "Bad Request: PHOTO_INVALID_DIMENSIONS");
+  assert.equal((await post({ chat_id: chat }, makePng(300, 10))).description, "Bad Request: PHOTO_INVALID_DIMENSIONS", "a ratio over 20");
+  assert.equal((await post({ chat_id: chat, caption: "x".repeat(1025) }, makePng(10, 10))).description, "Bad Request: message caption is too long");
+  assert.equal((await post({ chat_id: chat }, Buffer.from("not an image"))).description, "Bad Request: IMAGE_PROCESS_FAILED");
+  assert.equal((await post({ chat_id: chat }, makePng(1900, 1900, 0, { noise: true }))).description, "Bad Request: PHOTO_SAVE_FILE_INVALID");
+  assert.equal((await post({ chat_id: chat })).description, "Bad Request: there is no photo in the request");
+  const okAnswer = await post({ chat_id: chat, caption: "fine" }, makePng(20, 10));
+  assert.equal(okAnswer.ok, true);
+  assert.deepEqual([okAnswer.result.photo[0].width, okAnswer.result.photo[0].height], [20, 10]);
+});
+
+test("a picture Telegram will not take as a photo is said in one line, not retried", async () => {
+  const uid = uniqueId();
+  s.gemini.script(uid, [draw("a very long banner")]);
+  s.gemini.scriptImage([{ png: makePng(10_001, 1), caption: "" }]);
+  await s.webhook(privateText(uid, "draw a very long banner"));
+  await s.tg.waitFor(() => s.tg.sent(uid).some((t) => t.startsWith("Telegram would not take the picture")), 20_000, "the line");
+  await sleep(2500);
+  assert.equal(s.tg.calls("sendPhoto", uid).length, 1, "not retried");
+  assert.equal(s.tg.calls("sendPhoto", uid)[0].photo, undefined, "refused");
+});
