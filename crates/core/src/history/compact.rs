@@ -27,7 +27,11 @@ pub fn render_compact_with_media(msgs: &[HistoryMessage], target: Option<i64>, m
     // The messages since the bot last spoke (what this turn answers), at most the last few.
     let answered = msgs.iter().rposition(|m| m.role == Role::Bot).map_or(0, |i| i + 1);
     let recent = msgs.len().saturating_sub(COMPACT_RECENT_IDS).max(answered);
-    let show_id = |i: usize, m: &HistoryMessage| i >= recent || (target.is_some() && m.message_id == target) || media.contains_key(&m.seq);
+    // A picture the bot sent keeps its id too: "make the second one brighter" edits it by id.
+    let bot_photo = |m: &HistoryMessage| {
+        m.role == Role::Bot && m.parts.iter().any(|p| matches!(p, crate::conversation::Part::Media { kind, .. } if kind == "photo"))
+    };
+    let show_id = |i: usize, m: &HistoryMessage| i >= recent || (target.is_some() && m.message_id == target) || media.contains_key(&m.seq) || bot_photo(m);
     let mut text = compact_lines_with(msgs, show_id);
     if !text.is_empty() {
         text.push('\n');

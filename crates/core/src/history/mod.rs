@@ -219,6 +219,20 @@ mod tests {
         );
         // Consolidation reads every id (the memories it extracts cite them).
         assert_eq!(compact_lines(&msgs), "#456 Alice#987654: hello\n#457 bot: hi\n#458 Bob#111222 → Alice: agreed\n#459 Alice: ok");
+        // A picture the bot sent keeps its id (a later turn may edit it by id), with its description.
+        let mut picture = bot(2, 457, "", "t");
+        picture.parts = vec![crate::conversation::Part::Media {
+            kind: "photo".into(),
+            detail: crate::image::description("a red fox"),
+            file_id: Some("f".into()),
+            file_unique_id: None,
+            mime_type: None,
+            thumb_file_id: None,
+            size: None,
+        }];
+        let msgs = vec![user(1, 456, 987654, "Alice", "draw a fox"), picture, user(3, 458, 987654, "Alice", "nice")];
+        let text = render_compact(&msgs, Some(458))[0].parts[0].text.clone().unwrap();
+        assert!(text.contains("#457 bot: [photo: a picture the bot made: a red fox]"), "{text}");
     }
 
     /// Only the last lines, the message to answer and the messages whose media are attached
