@@ -24,17 +24,16 @@ function pictureAnswer(body, model) {
 }
 
 /** The newest picture the bot made that the request shows (its message id), for "make it
- *  brighter": the id in the [meta] part of the message whose photo the bot made. */
+ *  brighter": the answer to its generate_image call (structured history replays the bot's
+ *  turns as they were), or its compact line (`#id bot: [photo: a picture the bot made: ...]`). */
 function lastBotPicture(body) {
   let id = null;
-  let current = null;
   for (const c of body.contents ?? []) {
     for (const p of c.parts ?? []) {
-      const meta = /message_id=(\d+)/.exec(p.text ?? "");
-      if (meta) current = Number(meta[1]);
+      const sent = p.functionResponse?.name === "generate_image" ? p.functionResponse.response?.message_ids?.[0] : null;
+      if (sent) id = Number(sent);
       const compact = [...(p.text ?? "").matchAll(/^#(\d+) .*a picture the bot made/gm)].at(-1);
       if (compact) id = Number(compact[1]);
-      else if (/a picture the bot made/.test(p.text ?? "") && current) id = current;
     }
   }
   return id;

@@ -17,7 +17,8 @@ let browser;
 before(async () => {
   playground = await startPlayground({ port: 0, token: TOKEN, secret: WEBHOOK_SECRET, workerUrl: "http://127.0.0.1:9", offlineModel: true });
   // As `npm run dev` starts it: crew mode in the playground's crew room.
-  worker = await startWorker({ TELEGRAM_API_BASE: playground.base, GEMINI_API_BASE: playground.base, CREW: "critic,builder,moderator", CREW_CHATS: String(CHATS.crew.id) });
+  // Pictures on, as `npm run dev` turns them on with the stand-in model.
+  worker = await startWorker({ TELEGRAM_API_BASE: playground.base, GEMINI_API_BASE: playground.base, CREW: "critic,builder,moderator", CREW_CHATS: String(CHATS.crew.id), IMAGE_MODEL: "on" });
   playground.setWorkerUrl(worker.url.href);
   browser = await chromium.launch({
     executablePath: CHROMIUM,
@@ -72,6 +73,24 @@ test("the web chat sends a photo: the bot fetches it from the stand-in and the o
   // The worker fetched the file through getFile and the download, as from Telegram.
   assert.ok(playground.telegram.calls("getFile").length >= 1);
   assert.ok(playground.telegram.calls("download").some((c) => c.body.file_path.endsWith("/cat.png")));
+});
+
+test("pictures with no tokens: \"draw ...\" shows a PNG the stand-in made; \"make it brighter\" edits the picture the bot sent", async () => {
+  const page = await browser.newPage();
+  await page.goto(playground.base);
+  await page.fill("#input-dm", "draw a lighthouse at night");
+  await page.press("#input-dm", "Enter");
+  const first = page.locator("#log-dm .msg.bot img");
+  await first.first().waitFor({ timeout: 20_000 });
+  assert.match(await first.first().getAttribute("src"), /^data:image\/png;base64,iVBORw0KGgo/, "a real PNG");
+  const sent = playground.telegram.calls("sendPhoto").filter((r) => r.photo);
+  assert.equal(sent.length, 1);
+  await page.fill("#input-dm", "make it brighter");
+  await page.press("#input-dm", "Enter");
+  await page.locator("#log-dm .msg.bot img").nth(1).waitFor({ timeout: 20_000 });
+  await page.locator("#log-dm .msg.bot", { hasText: "an edit of 1 photo(s)" }).waitFor({ timeout: 5_000 });
+  // The edit fetched the bot's own picture from the stand-in, as from Telegram.
+  assert.ok(playground.telegram.calls("download").some((c) => c.body.file_path.startsWith("photos/")));
 });
 
 test("the crew room: the personas answer in turn, each shown as its own sender (the tests above run with the crew configured too)", async () => {
