@@ -58,8 +58,12 @@ pub async fn run_step(ctx: &Ctx, conv: &ConvKey, turn_id: &str, index: usize, st
 pub async fn run(ctx: &Ctx, conv: &ConvKey, p: &Picture<'_>) -> Result<StepOutcome, StepError> {
     let db = ctx.db();
     let done = outbox::of_step(&db, p.step_key).await.map_err(retry)?;
+    let photo_key = format!("{}/p", p.step_key);
+    if let Some(sent) = done.iter().find(|r| r.status == "sent" && r.key == photo_key) {
+        return Ok(StepOutcome::Sent { message_ids: sent.tg_message_id.into_iter().collect() });
+    }
     if done.iter().any(|r| r.status == "sent") {
-        return Ok(StepOutcome::Sent { message_ids: done.iter().filter(|r| r.status == "sent").filter_map(|r| r.tg_message_id).collect() });
+        return Ok(no_picture("the line said instead went out already"));
     }
     // The image call, the photos' downloads and the upload fit in this invocation, or wait.
     if ctx.meter.count() + 4 + 2 * p.ask.photos.len() as u32 > SUBREQUEST_BUDGET {
@@ -187,11 +191,17 @@ fn bot_row(ctx: &Ctx) -> BotRow {
     BotRow { id: ctx.secrets.bot_id(), name: ctx.cfg.bot_name.clone(), username: Some(ctx.cfg.bot_username.clone()).filter(|u| !u.is_empty()) }
 }
 
+/// What the model's call is answered with in later turns when no picture went out: the line
+/// the chat got instead (the call's answer must not say a picture was sent).
+fn no_picture(said: &str) -> StepOutcome {
+    StepOutcome::Failed { error: format!("no picture was sent; the chat was told: {said}") }
+}
+
 /// Sends the line said instead of a picture, under the step's own keys (once).
 async fn say(ctx: &Ctx, conv: &ConvKey, p: &Picture<'_>, line: &str) -> Result<StepOutcome, StepError> {
     let _ = images::forget(&ctx.db(), p.step_key).await;
-    let ids = super::deliver::send_text(ctx, conv, p.step_key, line, p.reply_to, Some(p.turn_id)).await?;
-    Ok(StepOutcome::Sent { message_ids: ids })
+    super::deliver::send_text(ctx, conv, p.step_key, line, p.reply_to, Some(p.turn_id)).await?;
+    Ok(no_picture(line))
 }
 
 /// Uploads the stored picture with `sendPhoto` under `{step}/p`: recorded pending first,

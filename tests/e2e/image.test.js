@@ -164,6 +164,14 @@ test("a safety refusal of the image model is a short honest answer, never a retr
   assert.equal(s.tg.calls("sendPhoto", uid).length, 0);
   const [call] = await s.sql("SELECT finish_reason FROM model_calls WHERE chat_id = ? AND purpose = 'image'", uid);
   assert.equal(call.finish_reason, "IMAGE_SAFETY", "the refused call is recorded");
+  // The next turn's history does not pretend a picture went out: the call's answer says so.
+  s.gemini.script(uid, [{ text: "Understood." }]);
+  await s.webhook(privateText(uid, "ok, never mind"));
+  await s.tg.waitFor(() => s.tg.sent(uid).includes("Understood."), 20_000, "the next answer");
+  const parts = s.gemini.calls(uid).filter((r) => !r.image).at(-1).body.contents.flatMap((c) => c.parts);
+  const answer = parts.find((p) => p.functionResponse?.name === "generate_image").functionResponse.response;
+  assert.equal(answer.ok, false);
+  assert.match(answer.error, /no picture was sent; the chat was told: I can't make that picture/);
   // A blocked prompt (no candidates at all) is the same short line.
   const other = uniqueId();
   s.gemini.script(other, [draw("a blocked prompt")]);
