@@ -68,7 +68,7 @@ Written by \`npm run bench\` on ${date}: ${os.cpus().length} × ${cpu}, ${fmt(os
 ${os.type()} ${os.release()}, Node ${process.version}. The worker runs under local workerd (wrangler's test
 harness) with the fake Telegram and a fake Gemini that answers after a fixed 300 ms, so the
 bot's own cost stands out. Numbers from one run; compare runs on the same machine.
-A full run takes about 15 minutes on an idle 2-core machine and shows its progress (which
+A full run takes about 25 minutes on an idle 2-core machine and shows its progress (which
 scenario, how many repetitions are left, an estimate) and each table as it is measured;
 \`npm run bench -- --quick\` (or \`BENCH_QUICK=1\`) measures the headline figures (webhook
 latency, first request, wasm size, answer speed, rows and every Free-plan limit per message)

@@ -182,6 +182,12 @@ const burstsDefault = QUICK ? null : await bursts(s, 82_000_000, "bursts, DEBOUN
 
 const turns = await s.sql("SELECT subrequests, d1_round_trips, d1_statements FROM turns WHERE status = 'done' AND subrequests IS NOT NULL");
 const outbox = await s.sql("SELECT COUNT(*) AS n FROM outbox WHERE status = 'sent'");
+if (turns.length) {
+  P.table("Turns", pairs([
+    [`subrequests per turn (${turns.length} turns)`, `mean ${f1(mean(turns.map((r) => r.subrequests)))}, max ${Math.max(...turns.map((r) => r.subrequests))}`],
+    ["D1 round trips per turn", `mean ${f1(mean(turns.map((r) => r.d1_round_trips)))}, max ${Math.max(...turns.map((r) => r.d1_round_trips))}`],
+  ]));
+}
 
 const wasmFile = fs.readdirSync(path.join(ROOT, ".tmp/bundle")).find((f) => f.endsWith(".wasm"));
 const wasm = fs.readFileSync(path.join(ROOT, ".tmp/bundle", wasmFile));
@@ -285,6 +291,7 @@ if (!QUICK) {
   step = P.scenario("alarms while one slow delivery runs (bench/alarms.mjs)");
   alarmRaceResult = await alarmRace();
   step.done();
+  P.table("Alarms while one slow delivery runs", pairs([[`alarms during the delivery (${alarmRaceResult.messages_meanwhile} messages over ${(alarmRaceResult.delivery_ms / 1000).toFixed(1)} s)`, `${alarmRaceResult.alarms_during_delivery}`]]));
 }
 
 // Written to the file named on the command line, not stdout: the harness logs to stdout too
