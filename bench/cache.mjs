@@ -9,6 +9,9 @@
 import fs from "node:fs";
 import path from "node:path";
 import { startStack, groupText, mention, ROOT, ADMIN_TOKEN } from "../tests/support/stack.js";
+import { progress, pairs } from "./progress.mjs";
+
+const P = progress("cache", { plan: 2 });
 
 const fixture = JSON.parse(fs.readFileSync(path.join(ROOT, "tests/fixtures/conversations/group_500.json"), "utf8"));
 const people = fixture.messages.filter((m) => !m.bot);
@@ -22,7 +25,9 @@ async function replay(format, chatId) {
   try {
     const ids = new Map(); // the fixture's message id → the id the replay sent it with
     let turns = 0;
+    const step = P.scenario(`${format}: the recorded group's ${people.length} messages, every ${EVERY}th asking`, people.length);
     for (let i = 0; i < people.length; i++) {
+      step.tick();
       const m = people[i];
       const asks = (i + 1) % EVERY === 0;
       const body = m.text || (m.media ? `[${m.media.kind}] ${m.media.detail}` : "…");
@@ -38,6 +43,7 @@ async function replay(format, chatId) {
         await s.tg.waitFor(() => s.tg.sent(chatId).length > before, 30_000, `turn ${turns}`);
       }
     }
+    step.done();
     const calls = await s.sql("SELECT prompt_tokens, cached_tokens FROM model_calls WHERE chat_id = ? AND purpose = 'turn' ORDER BY id", chatId);
     const res = await s.fetch("/api/v1/costs?period=all", { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     const costs = await res.json();
@@ -65,5 +71,14 @@ async function replay(format, chatId) {
 }
 
 const results = [];
-for (const [i, format] of ["structured", "compact"].entries()) results.push(await replay(format, -1009100000000 - i));
+for (const [i, format] of ["structured", "compact"].entries()) {
+  const r = await replay(format, -1009100000000 - i);
+  results.push(r);
+  P.table(`Model cost, ${format} history`, pairs([
+    ["turns / model calls", `${r.turns} / ${r.model_calls}`],
+    ["input tokens per turn", r.input_tokens_per_turn.toFixed(0)],
+    ["cached share", `${(100 * r.cached_share).toFixed(0)}%`],
+    ["cost per 100 turns", `$${r.cost_per_100_turns_usd.toFixed(3)} (uncached $${r.uncached_cost_per_100_turns_usd.toFixed(3)})`],
+  ]));
+}
 console.log(JSON.stringify({ messages: people.length, every: EVERY, results }, null, 2));

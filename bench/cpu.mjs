@@ -25,6 +25,7 @@ import { performance } from "node:perf_hooks";
 import { spawn, spawnSync } from "node:child_process";
 import { startStack, groupText, privateText, sleep, ROOT, seedMedia } from "../tests/support/stack.js";
 import { embedText, q8 } from "../tests/support/fake-gemini.js";
+import { progress, logDrain } from "./progress.mjs";
 
 // CPU_PROFILE=1 (development only): writes .tmp/bench/profile-<run>-<key>.txt, the Worker's own
 // samples of each measured kind of window by function (self: the innermost frame; total: any
@@ -137,24 +138,25 @@ class Bench {
     this.side = side;
     this.workerdPids = workerdPids().filter((p) => !others.includes(p));
     this.pid = workerdPid(this.workerdPids);
-    this.seen = 0;
+    // The metrics lines, drained from the harness as they come (see logDrain).
+    this.drain = logDrain(s);
     this.idleNsPerMs = 0;
     this.windows = [];
   }
   /** The `metrics` lines logged since the last call. */
   metrics() {
-    const logs = this.s.logs();
-    const fresh = logs.slice(this.seen);
-    this.seen = logs.length;
-    return fresh.map((l) => String(l.message ?? l)).filter((m) => m.startsWith("metrics ")).map((m) => JSON.parse(m.slice(8)));
+    this.drain.pull();
+    return this.drain.kept.splice(0);
   }
-  /** Whether a metrics line of an invocation whose kind starts with `kind` is in the logs
-   *  since the last `metrics()` call (without consuming them). */
+  /** Whether a metrics line of an invocation whose kind starts with `kind` came since the
+   *  last `metrics()` call (without consuming them). */
   saw(kind) {
-    return this.s.logs().slice(this.seen).map((l) => String(l.message ?? l)).some((m) => m.startsWith("metrics ") && JSON.parse(m.slice(8)).kind.startsWith(kind));
+    this.drain.pull();
+    return this.drain.kept.some((l) => l.kind.startsWith(kind));
   }
   activity() {
-    return this.s.logs().length + this.s.gemini.requests.length + this.s.tg.requests.length;
+    this.drain.pull();
+    return this.drain.count + this.s.gemini.requests.length + this.s.tg.requests.length;
   }
   /** Waits until nothing has happened (logs, model or Telegram calls) for `ms`. */
   async quiet(ms = 250) {
@@ -378,16 +380,27 @@ function summary(windows, pred = () => true) {
   };
 }
 
+/** A run's summaries as a markdown table, printed as soon as the run is measured. */
+function runTable(out, keys) {
+  const f = (v, d = 1) => (v == null ? "–" : v.toFixed(d));
+  const rows = [...new Set(keys)].filter((k) => out[k]).map((k) => {
+    const x = out[k];
+    return `| ${k} | ${f(x.cpu_ms)} (${f(x.cpu_ms_min)}–${f(x.cpu_ms_max)}) | ${f(x.own_ms)} | ${f(x.rows_read, 0)} | ${f(x.rows_written, 0)} | ${x.reps} |`;
+  });
+  return ["| invocation | all workerd CPU ms, median (range) | the Worker's own ms | D1 rows read | rows written | repetitions |", "|---|---|---|---|---|---|", ...rows].join("\n");
+}
+
 const recording = JSON.parse(fs.readFileSync(path.join(ROOT, "tests/fixtures/conversations/group_500.json"), "utf8"));
 // CPU_REPLAY=n replays only the first n (a quick try while developing; the report says how many).
 const human = recording.messages.filter((m) => !m.bot && m.user_id).slice(0, Number(process.env.CPU_REPLAY ?? Infinity));
 
 /** The recorded conversation's people's messages into a group, one webhook at a time: each one
  *  is a group-chatter invocation (measured). Replies keep their reply_to when it is a person's. */
-async function replay(b, chat, first) {
+async function replay(b, chat, first, step) {
   const sent = new Map();
   const windows = [];
   for (const m of human) {
+    step?.tick();
     const u = m === human[0] ? first : groupText(chat, m.user_id, m.text || "(photo)", { name: m.name });
     u.message.from.username = m.username ?? undefined;
     const to = m.reply_to && sent.get(m.reply_to);
@@ -418,14 +431,18 @@ async function askAndAnswer(b, update, chat) {
   return { hook, turn, clean: !alarm(hook) && alarm(turn) };
 }
 
-/** Runs `rep(i)` until REPS of its results are clean (at most 3 × REPS tries). */
-async function clean(rep, discarded) {
+/** Runs `rep(i)` until REPS of its results are clean (at most 3 × REPS tries), as the
+ *  scenario `label` of the progress (`tag`: the run's name). */
+async function clean(rep, discarded, label, tag) {
+  const step = P.scenario(`${tag}: ${label}`, REPS);
   const out = [];
   for (let i = 0; out.length < REPS && i < 3 * REPS; i++) {
     const r = await rep(i);
     if (r.clean) out.push(r);
     else discarded.n++;
+    step.set(out.length);
   }
+  step.done();
   return out;
 }
 
@@ -444,7 +461,10 @@ async function formatRun(format, bundle, side = null) {
     await b.startPerf(path.join(ROOT, `.tmp/bench/perf-${format}${bundle ? "-before" : ""}.data`));
     const chat = -1001700000001 - (format === "compact" ? 1 : 0);
     const first = groupText(chat, human[0].user_id, human[0].text || "(photo)", { name: human[0].name });
-    const chatter = await replay(b, chat, first);
+    const tag = `${format}${bundle ? " (before)" : ""}`;
+    const replaying = P.scenario(`${tag}: the recorded group's ${human.length} messages as chatter`, human.length);
+    const chatter = await replay(b, chat, first, replaying);
+    replaying.done();
     later.push(["chatter", chatter.slice(20)]); // the first few warm the instance up
 
     // Turns over the replayed history (name trigger), each asked by one of its people. The
@@ -452,7 +472,7 @@ async function formatRun(format, bundle, side = null) {
     // optimizing tier in the background): warm-up, not measured.
     for (let i = 0; i < 3; i++) await askAndAnswer(b, groupText(chat, 101 + (i % 6), `Edge, are you there? (${i})`, { name: "Alice" }), chat);
     const discarded = { n: 0 };
-    const long = await clean((i) => askAndAnswer(b, groupText(chat, 101 + (i % 6), `Edge, what do you make of all this? (${i})`, { name: "Alice" }), chat), discarded);
+    const long = await clean((i) => askAndAnswer(b, groupText(chat, 101 + (i % 6), `Edge, what do you make of all this? (${i})`, { name: "Alice" }), chat), discarded, "turns over the long history", tag);
     later.push(["group_ask_webhook", long.map((r) => r.hook)]);
     later.push(["turn_500", long.map((r) => r.turn)]);
     // The same turns after an edit of the first message: since migration 0019 the edited row
@@ -462,7 +482,7 @@ async function formatRun(format, bundle, side = null) {
       await s.webhook(edited(first, i));
       await sleep(200);
       return askAndAnswer(b, groupText(chat, 101 + (i % 6), `Edge, and after the edit? (${i})`, { name: "Alice" }), chat);
-    }, discarded);
+    }, discarded, "turns after an edit", tag);
     later.push(["turn_500_edit", edit.map((r) => r.turn)]);
     // The same turns after the conversation's history_version moved (as its triggers move it
     // when a message leaves the history or a retried turn's answer is placed anew): the chat
@@ -471,7 +491,7 @@ async function formatRun(format, bundle, side = null) {
     const full = await clean(async (i) => {
       await s.sql("UPDATE conversations SET history_version = history_version + 1 WHERE chat_id = ?", chat);
       return askAndAnswer(b, groupText(chat, 101 + (i % 6), `Edge, and after the change? (${i})`, { name: "Alice" }), chat);
-    }, discarded);
+    }, discarded, "turns reading the whole window", tag);
     later.push(["turn_500_full", full.map((r) => r.turn)]);
 
     // Private chats with a short history: a first message warms the chat object up.
@@ -479,7 +499,7 @@ async function formatRun(format, bundle, side = null) {
       const uid = 88_000_000 + i * 11 + (format === "compact" ? 1 : 0);
       await askAndAnswer(b, privateText(uid, "hello there"), uid);
       return askAndAnswer(b, privateText(uid, `and how are you? (${i})`), uid);
-    }, discarded);
+    }, discarded, "private messages and their turns", tag);
     out.discarded_repetitions = discarded;
     later.push(["dm_webhook", dm.map((r) => r.hook)]);
     for (const r of dm) r.hook.split = true;
@@ -491,6 +511,7 @@ async function formatRun(format, bundle, side = null) {
       // A turn retried through the queue: the model answers 503 once; measured from after the
       // failed alarm to the reply (the consumer's invocation and the chat object's job request).
       const q = [];
+      const retrying = P.scenario(`${tag}: turns retried through the queue`, REPS);
       for (let i = 0; i < REPS; i++) {
         const uid = 88_100_000 + i * 13;
         await askAndAnswer(b, privateText(uid, "hello"), uid);
@@ -502,7 +523,9 @@ async function formatRun(format, bundle, side = null) {
         // alarm (the state's next wake) may follow. Split among them.
         w.split = true;
         q.push(w);
+        retrying.tick();
       }
+      retrying.done();
       later.push(["queue_turn_job", q]);
       later.push(["queue_job_consumer", q, (k) => k.startsWith("queue"), (w) => partOf(w, "queue")]);
       later.push(["queue_job_object", q, (k) => k.startsWith("object"), (w) => partOf(w, "object")]);
@@ -511,6 +534,7 @@ async function formatRun(format, bundle, side = null) {
       // The cron tick, then the consolidation jobs it queued (the replayed group and the chats).
       const cron = [];
       const jobs = [];
+      const ticking = P.scenario(`${tag}: cron ticks and their consolidation jobs`, REPS);
       for (let i = 0; i < REPS; i++) {
         await b.pass();
         // New messages, so the next tick has something to consolidate (40 needed per chat).
@@ -518,15 +542,19 @@ async function formatRun(format, bundle, side = null) {
         cron.push(await b.window(() => s.scheduled(), async () => {}, 20));
         // The tick returns once the jobs are queued; the consumer takes them within a second.
         jobs.push(await b.window(async () => {}, () => waitUntil(() => b.saw("queue"), 10_000, "the consolidation jobs").catch(() => {}), 500));
+        ticking.tick();
       }
+      ticking.done();
       // On a loaded machine the consumer may start inside the tick's window: such windows are
       // left out of both (a window without the consumer's invocation is no job's either).
       const hasQueue = (w) => w.lines.some((l) => l.kind.startsWith("queue"));
       later.push(["cron_tick", cron.filter((w) => !hasQueue(w))]);
       later.push(["consolidation_jobs", jobs.filter(hasQueue)]);
     }
+    P.note(`${tag}: attributing the samples${b.perf ? " (perf script)" : ""}`);
     await b.attribute();
     for (const [key, windows, pred, view] of later) out[key] = summary(view ? windows.map(view) : windows, pred);
+    P.table(`CPU and D1 rows, ${tag} run`, runTable(out, later.map(([key]) => key)));
     if (PROFILE) for (const [key, windows, , view] of later) if (!view) writeProfile(`${format}${bundle ? "-before" : ""}-${key}`, windows);
     out.chatter.replayed_messages = human.length;
     out.turn_500.history_messages = human.length;
@@ -562,9 +590,10 @@ async function embeddingsRun(bundle, side = null) {
       for (let k = 0; k < stmts.length; k += 100) await s.env.DB.batch(stmts.slice(k, k + 100));
       await askAndAnswer(b, privateText(uid, "hello there"), uid);
       return askAndAnswer(b, privateText(uid, `which colour do I like? (${i})`), uid);
-    }, discarded);
+    }, discarded, "turns with embeddings over 300 memories", `embeddings${bundle ? " (before)" : ""}`);
     await b.attribute();
     out.turn_embeddings = summary(turns.map((r) => r.turn));
+    P.table(`CPU and D1 rows, embeddings run${bundle ? " (before)" : ""}`, runTable(out, ["turn_embeddings"]));
     if (PROFILE) writeProfile(`embeddings${bundle ? "-before" : ""}-turn`, turns.map((r) => r.turn));
     out.discarded_repetitions = discarded;
   } finally {
@@ -591,12 +620,15 @@ async function rowsRun(bundle) {
     const first = [];
     const within = [];
     const past = [];
+    const refusing = P.scenario("rows: refused senders' updates", REPS);
     for (let i = 0; i < REPS; i++) {
       const uid = 88_300_000 + i * 19;
       first.push(await b.window(() => s.webhook(privateText(uid, "hello?")), () => s.tg.waitFor(() => s.tg.sent(uid).length === 1, 30_000, "the notice"), 300));
       for (let k = 1; k < 5; k++) within.push(await b.window(() => s.webhook(privateText(uid, `hello? (${k})`)), async () => {}, 200));
       for (let k = 5; k < 12; k++) past.push(await b.window(() => s.webhook(privateText(uid, `hello? (${k})`)), async () => {}, 100));
+      refusing.tick();
     }
+    refusing.done();
     out.refused_first = summary(first);
     out.refused_within_limit = summary(within);
     // The sixth update of the hour moves the counter a last time; later ones write nothing.
@@ -607,6 +639,7 @@ async function rowsRun(bundle) {
     const seed = (chat, n, words, tag) => seedMedia(s.env.DB, chat, n, words, tag);
     for (let c = 0; c < 20; c++) await seed(-1001800000000 - c, 50, "a lighthouse at dusk", "busy");
     const searches = [];
+    const searching = P.scenario("rows: media searches in a busy bot", REPS);
     for (let i = 0; i < REPS; i++) {
       const uid = 88_400_000 + i * 23;
       await s.sql("INSERT INTO users (user_id, name, access, updated_at) VALUES (?, 'Pat', 'allowed', 0)", uid);
@@ -617,10 +650,13 @@ async function rowsRun(bundle) {
       s.gemini.script(uid, [{ calls: [{ name: "search_memory", args: { query: "lighthouse" } }] }, { text: "The ferry one." }]);
       await b.quiet(300);
       searches.push(await b.window(() => s.webhook(privateText(uid, `which photo had the lighthouse? (${i})`)), () => s.tg.waitFor(() => s.tg.sent(uid).length === 2, 60_000, "the reply"), 300));
+      searching.tick();
     }
+    searching.done();
     out.media_search_turn = summary(searches, (k) => k.startsWith("alarm"));
     out.media_search_turn.media = 1000;
     out.media_search_turn.chats = 20;
+    P.table("D1 rows, refused senders and media searches", runTable(out, ["refused_first", "refused_within_limit", "refused_limit_reached", "refused_past_limit", "media_search_turn"]));
   } finally {
     await s.close();
   }
@@ -644,6 +680,10 @@ async function alternating(after, before) {
 
 // CPU_RUNS (development only) picks runs: structured, compact, embeddings, rows.
 const picked = (process.env.CPU_RUNS ?? "structured,compact,embeddings,rows").split(",");
+// The progress: scenarios per run (see formatRun, embeddingsRun, rowsRun), twice where a
+// before bundle alternates with this one.
+const twice = process.env.CPU_BEFORE ? 2 : 1;
+const P = progress("cpu", { plan: (picked.includes("structured") ? 7 * twice : 0) + (picked.includes("compact") ? 5 : 0) + (picked.includes("embeddings") ? twice : 0) + (picked.includes("rows") ? 2 : 0) });
 const runs = {};
 // CPU_BEFORE=<a prebuilt bundle of an earlier commit> measures it too, in the same run and
 // alternating with this commit's repetition by repetition, for a before-and-after table (the
@@ -662,3 +702,4 @@ if (picked.includes("embeddings")) {
 if (picked.includes("rows")) runs.rows = await rowsRun();
 fs.mkdirSync(path.join(ROOT, ".tmp/bench"), { recursive: true });
 fs.writeFileSync(path.join(ROOT, ".tmp/bench/cpu.json"), JSON.stringify({ reps: REPS, runs }, null, 1));
+P.note("wrote .tmp/bench/cpu.json (bench/report.mjs makes BENCHMARKS.md's sections of it)");

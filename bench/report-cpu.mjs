@@ -181,7 +181,8 @@ ${rows("cron tick", st.cron_tick)}
 ${runs.rows ? refusedAndSearch(runs.rows, rows) : ""}
 What the Free plan's daily limits (${int(FREE.rows_read)} rows read, ${int(FREE.rows_written)} rows written,
 ${int(FREE.requests)} Worker requests) allow, from these figures (each update is one Worker request;
-the chat object's requests and alarms are Durable Object requests, not counted here):
+the chat object's requests and alarms are Durable Object requests, not counted here; "Free-plan limits
+per message" below counts every limit):
 
 | a day of | messages a day | bound by |
 |---|---|---|

@@ -1,13 +1,24 @@
 // Writes BENCHMARKS.md from the results of `npm run bench` (.tmp/bench/*.json and criterion's
-// estimates), with the machine and date, and the targets from the benchmark issue.
+// estimates), with the machine and date, and the targets from the benchmark issue; and the
+// short copy of the Free-plan limits table in README.md (between its `bench:limits` markers).
+// In quick mode (`npm run bench -- --quick`, BENCH_QUICK=1) the headline figures from
+// .tmp/bench/quick/ go to .tmp/bench/quick/BENCHMARKS.md and stdout instead; BENCHMARKS.md and
+// README.md are left alone.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { cacheSection } from "./report-cache.mjs";
 import { cpuSections } from "./report-cpu.mjs";
+import { limitsSection, limitsTables, readmeLimits } from "./report-limits.mjs";
+import { QUICK } from "./progress.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const fmt = (n, d = 1) => n.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d });
+if (QUICK) {
+  await quickReport();
+  process.exit(0);
+}
 const worker = JSON.parse(fs.readFileSync(path.join(root, ".tmp/bench/worker.json"), "utf8"));
 const prompt = JSON.parse(fs.readFileSync(path.join(root, ".tmp/bench/prompt.json"), "utf8"));
 const cache = JSON.parse(fs.readFileSync(path.join(root, ".tmp/bench/cache.json"), "utf8"));
@@ -17,7 +28,6 @@ const criterion = (name) => {
   const e = JSON.parse(fs.readFileSync(file, "utf8"));
   return { median_ms: e.median.point_estimate / 1e6, low_ms: e.median.confidence_interval.lower_bound / 1e6, high_ms: e.median.confidence_interval.upper_bound / 1e6 };
 };
-const fmt = (n, d = 1) => n.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d });
 const n = (x) => Math.round(x).toLocaleString("en-US");
 const kb = (b) => `${fmt(b / 1024, 0)} KiB`;
 const mark = (ok) => (ok ? "✅" : "❌");
@@ -58,6 +68,12 @@ Written by \`npm run bench\` on ${date}: ${os.cpus().length} × ${cpu}, ${fmt(os
 ${os.type()} ${os.release()}, Node ${process.version}. The worker runs under local workerd (wrangler's test
 harness) with the fake Telegram and a fake Gemini that answers after a fixed 300 ms, so the
 bot's own cost stands out. Numbers from one run; compare runs on the same machine.
+A full run takes about 25 minutes on an idle 2-core machine and shows its progress (which
+scenario, how many repetitions are left, an estimate) and each table as it is measured;
+\`npm run bench -- --quick\` (or \`BENCH_QUICK=1\`) measures the headline figures (webhook
+latency, first request, wasm size, answer speed, rows and every Free-plan limit per message)
+with fewer repetitions in a few minutes, into .tmp/bench/quick/BENCHMARKS.md, leaving this file
+as it is.
 
 ## Webhook
 
@@ -162,5 +178,65 @@ conversation: "Model cost" above has what that does to the cached share and the 
 | the same, compact | ${fmt(core.compact.median_ms, 3)} ms |
 | render and split a 20,000-character Markdown answer | ${fmt(core.split.median_ms, 3)} ms |
 `;
-fs.writeFileSync(path.join(root, "BENCHMARKS.md"), md + cpuSections(root));
-console.log(md + cpuSections(root));
+const all = md + cpuSections(root) + limitsSection(root);
+fs.writeFileSync(path.join(root, "BENCHMARKS.md"), all);
+console.log(all);
+
+// README.md's short copy of the limits table, between its markers.
+const short = readmeLimits(root);
+if (short) {
+  const file = path.join(root, "README.md");
+  const readme = fs.readFileSync(file, "utf8");
+  const at = /(<!-- bench:limits -->\n)[\s\S]*?(\n<!-- \/bench:limits -->)/;
+  if (at.test(readme)) fs.writeFileSync(file, readme.replace(at, (_, a, b) => `${a}${short}${b}`));
+  else console.error("README.md has no <!-- bench:limits --> markers: its limits table was not updated");
+}
+
+/** Quick mode: the headline figures (bench/worker.mjs and bench/limits.mjs with --quick). */
+async function quickReport() {
+  const dir = path.join(root, ".tmp/bench/quick");
+  const read = (f) => (fs.existsSync(path.join(dir, f)) ? JSON.parse(fs.readFileSync(path.join(dir, f), "utf8")) : null);
+  const w = read("worker.json");
+  const l = read("limits.json");
+  const f = (v, d = 1) => (v == null ? "–" : v.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d }));
+  const rows = [];
+  if (w) {
+    const seq = w.ingest_sequential;
+    rows.push(
+      [`webhook, one update alone: group chatter / private message (${seq.group_chatter.updates ?? 200} each)`, `p50 ${f(seq.group_chatter.p50_ms)} ms / ${f(seq.private_message.p50_ms)} ms; p99 ${f(seq.group_chatter.p99_ms)} ms / ${f(seq.private_message.p99_ms)} ms`],
+      [`webhook under load: ${w.webhook.updates} private messages at concurrency 50`, `p50 ${f(w.webhook.p50_ms)} ms, p99 ${f(w.webhook.p99_ms)} ms, ${f(w.webhook.throughput_per_s, 0)} updates/s`],
+      ["first request (instantiation) / later requests", `${f(w.startup.first_request_ms)} ms / ${f(w.startup.warm_request_p50_ms)} ms`],
+      ["wasm after wasm-opt", `${f(w.size.wasm_bytes / 1024, 0)} KiB raw, ${f(w.size.wasm_gzip_bytes / 1024, 0)} KiB gzip`],
+    );
+  }
+  if (l) {
+    const { dm, group, crew } = l.workloads;
+    const per = (x) => (x ? `${f(x.d1_rows_read / x.answered, 0)} read, ${f(x.d1_rows_written / x.answered, 0)} written` : "–");
+    if (group?.chatter) rows.push(["D1 rows per group chatter message (median)", `${f(group.chatter.d1_rows_read, 0)} read, ${f(group.chatter.d1_rows_written, 0)} written`]);
+    rows.push(["D1 rows per answered private message (webhook, turn, delivery, its share of consolidation)", per(dm)]);
+    rows.push([`D1 rows per answered group message (with the chatter around it, 1 in ${group ? f(group.messages / Math.max(1, group.answered), 1) : "–"})`, per(group)]);
+    rows.push(["D1 rows per answered crew message (two personas speak)", per(crew)]);
+  }
+  const md = `# Benchmarks, quick mode
+
+Written by \`npm run bench -- --quick\` on ${new Date().toISOString().slice(0, 10)}: ${os.cpus().length} × ${os.cpus()[0]?.model ?? "unknown CPU"}, Node ${process.version}.
+The headline figures with fewer repetitions than \`npm run bench\` (which writes BENCHMARKS.md);
+compare with a full run on the same machine, not with BENCHMARKS.md's figures from another.
+
+| headline | result |
+|---|---|
+${rows.map((r) => `| ${r.join(" | ")} |`).join("\n")}
+
+## Answer speed
+
+${w ? answerTable(w.answer) : "Not measured."}
+
+## Free-plan limits per message
+
+${l ? limitsTables(l) : "Not measured."}
+`;
+  fs.mkdirSync(dir, { recursive: true });
+  fs.writeFileSync(path.join(dir, "BENCHMARKS.md"), md);
+  console.log(md);
+  console.error("wrote .tmp/bench/quick/BENCHMARKS.md (BENCHMARKS.md is left as it is)");
+}

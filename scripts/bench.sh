@@ -2,11 +2,37 @@
 # Runs the benchmarks and writes BENCHMARKS.md: core speed (criterion), prompt sizes (the bot's
 # estimate and Gemini's own tokens), and the worker under local workerd (webhook latency and
 # throughput, bursts, subrequests, size; the model cost of a replayed conversation; CPU per
-# invocation and D1 rows per message).
+# invocation and D1 rows per message; every Free-plan limit per message). Each step shows its
+# progress and prints its tables on stderr as it measures them.
+#
+# `npm run bench -- --quick` (or BENCH_QUICK=1 npm run bench): the headline figures only (the
+# webhook's latency, the first request, the wasm's size, the answer speed, rows and every
+# Free-plan limit per message, with fewer messages) in a few minutes, written to
+# .tmp/bench/quick/BENCHMARKS.md and printed; BENCHMARKS.md is left as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick="${BENCH_QUICK:-0}"
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    *) echo "npm run bench: unknown option $arg (only --quick)" >&2; exit 2 ;;
+  esac
+done
 source scripts/setup.sh
 mkdir -p .tmp/bench
+if [ "$quick" = 1 ]; then
+  export BENCH_QUICK=1
+  mkdir -p .tmp/bench/quick
+  echo "== quick mode: headline figures into .tmp/bench/quick/BENCHMARKS.md (BENCHMARKS.md is left as it is)" >&2
+  echo "== worker bundle" >&2
+  bash scripts/bundle.sh
+  echo "== worker: start-up, webhook latency, answer speed, size" >&2
+  node bench/worker.mjs .tmp/bench/quick/worker.json
+  echo "== every Free-plan limit per message" >&2
+  node bench/limits.mjs
+  node bench/report.mjs
+  exit 0
+fi
 echo "== core (criterion)" >&2
 cargo bench -p agent-bench --bench core -- --noplot >&2
 cargo run --release -q -p agent-bench --bin prompt-size -- .tmp/bench/prompt-requests.json > .tmp/bench/prompt.json
@@ -19,4 +45,6 @@ echo "== model cost (implicit cache replay)" >&2
 node bench/cache.mjs > .tmp/bench/cache.json
 echo "== CPU per invocation, D1 rows per message" >&2
 node bench/cpu.mjs
+echo "== every Free-plan limit per message" >&2
+node bench/limits.mjs
 node bench/report.mjs

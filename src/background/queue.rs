@@ -61,7 +61,9 @@ async fn handle_dead(ctx: &Ctx, dead: &DeadLetter) -> bool {
 
 pub async fn consume(batch: MessageBatch<serde_json::Value>, ctx: &Ctx) -> Result<()> {
     let dead_queue = crate::config::env::is_dead_letter_queue(&ctx.env, &batch.queue());
-    for message in batch.messages()? {
+    let messages = batch.messages()?;
+    ctx.meter.queue_received(messages.len() as u32);
+    for message in messages {
         let body = message.body().clone();
         if dead_queue {
             // A dead letter is either ours ({job, error}) or a raw job the platform moved here

@@ -50,6 +50,8 @@ pub struct MeterCounts {
     rows_read: Cell<u64>,
     rows_written: Cell<u64>,
     rows_bytes: Cell<u64>,
+    queue_sent: Cell<u32>,
+    queue_received: Cell<u32>,
 }
 
 impl Meter {
@@ -69,6 +71,15 @@ impl Meter {
     /// Bytes of rows (as JSON) one D1 result carried into the worker.
     pub fn d1_bytes(&self, n: u64) {
         self.0.rows_bytes.set(self.0.rows_bytes.get() + n);
+    }
+    /// Messages put on a queue (each one a Queues write operation).
+    pub fn queue_sent(&self, n: u32) {
+        self.0.queue_sent.set(self.0.queue_sent.get() + n);
+    }
+    /// Messages a queue consumer's batch delivered (each one a read; an acked or dead-lettered
+    /// one also a delete).
+    pub fn queue_received(&self, n: u32) {
+        self.0.queue_received.set(self.0.queue_received.get() + n);
     }
     pub fn add(&self, n: u32) {
         self.0.subrequests.set(self.0.subrequests.get() + n);
@@ -92,8 +103,9 @@ impl Meter {
 
 /// Logs one `metrics {...}` line when dropped (at the end of an invocation, early returns
 /// included) if the meter counts rows: the invocation's kind, D1 round trips, statements,
-/// rows read and written, the bytes of the rows read into the worker, subrequests, and when it
-/// started and ended (the runtime's clock, in ms). `npm run bench` reads these lines (the times
+/// rows read and written, the bytes of the rows read into the worker, subrequests, the messages
+/// it put on a queue and those its batch delivered (`queue_sent`, `queue_received`: Queues
+/// bills each message's write, read and delete), and when it started and ended (the runtime's clock, in ms). `npm run bench` reads these lines (the times
 /// tell apart the invocations of one measured window); no values of the request are in them.
 pub struct Metrics {
     meter: Meter,
@@ -116,6 +128,8 @@ impl Drop for Metrics {
                 "rows_bytes": m.rows_bytes.get(),
                 "started_ms": self.started_ms,
                 "ended_ms": worker::js_sys::Date::now(),
+                "queue_sent": m.queue_sent.get(),
+                "queue_received": m.queue_received.get(),
             })
         );
     }

@@ -16,6 +16,7 @@ pub struct DeadLetter {
 /// Puts a job on the jobs queue after `delay_secs`.
 pub async fn enqueue(ctx: &Ctx, job: &Job, delay_secs: u32) -> Result<()> {
     ctx.meter.add(1);
+    ctx.meter.queue_sent(1);
     let queue = ctx.env.queue(JOBS)?;
     queue.send(MessageBuilder::new(job.clone()).delay_seconds(delay_secs).build()).await
 }
@@ -26,12 +27,14 @@ pub async fn enqueue_all(ctx: &Ctx, jobs: Vec<Job>) -> Result<()> {
         return Ok(());
     }
     ctx.meter.add(1);
+    ctx.meter.queue_sent(jobs.len() as u32);
     ctx.env.queue(JOBS)?.send_batch(BatchMessageBuilder::new().messages(jobs).build()).await
 }
 
 /// Sends a job that ran out of attempts to the dead-letter queue.
 pub async fn dead_letter(ctx: &Ctx, job: &Job, error: &str) -> Result<()> {
     ctx.meter.add(1);
+    ctx.meter.queue_sent(1);
     let queue = ctx.env.queue(DEAD_LETTERS)?;
     queue.send(DeadLetter { job: job.clone(), error: error.to_string() }).await
 }

@@ -241,3 +241,27 @@ test("search_memory over media reads its own chat's media, not every chat's (an 
   // own (chat, file) records, a few dozen with the turn's own reads.
   assert.ok(read < 400, `the turn read ${read} rows: ${turn.map((l) => l.raw).join("\n")}`);
 });
+
+test("the lines count Queues messages: what a cron tick queued, and what each consumer batch delivered", async () => {
+  const chat = -1000000000000 - uniqueId();
+  const hook = await chatter(chat, uniqueId(), "something for the next consolidation");
+  assert.equal(hook.queue_sent, 0, hook.raw);
+  assert.equal(hook.queue_received, 0, hook.raw);
+  const from = s.logs().length;
+  await s.scheduled();
+  // Every job the tick queued (and any a job put back) is delivered once to a consumer batch.
+  let lines = [];
+  const sent = () => lines.reduce((n, l) => n + l.queue_sent, 0);
+  const received = () => lines.filter((l) => l.kind.startsWith("queue")).reduce((n, l) => n + l.queue_received, 0);
+  for (let i = 0; i < 100; i++) {
+    await sleep(200);
+    lines = s.metricsSince(from);
+    if (lines.some((l) => l.kind.startsWith("cron")) && received() > 0 && received() >= sent()) break;
+  }
+  const tick = lines.find((l) => l.kind.startsWith("cron"));
+  assert.ok(tick, "the tick's line");
+  // At least this chat's conversation was due (the others' of this file too).
+  assert.ok(tick.queue_sent >= 1, tick.raw);
+  assert.equal(tick.queue_received, 0, tick.raw);
+  assert.equal(received(), sent(), lines.map((l) => l.raw).join("\n"));
+});
