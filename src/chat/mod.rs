@@ -63,13 +63,30 @@ struct Meta {
 /// Writes the state's snapshot to storage: the one place the state is written (`update`, and
 /// a streaming turn's commit). `written` remembers what storage holds (unknown after a failed
 /// write). Returns whether it was saved.
-async fn persist(storage: &worker::Storage, written: &RefCell<Option<String>>, snapshot: String) -> bool {
+async fn persist(storage: &worker::Storage, written: &RefCell<Option<String>>, meter: &StorageMeter, snapshot: String) -> bool {
     *written.borrow_mut() = Some(snapshot.clone());
+    meter.count(0, 1);
     let saved = storage.put("state", snapshot).await.map_err(|e| worker::console_error!("chat state not saved: {e}")).is_ok();
     if !saved {
         *written.borrow_mut() = None;
     }
     saved
+}
+
+/// Counts the object's storage rows on the meter of the invocation that started last (the
+/// `do_rows_read` / `do_rows_written` of its metrics line): each key read is a row read, each
+/// key put or deleted and each alarm set or deleted a row written. Requests interleave at
+/// awaits, so a row may be counted on an overlapping invocation's line, but once.
+#[derive(Clone, Default)]
+struct StorageMeter(Rc<RefCell<crate::config::Meter>>);
+
+impl StorageMeter {
+    fn count(&self, read: u64, written: u64) {
+        self.0.borrow().do_rows(read, written);
+    }
+    fn set(&self, meter: &crate::config::Meter) {
+        *self.0.borrow_mut() = meter.clone();
+    }
 }
 
 /// A step that is waiting for a retry job.
@@ -95,6 +112,8 @@ pub struct ChatObject {
     written: Rc<RefCell<Option<String>>>,
     /// The rows the last turn loaded, so the next reads only what is new (in memory only).
     rows: answer::RowCacheSlot,
+    /// Counts this object's storage rows (see [`StorageMeter`]).
+    storage_meter: StorageMeter,
 }
 
 impl DurableObject for ChatObject {
@@ -109,6 +128,7 @@ impl DurableObject for ChatObject {
             handling: RefCell::new(Default::default()),
             written: Rc::new(RefCell::new(None)),
             rows: Default::default(),
+            storage_meter: StorageMeter::default(),
         }
     }
 
@@ -119,6 +139,7 @@ impl DurableObject for ChatObject {
             return Response::error("not a chat request", 400);
         };
         let _metrics = ctx.metrics(|| format!("object {}", request.name()));
+        self.storage_meter.set(&ctx.meter);
         self.load().await?;
         let url = req.url()?;
         if let Some(conv) = url.query_pairs().find(|(k, _)| k == "conv").and_then(|(_, v)| ConvKey::parse(&v)) {
@@ -132,6 +153,7 @@ impl DurableObject for ChatObject {
     async fn alarm(&self) -> Result<Response> {
         let ctx = Ctx::new(self.env.clone());
         let _metrics = ctx.metrics(|| "alarm".into());
+        self.storage_meter.set(&ctx.meter);
         self.load().await?; // an alarm that fails is retried by the platform
         self.on_alarm(&ctx).await;
         // A statistic, counted once the alarm's work is done: written with the state's next
@@ -186,6 +208,7 @@ impl ChatObject {
             worker::console_error!("chat state could not be read from storage: {e}");
         })?;
         let meta: Option<Meta> = storage.get("meta").await.ok().flatten();
+        self.storage_meter.count(2, 0);
         if self.chat.borrow().is_none() {
             let loaded = chat_state::load(raw.clone());
             if let Some(error) = &loaded.error {
@@ -193,6 +216,7 @@ impl ChatObject {
                 // object goes on with a fresh state (turn ids cannot collide with the old ones).
                 worker::console_error!("chat object: {error}; starting from a fresh state");
                 if let Some(raw) = &raw {
+                    self.storage_meter.count(0, 1);
                     let _ = storage.put("state.unreadable", raw).await;
                 }
             }
@@ -230,7 +254,7 @@ impl ChatObject {
             (r, chat_state::stored(st))
         };
         if self.written.borrow().as_deref() != Some(snapshot.as_str()) {
-            persist(&self.state.storage(), &self.written, snapshot).await;
+            persist(&self.state.storage(), &self.written, &self.storage_meter, snapshot).await;
         }
         r
     }
@@ -253,6 +277,7 @@ impl ChatObject {
             return;
         }
         *self.meta.borrow_mut() = Some(meta.clone());
+        self.storage_meter.count(0, 1);
         let _ = self.state.storage().put("meta", &meta).await;
     }
 
@@ -289,13 +314,13 @@ impl ChatObject {
         let (chat, this_turn) = (self.chat.clone(), turn.clone());
         let current = move || chat.borrow().as_ref().is_some_and(|st| st.still_current(&this_turn));
         let (chat, storage, id) = (self.chat.clone(), Rc::new(self.state.storage()), turn.turn_id.clone());
-        let written = self.written.clone();
+        let (written, meter) = (self.written.clone(), self.storage_meter.clone());
         let commit = move |upto_seq: i64| -> futures::future::LocalBoxFuture<'static, bool> {
             let snapshot = chat.borrow_mut().as_mut().and_then(|st| st.commit_turn(&id, upto_seq).then(|| chat_state::stored(st)));
-            let (storage, written) = (storage.clone(), written.clone());
+            let (storage, written, meter) = (storage.clone(), written.clone(), meter.clone());
             Box::pin(async move {
                 match snapshot {
-                    Some(snapshot) => persist(&storage, &written, snapshot).await,
+                    Some(snapshot) => persist(&storage, &written, &meter, snapshot).await,
                     None => false,
                 }
             })
@@ -319,6 +344,7 @@ impl ChatObject {
         let now = now_ms();
         let wake = self.with(|st| st.next_wake_here(&self.timing(ctx), in_flight, advancing, now)).await;
         let storage = self.state.storage();
+        self.storage_meter.count(0, 1);
         let result = match wake {
             // An i64 would be an offset; the state machine works in absolute times.
             Some(at) => {

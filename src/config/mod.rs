@@ -52,6 +52,8 @@ pub struct MeterCounts {
     rows_bytes: Cell<u64>,
     queue_sent: Cell<u32>,
     queue_received: Cell<u32>,
+    do_rows_read: Cell<u64>,
+    do_rows_written: Cell<u64>,
 }
 
 impl Meter {
@@ -80,6 +82,14 @@ impl Meter {
     /// one also a delete).
     pub fn queue_received(&self, n: u32) {
         self.0.queue_received.set(self.0.queue_received.get() + n);
+    }
+    /// Rows of the chat object's own storage read and written (its KV API over SQLite: a key
+    /// read is a row read, a key put or deleted a row written, and so is setting or deleting
+    /// the alarm, which the platform bills as a row written). Counted whether or not
+    /// `METRICS_LOG` is set: the count costs no call.
+    pub fn do_rows(&self, read: u64, written: u64) {
+        self.0.do_rows_read.set(self.0.do_rows_read.get() + read);
+        self.0.do_rows_written.set(self.0.do_rows_written.get() + written);
     }
     pub fn add(&self, n: u32) {
         self.0.subrequests.set(self.0.subrequests.get() + n);
@@ -126,6 +136,8 @@ impl Drop for Metrics {
                 "rows_read": m.rows_read.get(),
                 "rows_written": m.rows_written.get(),
                 "rows_bytes": m.rows_bytes.get(),
+                "do_rows_read": m.do_rows_read.get(),
+                "do_rows_written": m.do_rows_written.get(),
                 "started_ms": self.started_ms,
                 "ended_ms": worker::js_sys::Date::now(),
                 "queue_sent": m.queue_sent.get(),

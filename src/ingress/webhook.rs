@@ -1,5 +1,5 @@
-//! `POST /telegram/webhook`: check the secret, parse, record in D1 (deduplicated by
-//! update_id), hand reply-asking messages to the chat's Durable Object, answer 200 at once.
+//! `POST /telegram/webhook`: check the secret, parse, record in D1 (deduplicated by the
+//! message's own key, or a reaction's update id), hand reply-asking messages to the chat's Durable Object, answer 200 at once.
 //!
 //! Invariants (ARCHITECTURE.md): "Dedup", "The webhook never calls the model", "A refused
 //! sender costs a counter, not rows", "Refused text stays out of every model call" (here:
@@ -102,13 +102,13 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
         Inbound::Edited(m) => {
             let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
             let limit = refused_limit(ctx, m.chat.id, m.speaker.user_id, admitted, now);
-            storage::messages::record_message(&db, update.update_id, "edited_message", &m, true, admitted, &limit, now).await?;
+            storage::messages::record_message(&db, update.update_id, &m, true, admitted, &limit, now).await?;
             ok(ctx)
         }
         Inbound::Message(m) => {
             let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
             let limit = refused_limit(ctx, m.chat.id, m.speaker.user_id, admitted, now);
-            let recorded = storage::messages::record_message(&db, update.update_id, "message", &m, false, admitted, &limit, now).await?;
+            let recorded = storage::messages::record_message(&db, update.update_id, &m, false, admitted, &limit, now).await?;
             if recorded.over_limit {
                 return ok(ctx);
             }

@@ -28,8 +28,9 @@ pub async fn due(db: &Db, now: i64) -> Result<Vec<ConvKey>> {
     }
     let due: Vec<Due> = db
         .all(
-            // `last_seq` is kept by a trigger on messages (migration 0009): the newest message
-            // consolidation reads (not the bot's, not excluded). No scan of `messages`.
+            // `last_seq` is kept by a trigger on messages (migrations 0009, 0023): past
+            // `consolidated_seq` when a message consolidation reads (not the bot's, not
+            // excluded) came after it. No scan of `messages`.
             "SELECT conv FROM conversations
              WHERE last_seq > COALESCE(consolidated_seq, 0)
                AND (consolidating_until IS NULL OR consolidating_until < ?1)
@@ -232,7 +233,11 @@ pub fn summary_statement(db: &Db, conv: &ConvKey, summary: &str, until_seq: i64,
 pub async fn commit(db: &Db, conv: &ConvKey, mut stmts: Vec<D1PreparedStatement>, last_seq: i64, now: i64, lease: Lease, calls: &[CallRecord]) -> Result<bool> {
     let watermark_at = stmts.len();
     stmts.push(db.stmt(
-        "UPDATE conversations SET consolidated_seq = MAX(consolidated_seq, ?2), consolidating_until = NULL, updated_at = ?3
+        // The pointer is set again from the messages: since migration 0023 a message moves it
+        // only while the conversation has nothing to consolidate, so one that came during this
+        // consolidation (after what it read) is found by the next cron through it.
+        "UPDATE conversations SET consolidated_seq = MAX(consolidated_seq, ?2), consolidating_until = NULL, updated_at = ?3,
+           last_seq = (SELECT seq FROM messages WHERE conv = ?1 AND role != 'bot' AND excluded = 0 ORDER BY seq DESC LIMIT 1)
          WHERE conv = ?1 AND consolidating_until = ?4 RETURNING conv",
         args![conv.to_string(), last_seq, now, lease.until],
     )?);

@@ -1,5 +1,5 @@
 //! Messages: what the webhook records (one batch per update: the refused sender's counter, the
-//! update, chat, sender and message or reaction), the rows a turn and consolidation read back
+//! chat, sender and message or reaction; the message's own key is the dedup of redeliveries), the rows a turn and consolidation read back
 //! as history, and the messages of API conversations (no Telegram ids).
 //!
 //! Invariants (ARCHITECTURE.md): "A refused sender costs a counter, not rows", "Refused text
@@ -48,16 +48,6 @@ const COUNT_REFUSED: &str = "INSERT INTO refused_senders (window_start, sender, 
      SELECT ?2, ?1, 1, ?3 WHERE CASE (SELECT access FROM users WHERE user_id = ?4) WHEN 'allowed' THEN ?6 WHEN 'blocked' THEN ?7 ELSE ?5 END
      ON CONFLICT (window_start, sender) DO UPDATE SET n = n + 1, last_at = excluded.last_at WHERE refused_senders.n <= ?8";
 
-/// The update's row (the dedup of Telegram's redeliveries), unless past the limit: ?1 update,
-/// ?2 kind, ?3 chat, ?4 now, ?5 the person, ?6..?8 refusals, ?9..?11 the limit.
-fn insert_update_sql() -> String {
-    format!(
-        "INSERT INTO updates (update_id, kind, chat_id, outcome, received_at)
-         SELECT ?1, ?2, ?3, 'stored', ?4 WHERE NOT {} ON CONFLICT (update_id) DO NOTHING RETURNING update_id",
-        over_limit_sql(5, 6, 9)
-    )
-}
-
 /// The sender's stored access level and whether the update is past the limit: ?1 the person,
 /// ?2..?4 refusals, ?5..?7 the limit.
 fn select_access_sql() -> String {
@@ -95,7 +85,9 @@ const INSERT_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, r
 /// An edit marks the row with the conversation's next edit mark itself (migration 0019's
 /// trigger would mark it too, writing the row a second time), and is judged by the access
 /// policy as it is now: a person blocked after writing cannot rewrite what the model reads
-/// (`excluded` recomputed; a change moves `history_version` by 0019's trigger).
+/// (`excluded` recomputed; a change moves `history_version` by 0019's trigger). A redelivered
+/// edit (the same edit date, text and judgement) writes nothing: the message's key is the
+/// dedup (no update row since migration 0023).
 const UPSERT_EDITED_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot,
        parts, text, reply_to, forwarded_from, media_group_id, date, edited_at, update_id,
        reply_to_user_id, reply_to_name, reply_excerpt, excluded)
@@ -104,7 +96,9 @@ const UPSERT_EDITED_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, messag
      WHERE NOT {over}
      ON CONFLICT (chat_id, message_id) DO UPDATE SET parts = excluded.parts, text = excluded.text,
        edited_at = excluded.edited_at, excluded = excluded.excluded,
-       rev = (SELECT COALESCE(MAX(e.rev), 0) + 1 FROM messages e WHERE e.conv = messages.conv AND e.rev IS NOT NULL)";
+       rev = (SELECT COALESCE(MAX(e.rev), 0) + 1 FROM messages e WHERE e.conv = messages.conv AND e.rev IS NOT NULL)
+     WHERE messages.edited_at IS NOT excluded.edited_at OR messages.parts IS NOT excluded.parts
+       OR messages.excluded IS NOT excluded.excluded";
 /// A reaction is an event in the conversation of the message it is on, with no message id of
 /// its own: a redelivery is found by its update id among such rows (the partial index
 /// `messages_by_update`, migration 0016, holds only them).
@@ -174,25 +168,23 @@ fn refusal_args(admitted: AdmittedByLevel) -> Vec<Arg> {
 }
 
 /// The statements around an update's own rows: the refused sender's counter first (before
-/// anything is written), the update's row (guarded), and last the sender's access level with
-/// whether the update was past the limit.
+/// anything is written), and last the sender's access level with whether the update was past
+/// the limit. (Until migration 0023 an `updates` row was written too, the dedup of
+/// redeliveries: two rows written per update, with its index entry, that the message's own
+/// unique key already does.)
 struct Gate {
     count: D1PreparedStatement,
-    update: D1PreparedStatement,
     access: D1PreparedStatement,
 }
 
-fn gate(db: &Db, update_id: i64, kind: &str, chat_id: i64, user: Option<i64>, admitted: AdmittedByLevel, limit: &RefusedLimit, now: i64) -> Result<Gate> {
+fn gate(db: &Db, user: Option<i64>, admitted: AdmittedByLevel, limit: &RefusedLimit, now: i64) -> Result<Gate> {
     let mut count = args![limit.sender, limit.window_start, now, user];
     count.extend(refusal_args(admitted));
     count.extend(args![limit.per_hour]);
-    let mut update = args![update_id, kind, chat_id, now, user];
-    update.extend(refusal_args(admitted));
-    update.extend(limit_args(limit));
     let mut access = args![user];
     access.extend(refusal_args(admitted));
     access.extend(limit_args(limit));
-    Ok(Gate { count: db.stmt(COUNT_REFUSED, count)?, update: db.stmt(&insert_update_sql(), update)?, access: db.stmt(&select_access_sql(), access)? })
+    Ok(Gate { count: db.stmt(COUNT_REFUSED, count)?, access: db.stmt(&select_access_sql(), access)? })
 }
 
 /// The chat's row (rewritten only when something changed, or hourly), unless past the limit.
@@ -203,10 +195,10 @@ fn chat_stmt(db: &Db, c: &ChatInfo, user: Option<i64>, admitted: AdmittedByLevel
     db.stmt(&UPSERT_CHAT.replace("{over}", &over_limit_sql(7, 8, 11)), values)
 }
 
-/// What the gate's statements say: whether the update is new, the sender's access, whether it
-/// was past the limit.
-fn read_gate(update: &D1Rows, access: &D1Rows) -> Result<Recorded> {
-    let is_new = !rows::<Value>(update)?.is_empty();
+/// What the statements say: whether the update is new (its message or reaction was stored
+/// now), the sender's access, whether it was past the limit.
+fn read_gate(stored: &D1Rows, access: &D1Rows) -> Result<Recorded> {
+    let is_new = !rows::<Value>(stored)?.is_empty();
     let row = rows::<AccessRow>(access)?.into_iter().next();
     let over_limit = row.as_ref().and_then(|r| r.over_limit).unwrap_or(0) != 0;
     Ok(Recorded { is_new, access: row.and_then(|r| r.access), over_limit })
@@ -218,7 +210,6 @@ fn read_gate(update: &D1Rows, access: &D1Rows) -> Result<Recorded> {
 pub async fn record_message(
     db: &Db,
     update_id: i64,
-    kind: &str,
     m: &InboundMessage,
     edited: bool,
     admitted: AdmittedByLevel,
@@ -226,21 +217,22 @@ pub async fn record_message(
     now: i64,
 ) -> Result<Recorded> {
     let c = &m.chat;
-    let g = gate(db, update_id, kind, c.id, m.speaker.user_id, admitted, limit, now)?;
-    let mut stmts = vec![g.count, g.update, chat_stmt(db, c, m.speaker.user_id, admitted, limit, now)?];
+    let g = gate(db, m.speaker.user_id, admitted, limit, now)?;
+    let mut stmts = vec![g.count, chat_stmt(db, c, m.speaker.user_id, admitted, limit, now)?];
     if let Some(uid) = m.speaker.user_id {
         let mut values = args![uid, m.speaker.name.clone(), m.speaker.username.clone(), m.speaker.is_bot, now];
         values.extend(refusal_args(admitted));
         values.extend(limit_args(limit));
         stmts.push(db.stmt(&UPSERT_USER.replace("{over}", &over_limit_sql(1, 6, 9)), values)?);
     }
-    let sql = if edited { UPSERT_EDITED_MESSAGE } else { INSERT_MESSAGE }.replace("{over}", &over_limit_sql(5, 20, 23));
+    let sql = format!("{} RETURNING seq", if edited { UPSERT_EDITED_MESSAGE } else { INSERT_MESSAGE }.replace("{over}", &over_limit_sql(5, 20, 23)));
     let mut values = message_args(m, update_id, admitted);
     values.extend(limit_args(limit));
     stmts.push(db.stmt(&sql, values)?);
+    let message = stmts.len() - 1;
     stmts.push(g.access);
     let results = db.batch(stmts).await?;
-    read_gate(&results[1], results.last().expect("the access statement"))
+    read_gate(&results[message], results.last().expect("the access statement"))
 }
 
 #[derive(Debug, Clone, Default)]
@@ -268,7 +260,7 @@ pub async fn record_reaction(db: &Db, update_id: i64, r: &InboundReaction, admit
     let c = &r.chat;
     let parts = vec![Part::Event { kind: "reaction".into(), detail: reaction_detail(r) }];
     let text = parts[0].render_compact();
-    let g = gate(db, update_id, "message_reaction", c.id, r.speaker.user_id, admitted, limit, now)?;
+    let g = gate(db, r.speaker.user_id, admitted, limit, now)?;
     let mut values = args![
         c.id,
         r.message_id,
@@ -285,16 +277,15 @@ pub async fn record_reaction(db: &Db, update_id: i64, r: &InboundReaction, admit
     values.extend(limit_args(limit));
     let stmts = vec![
         g.count,
-        g.update,
         chat_stmt(db, c, r.speaker.user_id, admitted, limit, now)?,
-        db.stmt(&INSERT_REACTION.replace("{over}", &over_limit_sql(4, 11, 14)), values)?,
+        db.stmt(&format!("{} RETURNING seq", INSERT_REACTION.replace("{over}", &over_limit_sql(4, 11, 14))), values)?,
         db.stmt(REACTION_TARGET, args![c.id, r.message_id])?,
         g.access,
     ];
     let results = db.batch(stmts).await?;
-    let target = rows::<ReactionTargetRow>(&results[4])?.into_iter().next();
+    let target = rows::<ReactionTargetRow>(&results[3])?.into_iter().next();
     Ok(RecordedReaction {
-        recorded: read_gate(&results[1], &results[5])?,
+        recorded: read_gate(&results[2], &results[4])?,
         conv: target.as_ref().map(|t| t.conv.clone()),
         last_bot_message_id: target.and_then(|t| t.last_bot_message_id),
     })

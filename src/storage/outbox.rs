@@ -21,10 +21,17 @@ pub struct OutboxRow {
 
 /// The rows of one step (all its chunks).
 pub async fn of_step(db: &Db, step_key: &str) -> Result<Vec<OutboxRow>> {
-    db.all(SELECT_STEP, args![step_key]).await
+    db.all(SELECT_STEP, step_args(step_key)).await
 }
 
-const SELECT_STEP: &str = "SELECT key, status, tg_message_id, body FROM outbox WHERE step_key = ?1";
+/// A step's rows, found by their keys (`<step_key>/<chunk>`) on the key's own index: the range
+/// from `<step_key>/` to `<step_key>0` ('0' follows '/') holds exactly the keys that start with
+/// `<step_key>/` (migration 0023 dropped `outbox_by_step`, an index entry per row written).
+const SELECT_STEP: &str = "SELECT key, status, tg_message_id, body FROM outbox WHERE key > ?2 AND key < ?3 AND step_key = ?1";
+
+fn step_args(step_key: &str) -> Vec<crate::storage::Arg> {
+    args![step_key, format!("{step_key}/"), format!("{step_key}0")]
+}
 
 /// Writes an action as pending (a repeat counts an attempt); a row already sent is left as it
 /// is (its text tells a re-run what went out).
@@ -53,7 +60,7 @@ pub async fn record_pending(db: &Db, p: &Pending<'_>, now: i64) -> Result<()> {
 pub async fn of_step_recording(db: &Db, step_key: &str, first: &Pending<'_>, now: i64) -> Result<Vec<OutboxRow>> {
     let p = first;
     let stmts = vec![
-        db.stmt(SELECT_STEP, args![step_key])?,
+        db.stmt(SELECT_STEP, step_args(step_key))?,
         db.stmt(UPSERT_PENDING, args![p.key, p.step_key, p.conv.to_string(), p.conv.chat_id, p.method, p.body, now])?,
     ];
     let results = db.batch(stmts).await?;

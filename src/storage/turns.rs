@@ -2,7 +2,7 @@
 //! recent messages, the last answered seq, the bot's stored turns), the turn's row from start
 //! to finish, and what became of each plan step.
 use crate::args;
-use crate::storage::{rows, Db};
+use crate::storage::{rows, Arg, Db};
 use agent_core::conversation::ConvKey;
 use agent_core::turn::window::RowCache;
 use agent_core::history::{BotTurn, HistoryMessage};
@@ -93,8 +93,10 @@ const SELECT_EDITED_MESSAGES: &str = concat!(
 );
 /// The newest message an earlier turn (not this one, which may be a retry) answered. A
 /// scheduled run answers nobody: people's messages it saw still get their own turn.
+/// A conversation's turns are read by their key's range (`?3` = `<conv>/`, `?4` = `<conv>0`):
+/// a turn id starts with its conversation (migration 0024, which dropped `turns_by_conv`).
 const SELECT_ANSWERED: &str = "SELECT MAX(upto_seq) AS upto_seq FROM turns
-     WHERE conv = ?1 AND turn_id != ?2 AND status IN ('planned', 'done') AND COALESCE(trigger, '') != 'schedule'";
+     WHERE turn_id > ?3 AND turn_id < ?4 AND conv = ?1 AND turn_id != ?2 AND status IN ('planned', 'done') AND COALESCE(trigger, '') != 'schedule'";
 const SELECT_TURNS: &str = "SELECT turn_id, contents, step_outcomes FROM turns
      WHERE turn_id IN (SELECT value FROM json_each(?1))";
 
@@ -111,7 +113,7 @@ pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str,
         db.stmt(SELECT_CHAT, args![chat_id])?,
         // One row more than a turn uses: if it comes back, it is the newest message cut off.
         db.stmt(SELECT_RECENT_MESSAGES, args![conv, rows_limit as i64 + 1, after, version, start])?,
-        db.stmt(SELECT_ANSWERED, args![conv, turn_id])?,
+        db.stmt(SELECT_ANSWERED, args![conv, turn_id, format!("{conv}/"), format!("{conv}0")])?,
     ];
     if let Some(c) = &copy {
         stmts.push(db.stmt(SELECT_EDITED_MESSAGES, args![conv, c.rev, c.upto])?);
@@ -168,18 +170,30 @@ pub fn bot_turns(result: &crate::storage::D1Rows) -> Result<BTreeMap<String, Bot
     Ok(out)
 }
 
-const UPSERT_TURN_START: &str = "INSERT INTO turns (turn_id, conv, chat_id, status, trigger, target_message_id, upto_seq,
-       model, history_format, attempts, history_cut_seq, created_at, updated_at)
-     VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)
-     ON CONFLICT (turn_id) DO UPDATE SET status = 'running', target_message_id = excluded.target_message_id,
+/// The turn's row, start and end in one statement (one row written: the table is its key,
+/// migration 0024). ?1..?11 what the start knew (?11 its time), ?12..?23 the end.
+const UPSERT_TURN: &str = "INSERT INTO turns (turn_id, conv, chat_id, trigger, target_message_id, upto_seq,
+       model, history_format, attempts, history_cut_seq, created_at,
+       status, contents, plan, step_calls, finish_reason, empty_reason, error, subrequests, updated_at, d1_round_trips, d1_statements)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)
+     ON CONFLICT (turn_id) DO UPDATE SET target_message_id = excluded.target_message_id,
        upto_seq = excluded.upto_seq, model = excluded.model, history_format = excluded.history_format,
-       attempts = excluded.attempts, history_cut_seq = excluded.history_cut_seq, updated_at = excluded.updated_at";
+       attempts = excluded.attempts, history_cut_seq = excluded.history_cut_seq,
+       status = excluded.status, contents = excluded.contents, plan = excluded.plan, step_calls = excluded.step_calls,
+       finish_reason = excluded.finish_reason, empty_reason = excluded.empty_reason, error = excluded.error,
+       subrequests = excluded.subrequests, updated_at = excluded.updated_at, d1_round_trips = excluded.d1_round_trips,
+       d1_statements = excluded.d1_statements";
+/// The session window; rewritten only when it moved (a turn that leaves it as it was writes
+/// no row).
 const UPSERT_CONVERSATION: &str = "INSERT INTO conversations (conv, chat_id, thread_id, session_start_seq, session_started_at,
        history_cut_seq, updated_at)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
      ON CONFLICT (conv) DO UPDATE SET session_start_seq = MAX(session_start_seq, excluded.session_start_seq),
        session_started_at = COALESCE(excluded.session_started_at, session_started_at),
-       history_cut_seq = excluded.history_cut_seq, updated_at = excluded.updated_at";
+       history_cut_seq = excluded.history_cut_seq, updated_at = excluded.updated_at
+     WHERE conversations.session_start_seq < excluded.session_start_seq
+       OR (excluded.session_started_at IS NOT NULL AND conversations.session_started_at IS NOT excluded.session_started_at)
+       OR conversations.history_cut_seq IS NOT excluded.history_cut_seq";
 
 #[derive(Debug, Clone)]
 pub struct TurnStart<'a> {
@@ -199,35 +213,42 @@ pub struct TurnStart<'a> {
 
 /// The statements recording a turn (upserting its row) and the conversation's session
 /// window; they run in the turn's final batch, before `finish_turn`'s update.
-pub fn start_turn_stmts(db: &Db, t: &TurnStart<'_>) -> Result<Vec<worker::D1PreparedStatement>> {
+/// What a turn's start records, written with its end (`finish_turn`): the turn's start values
+/// and the session window's statement.
+pub struct StartRecord {
+    turn: Vec<Arg>,
+    conversation: worker::D1PreparedStatement,
+}
+
+impl StartRecord {
+    /// The statements it adds to the turn's last round trip (for the turn's own count).
+    pub fn statements(&self) -> usize {
+        2
+    }
+}
+
+pub fn start_turn_stmts(db: &Db, t: &TurnStart<'_>) -> Result<StartRecord> {
     let conv = t.conv.to_string();
-    Ok(vec![
-        db.stmt(
-            UPSERT_TURN_START,
-            args![
-                t.turn_id,
-                conv.clone(),
-                t.conv.chat_id,
-                t.trigger,
-                t.target_message_id,
-                t.upto_seq,
-                t.model,
-                t.history_format,
-                t.attempt,
-                t.history_cut_seq,
-                t.now
-            ],
-        )?,
-        db.stmt(
+    Ok(StartRecord {
+        turn: args![
+            t.turn_id,
+            conv.clone(),
+            t.conv.chat_id,
+            t.trigger,
+            t.target_message_id,
+            t.upto_seq,
+            t.model,
+            t.history_format,
+            t.attempt,
+            t.history_cut_seq,
+            t.now
+        ],
+        conversation: db.stmt(
             UPSERT_CONVERSATION,
             args![conv, t.conv.chat_id, t.conv.thread_id, t.session_start_seq, t.session_started_at, t.history_cut_seq, t.now],
         )?,
-    ])
+    })
 }
-
-const FINISH_TURN: &str = "UPDATE turns SET status = ?2, contents = ?3, plan = ?4, step_calls = ?5, finish_reason = ?6,
-       empty_reason = ?7, error = ?8, subrequests = ?9, updated_at = ?10, d1_round_trips = ?11, d1_statements = ?12
-     WHERE turn_id = ?1";
 
 pub struct TurnEnd<'a> {
     pub turn_id: &'a str,
@@ -247,30 +268,24 @@ pub struct TurnEnd<'a> {
 
 /// Stores a turn (its start statements first), its result and its model calls, in one round
 /// trip.
-pub async fn finish_turn(
-    db: &Db,
-    start: Vec<worker::D1PreparedStatement>,
-    end: &TurnEnd<'_>,
-    calls: Vec<worker::D1PreparedStatement>,
-) -> Result<()> {
-    let mut stmts = start;
-    stmts.push(db.stmt(
-        FINISH_TURN,
-        args![
-            end.turn_id,
-            end.status.as_str(),
-            end.contents.clone(),
-            end.plan.clone(),
-            end.step_calls.clone(),
-            end.finish_reason.clone(),
-            end.empty_reason.clone(),
-            end.error.clone(),
-            end.subrequests,
-            end.now,
-            end.d1_round_trips,
-            end.d1_statements
-        ],
-    )?);
+/// Writes the turn's row (its start and end in one statement), the session window and the
+/// model calls, in one round trip.
+pub async fn finish_turn(db: &Db, start: StartRecord, end: &TurnEnd<'_>, calls: Vec<worker::D1PreparedStatement>) -> Result<()> {
+    let mut turn = start.turn;
+    turn.extend(args![
+        end.status.as_str(),
+        end.contents.clone(),
+        end.plan.clone(),
+        end.step_calls.clone(),
+        end.finish_reason.clone(),
+        end.empty_reason.clone(),
+        end.error.clone(),
+        end.subrequests,
+        end.now,
+        end.d1_round_trips,
+        end.d1_statements
+    ]);
+    let mut stmts = vec![db.stmt(UPSERT_TURN, turn)?, start.conversation];
     stmts.extend(calls);
     db.batch(stmts).await?;
     Ok(())
@@ -284,32 +299,47 @@ pub async fn set_turn_status(db: &Db, turn_id: &str, status: TurnStatus, error: 
 }
 
 /// `set_turn_status` as a statement, for a batch.
-pub fn turn_status_stmt(db: &Db, turn_id: &str, status: TurnStatus, error: Option<String>, now: i64) -> Result<worker::D1PreparedStatement> {
-    db.stmt(SET_TURN_STATUS, args![turn_id, status.as_str(), error, now])
+
+/// One step outcome to record: the function call's index, the outcome, and whether it is
+/// written only if the call has none yet (a cancellation must not overwrite "sent" when the
+/// step was at Telegram as the new message came).
+pub struct StepRecord {
+    pub call: usize,
+    pub outcome: Value,
+    pub only_if_absent: bool,
 }
 
-const SET_STEP_OUTCOME: &str = "UPDATE turns SET step_outcomes = json_set(step_outcomes, '$.\"' || ?2 || '\"', json(?3)),
-       updated_at = ?4 WHERE turn_id = ?1";
-
-/// Like `SET_STEP_OUTCOME`, but never over an outcome already recorded: a cancellation must not
-/// overwrite "sent" when the step was at Telegram as the new message came.
-const INSERT_STEP_OUTCOME: &str = "UPDATE turns SET step_outcomes = json_insert(step_outcomes, '$.\"' || ?2 || '\"', json(?3)),
-       updated_at = ?4 WHERE turn_id = ?1";
-
-/// Records what became of a step. `only_if_absent`: keep an outcome already recorded.
-pub fn step_outcome_stmt(
+/// Step outcomes and, with `status`, the turn's new status, as one statement: the turn's row
+/// is written once however many it records (each statement on it writes it once: a
+/// one-message plan's outcome and its status were two rows). `None` when there is nothing.
+pub fn steps_stmt(
     db: &Db,
     turn_id: &str,
-    call_index: usize,
-    outcome: &Value,
+    steps: &[StepRecord],
+    status: Option<(TurnStatus, Option<String>)>,
     now: i64,
-    only_if_absent: bool,
-) -> Result<worker::D1PreparedStatement> {
-    let sql = if only_if_absent { INSERT_STEP_OUTCOME } else { SET_STEP_OUTCOME };
-    db.stmt(sql, args![turn_id, call_index.to_string(), outcome.to_string(), now])
+) -> Result<Option<worker::D1PreparedStatement>> {
+    if steps.is_empty() && status.is_none() {
+        return Ok(None);
+    }
+    let mut values = args![turn_id, now];
+    let mut outcomes = "step_outcomes".to_string();
+    for step in steps {
+        let f = if step.only_if_absent { "json_insert" } else { "json_set" };
+        let (k, v) = (values.len() + 1, values.len() + 2);
+        outcomes = format!("{f}({outcomes}, '$.\"' || ?{k} || '\"', json(?{v}))");
+        values.extend(args![step.call.to_string(), step.outcome.to_string()]);
+    }
+    let mut sql = format!("UPDATE turns SET step_outcomes = {outcomes}, updated_at = ?2");
+    if let Some((status, error)) = status {
+        let (s, e) = (values.len() + 1, values.len() + 2);
+        sql.push_str(&format!(", status = ?{s}, error = COALESCE(?{e}, error)"));
+        values.extend(args![status.as_str(), error]);
+    }
+    sql.push_str(" WHERE turn_id = ?1");
+    Ok(Some(db.stmt(&sql, values)?))
 }
 
-/// Loads what a retried turn needs to resume without calling the model again.
 #[derive(Debug, Clone, Deserialize)]
 pub struct StoredPlan {
     pub status: String,

@@ -1,6 +1,6 @@
-//! What a turn stores: its row from start to finish (the start statements ride in the final
-//! batch, with the result and every model call, failed ones included), and what became of each
-//! plan step.
+//! What a turn stores: its row from start to finish (what the start knew rides in the final
+//! batch, in the same statement as the result: one row written; with every model call, failed
+//! ones included), and what became of each plan step.
 //!
 //! Invariants:
 //! - A turn is stored in one round trip at its end: its row, the conversation's session
@@ -20,10 +20,9 @@ use agent_core::gemini::ModelError;
 use agent_core::chat::plan::StepOutcome;
 use agent_core::chat::status::TurnStatus;
 use agent_core::turn::{self, TurnFailure, TurnResult};
-use worker::D1PreparedStatement;
 
 /// The statements recording the turn's start and the session window (run in the final batch).
-pub fn start_statements(db: &Db, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model: &str, ctx: &Ctx, now: i64) -> worker::Result<Vec<D1PreparedStatement>> {
+pub fn start_statements(db: &Db, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model: &str, ctx: &Ctx, now: i64) -> worker::Result<turns::StartRecord> {
     let w = &c.window;
     turns::start_turn_stmts(
         db,
@@ -85,7 +84,7 @@ pub async fn finish(
     ctx: &Ctx,
     conv: &ConvKey,
     turn: &TurnRun,
-    start: Vec<D1PreparedStatement>,
+    start: turns::StartRecord,
     outcome: Result<TurnResult, TurnFailure>,
 ) -> Result<TurnOutput, TurnError> {
     let db = ctx.db();
@@ -103,7 +102,7 @@ pub async fn finish(
     // This final batch counts too.
     end.subrequests = ctx.meter.count() + 1;
     end.d1_round_trips = ctx.meter.d1_round_trips() + 1;
-    end.d1_statements = ctx.meter.d1_statements() + (start.len() + 1 + call_stmts.len()) as u32;
+    end.d1_statements = ctx.meter.d1_statements() + (start.statements() + call_stmts.len()) as u32;
     turns::finish_turn(&db, start, &end, call_stmts).await?;
     match outcome {
         Ok(result) => {
@@ -138,23 +137,28 @@ pub async fn record_step_outcome(ctx: &Ctx, turn_id: &str, step_calls: &[Option<
 pub async fn record_steps(ctx: &Ctx, turn_id: &str, step_calls: &[Option<usize>], outcomes: &[(usize, StepOutcome)], status: Option<(TurnStatus, Option<String>)>) {
     let db = ctx.db();
     let now = now_ms();
-    let mut stmts = Vec::new();
-    for (index, outcome) in outcomes {
-        let Some(Some(call)) = step_calls.get(*index) else { continue };
-        let value = turn::step_outcome_value(outcome);
-        let only_if_absent = matches!(outcome, StepOutcome::Cancelled);
-        match turns::step_outcome_stmt(&db, turn_id, *call, &value, now, only_if_absent) {
-            Ok(stmt) => stmts.push(stmt),
-            Err(e) => worker::console_warn!("turn {turn_id}: could not record step {index}: {e}"),
+    let steps: Vec<turns::StepRecord> = outcomes
+        .iter()
+        .filter_map(|(index, outcome)| match step_calls.get(*index) {
+            Some(Some(call)) => Some(turns::StepRecord {
+                call: *call,
+                outcome: turn::step_outcome_value(outcome),
+                only_if_absent: matches!(outcome, StepOutcome::Cancelled),
+            }),
+            _ => None,
+        })
+        .collect();
+    // One statement: the turn's row is written once, not once per outcome and once more for
+    // its status.
+    let stmt = match turns::steps_stmt(&db, turn_id, &steps, status, now) {
+        Ok(Some(stmt)) => stmt,
+        Ok(None) => return,
+        Err(e) => {
+            worker::console_warn!("turn {turn_id}: could not record its steps: {e}");
+            return;
         }
-    }
-    if let Some((status, error)) = status {
-        match turns::turn_status_stmt(&db, turn_id, status, error, now) {
-            Ok(stmt) => stmts.push(stmt),
-            Err(e) => worker::console_warn!("turn {turn_id}: could not record its status: {e}"),
-        }
-    }
-    if let Err(e) = db.batch(stmts).await {
+    };
+    if let Err(e) = db.batch(vec![stmt]).await {
         worker::console_warn!("turn {turn_id}: could not record its steps: {e}");
     }
 }

@@ -12,6 +12,12 @@
 //! refused (`messages` with `excluded = 1`, kept for the record, never in a prompt) follow the
 //! setting too. Other messages, turns and memories are never pruned here. Invariants
 //! (ARCHITECTURE.md): "Bounded tables".
+//!
+//! D1 bills every index entry written as a row (issue 40), so `outbox` and `budget_charges`
+//! have no index on their time: their rows are written in time order, and the delete reads
+//! them in rowid order up to the first row still kept ([`Order::Rowid`]). A prune never deletes
+//! a table's newest row: a rowid table without AUTOINCREMENT gives the newest rowid plus one,
+//! so `messages.seq` (which turns and consolidation point at) never comes back.
 
 /// Rows deleted per table per batch.
 pub const PRUNE_BATCH: u32 = 500;
@@ -36,21 +42,39 @@ pub struct Pruned {
     pub only: Option<&'static str>,
     /// `time_column` is in seconds (Telegram's dates), not milliseconds.
     pub seconds: bool,
+    /// How the delete finds the oldest rows.
+    pub order: Order,
+    /// The table's newest row is never deleted (its rowid is what others point at).
+    pub keep_newest: bool,
+}
+
+/// How a prune finds a table's oldest rows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Order {
+    /// Through an index on the time column.
+    Index,
+    /// In rowid order (the rows are written in time order and have no index on their time),
+    /// up to the first row that is kept: it reads what it deletes, and one row more.
+    Rowid,
 }
 
 const fn ms(table: &'static str, time_column: &'static str, fixed_days: Option<u32>) -> Pruned {
-    Pruned { table, time_column, fixed_days, only: None, seconds: false }
+    Pruned { table, time_column, fixed_days, only: None, seconds: false, order: Order::Index, keep_newest: false }
+}
+
+const fn by_rowid(table: &'static str, time_column: &'static str, fixed_days: Option<u32>) -> Pruned {
+    Pruned { table, time_column, fixed_days, only: None, seconds: false, order: Order::Rowid, keep_newest: false }
 }
 
 pub const PRUNED: [Pruned; 7] = [
     ms("updates", "received_at", None),
-    ms("outbox", "created_at", None),
+    by_rowid("outbox", "created_at", None),
     ms("model_calls", "created_at", None),
     ms("refusals", "created_at", None),
-    ms("budget_charges", "created_at", Some(2)),
+    by_rowid("budget_charges", "created_at", Some(2)),
     ms("refused_senders", "window_start", None),
     // What refused senders wrote (migration 0020's partial index `messages_refused`).
-    Pruned { table: "messages", time_column: "date", fixed_days: None, only: Some("excluded = 1"), seconds: true },
+    Pruned { table: "messages", time_column: "date", fixed_days: None, only: Some("excluded = 1"), seconds: true, order: Order::Index, keep_newest: true },
 ];
 
 const DAY_MS: i64 = 86_400_000;
@@ -67,11 +91,19 @@ pub fn cutoff_ms(t: &Pruned, now_ms: i64, retention_days: u32) -> Option<i64> {
 /// names come from [`PRUNED`] only, never from outside.
 pub fn prune_sql(t: &Pruned) -> String {
     let only = t.only.map(|c| format!("{c} AND ")).unwrap_or_default();
-    format!(
-        "DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {only}{col} < ?1 ORDER BY {col} LIMIT ?2) RETURNING 1",
-        table = t.table,
-        col = t.time_column
-    )
+    let (table, col) = (t.table, t.time_column);
+    // Never the newest message (see the module's text).
+    let newest = if t.keep_newest { format!(" AND rowid < (SELECT MAX(rowid) FROM {table})") } else { String::new() };
+    match t.order {
+        Order::Index => format!(
+            "DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {only}{col} < ?1{newest} ORDER BY {col} LIMIT ?2) RETURNING 1"
+        ),
+        Order::Rowid => format!(
+            "DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {only}{col} < ?1{newest}
+               AND rowid < COALESCE((SELECT rowid FROM {table} WHERE {col} >= ?1 ORDER BY rowid LIMIT 1), (SELECT MAX(rowid) FROM {table}) + 1)
+             ORDER BY rowid LIMIT ?2) RETURNING 1"
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -95,10 +127,33 @@ mod tests {
     #[test]
     fn only_refused_messages_are_pruned() {
         let sql = prune_sql(&PRUNED[6]);
-        assert_eq!(sql, "DELETE FROM messages WHERE rowid IN (SELECT rowid FROM messages WHERE excluded = 1 AND date < ?1 ORDER BY date LIMIT ?2) RETURNING 1");
+        assert_eq!(
+            sql,
+            "DELETE FROM messages WHERE rowid IN (SELECT rowid FROM messages WHERE excluded = 1 AND date < ?1 AND rowid < (SELECT MAX(rowid) FROM messages) ORDER BY date LIMIT ?2) RETURNING 1"
+        );
         // The partial index the delete reads through has the same condition.
         let migration = include_str!("../../../../migrations/0020_refused_senders.sql");
         assert!(migration.contains("ON messages (date) WHERE excluded = 1"), "{migration}");
+    }
+
+    #[test]
+    fn tables_without_a_time_index_are_pruned_in_rowid_order_up_to_the_first_kept_row() {
+        let outbox = PRUNED.iter().find(|t| t.table == "outbox").expect("the outbox is pruned");
+        let sql = prune_sql(outbox);
+        assert!(sql.contains("ORDER BY rowid LIMIT ?2"), "{sql}");
+        assert!(sql.contains("(SELECT rowid FROM outbox WHERE created_at >= ?1 ORDER BY rowid LIMIT 1)"), "{sql}");
+        // The migration that dropped their time indexes.
+        let migration = include_str!("../../../../migrations/0023_rows_per_message.sql");
+        for t in PRUNED.iter().filter(|t| t.order == Order::Rowid) {
+            assert!(migration.contains(&format!("DROP INDEX {}_by_time", t.table)) || migration.contains(&format!("DROP TABLE {}", t.table)), "{}", t.table);
+        }
+    }
+
+    #[test]
+    fn no_prune_deletes_the_newest_message() {
+        let messages = PRUNED.iter().find(|t| t.table == "messages").expect("refused messages are pruned");
+        assert!(messages.keep_newest);
+        assert!(prune_sql(messages).contains("AND rowid < (SELECT MAX(rowid) FROM messages)"));
     }
 
     #[test]
