@@ -247,3 +247,19 @@ impl Repeat {
         }
     }
 }
+
+/// A change of an existing reminder's time and repeat rule (the Mini App): the same rules as
+/// a new one (`plan`: a time in its zone, DST, within the limits, the shortest interval),
+/// its text and zone kept; `repeat` empty or `None` makes it run once. The count of active
+/// schedules is not asked again (the reminder is already one of them).
+pub fn change(text: &str, timezone: &str, at: &str, repeat: Option<&str>, now: DateTime<Utc>, limits: &Limits) -> Result<NewSchedule, ScheduleError> {
+    if at.chars().count() > MAX_FIELD_CHARS {
+        return Err(ScheduleError::BadTime(at.chars().take(64).collect()));
+    }
+    let repeat = repeat.map(str::trim).filter(|r| !r.is_empty());
+    if repeat.is_some_and(|r| r.chars().count() > MAX_FIELD_CHARS) {
+        return Err(ScheduleError::BadRepeat(format!("longer than {MAX_FIELD_CHARS} characters")));
+    }
+    let req = Request { text: text.to_string(), when: When::At(at.trim().to_string()), repeat: repeat.map(str::to_string), timezone: None };
+    plan(&req, now, timezone, limits, 0)
+}
