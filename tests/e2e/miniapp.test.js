@@ -161,6 +161,11 @@ test("reminders: another person's is not found; a change follows the schedule to
   const [row] = await s.sql("SELECT next_run_ms, repeat FROM schedules WHERE id = ?", mine);
   assert.equal(row.next_run_ms, Date.UTC(year, 6, 1, 7, 0), "09:00 in Berlin's summer time");
   assert.equal(row.repeat, "0 9 * * *");
+  // A new time alone keeps the rule; "none" makes it run once.
+  assert.equal((await call("PUT", `reminders/${mine}`, aliceData, { at: `${year}-07-02 10:30` })).status, 200);
+  assert.equal((await s.sql("SELECT repeat FROM schedules WHERE id = ?", mine))[0].repeat, "30 10 * * *", "daily, anchored at the new time");
+  assert.equal((await call("PUT", `reminders/${mine}`, aliceData, { at: `${year}-07-03 10:30`, repeat: "none" })).status, 200);
+  assert.equal((await s.sql("SELECT repeat FROM schedules WHERE id = ?", mine))[0].repeat, null);
   assert.equal((await call("DELETE", `reminders/${mine}`, aliceData)).status, 200);
   assert.deepEqual((await call("GET", "me", aliceData)).json.reminders, []);
 });

@@ -153,14 +153,21 @@ async fn cancel(ctx: &Ctx, user: i64, id: &str) -> Result<Response> {
     answer(&json!({"id": id, "status": "cancelled"}), 200)
 }
 
-/// A new time (`at`, local in the reminder's zone) and repeat rule, by `schedule::change`.
+/// A new time (`at`, local in the reminder's zone) and repeat rule, by `schedule::change`
+/// (the same rules as `schedule_message`).
 async fn change(ctx: &Ctx, user: i64, id: &str, body: &Value) -> Result<Response> {
     let Ok(id) = id.parse::<i64>() else { return bad("the reminder id is a number") };
     let conv = ConvKey::chat(user);
     let db = ctx.db();
     let Some(found) = schedules::list_active(&db, &conv).await?.into_iter().find(|s| s.id == id) else { return not_found() };
     let at = body.get("at").and_then(Value::as_str).unwrap_or("");
-    let repeat = body.get("repeat").and_then(Value::as_str);
+    // No `repeat`: the current rule stays (`daily` and the like anchored at the new time);
+    // `""`, `none` or `once`: it runs once.
+    let repeat = match body.get("repeat").and_then(Value::as_str).map(str::trim) {
+        None => found.repeat.as_deref().map(|c| schedule::rule_word(c).unwrap_or(c)),
+        Some("" | "none" | "once") => None,
+        Some(rule) => Some(rule),
+    };
     let now = chrono::DateTime::from_timestamp_millis(now_ms()).unwrap_or_default();
     let planned = match schedule::change(&found.text, &found.timezone, at, repeat, now, &ctx.cfg.schedule_limits) {
         Ok(p) => p,

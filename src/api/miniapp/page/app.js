@@ -144,7 +144,7 @@
     at.placeholder = "YYYY-MM-DD HH:MM";
     at.setAttribute("aria-label", "new time");
     const repeat = el("input");
-    repeat.placeholder = "repeat: daily, weekdays, weekly, or none";
+    repeat.placeholder = "repeat: daily, weekdays, weekly, none (empty: as now)";
     repeat.setAttribute("aria-label", "repeat");
     const actions = el("div", "row");
     actions.append(
@@ -152,7 +152,10 @@
       repeat,
       button("Change", async () => {
         try {
-          await api("PUT", "reminders/" + r.id, { at: at.value, repeat: repeat.value });
+          // An empty repeat field keeps the current rule; "none" makes it run once.
+          const body = { at: at.value };
+          if (repeat.value.trim()) body.repeat = repeat.value.trim();
+          await api("PUT", "reminders/" + r.id, body);
           status("Changed.");
           load();
         } catch (e) { status(e.message, true); }
@@ -226,11 +229,21 @@
   }
 
   const daySecs = (day) => Date.parse(day + "T00:00:00Z") / 1000;
+  // Every UTC day from the first with data (at most 90 back, at least 14) to today: a chart
+  // of a few days still shows them in place, and a quiet day as a zero.
+  function dayRange(days) {
+    const today = new Date().toISOString().slice(0, 10);
+    const first = [...days, new Date(Date.now() - 13 * 86400000).toISOString().slice(0, 10)].sort()[0];
+    const out = [];
+    for (let t = Math.max(daySecs(first), daySecs(today) - 89 * 86400); t <= daySecs(today); t += 86400) out.push(new Date(t * 1000).toISOString().slice(0, 10));
+    return out;
+  }
+  const compact = (v) => (Math.abs(v) >= 1e6 ? (v / 1e6).toFixed(1) + "M" : Math.abs(v) >= 1e3 ? (v / 1e3).toFixed(1) + "k" : String(Math.round(v * 100) / 100));
   const COLORS = ["#2481cc", "#e8a33d", "#3fa34d", "#c94f4f", "#8a5cc2", "#4fb3bf"];
   window.miniappCharts = {};
 
   // Series over the union of `days`: one array per name, 0 where a day has no row.
-  function chart(id, days, series, fmt) {
+  function chart(id, days, series, fmt, range) {
     const target = $(id);
     target.replaceChildren();
     const data = [days.map(daySecs), ...series.map((s) => s.values)];
@@ -238,8 +251,9 @@
     const opts = {
       width: Math.max(280, target.clientWidth || 340),
       height: 180,
-      series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: COLORS[i % COLORS.length], width: 2, points: { show: days.length < 2 || undefined }, value: fmt ? (u, v) => (v == null ? "—" : fmt(v)) : undefined }))],
-      axes: [{}, { size: 60, values: fmt ? (u, vals) => vals.map(fmt) : undefined }],
+      series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: COLORS[i % COLORS.length], width: 2, value: (u, v) => (v == null ? "—" : (fmt || compact)(v)) }))],
+      axes: [{}, { size: 64, values: (u, vals) => vals.map(fmt || compact) }],
+      scales: range ? { y: { range } } : undefined,
     };
     new window.uPlot(opts, data, target);
   }
@@ -264,16 +278,16 @@
     await loadScript("/app/uplot.min.js");
     $("token-form").hidden = true;
     $("ops-view").hidden = false;
-    const days = [...new Set(costs.rows.map((r) => r.day))].sort();
+    const days = dayRange(costs.rows.map((r) => r.day));
     const one = (f) => Object.values(sumBy(costs.rows, days, () => "all", f))[0] || days.map(() => 0);
     const input = one((r) => r.prompt_tokens - r.cached_tokens);
     const cached = one((r) => r.cached_tokens);
     const output = one((r) => r.output_tokens);
     chart("chart-tokens", days, [{ label: "input (not cached)", values: input }, { label: "cached input", values: cached }, { label: "output", values: output }]);
     const byModel = sumBy(costs.rows, days, (r) => r.model, (r) => r.cost_usd);
-    chart("chart-cost", days, Object.entries(byModel).map(([m, v]) => ({ label: m, values: v.map((x) => Math.round(x * 1e6) / 1e6) })), (v) => "$" + v.toFixed(4));
-    chart("chart-cached", days, [{ label: "cached share", values: days.map((d, i) => (input[i] + cached[i] ? cached[i] / (input[i] + cached[i]) : 0)) }], (v) => Math.round(v * 100) + "%");
-    const aDays = [...new Set([...activity.turns, ...activity.messages, ...activity.failures].map((r) => r.day))].sort();
+    chart("chart-cost", days, Object.entries(byModel).map(([m, v]) => ({ label: m, values: v.map((x) => Math.round(x * 1e6) / 1e6) })), (v) => "$" + (v >= 1 ? v.toFixed(2) : v.toPrecision(2)));
+    chart("chart-cached", days, [{ label: "cached share", values: days.map((d, i) => (input[i] + cached[i] ? cached[i] / (input[i] + cached[i]) : 0)) }], (v) => Math.round(v * 100) + "%", [0, 1]);
+    const aDays = dayRange([...activity.turns, ...activity.messages, ...activity.failures].map((r) => r.day));
     const col = (rows, k) => aDays.map((d) => (rows.find((r) => r.day === d) || {})[k] || 0);
     chart("chart-activity", aDays, [{ label: "messages received", values: col(activity.messages, "received") }, { label: "messages sent", values: col(activity.messages, "sent") }, { label: "turns", values: col(activity.turns, "turns") }]);
     chart("chart-failures", aDays, [{ label: "failed turns", values: col(activity.turns, "failed") }, { label: "dead letters", values: col(activity.failures, "dead_letters") }, { label: "reminders fired", values: col(activity.turns, "scheduled") }]);
@@ -318,6 +332,7 @@
 
   for (const tab of document.querySelectorAll("[data-tab]")) {
     tab.addEventListener("click", () => {
+      status("");
       for (const t of document.querySelectorAll("[data-tab]")) {
         t.classList.toggle("on", t === tab);
         $(t.dataset.tab).hidden = t !== tab;

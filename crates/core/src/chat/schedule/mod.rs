@@ -61,6 +61,12 @@ mod tests {
         assert!(matches!(change("x", "UTC", "2026-03-27 11:00", None, now, &limits), Err(ScheduleError::InPast { .. })));
         assert!(matches!(change("x", "UTC", "2026-03-28 09:00", Some("*/5 * * * *"), now, &limits), Err(ScheduleError::TooFrequent { .. })));
         assert!(matches!(change("x", "UTC", "tomorrow-ish", None, now, &limits), Err(ScheduleError::BadTime(_))));
+        // A rule the tool wrote keeps its word when the time moves.
+        assert_eq!(rule_word("0 9 * * *"), Some("daily"));
+        assert_eq!(rule_word("30 7 * * 1-5"), Some("weekdays"));
+        assert_eq!(rule_word("0 18 * * 0"), Some("weekly"));
+        assert_eq!(rule_word("*/30 * * * *"), None);
+        assert_eq!(rule_word("0 9 1 * *"), None);
     }
 
     #[test]
