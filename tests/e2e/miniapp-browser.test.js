@@ -29,7 +29,7 @@ after(async () => {
   await s?.close();
 });
 
-async function open(user, { urls } = {}) {
+async function open(user, { urls, startParam } = {}) {
   const context = await browser.newContext({ viewport: { width: 390, height: 760 }, acceptDownloads: true });
   const page = await context.newPage();
   const errors = [];
@@ -39,7 +39,7 @@ async function open(user, { urls } = {}) {
     await page.goto(`${s.url.href.replace(/\/$/, "")}/app`);
     return { page, errors };
   }
-  const hash = new URLSearchParams({ tgWebAppData: initDataFor(user, TOKEN), tgWebAppVersion: "9.0", tgWebAppThemeParams: JSON.stringify(THEME) });
+  const hash = new URLSearchParams({ tgWebAppData: initDataFor(user, TOKEN, startParam ? { extra: { start_param: startParam } } : {}), tgWebAppVersion: "9.0", tgWebAppThemeParams: JSON.stringify(THEME) });
   await page.goto(`${s.url.href.replace(/\/$/, "")}/app#${hash}`);
   await page.waitForSelector("body[data-loaded='1']", { timeout: 15_000 });
   return { page, errors };
@@ -222,4 +222,38 @@ test("the admin token typed into the page opens the operators' view, and never a
   assert.ok(urls.length >= 4, urls.join(" "));
   for (const u of urls) assert.equal(u.includes(ADMIN_TOKEN) || u.includes(encodeURIComponent(ADMIN_TOKEN)), false, u);
   assert.equal(await page.inputValue("#admin-token"), "", "the field is cleared");
+});
+
+test("a group's shared memories open from the bot's link: members read, an admin corrects one", async () => {
+  const admin = { id: uniqueId(), first_name: "Ada" };
+  const member = { id: uniqueId(), first_name: "Mia" };
+  const G = -1000000000000 - uniqueId();
+  const token = "gBx7_kQ2-pLm9ZtR4vW8yN3cQ";
+  await s.sql("INSERT INTO chats (chat_id, kind, title, first_seen_at, last_seen_at) VALUES (?, 'supergroup', 'Hiking club', 0, 0)", G);
+  await s.sql("INSERT INTO miniapp_links (token, chat_id, created_at) VALUES (?, ?, 0)", token, G);
+  s.tg.setMember(G, admin.id, "creator");
+  s.tg.setMember(G, member.id, "member");
+  const [hike] = await s.sql(
+    "INSERT INTO memories (kind, chat_id, conv, about_user_id, value, confidence, created_at, updated_at) VALUES ('episode', ?, ?, NULL, 'the club hikes every second Sunday', 0.9, ?, ?) RETURNING id", G, String(G), Date.now(), Date.now());
+  await s.sql(
+    "INSERT INTO memories (kind, chat_id, conv, about_user_id, value, confidence, created_at, updated_at) VALUES ('fact', ?, ?, NULL, 'meeting point: the old bridge', 0.9, ?, ?)", G, String(G), Date.now(), Date.now());
+
+  const m = await open(member, { startParam: token });
+  await m.page.waitForSelector("body[data-group='1']", { timeout: 10_000 });
+  await m.page.click("[data-tab='group']");
+  assert.match(await m.page.textContent("#group-list"), /second Sunday/);
+  assert.equal(await m.page.locator("#group-list button").count(), 0, "a member has no edit buttons");
+
+  const a = await open(admin, { startParam: token });
+  await a.page.waitForSelector("body[data-group='1']", { timeout: 10_000 });
+  await a.page.click("[data-tab='group']");
+  assert.match(await a.page.textContent("#group-hint"), /Hiking club: shared memories \(you are an admin/);
+  await shot(a.page, "miniapp-group.png");
+  const item = a.page.locator(`#group-list li[data-id='m${hike.id}']`);
+  await item.getByRole("button", { name: "Edit" }).click();
+  await item.locator("textarea").fill("the club hikes every Sunday");
+  await item.getByRole("button", { name: "Save" }).click();
+  await a.page.locator(`#group-list li[data-id='m${hike.id}'] .text`, { hasText: "the club hikes every Sunday" }).waitFor({ timeout: 10_000 });
+  const [row] = await s.sql("SELECT value FROM memories WHERE id = ?", hike.id);
+  assert.equal(row.value, "the club hikes every Sunday");
 });

@@ -54,6 +54,10 @@
     else parts.push("in " + (m.chat_title || "a group"));
     parts.push(new Date(m.at).toLocaleString());
     if (m.supplied_by !== null && m.supplied_by !== me) parts.push("told by someone else");
+    try {
+      const ids = JSON.parse(m.source_ids || "[]");
+      if (Array.isArray(ids) && ids.length) parts.push("from message" + (ids.length > 1 ? "s " : " ") + ids.slice(0, 5).map((i) => "#" + Number(i)).join(", "));
+    } catch (_) { /* not known */ }
     return parts.join(" · ");
   }
 
