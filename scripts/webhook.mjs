@@ -8,7 +8,7 @@
 // Reads TELEGRAM_BOT_TOKEN and TELEGRAM_WEBHOOK_SECRET from the environment, else from
 // .deploy.vars (written by npm run deploy), else from .dev.vars. `set` checks that the worker
 // answers /health, that Telegram accepts the token, then calls setWebhook (with the secret and
-// allowed_updates including message_reaction) and setMyCommands (the menu the worker
+// allowed_updates including message_reaction), setChatMenuButton (the Mini App at /app) and setMyCommands (the menu the worker
 // publishes at /telegram/commands).
 //
 // scripts/deploy.mjs and scripts/destroy.mjs use the same functions (exported below). The
@@ -127,7 +127,14 @@ export async function registerWebhook({ workerUrl, token, secret, apiBase, dropP
     log(`the command menu could not be read from the worker (${reason(e)}); skipping setMyCommands`);
   }
   if (commands.length) await telegram.call("setMyCommands", { commands });
-  return { me, health, commands, url };
+  // The menu button opens the Mini App the worker serves at /app (Telegram takes only HTTPS
+  // Web App URLs; a local http worker keeps the default menu).
+  let menuButton = null;
+  if (url.protocol === "https:") {
+    menuButton = { type: "web_app", text: "Memories", web_app: { url: new URL("/app", url).href } };
+    await telegram.call("setChatMenuButton", { menu_button: menuButton });
+  }
+  return { me, health, commands, url, menuButton };
 }
 
 // --- the command line -------------------------------------------------------------------

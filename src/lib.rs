@@ -56,6 +56,8 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         // The command menu, for `npm run webhook:set` (public: it is what Telegram shows anyway).
         (Method::Get, "/telegram/commands") => Response::from_json(&agent_core::telegram::commands::menu()),
         _ if path.starts_with("/api/v1/") => api::handle(req, &ctx).await,
+        // The Mini App: its page and its API (identity from Telegram's signed init data).
+        _ if path == "/app" || path.starts_with("/app/") => api::miniapp::handle(req, &ctx).await,
         _ => Response::error("not found", 404),
     };
     result.or_else(|e| {

@@ -13,6 +13,7 @@
 // one: no cross-site form or fetch from another tab), and POSTs only as application/json
 // (which no cross-site form can send and no cross-site fetch can without a CORS preflight,
 // which is never granted). Everything else gets 403 or 415 and reaches no webhook.
+import { launchUrl } from "./miniapp-launch.js";
 import http from "node:http";
 import crypto from "node:crypto";
 import fs from "node:fs";
@@ -184,6 +185,13 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
       if (req.method === "GET" && url.pathname === "/") {
         res.writeHead(200, { "content-type": "text/html; charset=utf-8" });
         return res.end(page.replace("__CONFIG__", JSON.stringify({ offlineModel, bot: bot.username, botName, people: PEOPLE })));
+      }
+      // The Mini App as Alice or Bob: init data signed with the stand-in bot token.
+      if (req.method === "GET" && url.pathname === "/miniapp") {
+        const person = PEOPLE[url.searchParams.get("as") ?? "alice"];
+        if (!person) return void res.writeHead(404).end("unknown person");
+        res.writeHead(302, { location: launchUrl(workerUrl, person, token) });
+        return void res.end();
       }
       if (req.method === "GET" && url.pathname === "/api/events") {
         res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });

@@ -104,6 +104,9 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   let webhook = { url: "", allowed_updates: [] };
   const pendingUpdates = []; // for getUpdates
   let commands = [];
+  let menuButton = { type: "default" };
+  const members = new Map(); // chat id -> Map(user id -> status) (getChatMember)
+  const markups = new Map(); // "chat:message" -> the reply markup's JSON (editMessageReplyMarkup)
   const { notify, waitFor } = waiters();
   const listeners = [];
   const actors = new Map(); // token → bot: other bots in the same chats (crew mode's persona bots)
@@ -279,6 +282,52 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
       case "setMyCommands":
         commands = body.commands ?? [];
         return ok(res, true);
+      // The menu button (Bot API): a Web App button's URL must be HTTPS, as Telegram refuses
+      // others; the default menu when none was set.
+      case "setChatMenuButton": {
+        const b = body.menu_button ?? { type: "default" };
+        if (!["default", "commands", "web_app"].includes(b.type)) return fail(res, 400, "Bad Request: unsupported menu button type");
+        if (b.type === "web_app") {
+          if (typeof b.text !== "string" || !b.text) return fail(res, 400, "Bad Request: menu button text is empty");
+          if (!/^https:\/\//.test(b.web_app?.url ?? "")) return fail(res, 400, `Bad Request: Web App URL '${b.web_app?.url ?? ""}' is invalid: Only HTTPS links are allowed`);
+        }
+        menuButton = b;
+        return ok(res, true);
+      }
+      case "getChatMenuButton":
+        return ok(res, menuButton);
+      // A member of a group, as the bot sees it: a chat it knows nothing of is "chat not
+      // found"; a user who is not in it is "left" (Telegram answers so for non-members).
+      case "getChatMember": {
+        const chat = members.get(Number(chatId));
+        if (!chat) return fail(res, 400, "Bad Request: chat not found");
+        if (!Number.isInteger(body.user_id)) return fail(res, 400, "Bad Request: invalid user_id specified");
+        const status = chat.get(body.user_id) ?? "left";
+        return ok(res, { status, user: { id: body.user_id, is_bot: false, first_name: "User" }, ...(status === "restricted" ? { is_member: true } : {}) });
+      }
+      // Buttons under a message the bot sent (the Mini App's under /memory and /reminders).
+      // As Telegram: the message must exist; a Web App button needs an HTTPS URL and a
+      // private chat; the same markup again is "not modified".
+      case "editMessageReplyMarkup": {
+        if (chatId === undefined || chatId === null || chatId === "") return fail(res, 400, "Bad Request: chat_id is empty");
+        const id = body.message_id;
+        if (!Number.isInteger(id) || id <= 0 || id >= nextMessageId) return fail(res, 400, "Bad Request: message to edit not found");
+        const rows = body.reply_markup?.inline_keyboard;
+        if (!Array.isArray(rows) || !rows.every(Array.isArray)) return fail(res, 400, "Bad Request: can't parse reply keyboard markup JSON object");
+        for (const b of rows.flat()) {
+          if (typeof b.text !== "string" || !b.text) return fail(res, 400, "Bad Request: text buttons are unallowed in the inline keyboard");
+          if (b.web_app) {
+            if (!/^https:\/\//.test(b.web_app.url ?? "")) return fail(res, 400, `Bad Request: inline keyboard button Web App URL '${b.web_app.url ?? ""}' is invalid: Only HTTPS links are allowed`);
+            if (Number(chatId) < 0) return fail(res, 400, "Bad Request: BUTTON_TYPE_INVALID");
+          }
+        }
+        const key = `${chatId}:${id}`;
+        const json = JSON.stringify(body.reply_markup);
+        if (markups.get(key) === json) return fail(res, 400, "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message");
+        markups.set(key, json);
+        emit({ type: "markup", chat_id: chatId, message_id: id, reply_markup: body.reply_markup });
+        return ok(res, { message_id: id, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), reply_markup: body.reply_markup });
+      }
       case "getUpdates": {
         if (webhook.url) {
           return fail(res, 409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first");
@@ -342,6 +391,20 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     },
     get commands() {
       return commands;
+    },
+    /** Sets a user's status in a group ("creator", "administrator", "member", "left", …). */
+    setMember(chatId, userId, status) {
+      if (!members.has(chatId)) members.set(chatId, new Map());
+      members.get(chatId).set(userId, status);
+    },
+    /** The inline keyboard under a bot message (editMessageReplyMarkup), or undefined. */
+    markupOf(chatId, messageId) {
+      const m = markups.get(`${chatId}:${messageId}`);
+      return m === undefined ? undefined : JSON.parse(m);
+    },
+    /** The menu button setChatMenuButton set (`{type: "default"}` until then). */
+    get menuButton() {
+      return menuButton;
     },
     /** Requests of `method` (optionally to `chatId`). */
     calls(method, chatId) {

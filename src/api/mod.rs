@@ -8,10 +8,12 @@
 //! (synchronous: text in, the bot's reply out), and the chat object's state for debugging.
 
 mod access;
+mod activity;
 mod chats;
 mod costs;
 mod media;
 mod memories;
+pub mod miniapp;
 mod schedules;
 mod sessions;
 mod status;
@@ -56,12 +58,19 @@ pub async fn handle(mut req: Request, ctx: &Ctx) -> Result<Response> {
     } else {
         Value::Null
     };
-    match (req.method(), segments.as_slice()) {
+    dispatch(ctx, req.method(), &segments, &url, &body).await
+}
+
+/// An authorised operator's request: the admin token's, or (the Mini App) an `ADMIN_USER_IDS`
+/// person's signed init data. One routing table, so both see and change the same things.
+pub(crate) async fn dispatch(ctx: &Ctx, method: Method, segments: &[&str], url: &Url, body: &Value) -> Result<Response> {
+    match (method, segments) {
         (Method::Get, ["status"]) => status::get(ctx).await,
         (Method::Get, ["sessions"]) => sessions::list(ctx, &url).await,
         (Method::Get, ["sessions", conv, "messages"]) => sessions::messages(ctx, conv, &url).await,
         (Method::Post, ["sessions", conv, "reset"]) => sessions::reset(ctx, conv).await,
         (Method::Get, ["costs"]) => costs::get(ctx, &url).await,
+        (Method::Get, ["activity"]) => activity::get(ctx, &url).await,
         (Method::Get, ["memories"]) => memories::list(ctx, &url).await,
         (Method::Delete, ["memories"]) => memories::forget_user(ctx, &url).await,
         (Method::Delete, ["memories", id]) => memories::forget_one(ctx, id).await,

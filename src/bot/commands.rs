@@ -1,5 +1,6 @@
 //! Bot commands at the edge: answered from D1 without a model call, each reply sent once
-//! (outbox key `cmd:chat:message`). `/cancel` changes the chat's schedules; the inbox then
+//! (outbox key `cmd:chat:message`); in a private chat `/memory` and `/reminders` carry the
+//! Mini App's button (`MINIAPP_URL`). `/cancel` changes the chat's schedules; the inbox then
 //! re-reads the next run.
 
 use crate::config::{now_ms, Ctx};
@@ -7,10 +8,11 @@ use super::{access, deliver, memory, usage};
 use crate::storage::{self, conversations::{self, NewSession}};
 use agent_core::chat::schedule;
 use agent_core::telegram::commands::{self, Command, StatusInfo};
-use agent_core::conversation::{ConvKey, InboundMessage};
+use agent_core::conversation::{ChatKind, ConvKey, InboundMessage};
 
 /// Runs a command and replies. Returns the reply text (for logs and tests).
 pub async fn run(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> String {
+    let app_button = matches!(cmd, Command::Memory | Command::Reminders) && m.chat.kind == ChatKind::Private && !ctx.cfg.miniapp_url.is_empty();
     let text = match answer(ctx, conv, m, cmd).await {
         Ok(t) => t,
         Err(e) => {
@@ -20,10 +22,27 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) ->
     };
     let reply_to = m.chat.kind.is_group().then_some(m.message_id);
     let key = format!("cmd:{}:{}", conv.chat_id, m.message_id);
-    if let Err(e) = deliver::send_text(ctx, conv, &key, &text, reply_to, None).await {
-        worker::console_error!("command reply failed in {conv}: {}", e.message());
+    match deliver::send_text(ctx, conv, &key, &text, reply_to, None).await {
+        Ok(ids) if app_button => open_app_button(ctx, conv, ids.last().copied()).await,
+        Ok(_) => {}
+        Err(e) => worker::console_error!("command reply failed in {conv}: {}", e.message()),
     }
     text
+}
+
+/// The Mini App's button under a private chat's `/memory` or `/reminders` reply (Telegram
+/// takes Web App buttons only in private chats). Set on the sent message: setting it again
+/// (a redelivered command) changes nothing, so it needs no outbox row.
+async fn open_app_button(ctx: &Ctx, conv: &ConvKey, message_id: Option<i64>) {
+    let Some(message_id) = message_id else { return };
+    let body = serde_json::json!({
+        "chat_id": conv.chat_id,
+        "message_id": message_id,
+        "reply_markup": {"inline_keyboard": [[{"text": "Open to edit", "web_app": {"url": ctx.cfg.miniapp_url}}]]},
+    });
+    if let Err(e) = ctx.telegram().call("editMessageReplyMarkup", &body).await {
+        worker::console_warn!("the Mini App button under a reply in {conv} was not set: {e}");
+    }
 }
 
 async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> worker::Result<String> {
@@ -47,7 +66,13 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> 
                 history_format: ctx.cfg.history_format.as_str().to_string(),
             })
         }
-        Command::Memory => memory::list_for_user(ctx, conv, user_id).await?,
+        Command::Memory => {
+            let mut text = memory::list_for_user(ctx, conv, user_id).await?;
+            if m.chat.kind.is_group() && !ctx.cfg.miniapp_url.is_empty() {
+                text.push_str(&group_link_line(ctx, conv.chat_id).await?);
+            }
+            text
+        }
         Command::Forget(what) => memory::forget_for_user(ctx, conv, m.chat.kind, user_id, &what).await?,
         Command::Usage => usage::chat_usage_text(ctx, conv.chat_id, user_id).await?,
         Command::Reminders => {
@@ -91,4 +116,22 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> 
             }
         }
     })
+}
+
+/// The line under a group's `/memory` that opens its shared memories in the Mini App: the
+/// bot's link with the group's opaque start parameter (issued once, kept in
+/// `miniapp_links`); the Mini App checks membership before it shows anything.
+async fn group_link_line(ctx: &Ctx, chat_id: i64) -> worker::Result<String> {
+    let mut random = [0u8; 18];
+    getrandom::fill(&mut random).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    let fresh = agent_core::access::webapp::group_link(&random);
+    let token = storage::miniapp::group_link(&ctx.db(), chat_id, &fresh, now_ms()).await?;
+    let username = match ctx.cfg.bot_username.as_str() {
+        "" => ctx.telegram().me().await.ok().and_then(|me| me.username).unwrap_or_default(),
+        name => name.to_string(),
+    };
+    if username.is_empty() {
+        return Ok(String::new());
+    }
+    Ok(format!("\n\nThis group's shared memories (members see them, admins edit them): <https://t.me/{username}?startapp={token}>"))
 }

@@ -11,6 +11,7 @@
 //! `agent_core::background::retention` shapes, or from constants).
 
 pub mod access;
+pub mod activity;
 pub mod chats;
 pub mod consolidation;
 pub mod conversations;
@@ -19,6 +20,7 @@ pub mod images;
 pub mod media;
 pub mod memory;
 pub mod messages;
+pub mod miniapp;
 pub mod notes;
 pub mod outbox;
 pub mod overview;

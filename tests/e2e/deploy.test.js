@@ -82,6 +82,8 @@ test("a first deploy from nothing checks the Gemini key, creates one database an
   assert.equal(tg.webhook.secret_token, webhookSecret);
   assert.ok(tg.webhook.allowed_updates.includes("message_reaction"));
   assert.deepEqual(tg.commands.map((c) => c.command), ["new", "help"]);
+  // The menu button opens the Mini App the worker serves.
+  assert.deepEqual(tg.menuButton, { type: "web_app", text: "Memories", web_app: { url: `${WORKER_URL}/app` } });
   assert.equal(tg.calls("getWebhookInfo").length, 1);
 
   // The status; no secret anywhere in the output: without a terminal (CI) the admin token is

@@ -107,3 +107,13 @@ test("the crew room: the personas answer in turn, each shown as its own sender (
   await new Promise((r) => setTimeout(r, 2000));
   assert.equal(await personas.count(), 3, JSON.stringify(await page.locator("#log-crew .msg").allTextContents()));
 });
+
+test("the playground opens the Mini App as Alice or Bob, signed with its stand-in bot token", async () => {
+  const page = await browser.newPage();
+  for (const [who, name] of [["alice", "Alice"], ["bob", "Bob"]]) {
+    await page.goto(`${playground.base}/miniapp?as=${who}`);
+    await page.waitForSelector("body[data-loaded='1']", { timeout: 15_000 });
+    assert.equal(await page.textContent("#hello"), `Hello, ${name}`);
+    assert.ok(page.url().startsWith(worker.url.href.replace(/\/$/, "") + "/app#"), page.url());
+  }
+});

@@ -239,3 +239,43 @@ mod tests {
         assert_eq!(total_cached_share(&[a, b]), Some(3750.0 / 4000.0));
     }
 }
+
+/// The Free plan's daily limits the headroom estimate compares with: Worker requests, D1 rows
+/// read and written.
+pub const FREE_PLAN_DAILY: FreePlanUse = FreePlanUse { worker_requests: 100_000, rows_read: 5_000_000, rows_written: 100_000 };
+
+/// Per-message figures `npm run bench` measured (BENCHMARKS.md, "D1 rows per message"): an
+/// update at the webhook (read, written) and a turn with its arrival and delivery.
+pub const ROWS_PER_UPDATE: (u64, u64) = (19, 8);
+pub const ROWS_PER_TURN: (u64, u64) = (29 + 32, 4 + 20);
+
+/// A day's use of the Free plan's limits (or the limits themselves).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct FreePlanUse {
+    pub worker_requests: u64,
+    pub rows_read: u64,
+    pub rows_written: u64,
+}
+
+/// An estimate, not a measurement: a day's updates and turns (the bot's own counts) times the
+/// per-message figures the benchmark measured. No Cloudflare analytics are read.
+pub fn free_plan_estimate(updates: u64, turns: u64) -> FreePlanUse {
+    FreePlanUse {
+        worker_requests: updates,
+        rows_read: updates * ROWS_PER_UPDATE.0 + turns * ROWS_PER_TURN.0,
+        rows_written: updates * ROWS_PER_UPDATE.1 + turns * ROWS_PER_TURN.1,
+    }
+}
+
+#[cfg(test)]
+mod free_plan_tests {
+    use super::*;
+
+    #[test]
+    fn the_estimate_scales_the_measured_figures() {
+        let e = free_plan_estimate(1000, 100);
+        assert_eq!(e, FreePlanUse { worker_requests: 1000, rows_read: 19_000 + 6_100, rows_written: 8_000 + 2_400 });
+        // 3,125 answered private messages a day fill the rows written (BENCHMARKS.md).
+        assert!(free_plan_estimate(3_125, 3_125).rows_written >= FREE_PLAN_DAILY.rows_written);
+    }
+}

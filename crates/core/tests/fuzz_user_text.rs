@@ -116,6 +116,20 @@ proptest! {
     }
 
     #[test]
+    fn mini_app_init_data_of_any_text_is_refused_without_panic(text in user_text(), name in user_text()) {
+        use agent_core::access::webapp::{sign, verify};
+        // Unsigned text is never a person.
+        prop_assert!(verify(&text, "1:token", 1_700_000_000, 86_400).is_err());
+        // Any name in signed data reads back as signed.
+        let user = serde_json::json!({"id": 7, "first_name": name}).to_string();
+        let raw = sign(&[("auth_date", "1700000000"), ("user", &user)], "1:token");
+        if raw.len() <= agent_core::access::webapp::MAX_INIT_DATA_BYTES {
+            let ok = verify(&raw, "1:token", 1_700_000_000, 86_400).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(ok.user.first_name, name);
+        }
+    }
+
+    #[test]
     fn utf16_slices_are_always_char_boundaries(text in user_text(), offset in any::<usize>(), length in any::<usize>()) {
         let s = utf16_slice(&text, offset % 64, length);
         prop_assert!(text.contains(s));

@@ -108,6 +108,11 @@ pub struct Config {
     pub group_allowlist: Vec<i64>,
     /// Telegram user ids of the operators (may approve pairings, see /status details).
     pub admin_user_ids: Vec<i64>,
+    /// The Mini App's address (`https://…/app`) for the menu button and the buttons under
+    /// `/memory` and `/reminders`; empty: no buttons (the page is still served at `/app`).
+    pub miniapp_url: String,
+    /// How old the Mini App's signed init data may be (`MINIAPP_MAX_AGE_SECONDS`).
+    pub miniapp_max_age_secs: i64,
     /// Idle time after which the next message starts a new session.
     pub session_idle_secs: i64,
     pub persona: String,
@@ -220,6 +225,8 @@ impl Config {
             dm_allowlist: Vec::new(),
             group_allowlist: Vec::new(),
             admin_user_ids: Vec::new(),
+            miniapp_url: String::new(),
+            miniapp_max_age_secs: 0,
             session_idle_secs: 0,
             persona: String::new(),
             role_prompts: Vec::new(),

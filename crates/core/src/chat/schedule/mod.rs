@@ -48,6 +48,28 @@ mod tests {
     }
 
     #[test]
+    fn a_change_follows_the_same_rules_as_a_new_reminder() {
+        let now = utc("2026-03-27T12:00:00Z");
+        let limits = Limits::default();
+        // A local time in the reminder's zone, across the spring-forward night, daily.
+        let s = change("water the plants", "Europe/Berlin", "2026-03-29 09:00", Some("daily"), now, &limits).unwrap();
+        assert_eq!(s.first_run_ms, utc("2026-03-29T07:00:00Z").timestamp_millis());
+        assert_eq!(s.repeat.as_deref(), Some("0 9 * * *"));
+        assert_eq!(s.text, "water the plants");
+        // Once (no repeat), in the past, too often: the tool's refusals.
+        assert_eq!(change("x", "UTC", "2026-03-28 09:00", Some(" "), now, &limits).unwrap().repeat, None);
+        assert!(matches!(change("x", "UTC", "2026-03-27 11:00", None, now, &limits), Err(ScheduleError::InPast { .. })));
+        assert!(matches!(change("x", "UTC", "2026-03-28 09:00", Some("*/5 * * * *"), now, &limits), Err(ScheduleError::TooFrequent { .. })));
+        assert!(matches!(change("x", "UTC", "tomorrow-ish", None, now, &limits), Err(ScheduleError::BadTime(_))));
+        // A rule the tool wrote keeps its word when the time moves.
+        assert_eq!(rule_word("0 9 * * *"), Some("daily"));
+        assert_eq!(rule_word("30 7 * * 1-5"), Some("weekdays"));
+        assert_eq!(rule_word("0 18 * * 0"), Some("weekly"));
+        assert_eq!(rule_word("*/30 * * * *"), None);
+        assert_eq!(rule_word("0 9 1 * *"), None);
+    }
+
+    #[test]
     fn a_failing_run_falls_back_to_its_text_once_a_retry_would_pass_the_window() {
         let due = 1_000_000;
         // Right after the due time, a retry 2 s away still fits the two minutes.

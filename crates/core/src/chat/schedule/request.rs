@@ -247,3 +247,33 @@ impl Repeat {
         }
     }
 }
+
+/// A change of an existing reminder's time and repeat rule (the Mini App): the same rules as
+/// a new one (`plan`: a time in its zone, DST, within the limits, the shortest interval),
+/// its text and zone kept; `repeat` empty or `None` makes it run once. The count of active
+/// schedules is not asked again (the reminder is already one of them).
+pub fn change(text: &str, timezone: &str, at: &str, repeat: Option<&str>, now: DateTime<Utc>, limits: &Limits) -> Result<NewSchedule, ScheduleError> {
+    if at.chars().count() > MAX_FIELD_CHARS {
+        return Err(ScheduleError::BadTime(at.chars().take(64).collect()));
+    }
+    let repeat = repeat.map(str::trim).filter(|r| !r.is_empty());
+    if repeat.is_some_and(|r| r.chars().count() > MAX_FIELD_CHARS) {
+        return Err(ScheduleError::BadRepeat(format!("longer than {MAX_FIELD_CHARS} characters")));
+    }
+    let req = Request { text: text.to_string(), when: When::At(at.trim().to_string()), repeat: repeat.map(str::to_string), timezone: None };
+    plan(&req, now, timezone, limits, 0)
+}
+
+/// The word of a canonical repeat rule that `Repeat::to_cron` wrote for `daily`, `weekdays` or
+/// `weekly` (a 5-field cron otherwise): a reminder moved to a new time keeps repeating the
+/// same way, anchored at the new time.
+pub fn rule_word(cron: &str) -> Option<&'static str> {
+    let f: Vec<&str> = cron.split_whitespace().collect();
+    let clock = f.len() == 5 && f[0].parse::<u32>().is_ok() && f[1].parse::<u32>().is_ok() && f[2] == "*" && f[3] == "*";
+    match (clock, f.get(4).copied()) {
+        (true, Some("*")) => Some("daily"),
+        (true, Some("1-5")) => Some("weekdays"),
+        (true, Some(d)) if d.len() == 1 && d.parse::<u32>().is_ok_and(|d| d < 7) => Some("weekly"),
+        _ => None,
+    }
+}
