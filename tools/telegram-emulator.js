@@ -70,6 +70,85 @@ export function parseTelegramHtml(html) {
   return { text };
 }
 
+// Rich messages (Bot API 10.1): the tags of "Rich message formatting options" and the limits
+// of InputRichMessage (32768 characters of text, formula sources included; 500 blocks, nested
+// ones, list items and table rows included; nesting 16; 20 table columns). The reference names
+// no error wording for a refused rich payload: these are the emulator's own, one per limit
+// (the bot matches on the 400, never on the words).
+export const RICH_LIMITS = { text: 32768, blocks: 500, depth: 16, columns: 20 };
+const RICH_INLINE = new Set(["b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "code", "mark", "sub", "sup",
+  "tg-spoiler", "tg-emoji", "tg-time", "tg-math", "a", "tg-reference", "th", "td", "summary", "caption", "cite", "figcaption"]);
+const RICH_BLOCKS = new Set(["h1", "h2", "h3", "h4", "h5", "h6", "p", "pre", "footer", "ul", "ol", "li", "blockquote",
+  "aside", "details", "table", "tr", "tg-math-block", "figure", "tg-map", "tg-collage", "tg-slideshow", "img", "video", "audio"]);
+const RICH_VOID = new Set(["hr", "br", "input", "img"]);
+
+/** Parses rich HTML like sendRichMessage does. Returns {text, blocks, depth, columns} or {error}. */
+export function parseRichHtml(html, limits = RICH_LIMITS) {
+  const stack = [];
+  let text = "";
+  let blocks = 0;
+  let depth = 0;
+  let columns = 0;
+  const rows = []; // cells of the open <tr>s
+  let i = 0;
+  while (i < html.length) {
+    const c = html[i];
+    if (c === "&") {
+      const m = /^&(lt|gt|amp|quot|apos|nbsp|#\d{1,7}|#x[0-9a-fA-F]{1,6});/.exec(html.slice(i));
+      const e = m?.[1];
+      const named = { lt: "<", gt: ">", amp: "&", quot: '"', apos: "'", nbsp: "\u00a0" };
+      text += !m ? "&" : named[e] ?? String.fromCodePoint(e[1] === "x" ? parseInt(e.slice(2), 16) : parseInt(e.slice(1), 10));
+      i += m ? m[0].length : 1;
+      continue;
+    }
+    if (c !== "<") {
+      text += c;
+      i += 1;
+      continue;
+    }
+    const end = html.indexOf(">", i);
+    if (end < 0) return { error: "Bad Request: can't parse rich message: unclosed tag" };
+    const inner = html.slice(i + 1, end).trim();
+    i = end + 1;
+    if (inner.startsWith("/")) {
+      const name = inner.slice(1).trim().toLowerCase();
+      const open = stack.pop();
+      if (!open || open !== name) return { error: `Bad Request: can't parse rich message: unexpected end tag "${name}"` };
+      if (name === "tr") columns = Math.max(columns, rows.pop() ?? 0);
+      continue;
+    }
+    const name = inner.split(/\s/)[0].replace(/\/$/, "").toLowerCase();
+    if (RICH_VOID.has(name)) {
+      if (name === "hr") blocks += 1;
+      continue;
+    }
+    if (!RICH_INLINE.has(name) && !RICH_BLOCKS.has(name)) return { error: `Bad Request: can't parse rich message: unsupported tag "${name}"` };
+    if (RICH_BLOCKS.has(name)) blocks += 1;
+    if ((name === "td" || name === "th") && rows.length) rows[rows.length - 1] += 1;
+    if (name === "tr") rows.push(0);
+    stack.push(name);
+    depth = Math.max(depth, stack.length);
+  }
+  if (stack.length) return { error: `Bad Request: can't parse rich message: unclosed tag "${stack[stack.length - 1]}"` };
+  const length = [...text].length;
+  if (length > limits.text) return { error: "Bad Request: RICH_MESSAGE_TEXT_TOO_LONG" };
+  if (blocks > limits.blocks) return { error: "Bad Request: RICH_MESSAGE_TOO_MANY_BLOCKS" };
+  if (depth > limits.depth) return { error: "Bad Request: RICH_MESSAGE_TOO_DEEP" };
+  if (columns > limits.columns) return { error: "Bad Request: RICH_TABLE_TOO_MANY_COLUMNS" };
+  if (!text.trim() && blocks === 0) return { error: "Bad Request: rich message is empty" };
+  return { text, blocks, depth, columns };
+}
+
+/** A rich message's InputRichMessage checked: {parsed} or {error}. The bot sends html only. */
+function checkRichMessage(rich, limits) {
+  if (!rich || typeof rich !== "object") return { error: "Bad Request: rich_message is required" };
+  const forms = ["html", "markdown", "blocks"].filter((k) => rich[k] !== undefined);
+  if (forms.length !== 1) return { error: "Bad Request: exactly one of html, markdown or blocks must be used" };
+  if (rich.html === undefined) return { error: "Bad Request: the emulator understands only html rich messages" };
+  const parsed = parseRichHtml(String(rich.html), limits);
+  return parsed.error ? { error: parsed.error } : { parsed };
+}
+
 // The Bot API states every answer's length (content-length), as api.telegram.org does.
 function json(res, code, headers, body) {
   const text = JSON.stringify(body);
@@ -106,6 +185,9 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   const { notify, waitFor } = waiters();
   const listeners = [];
   const actors = new Map(); // token → bot: other bots in the same chats (crew mode's persona bots)
+  // Rich messages: whether this Bot API server has the methods (an older one answers 404
+  // "method not found"), and its limits (lowered by tests).
+  const rich = { available: true, limits: { ...RICH_LIMITS } };
 
   /** Reports a bot action (message, reaction, sticker, typing) to listeners. */
   function emit(event) {
@@ -234,6 +316,30 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         emit({ type: "draft", chat_id: chatId, draft_id: body.draft_id, text, thread: body.message_thread_id ?? null });
         return ok(res, true);
       }
+      case "sendRichMessage": {
+        if (!rich.available) return fail(res, 404, "Not Found: method not found");
+        if (chatId === undefined || chatId === null || chatId === "") return fail(res, 400, "Bad Request: chat_id is empty");
+        const checked = checkRichMessage(body.rich_message, rich.limits);
+        if (checked.error) return fail(res, 400, checked.error);
+        entry.rich = body.rich_message.html;
+        entry.text = checked.parsed.text;
+        const message = { message_id: nextMessageId++, from: { ...(entry.from ?? bot), is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), rich_message: { blocks: [] } };
+        if (body.message_thread_id) message.message_thread_id = body.message_thread_id;
+        emit({ type: "rich", chat_id: chatId, from: message.from.username, message_id: message.message_id, html: body.rich_message.html, text: checked.parsed.text, reply_to: body.reply_parameters?.message_id ?? null, thread: body.message_thread_id ?? null });
+        return ok(res, message);
+      }
+      case "sendRichMessageDraft": {
+        // A rich draft: private chats only, a non-zero draft id, the payload checked as for
+        // sendRichMessage (the reference states no separate draft limit).
+        if (!rich.available) return fail(res, 404, "Not Found: method not found");
+        if (!(Number(chatId) > 0)) return fail(res, 400, "Bad Request: TEXTDRAFT_PEER_INVALID");
+        if (!Number.isInteger(body.draft_id) || body.draft_id === 0) return fail(res, 400, "Bad Request: draft_id must be non-zero");
+        const checked = checkRichMessage(body.rich_message, rich.limits);
+        if (checked.error) return fail(res, 400, checked.error);
+        entry.draft = checked.parsed.text;
+        emit({ type: "draft", chat_id: chatId, draft_id: body.draft_id, text: checked.parsed.text, html: body.rich_message.html, rich: true, thread: body.message_thread_id ?? null });
+        return ok(res, true);
+      }
       case "sendChatAction":
         if (!body.action) return fail(res, 400, "Bad Request: wrong parameter action in request");
         emit({ type: "typing", chat_id: chatId, thread: body.message_thread_id ?? null });
@@ -329,6 +435,16 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     },
     block(chatId) {
       blocked.add(chatId);
+    },
+    /** Rich messages: `available` false answers as a server without the methods; `limits`
+     *  lowers Telegram's (for tests). */
+    setRich({ available, limits } = {}) {
+      if (available !== undefined) rich.available = available;
+      if (limits) Object.assign(rich.limits, limits);
+    },
+    /** Successful sendRichMessage texts to a chat. */
+    richSent(chatId) {
+      return requests.filter((r) => r.method === "sendRichMessage" && r.body.chat_id === chatId && r.rich !== undefined).map((r) => r.text);
     },
     /** A file the bot can fetch with getFile and download; `size` reports another size than
      * the bytes have (a 48 MB video without 48 MB of bytes). */

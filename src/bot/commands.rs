@@ -79,6 +79,15 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> 
                 None => "Use /crew on or /crew off.".to_string(),
             }
         }
+        Command::Rich(_) if user_id.is_none() => "Rich answers are a person's own setting.".to_string(),
+        Command::Rich(on) => {
+            let uid = user_id.unwrap_or_default();
+            let was_off = storage::prefs::rich_off(&db, uid).await?;
+            if let Some(on) = on {
+                storage::prefs::set_rich_off(&db, uid, &m.speaker.name, !on, now_ms()).await?;
+            }
+            commands::rich_text(on, was_off, ctx.cfg.rich_messages, !m.chat.kind.is_group())
+        }
         Command::Approve(code) => {
             let is_admin = user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
             if !is_admin {

@@ -121,6 +121,9 @@ struct Drafts {
     calls: Cell<u32>,
     /// The newest message seq the turn's context holds (what a commit answers).
     newest_seq: i64,
+    /// Rich answers are on for this turn (`bot::deliver::rich_on`): an answer that needs them
+    /// is drafted with `sendRichMessageDraft` and sends nothing early (it goes whole, rich).
+    rich: Cell<bool>,
 }
 
 /// The model port of a turn: streamed with drafts in a private chat, plain elsewhere.
@@ -146,8 +149,17 @@ impl StreamingModel {
             early_over: Cell::new(false),
             calls: Cell::new(0),
             newest_seq,
+            rich: Cell::new(false),
         });
         StreamingModel { client: ctx.gemini(), drafts }
+    }
+
+    /// Rich answers are on for this turn (see [`Drafts::rich`]).
+    pub fn with_rich(self, on: bool) -> Self {
+        if let Some(d) = &self.drafts {
+            d.rich.set(on);
+        }
+        self
     }
 }
 
@@ -187,6 +199,11 @@ impl Sink<'_> {
     async fn send_settled(&self, text: &str, calls: bool) {
         let d = self.drafts;
         if calls || d.early_over.get() {
+            return;
+        }
+        // An answer that will go rich goes whole (rich messages split by their own limits).
+        if d.rich.get() && agent_core::format::rich::needs_rich(text) {
+            d.early_over.set(true);
             return;
         }
         let settled = settled_chunks(text, TELEGRAM_LIMIT);
@@ -231,6 +248,29 @@ impl Sink<'_> {
         let now = now_ms();
         if !self.pacer.borrow_mut().due(now, text, calls) {
             return;
+        }
+        if d.rich.get() && agent_core::format::rich::needs_rich(text) {
+            if let Some(html) = agent_core::format::rich::render_rich_draft(text) {
+                match d.tg.rich_draft(d.conv.chat_id, d.conv.thread_id, id, &html).await {
+                    Ok(()) => {
+                        self.pacer.borrow_mut().shown(now, text);
+                        d.sent.set(d.sent.get() + 1);
+                        return;
+                    }
+                    // Refused: this turn's drafts (and, the method missing, a while's answers)
+                    // are ordinary; this draft goes as one at once.
+                    Err(e) if e.refuses_rich() => {
+                        worker::console_warn!("chat {}: a rich draft was refused ({e}); drafting as text", d.conv);
+                        super::deliver::rich_refused(&e);
+                        d.rich.set(false);
+                    }
+                    Err(e) => {
+                        refused(&d.conv, &e);
+                        d.done.set(true);
+                        return;
+                    }
+                }
+            }
         }
         let Some(html) = agent_core::format::draft::render_draft(text, DRAFT_LIMIT) else { return };
         match d.tg.draft(d.conv.chat_id, d.conv.thread_id, id, &html).await {

@@ -20,3 +20,15 @@ impl TelegramClient {
         self.call("sendMessageDraft", &body).await.map(|_| ())
     }
 }
+
+impl TelegramClient {
+    /// Shows (or updates) draft `draft_id` in a private chat as a rich message
+    /// (`sendRichMessageDraft`, Bot API 10.1): `html` is rich HTML (`core::format::rich`).
+    pub async fn rich_draft(&self, chat_id: i64, thread_id: Option<i64>, draft_id: i64, html: &str) -> Result<(), TelegramError> {
+        let mut body = json!({ "chat_id": chat_id, "draft_id": draft_id, "rich_message": { "html": html, "skip_entity_detection": true } });
+        if let Some(thread) = thread_id {
+            body["message_thread_id"] = json!(thread);
+        }
+        self.call("sendRichMessageDraft", &body).await.map(|_| ())
+    }
+}

@@ -21,6 +21,7 @@ pub mod messages;
 pub mod notes;
 pub mod outbox;
 pub mod overview;
+pub mod prefs;
 pub mod retention;
 pub mod schedules;
 pub mod turns;

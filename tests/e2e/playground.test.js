@@ -88,3 +88,17 @@ test("the crew room: the personas answer in turn, each shown as its own sender (
   await new Promise((r) => setTimeout(r, 2000));
   assert.equal(await personas.count(), 3, JSON.stringify(await page.locator("#log-crew .msg").allTextContents()));
 });
+
+test("rich answers in the web chat: a table answer is rendered as a table", async () => {
+  const page = await browser.newPage();
+  await page.goto(playground.base);
+  await page.fill("#input-dm", "show me a table of planets");
+  await page.press("#input-dm", "Enter");
+  const reply = page.locator("#log-dm .msg.bot.rich", { hasText: "A table, as asked" });
+  await reply.waitFor({ timeout: 15_000 });
+  assert.equal(await reply.locator("table tr").count(), 4, "a header row and three rows");
+  assert.equal(await reply.locator("th").first().textContent(), "planet");
+  assert.equal(await reply.locator("td", { hasText: "Mars" }).count(), 1);
+  assert.match(await reply.locator(".math").first().textContent(), /E = mc\^2/);
+  assert.ok(playground.telegram.calls("sendRichMessage").some((c) => c.rich !== undefined), "sent as a rich message");
+});

@@ -105,7 +105,8 @@ async fn ask_model(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &inputs::TurnIn
     let describing = media::describe(ctx, conv, Some(&turn.turn_id), &items, &chosen, &extra, never);
     // Drafts show a private chat's answer as it is written; a crew persona's answer starts with
     // its name, which drafts do not show, so crew turns are not drafted.
-    let port = StreamingModel::new(ctx, conv, is_private(c) && turn.crew.is_none(), live, c.window.newest_seq);
+    let port = StreamingModel::new(ctx, conv, is_private(c) && turn.crew.is_none(), live, c.window.newest_seq)
+        .with_rich(request::rich_answers(ctx, conv, c));
     let (outcome, _) = futures::join!(call_model(ctx, conv, turn, c, &request, &port), describing);
     if !(refused_media(&outcome) && any_inline(&items)) {
         return outcome;

@@ -65,7 +65,7 @@ impl DraftPacer {
 pub fn drafts_off_ms(error: &crate::telegram::api::TelegramError) -> Option<i64> {
     use crate::telegram::api::TelegramError as E;
     match error {
-        E::BadRequest(_) | E::Unauthorized(_) => Some(DRAFTS_OFF_MS),
+        E::BadRequest(_) | E::Unauthorized(_) | E::MethodNotFound(_) => Some(DRAFTS_OFF_MS),
         _ => None,
     }
 }
