@@ -188,6 +188,20 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   // Rich messages: whether this Bot API server has the methods (an older one answers 404
   // "method not found"), and its limits (lowered by tests).
   const rich = { available: true, limits: { ...RICH_LIMITS } };
+  // Drafts shown, by "chat:thread:draft_id": {can_stop, stopped, ended, at}. A draft ends when
+  // the bot sends a message to its chat, or 30 s after its last update (the reference's
+  // "temporary 30-second preview"); a Stop can be pressed only on a shown draft with can_stop.
+  const drafts = new Map();
+  const draftKey = (chat, thread, id) => `${chat}:${thread ?? ""}:${id}`;
+  function showDraft(body) {
+    const key = draftKey(body.chat_id, body.message_thread_id, body.draft_id);
+    const d = drafts.get(key) ?? { stopped: false };
+    drafts.set(key, { ...d, chat: body.chat_id, thread: body.message_thread_id ?? null, draft_id: body.draft_id, can_stop: body.can_stop === true, keep_on_stop: body.keep_on_stop === true, ended: false, at: Date.now() });
+    return d.stopped;
+  }
+  function endDrafts(chat) {
+    for (const d of drafts.values()) if (d.chat === chat) d.ended = true;
+  }
 
   /** Reports a bot action (message, reaction, sticker, typing) to listeners. */
   function emit(event) {
@@ -278,6 +292,7 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         entry.text = text;
         const message = { message_id: nextMessageId++, from: { ...(entry.from ?? bot), is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), text };
         if (body.message_thread_id) message.message_thread_id = body.message_thread_id;
+        endDrafts(chatId);
         emit({ type: "message", chat_id: chatId, from: message.from.username, message_id: message.message_id, text, html: body.parse_mode ? body.text : null, reply_to: body.reply_parameters?.message_id ?? null, thread: body.message_thread_id ?? null });
         return ok(res, message);
       }
@@ -301,7 +316,7 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         // "Thinking…". Private chats only (positive ids), a non-zero draft id, text checked
         // like sendMessage's (entities, at most 4096 characters after parsing).
         if (chatId === undefined || chatId === null || chatId === "") return fail(res, 400, "Bad Request: chat_id is empty");
-        if (!(Number(chatId) > 0)) return fail(res, 400, "Bad Request: drafts can be sent only to private chats");
+        if (!(Number(chatId) > 0)) return fail(res, 400, "Bad Request: TEXTDRAFT_PEER_INVALID");
         if (!Number.isInteger(body.draft_id) || body.draft_id === 0) return fail(res, 400, "Bad Request: draft_id must be non-zero");
         let text = body.text ?? "";
         if (typeof text !== "string") return fail(res, 400, "Bad Request: text must be a string");
@@ -312,8 +327,11 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
           text = parsed.text;
         }
         if ([...text].length > 4096) return fail(res, 400, "Bad Request: text is too long");
+        // After a Stop the client shows no further drafts of that id ("stop further drafts");
+        // the reference states no error for them: they are accepted and not shown.
+        if (showDraft(body)) entry.afterStop = true;
         entry.draft = text;
-        emit({ type: "draft", chat_id: chatId, draft_id: body.draft_id, text, thread: body.message_thread_id ?? null });
+        emit({ type: "draft", chat_id: chatId, draft_id: body.draft_id, text, can_stop: body.can_stop === true, thread: body.message_thread_id ?? null });
         return ok(res, true);
       }
       case "sendRichMessage": {
@@ -325,6 +343,7 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         entry.text = checked.parsed.text;
         const message = { message_id: nextMessageId++, from: { ...(entry.from ?? bot), is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), rich_message: { blocks: [] } };
         if (body.message_thread_id) message.message_thread_id = body.message_thread_id;
+        endDrafts(chatId);
         emit({ type: "rich", chat_id: chatId, from: message.from.username, message_id: message.message_id, html: body.rich_message.html, text: checked.parsed.text, reply_to: body.reply_parameters?.message_id ?? null, thread: body.message_thread_id ?? null });
         return ok(res, message);
       }
@@ -336,8 +355,9 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         if (!Number.isInteger(body.draft_id) || body.draft_id === 0) return fail(res, 400, "Bad Request: draft_id must be non-zero");
         const checked = checkRichMessage(body.rich_message, rich.limits);
         if (checked.error) return fail(res, 400, checked.error);
+        if (showDraft(body)) entry.afterStop = true;
         entry.draft = checked.parsed.text;
-        emit({ type: "draft", chat_id: chatId, draft_id: body.draft_id, text: checked.parsed.text, html: body.rich_message.html, rich: true, thread: body.message_thread_id ?? null });
+        emit({ type: "draft", chat_id: chatId, draft_id: body.draft_id, text: checked.parsed.text, html: body.rich_message.html, rich: true, can_stop: body.can_stop === true, thread: body.message_thread_id ?? null });
         return ok(res, true);
       }
       case "sendChatAction":
@@ -441,6 +461,26 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     setRich({ available, limits } = {}) {
       if (available !== undefined) rich.available = available;
       if (limits) Object.assign(rich.limits, limits);
+    },
+    /** The person presses Stop on draft `draftId` of `chatId` (Bot API 10.3): returns the
+     *  `stopped_message_generation` update Telegram would send, or throws when the client shows
+     *  no Stop there (no such draft, no can_stop, or the draft ended: a message came, or 30 s
+     *  passed). `late: true` builds the update anyway (a press that crossed the final message). */
+    pressStop(chatId, draftId, { thread, late = false, update_id } = {}) {
+      const d = drafts.get(draftKey(chatId, thread, draftId));
+      if (!late) {
+        if (!d) throw new Error(`no draft ${draftId} in chat ${chatId}`);
+        if (!d.can_stop) throw new Error(`draft ${draftId} was sent without can_stop: no Stop button`);
+        if (d.ended || Date.now() - d.at > 30_000) throw new Error(`draft ${draftId} is gone: nothing to press`);
+      }
+      if (d) d.stopped = true;
+      const stopped = { chat: { id: chatId, type: "private" }, draft_id: draftId };
+      if (thread) stopped.message_thread_id = thread;
+      return { update_id: update_id ?? Math.floor(Math.random() * 1e9), stopped_message_generation: stopped };
+    },
+    /** The drafts shown (see pressStop). */
+    drafts(chatId) {
+      return [...drafts.values()].filter((d) => d.chat === chatId);
     },
     /** Successful sendRichMessage texts to a chat. */
     richSent(chatId) {

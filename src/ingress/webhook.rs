@@ -22,7 +22,7 @@ use agent_core::conversation::{ConvKey, Inbound};
 use agent_core::telegram::gating::{reply_trigger, BotIdentity, Trigger};
 use agent_core::telegram::normalize::normalize;
 use agent_core::access::policy::{admitted_by_level, RefusedLimit};
-use agent_core::telegram::{parse_update, Update, MAX_UPDATE_BYTES};
+use agent_core::telegram::{parse_update, Update, UpdateKind, MAX_UPDATE_BYTES};
 use worker::{Request, Response, Result};
 
 pub const SECRET_HEADER: &str = "X-Telegram-Bot-Api-Secret-Token";
@@ -78,6 +78,20 @@ fn refused_limit(ctx: &Ctx, chat_id: i64, user_id: Option<i64>, admitted: (bool,
     RefusedLimit::new(chat_id, user_id, admitted, now, ctx.cfg.refused_updates_per_hour)
 }
 
+/// Telegram's Stop on a draft (`stopped_message_generation`, Bot API 10.3): handed to the chat
+/// object of the draft's conversation (a private chat, or its topic), which stops the turn
+/// whose draft it is, if one runs. Nothing is stored: no person's words are in it. A Stop
+/// that cannot be handed on is acknowledged (a press is worth no redelivery loop).
+async fn stopped(ctx: &Ctx, stop: &agent_core::telegram::MessageGenerationStopped) -> Result<Response> {
+    let conv = ConvKey { chat_id: stop.chat.id, thread_id: stop.message_thread_id };
+    if stop.chat.id > 0 {
+        if let Err(e) = objects::send_stop(ctx, &conv, stop.draft_id).await {
+            worker::console_warn!("a Stop for {conv} could not reach its chat: {e}");
+        }
+    }
+    ok(ctx)
+}
+
 pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
     let presented = req.headers().get(SECRET_HEADER)?.unwrap_or_default();
     if let Some(refused) = refuse(&req, &ctx.secrets.webhook_secret, "TELEGRAM_WEBHOOK_SECRET", "the webhook", &presented)? {
@@ -92,6 +106,7 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
     let Some(update) = read_update(&req).await else {
         return ok(ctx);
     };
+    if let UpdateKind::StoppedGeneration(stop) = &update.kind { return stopped(ctx, stop).await; }
     let now = now_ms();
     let db = ctx.db();
     match normalize(&update) {

@@ -85,6 +85,30 @@ pub fn draft_id(turn_id: &str) -> i64 {
     ((h ^ (h >> 31)) & 0x7fff_ffff).max(1) as i64
 }
 
+/// The finish reason a turn stopped by the person (Telegram's Stop button) is recorded with.
+pub const STOPPED_REASON: &str = "STOPPED_BY_USER";
+/// What ends a stopped answer that is kept.
+pub const STOPPED_MARK: &str = "⏹ _stopped_";
+
+/// Whether a Stop for `draft_id` is for the turn `turn_id` (a turn's drafts all carry
+/// [`draft_id`] of its id; a Stop for another draft, a finished turn's, does nothing).
+pub fn stops_turn(turn_id: &str, stopped_draft_id: i64) -> bool {
+    draft_id(turn_id) == stopped_draft_id
+}
+
+/// What a stopped turn sends: with `keep` (`STOP_KEEPS=partial`) the answer as far as it was
+/// written (what is open closed, as a draft shows it), marked as stopped; else nothing. Never
+/// an apology. Any link in it goes without a preview (it is the model's text, unchecked).
+pub fn stopped_steps(partial: &str, keep: bool) -> Vec<crate::chat::plan::Step> {
+    let text = crate::format::draft::complete(partial.trim_end());
+    if !keep || text.trim().is_empty() {
+        return Vec::new();
+    }
+    let text = format!("{}\n\n{STOPPED_MARK}", text.trim_end());
+    let no_link_preview = crate::fetch::needs_preview_off(&text, &Default::default());
+    vec![crate::chat::plan::Step::Send { text, reply_to: None, no_link_preview }]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +137,17 @@ mod tests {
         assert_eq!(drafts_off_ms(&E::RetryAfter(5)), None);
         assert_eq!(drafts_off_ms(&E::CantParseEntities("x".into())), None);
         assert_eq!(drafts_off_ms(&E::Network("x".into())), None);
+    }
+
+    #[test]
+    fn a_stop_is_for_its_own_turn_and_keeps_what_was_written() {
+        assert!(stops_turn("1/2-3", draft_id("1/2-3")));
+        assert!(!stops_turn("1/2-4", draft_id("1/2-3")), "a finished turn's draft stops nothing now");
+        let kept = stopped_steps("The plan: **first", true);
+        let crate::chat::plan::Step::Send { text, .. } = &kept[0] else { panic!() };
+        assert_eq!(text, "The plan: **first**\n\n⏹ _stopped_");
+        assert!(stopped_steps("The plan", false).is_empty(), "nothing kept");
+        assert!(stopped_steps("  ", true).is_empty(), "nothing written: nothing sent, no apology");
     }
 
     #[test]
