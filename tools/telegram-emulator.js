@@ -192,6 +192,11 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   // the bot sends a message to its chat, or 30 s after its last update (the reference's
   // "temporary 30-second preview"); a Stop can be pressed only on a shown draft with can_stop.
   const drafts = new Map();
+  // Ephemeral messages (Bot API 10.2/10.3), by "chat:ephemeral_message_id": {user, at}; the
+  // chats where the bot is an admin (it may then send ephemeral messages at any time).
+  const ephemerals = new Map();
+  const admins = new Set();
+  let nextEphemeralId = 1;
   const draftKey = (chat, thread, id) => `${chat}:${thread ?? ""}:${id}`;
   function showDraft(body) {
     const key = draftKey(body.chat_id, body.message_thread_id, body.draft_id);
@@ -289,6 +294,24 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         text = text.trim();
         if (!text) return fail(res, 400, "Bad Request: text must be non-empty");
         if ([...text].length > 4096) return fail(res, 400, "Bad Request: message is too long");
+        if (body.ephemeral_message_parameters) {
+          // Only the receiver sees it. Groups only; without admin rights, only as a reply to
+          // the receiver's ephemeral message within 15 s of it. The reference states no error
+          // wording: these are the emulator's own.
+          const receiver = body.ephemeral_message_parameters.receiver_user_id;
+          if (!Number.isInteger(receiver)) return fail(res, 400, "Bad Request: receiver_user_id is required");
+          if (!(Number(chatId) < 0)) return fail(res, 400, "Bad Request: EPHEMERAL_PEER_INVALID");
+          if (!admins.has(chatId)) {
+            const replied = ephemerals.get(`${chatId}:${body.reply_parameters?.ephemeral_message_id}`);
+            if (!replied || replied.user !== receiver) return fail(res, 400, "Bad Request: EPHEMERAL_REPLY_REQUIRED");
+            if (Date.now() - replied.at > 15_000) return fail(res, 400, "Bad Request: EPHEMERAL_REPLY_EXPIRED");
+          }
+          entry.text = text;
+          entry.ephemeral = receiver;
+          const message = { message_id: 0, ephemeral_message_id: nextEphemeralId++, receiver_user: { id: receiver, is_bot: false, first_name: "" }, from: { ...(entry.from ?? bot), is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), text };
+          emit({ type: "message", ephemeral: true, receiver, chat_id: chatId, from: message.from.username, message_id: 0, text, html: body.parse_mode ? body.text : null, reply_to: null, thread: body.message_thread_id ?? null });
+          return ok(res, message);
+        }
         entry.text = text;
         const message = { message_id: nextMessageId++, from: { ...(entry.from ?? bot), is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), text };
         if (body.message_thread_id) message.message_thread_id = body.message_thread_id;
@@ -477,6 +500,19 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
       const stopped = { chat: { id: chatId, type: "private" }, draft_id: draftId };
       if (thread) stopped.message_thread_id = thread;
       return { update_id: update_id ?? Math.floor(Math.random() * 1e9), stopped_message_generation: stopped };
+    },
+    /** A person sends an ephemeral message in a group chat (only they and the bot see it):
+     *  returns its ephemeral_message_id, to put in the update (message_id 0). `agoMs`: sent
+     *  that long ago (a late webhook). */
+    ephemeralMessage(chatId, userId, { agoMs = 0 } = {}) {
+      const id = nextEphemeralId++;
+      ephemerals.set(`${chatId}:${id}`, { user: userId, at: Date.now() - agoMs });
+      return id;
+    },
+    /** The bot is an admin of `chatId` (ephemeral messages at any time). */
+    setAdmin(chatId, admin = true) {
+      if (admin) admins.add(chatId);
+      else admins.delete(chatId);
     },
     /** The drafts shown (see pressStop). */
     drafts(chatId) {

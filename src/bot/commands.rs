@@ -26,7 +26,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) ->
     text
 }
 
-async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> worker::Result<String> {
+pub(crate) async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> worker::Result<String> {
     let db = ctx.db();
     let user_id = m.speaker.user_id;
     Ok(match cmd {

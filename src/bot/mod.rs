@@ -14,6 +14,7 @@ pub mod answer;
 pub mod commands;
 pub mod crew;
 pub mod deliver;
+pub mod ephemeral;
 pub mod memory;
 pub mod stream;
 pub mod usage;

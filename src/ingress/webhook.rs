@@ -78,6 +78,28 @@ fn refused_limit(ctx: &Ctx, chat_id: i64, user_id: Option<i64>, admitted: (bool,
     RefusedLimit::new(chat_id, user_id, admitted, now, ctx.cfg.refused_updates_per_hour)
 }
 
+/// Updates that do not go the way of people's messages: Telegram's Stop on a draft, and an
+/// ephemeral message (only its sender and the bot see it: `bot::ephemeral`; never stored).
+async fn special(ctx: &Ctx, update: &Update) -> Option<Result<Response>> {
+    match &update.kind {
+        UpdateKind::StoppedGeneration(stop) => Some(stopped(ctx, stop).await),
+        UpdateKind::Message(raw) => {
+            let ephemeral_id = raw.ephemeral_message_id?;
+            if let Inbound::Message(m) = normalize(update) {
+                // Only where the policy admits people without a stored level (the person's own
+                // level is not read here): elsewhere the ephemeral command goes unanswered.
+                let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
+                if admitted.0 && admitted.1 {
+                    let bot = bot_identity(ctx).await;
+                    crate::bot::ephemeral::handle(ctx, update.update_id, &m, ephemeral_id, raw.date, &bot.username).await;
+                }
+            }
+            Some(ok(ctx))
+        }
+        _ => None,
+    }
+}
+
 /// Telegram's Stop on a draft (`stopped_message_generation`, Bot API 10.3): handed to the chat
 /// object of the draft's conversation (a private chat, or its topic), which stops the turn
 /// whose draft it is, if one runs. Nothing is stored: no person's words are in it. A Stop
@@ -106,7 +128,7 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
     let Some(update) = read_update(&req).await else {
         return ok(ctx);
     };
-    if let UpdateKind::StoppedGeneration(stop) = &update.kind { return stopped(ctx, stop).await; }
+    if let Some(done) = special(ctx, &update).await { return done; }
     let now = now_ms();
     let db = ctx.db();
     match normalize(&update) {

@@ -86,6 +86,26 @@ pub struct SendChatAction {
 pub struct BotCommand {
     pub command: String,
     pub description: String,
+    /// Bot API 10.2: sent in a group, the command is seen only by its sender and the bot, and
+    /// the bot may answer it with an ephemeral message.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_ephemeral: bool,
+}
+
+/// The Bot API 10.3 `ephemeral_message_parameters` of a message only `receiver_user_id` sees.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EphemeralMessageParameters {
+    pub receiver_user_id: i64,
+}
+
+/// How long after an ephemeral message the bot may answer it (when it is not an admin).
+pub const EPHEMERAL_WINDOW_MS: i64 = 15_000;
+
+/// Whether an ephemeral command sent at `date_s` (Telegram's seconds) can still be answered
+/// ephemerally at `now_ms`, with a margin of two seconds for the answer's own way (Telegram
+/// stamps whole seconds).
+pub fn ephemeral_in_window(date_s: i64, now_ms: i64) -> bool {
+    now_ms - date_s.saturating_mul(1000) <= EPHEMERAL_WINDOW_MS - 2_000
 }
 
 /// The part of a sent `Message` the bot keeps.
@@ -343,6 +363,15 @@ mod tests {
         assert!(!TelegramError::RetryAfter(3).refuses_rich());
         assert!(!TelegramError::ReplyNotFound.refuses_rich());
         assert!(!TelegramError::Forbidden("blocked".into()).refuses_rich());
+    }
+
+    #[test]
+    fn an_ephemeral_command_is_answered_privately_only_within_the_window() {
+        let sent = 1_000_000; // seconds
+        assert!(ephemeral_in_window(sent, sent * 1000 + 5_000));
+        assert!(ephemeral_in_window(sent, sent * 1000 + 13_000));
+        assert!(!ephemeral_in_window(sent, sent * 1000 + 13_001), "two seconds kept for the answer's way");
+        assert!(!ephemeral_in_window(sent, sent * 1000 + 60_000));
     }
 
     #[test]

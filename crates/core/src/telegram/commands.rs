@@ -120,6 +120,15 @@ pub fn escape_list(items: &[String]) -> String {
     items.iter().map(|i| esc(i)).collect::<Vec<_>>().join(", ")
 }
 
+/// Commands whose answer concerns only the person who sent it: marked ephemeral in the menu,
+/// so in a group only they see the command and its answer (Bot API 10.2).
+pub const EPHEMERAL: [&str; 6] = ["memory", "forget", "usage", "reminders", "whoami", "rich"];
+
+/// Whether a command's answer is the sender's own business (see [`EPHEMERAL`]).
+pub fn is_private_answer(cmd: &Command) -> bool {
+    matches!(cmd, Command::Memory | Command::Forget(_) | Command::Usage | Command::Reminders | Command::Whoami | Command::Rich(_))
+}
+
 /// The command menu registered with setMyCommands.
 pub fn menu() -> Vec<BotCommand> {
     [
@@ -135,7 +144,7 @@ pub fn menu() -> Vec<BotCommand> {
         ("help", "What I can do"),
     ]
     .into_iter()
-    .map(|(c, d)| BotCommand { command: c.into(), description: d.into() })
+    .map(|(c, d)| BotCommand { command: c.into(), description: d.into(), is_ephemeral: EPHEMERAL.contains(&c) })
     .collect()
 }
 

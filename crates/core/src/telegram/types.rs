@@ -345,6 +345,10 @@ pub struct Message {
     pub media_group_id: Option<String>,
     pub author_signature: Option<String>,
     pub business_connection_id: Option<String>,
+    /// An ephemeral message (Bot API 10.2: only its sender and the bot see it; its
+    /// `message_id` is 0): the id to reply to it with, within Telegram's 15 s.
+    #[serde(default)]
+    pub ephemeral_message_id: Option<i64>,
 
     pub forward_origin: Option<MessageOrigin>,
     pub forward_from: Option<User>,
