@@ -197,6 +197,8 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   const ephemerals = new Map();
   const admins = new Set();
   let nextEphemeralId = 1;
+  // Topics of private chats (Bot API 9.3/9.4), by "chat:thread": {name, is_name_implicit}.
+  const topics = new Map();
   const draftKey = (chat, thread, id) => `${chat}:${thread ?? ""}:${id}`;
   function showDraft(body) {
     const key = draftKey(body.chat_id, body.message_thread_id, body.draft_id);
@@ -383,6 +385,16 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         emit({ type: "draft", chat_id: chatId, draft_id: body.draft_id, text: checked.parsed.text, html: body.rich_message.html, rich: true, can_stop: body.can_stop === true, thread: body.message_thread_id ?? null });
         return ok(res, true);
       }
+      case "editForumTopic": {
+        // A forum supergroup's or a private chat's topic: 0-128 characters (empty keeps the
+        // name); an unknown or deleted topic is "message thread not found".
+        const topic = topics.get(`${chatId}:${body.message_thread_id}`);
+        if (!topic) return fail(res, 400, "Bad Request: message thread not found");
+        if (body.name !== undefined && [...String(body.name)].length > 128) return fail(res, 400, "Bad Request: TOPIC_NAME_INVALID");
+        if (body.name) Object.assign(topic, { name: String(body.name), is_name_implicit: false });
+        emit({ type: "topic", chat_id: chatId, thread: body.message_thread_id, name: topic.name });
+        return ok(res, true);
+      }
       case "sendChatAction":
         if (!body.action) return fail(res, 400, "Bad Request: wrong parameter action in request");
         emit({ type: "typing", chat_id: chatId, thread: body.message_thread_id ?? null });
@@ -513,6 +525,21 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     setAdmin(chatId, admin = true) {
       if (admin) admins.add(chatId);
       else admins.delete(chatId);
+    },
+    /** The person opens a topic in their private chat with the bot (Bot API 9.3): returns its
+     *  thread id and the service message every message of the topic replies to. `implicit`:
+     *  Telegram marks its name as not given by its creator. */
+    privateTopic(chatId, { name = "New topic", implicit = true } = {}) {
+      const thread = nextMessageId++;
+      topics.set(`${chatId}:${thread}`, { name, is_name_implicit: implicit });
+      const created = { name, icon_color: 7322096 };
+      if (implicit) created.is_name_implicit = true;
+      const service = { message_id: thread, date: Math.floor(Date.now() / 1000), chat: { id: chatId, type: "private" }, message_thread_id: thread, is_topic_message: true, forum_topic_created: created };
+      return { thread, service };
+    },
+    /** A private topic as Telegram now names it. */
+    topic(chatId, thread) {
+      return topics.get(`${chatId}:${thread}`);
     },
     /** The drafts shown (see pressStop). */
     drafts(chatId) {

@@ -17,4 +17,5 @@ pub mod deliver;
 pub mod ephemeral;
 pub mod memory;
 pub mod stream;
+pub mod topics;
 pub mod usage;

@@ -80,9 +80,18 @@ fn refused_limit(ctx: &Ctx, chat_id: i64, user_id: Option<i64>, admitted: (bool,
 
 /// Updates that do not go the way of people's messages: Telegram's Stop on a draft, and an
 /// ephemeral message (only its sender and the bot see it: `bot::ephemeral`; never stored).
+/// (A private topic's first message is named here too, `bot::topics`, and then goes on.)
 async fn special(ctx: &Ctx, update: &Update) -> Option<Result<Response>> {
     match &update.kind {
         UpdateKind::StoppedGeneration(stop) => Some(stopped(ctx, stop).await),
+        UpdateKind::Message(raw) if raw.ephemeral_message_id.is_none() => {
+            // A private topic with an implicit name is named from its first message; the
+            // message then goes on as any other.
+            if let Some((chat, thread, name)) = agent_core::telegram::drafts::implicit_topic_name(raw) {
+                crate::bot::topics::name_once(ctx, chat, thread, &name).await;
+            }
+            None
+        }
         UpdateKind::Message(raw) => {
             let ephemeral_id = raw.ephemeral_message_id?;
             if let Inbound::Message(m) = normalize(update) {

@@ -85,6 +85,26 @@ pub fn draft_id(turn_id: &str) -> i64 {
     ((h ^ (h >> 31)) & 0x7fff_ffff).max(1) as i64
 }
 
+/// Words of a topic's first message its name takes at most, and characters (Telegram: 1-128).
+const TOPIC_NAME_WORDS: usize = 6;
+const TOPIC_NAME_CHARS: usize = 48;
+
+/// A private chat's topic (Bot API 9.3/9.4) whose name Telegram marks as implicit
+/// (`forum_topic_created.is_name_implicit`, carried by every message of the topic as the
+/// message it replies to) gets a short name from its first message: `(chat, thread, name)`,
+/// the first words of `m`'s text. `None`: not such a topic, or nothing to name it by.
+pub fn implicit_topic_name(m: &crate::telegram::Message) -> Option<(i64, i64, String)> {
+    let thread = m.message_thread_id.filter(|_| m.is_topic_message && m.chat.kind == "private")?;
+    let created = m.reply_to_message.as_ref()?.rest.get("forum_topic_created")?;
+    if created.get("is_name_implicit").and_then(serde_json::Value::as_bool) != Some(true) {
+        return None;
+    }
+    let words: Vec<&str> = m.text.as_deref()?.split_whitespace().filter(|w| !w.starts_with('/')).take(TOPIC_NAME_WORDS).collect();
+    let mut name: String = words.join(" ").chars().take(TOPIC_NAME_CHARS).collect();
+    name = name.trim_end_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace()).to_string();
+    (!name.is_empty()).then_some((m.chat.id, thread, name))
+}
+
 /// The finish reason a turn stopped by the person (Telegram's Stop button) is recorded with.
 pub const STOPPED_REASON: &str = "STOPPED_BY_USER";
 /// What ends a stopped answer that is kept.
@@ -148,6 +168,18 @@ mod tests {
         assert_eq!(text, "The plan: **first**\n\n⏹ _stopped_");
         assert!(stopped_steps("The plan", false).is_empty(), "nothing kept");
         assert!(stopped_steps("  ", true).is_empty(), "nothing written: nothing sent, no apology");
+    }
+
+    #[test]
+    fn an_implicitly_named_private_topic_is_named_from_its_first_words() {
+        let msg = |implicit: bool, text: &str| {
+            let created = if implicit { r#""forum_topic_created":{"name":"New topic","icon_color":1,"is_name_implicit":true}"# } else { r#""forum_topic_created":{"name":"Trips","icon_color":1}"# };
+            let json = format!(r#"{{"message_id":12,"date":1,"chat":{{"id":42,"type":"private"}},"message_thread_id":10,"is_topic_message":true,"text":{text:?},"reply_to_message":{{"message_id":10,"date":1,"chat":{{"id":42,"type":"private"}},{created}}}}}"#);
+            serde_json::from_str::<crate::telegram::Message>(&json).unwrap()
+        };
+        assert_eq!(implicit_topic_name(&msg(true, "Plan a trip to Lisbon in May, please!")), Some((42, 10, "Plan a trip to Lisbon in".to_string())));
+        assert_eq!(implicit_topic_name(&msg(false, "Plan a trip")), None, "a name its creator gave stays");
+        assert_eq!(implicit_topic_name(&msg(true, "   ")), None);
     }
 
     #[test]
