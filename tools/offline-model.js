@@ -124,6 +124,18 @@ function crewAnswer(body, model, persona) {
   return answer(body, model, [{ text: `(${LABEL}) ${persona} here. You said: “${lastUserText(body).slice(0, 200)}”` }]);
 }
 
+/** Rich answers to try with no tokens: "table" answers with a Markdown table; "long" with a
+ *  long answer that streams slowly (`streamParts`), to press Stop in. */
+const TABLE_ANSWER = `(${LABEL}) A table, as asked:\n\n| planet | moons | day (h) |\n|---|---:|---:|\n| Mercury | 0 | 4223 |\n| Earth | 1 | 24 |\n| Mars | 2 | 24.6 |\n\nAnd a formula: $E = mc^2$.`;
+function longAnswer() {
+  return `(${LABEL}) A long answer, streamed slowly.\n\n` + Array.from({ length: 30 }, (_, i) => `Part ${i + 1}: the stand-in keeps writing so there is time to press Stop.`).join("\n\n");
+}
+function richText(text) {
+  if (/\btable\b/i.test(text)) return TABLE_ANSWER;
+  if (/\blong\b/i.test(text)) return longAnswer();
+  return null;
+}
+
 /** Answers one generateContent request body. */
 export function offlineAnswer(body, model) {
   const files = filesSent(body);
@@ -144,6 +156,8 @@ export function offlineAnswer(body, model) {
   const persona = crewPersona(body);
   if (persona && !files.length) return crewAnswer(body, model, persona);
   const text = lastUserText(body);
+  const rich = !files.length && richText(text);
+  if (rich) return answer(body, model, [{ text: rich }]);
   const parts = [{ text: files.length ? `(${LABEL}) I received ${files.join(", ")}.` : `(${LABEL}) You said: “${text.slice(0, 300)}”` }];
   const target = targetMessage(body);
   const toolsOn = !body.toolConfig && (body.tools ?? []).length > 0;
@@ -176,7 +190,23 @@ export async function handleOfflineModel(req, res) {
   }
   if (m[2] === "streamGenerateContent") {
     res.writeHead(200, { "content-type": "text/event-stream" });
-    res.end(`data: ${JSON.stringify(offlineAnswer(body, m[1]))}\r\n\r\n`);
+    const whole = offlineAnswer(body, m[1]);
+    const text = whole.candidates[0].content.parts.length === 1 ? whole.candidates[0].content.parts[0].text : null;
+    if (text && text.length > 1500) {
+      // A long answer streams slowly: a piece every 300 ms (about 10 s in all).
+      const pieces = text.match(/[\s\S]{1,60}/g);
+      for (let i = 0; i < pieces.length; i++) {
+        const last = i === pieces.length - 1;
+        const event = { ...whole, candidates: [{ ...whole.candidates[0], content: { role: "model", parts: [{ text: pieces[i] }] }, finishReason: last ? "STOP" : undefined }] };
+        if (!last) delete event.usageMetadata;
+        if (res.destroyed) return true;
+        res.write(`data: ${JSON.stringify(event)}\r\n\r\n`);
+        if (!last) await new Promise((r) => setTimeout(r, 300));
+      }
+      res.end();
+      return true;
+    }
+    res.end(`data: ${JSON.stringify(whole)}\r\n\r\n`);
     return true;
   }
   res.writeHead(200, { "content-type": "application/json" });

@@ -171,6 +171,13 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
     });
   }
 
+  /** Stop pressed on a draft in the web chat: the update Telegram would send (Bot API 10.3). */
+  async function stop({ chat, draft_id }) {
+    const c = CHATS[chat];
+    if (!c || !Number.isInteger(draft_id)) throw new Error("which draft?");
+    await deliver(telegram.pressStop(c.id, draft_id, { update_id: nextUpdateId++ }));
+  }
+
   const page = fs.readFileSync(path.join(here, "playground.html"), "utf8");
 
   const server = http.createServer(async (req, res) => {
@@ -200,7 +207,7 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
         req.on("close", () => clients.delete(res));
         return;
       }
-      if (req.method === "POST" && (url.pathname === "/api/send" || url.pathname === "/api/react")) {
+      if (req.method === "POST" && (url.pathname === "/api/send" || url.pathname === "/api/react" || url.pathname === "/api/stop")) {
         const type = String(req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
         if (type !== "application/json") {
           res.writeHead(415, { "content-type": "text/plain" });
@@ -212,7 +219,7 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
           if (raw.length > 28 * 1024 * 1024) throw new Error("the request is too large (files up to 20 MB)");
         }
         const body = JSON.parse(raw || "{}");
-        const id = url.pathname === "/api/send" ? await send(body) : await react(body);
+        const id = url.pathname === "/api/send" ? await send(body) : url.pathname === "/api/stop" ? await stop(body) : await react(body);
         res.writeHead(200, { "content-type": "application/json" });
         return res.end(JSON.stringify({ ok: true, message_id: id ?? null }));
       }

@@ -71,6 +71,85 @@ export function parseTelegramHtml(html) {
   return { text };
 }
 
+// Rich messages (Bot API 10.1): the tags of "Rich message formatting options" and the limits
+// of InputRichMessage (32768 characters of text, formula sources included; 500 blocks, nested
+// ones, list items and table rows included; nesting 16; 20 table columns). The reference names
+// no error wording for a refused rich payload: these are the emulator's own, one per limit
+// (the bot matches on the 400, never on the words).
+export const RICH_LIMITS = { text: 32768, blocks: 500, depth: 16, columns: 20 };
+const RICH_INLINE = new Set(["b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "code", "mark", "sub", "sup",
+  "tg-spoiler", "tg-emoji", "tg-time", "tg-math", "a", "tg-reference", "th", "td", "summary", "caption", "cite", "figcaption"]);
+const RICH_BLOCKS = new Set(["h1", "h2", "h3", "h4", "h5", "h6", "p", "pre", "footer", "ul", "ol", "li", "blockquote",
+  "aside", "details", "table", "tr", "tg-math-block", "figure", "tg-map", "tg-collage", "tg-slideshow", "img", "video", "audio"]);
+const RICH_VOID = new Set(["hr", "br", "input", "img"]);
+
+/** Parses rich HTML like sendRichMessage does. Returns {text, blocks, depth, columns} or {error}. */
+export function parseRichHtml(html, limits = RICH_LIMITS) {
+  const stack = [];
+  let text = "";
+  let blocks = 0;
+  let depth = 0;
+  let columns = 0;
+  const rows = []; // cells of the open <tr>s
+  let i = 0;
+  while (i < html.length) {
+    const c = html[i];
+    if (c === "&") {
+      const m = /^&(lt|gt|amp|quot|apos|nbsp|#\d{1,7}|#x[0-9a-fA-F]{1,6});/.exec(html.slice(i));
+      const e = m?.[1];
+      const named = { lt: "<", gt: ">", amp: "&", quot: '"', apos: "'", nbsp: "\u00a0" };
+      text += !m ? "&" : named[e] ?? String.fromCodePoint(e[1] === "x" ? parseInt(e.slice(2), 16) : parseInt(e.slice(1), 10));
+      i += m ? m[0].length : 1;
+      continue;
+    }
+    if (c !== "<") {
+      text += c;
+      i += 1;
+      continue;
+    }
+    const end = html.indexOf(">", i);
+    if (end < 0) return { error: "Bad Request: can't parse rich message: unclosed tag" };
+    const inner = html.slice(i + 1, end).trim();
+    i = end + 1;
+    if (inner.startsWith("/")) {
+      const name = inner.slice(1).trim().toLowerCase();
+      const open = stack.pop();
+      if (!open || open !== name) return { error: `Bad Request: can't parse rich message: unexpected end tag "${name}"` };
+      if (name === "tr") columns = Math.max(columns, rows.pop() ?? 0);
+      continue;
+    }
+    const name = inner.split(/\s/)[0].replace(/\/$/, "").toLowerCase();
+    if (RICH_VOID.has(name)) {
+      if (name === "hr") blocks += 1;
+      continue;
+    }
+    if (!RICH_INLINE.has(name) && !RICH_BLOCKS.has(name)) return { error: `Bad Request: can't parse rich message: unsupported tag "${name}"` };
+    if (RICH_BLOCKS.has(name)) blocks += 1;
+    if ((name === "td" || name === "th") && rows.length) rows[rows.length - 1] += 1;
+    if (name === "tr") rows.push(0);
+    stack.push(name);
+    depth = Math.max(depth, stack.length);
+  }
+  if (stack.length) return { error: `Bad Request: can't parse rich message: unclosed tag "${stack[stack.length - 1]}"` };
+  const length = [...text].length;
+  if (length > limits.text) return { error: "Bad Request: RICH_MESSAGE_TEXT_TOO_LONG" };
+  if (blocks > limits.blocks) return { error: "Bad Request: RICH_MESSAGE_TOO_MANY_BLOCKS" };
+  if (depth > limits.depth) return { error: "Bad Request: RICH_MESSAGE_TOO_DEEP" };
+  if (columns > limits.columns) return { error: "Bad Request: RICH_TABLE_TOO_MANY_COLUMNS" };
+  if (!text.trim() && blocks === 0) return { error: "Bad Request: rich message is empty" };
+  return { text, blocks, depth, columns };
+}
+
+/** A rich message's InputRichMessage checked: {parsed} or {error}. The bot sends html only. */
+function checkRichMessage(rich, limits) {
+  if (!rich || typeof rich !== "object") return { error: "Bad Request: rich_message is required" };
+  const forms = ["html", "markdown", "blocks"].filter((k) => rich[k] !== undefined);
+  if (forms.length !== 1) return { error: "Bad Request: exactly one of html, markdown or blocks must be used" };
+  if (rich.html === undefined) return { error: "Bad Request: the emulator understands only html rich messages" };
+  const parsed = parseRichHtml(String(rich.html), limits);
+  return parsed.error ? { error: parsed.error } : { parsed };
+}
+
 // The Bot API states every answer's length (content-length), as api.telegram.org does.
 function json(res, code, headers, body) {
   const text = JSON.stringify(body);
@@ -110,6 +189,30 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   const { notify, waitFor } = waiters();
   const listeners = [];
   const actors = new Map(); // token → bot: other bots in the same chats (crew mode's persona bots)
+  // Rich messages: whether this Bot API server has the methods (an older one answers 404
+  // "method not found"), and its limits (lowered by tests).
+  const rich = { available: true, limits: { ...RICH_LIMITS } };
+  // Drafts shown, by "chat:thread:draft_id": {can_stop, stopped, ended, at}. A draft ends when
+  // the bot sends a message to its chat, or 30 s after its last update (the reference's
+  // "temporary 30-second preview"); a Stop can be pressed only on a shown draft with can_stop.
+  const drafts = new Map();
+  // Ephemeral messages (Bot API 10.2/10.3), by "chat:ephemeral_message_id": {user, at}; the
+  // chats where the bot is an admin (it may then send ephemeral messages at any time).
+  const ephemerals = new Map();
+  const admins = new Set();
+  let nextEphemeralId = 1;
+  // Topics of private chats (Bot API 9.3/9.4), by "chat:thread": {name, is_name_implicit}.
+  const topics = new Map();
+  const draftKey = (chat, thread, id) => `${chat}:${thread ?? ""}:${id}`;
+  function showDraft(body) {
+    const key = draftKey(body.chat_id, body.message_thread_id, body.draft_id);
+    const d = drafts.get(key) ?? { stopped: false };
+    drafts.set(key, { ...d, chat: body.chat_id, thread: body.message_thread_id ?? null, draft_id: body.draft_id, can_stop: body.can_stop === true, keep_on_stop: body.keep_on_stop === true, ended: false, at: Date.now() });
+    return d.stopped;
+  }
+  function endDrafts(chat) {
+    for (const d of drafts.values()) if (d.chat === chat) d.ended = true;
+  }
 
   /** Reports a bot action (message, reaction, sticker, typing) to listeners. */
   function emit(event) {
@@ -208,9 +311,28 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         text = text.trim();
         if (!text) return fail(res, 400, "Bad Request: text must be non-empty");
         if ([...text].length > 4096) return fail(res, 400, "Bad Request: message is too long");
+        if (body.ephemeral_message_parameters) {
+          // Only the receiver sees it. Groups only; without admin rights, only as a reply to
+          // the receiver's ephemeral message within 15 s of it. The reference states no error
+          // wording: these are the emulator's own.
+          const receiver = body.ephemeral_message_parameters.receiver_user_id;
+          if (!Number.isInteger(receiver)) return fail(res, 400, "Bad Request: receiver_user_id is required");
+          if (!(Number(chatId) < 0)) return fail(res, 400, "Bad Request: EPHEMERAL_PEER_INVALID");
+          if (!admins.has(chatId)) {
+            const replied = ephemerals.get(`${chatId}:${body.reply_parameters?.ephemeral_message_id}`);
+            if (!replied || replied.user !== receiver) return fail(res, 400, "Bad Request: EPHEMERAL_REPLY_REQUIRED");
+            if (Date.now() - replied.at > 15_000) return fail(res, 400, "Bad Request: EPHEMERAL_REPLY_EXPIRED");
+          }
+          entry.text = text;
+          entry.ephemeral = receiver;
+          const message = { message_id: 0, ephemeral_message_id: nextEphemeralId++, receiver_user: { id: receiver, is_bot: false, first_name: "" }, from: { ...(entry.from ?? bot), is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), text };
+          emit({ type: "message", ephemeral: true, receiver, chat_id: chatId, from: message.from.username, message_id: 0, text, html: body.parse_mode ? body.text : null, reply_to: null, thread: body.message_thread_id ?? null });
+          return ok(res, message);
+        }
         entry.text = text;
         const message = { message_id: nextMessageId++, from: { ...(entry.from ?? bot), is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), text };
         if (body.message_thread_id) message.message_thread_id = body.message_thread_id;
+        endDrafts(chatId);
         emit({ type: "message", chat_id: chatId, from: message.from.username, message_id: message.message_id, text, html: body.parse_mode ? body.text : null, reply_to: body.reply_parameters?.message_id ?? null, thread: body.message_thread_id ?? null });
         return ok(res, message);
       }
@@ -234,7 +356,7 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         // "Thinking…". Private chats only (positive ids), a non-zero draft id, text checked
         // like sendMessage's (entities, at most 4096 characters after parsing).
         if (chatId === undefined || chatId === null || chatId === "") return fail(res, 400, "Bad Request: chat_id is empty");
-        if (!(Number(chatId) > 0)) return fail(res, 400, "Bad Request: drafts can be sent only to private chats");
+        if (!(Number(chatId) > 0)) return fail(res, 400, "Bad Request: TEXTDRAFT_PEER_INVALID");
         if (!Number.isInteger(body.draft_id) || body.draft_id === 0) return fail(res, 400, "Bad Request: draft_id must be non-zero");
         let text = body.text ?? "";
         if (typeof text !== "string") return fail(res, 400, "Bad Request: text must be a string");
@@ -245,8 +367,47 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
           text = parsed.text;
         }
         if ([...text].length > 4096) return fail(res, 400, "Bad Request: text is too long");
+        // After a Stop the client shows no further drafts of that id ("stop further drafts");
+        // the reference states no error for them: they are accepted and not shown.
+        if (showDraft(body)) entry.afterStop = true;
         entry.draft = text;
-        emit({ type: "draft", chat_id: chatId, draft_id: body.draft_id, text, thread: body.message_thread_id ?? null });
+        emit({ type: "draft", chat_id: chatId, draft_id: body.draft_id, text, can_stop: body.can_stop === true, thread: body.message_thread_id ?? null });
+        return ok(res, true);
+      }
+      case "sendRichMessage": {
+        if (!rich.available) return fail(res, 404, "Not Found: method not found");
+        if (chatId === undefined || chatId === null || chatId === "") return fail(res, 400, "Bad Request: chat_id is empty");
+        const checked = checkRichMessage(body.rich_message, rich.limits);
+        if (checked.error) return fail(res, 400, checked.error);
+        entry.rich = body.rich_message.html;
+        entry.text = checked.parsed.text;
+        const message = { message_id: nextMessageId++, from: { ...(entry.from ?? bot), is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), rich_message: { blocks: [] } };
+        if (body.message_thread_id) message.message_thread_id = body.message_thread_id;
+        endDrafts(chatId);
+        emit({ type: "rich", chat_id: chatId, from: message.from.username, message_id: message.message_id, html: body.rich_message.html, text: checked.parsed.text, reply_to: body.reply_parameters?.message_id ?? null, thread: body.message_thread_id ?? null });
+        return ok(res, message);
+      }
+      case "sendRichMessageDraft": {
+        // A rich draft: private chats only, a non-zero draft id, the payload checked as for
+        // sendRichMessage (the reference states no separate draft limit).
+        if (!rich.available) return fail(res, 404, "Not Found: method not found");
+        if (!(Number(chatId) > 0)) return fail(res, 400, "Bad Request: TEXTDRAFT_PEER_INVALID");
+        if (!Number.isInteger(body.draft_id) || body.draft_id === 0) return fail(res, 400, "Bad Request: draft_id must be non-zero");
+        const checked = checkRichMessage(body.rich_message, rich.limits);
+        if (checked.error) return fail(res, 400, checked.error);
+        if (showDraft(body)) entry.afterStop = true;
+        entry.draft = checked.parsed.text;
+        emit({ type: "draft", chat_id: chatId, draft_id: body.draft_id, text: checked.parsed.text, html: body.rich_message.html, rich: true, can_stop: body.can_stop === true, thread: body.message_thread_id ?? null });
+        return ok(res, true);
+      }
+      case "editForumTopic": {
+        // A forum supergroup's or a private chat's topic: 0-128 characters (empty keeps the
+        // name); an unknown or deleted topic is "message thread not found".
+        const topic = topics.get(`${chatId}:${body.message_thread_id}`);
+        if (!topic) return fail(res, 400, "Bad Request: message thread not found");
+        if (body.name !== undefined && [...String(body.name)].length > 128) return fail(res, 400, "Bad Request: TOPIC_NAME_INVALID");
+        if (body.name) Object.assign(topic, { name: String(body.name), is_name_implicit: false });
+        emit({ type: "topic", chat_id: chatId, thread: body.message_thread_id, name: topic.name });
         return ok(res, true);
       }
       case "sendChatAction":
@@ -439,6 +600,64 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     },
     block(chatId) {
       blocked.add(chatId);
+    },
+    /** Rich messages: `available` false answers as a server without the methods; `limits`
+     *  lowers Telegram's (for tests). */
+    setRich({ available, limits } = {}) {
+      if (available !== undefined) rich.available = available;
+      if (limits) Object.assign(rich.limits, limits);
+    },
+    /** The person presses Stop on draft `draftId` of `chatId` (Bot API 10.3): returns the
+     *  `stopped_message_generation` update Telegram would send, or throws when the client shows
+     *  no Stop there (no such draft, no can_stop, or the draft ended: a message came, or 30 s
+     *  passed). `late: true` builds the update anyway (a press that crossed the final message). */
+    pressStop(chatId, draftId, { thread, late = false, update_id } = {}) {
+      const d = drafts.get(draftKey(chatId, thread, draftId));
+      if (!late) {
+        if (!d) throw new Error(`no draft ${draftId} in chat ${chatId}`);
+        if (!d.can_stop) throw new Error(`draft ${draftId} was sent without can_stop: no Stop button`);
+        if (d.ended || Date.now() - d.at > 30_000) throw new Error(`draft ${draftId} is gone: nothing to press`);
+      }
+      if (d) d.stopped = true;
+      const stopped = { chat: { id: chatId, type: "private" }, draft_id: draftId };
+      if (thread) stopped.message_thread_id = thread;
+      return { update_id: update_id ?? Math.floor(Math.random() * 1e9), stopped_message_generation: stopped };
+    },
+    /** A person sends an ephemeral message in a group chat (only they and the bot see it):
+     *  returns its ephemeral_message_id, to put in the update (message_id 0). `agoMs`: sent
+     *  that long ago (a late webhook). */
+    ephemeralMessage(chatId, userId, { agoMs = 0 } = {}) {
+      const id = nextEphemeralId++;
+      ephemerals.set(`${chatId}:${id}`, { user: userId, at: Date.now() - agoMs });
+      return id;
+    },
+    /** The bot is an admin of `chatId` (ephemeral messages at any time). */
+    setAdmin(chatId, admin = true) {
+      if (admin) admins.add(chatId);
+      else admins.delete(chatId);
+    },
+    /** The person opens a topic in their private chat with the bot (Bot API 9.3): returns its
+     *  thread id and the service message every message of the topic replies to. `implicit`:
+     *  Telegram marks its name as not given by its creator. */
+    privateTopic(chatId, { name = "New topic", implicit = true } = {}) {
+      const thread = nextMessageId++;
+      topics.set(`${chatId}:${thread}`, { name, is_name_implicit: implicit });
+      const created = { name, icon_color: 7322096 };
+      if (implicit) created.is_name_implicit = true;
+      const service = { message_id: thread, date: Math.floor(Date.now() / 1000), chat: { id: chatId, type: "private" }, message_thread_id: thread, is_topic_message: true, forum_topic_created: created };
+      return { thread, service };
+    },
+    /** A private topic as Telegram now names it. */
+    topic(chatId, thread) {
+      return topics.get(`${chatId}:${thread}`);
+    },
+    /** The drafts shown (see pressStop). */
+    drafts(chatId) {
+      return [...drafts.values()].filter((d) => d.chat === chatId);
+    },
+    /** Successful sendRichMessage texts to a chat. */
+    richSent(chatId) {
+      return requests.filter((r) => r.method === "sendRichMessage" && r.body.chat_id === chatId && r.rich !== undefined).map((r) => r.text);
     },
     /** A file the bot can fetch with getFile and download; `size` reports another size than
      * the bytes have (a 48 MB video without 48 MB of bytes). */

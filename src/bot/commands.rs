@@ -45,7 +45,7 @@ async fn open_app_button(ctx: &Ctx, conv: &ConvKey, message_id: Option<i64>) {
     }
 }
 
-async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> worker::Result<String> {
+pub(crate) async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> worker::Result<String> {
     let db = ctx.db();
     let user_id = m.speaker.user_id;
     Ok(match cmd {
@@ -104,6 +104,8 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> 
                 None => "Use /crew on or /crew off.".to_string(),
             }
         }
+        Command::Rich(_) if user_id.is_none() => "Rich answers are a person's own setting.".to_string(),
+        Command::Rich(on) => rich_setting(ctx, m, user_id.unwrap_or_default(), on).await?,
         Command::Approve(code) => {
             let is_admin = user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
             if !is_admin {
@@ -116,6 +118,16 @@ async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) -> 
             }
         }
     })
+}
+
+/// `/rich`, `/rich on|off`: a person's own setting for rich answers, kept across chats.
+async fn rich_setting(ctx: &Ctx, m: &InboundMessage, uid: i64, on: Option<bool>) -> worker::Result<String> {
+    let db = ctx.db();
+    let was_off = storage::prefs::rich_off(&db, uid).await?;
+    if let Some(on) = on {
+        storage::prefs::set_rich_off(&db, uid, &m.speaker.name, !on, now_ms()).await?;
+    }
+    Ok(commands::rich_text(on, was_off, ctx.cfg.rich_messages, !m.chat.kind.is_group()))
 }
 
 /// The line under a group's `/memory` that opens its shared memories in the Mini App: the

@@ -24,6 +24,158 @@ use agent_core::telegram::api::{
     self, Delivery, LinkPreviewOptions, ReactionTypeEmoji, ReplyParameters, SendMessage, SendSticker, StickerSet, TelegramError,
 };
 use serde_json::json;
+use agent_core::format::rich::{self, RichChunk};
+use std::cell::Cell;
+
+thread_local! {
+    /// Until when rich answers are off in this isolate: Telegram said it has no rich methods.
+    static RICH_OFF_UNTIL: Cell<i64> = const { Cell::new(0) };
+}
+
+/// Whether the rich methods may be tried now (not refused as missing in the last ten minutes).
+pub fn rich_available() -> bool {
+    RICH_OFF_UNTIL.with(Cell::get) <= now_ms()
+}
+
+/// Telegram refused a rich message or draft with `e`: when the method itself is missing, rich
+/// answers are off in this isolate for a while (as drafts are: `core::telegram::drafts`).
+pub fn rich_refused(e: &TelegramError) {
+    if e.rich_method_missing() {
+        RICH_OFF_UNTIL.with(|c| c.set(now_ms() + agent_core::telegram::drafts::DRAFTS_OFF_MS));
+    }
+}
+
+/// Whether rich answers are on for this chat at all (no look at an answer): `RICH_MESSAGES=auto`,
+/// a private chat (a group's answer is read on every member's client; one person's setting
+/// cannot speak for the others'), the person did not say `/rich off`, and the methods were not
+/// refused lately. `rich_off`: the person's setting, when the caller has it.
+pub fn rich_on(ctx: &Ctx, conv: &ConvKey, rich_off: bool) -> bool {
+    ctx.cfg.rich_messages && conv.chat_id > 0 && !rich_off && rich_available()
+}
+
+/// Whether a turn's send step goes as rich messages: rich answers are on here, the answer
+/// needs them (`core::format::rich::needs_rich`) and links nothing no person posted (a rich
+/// message has no `link_preview_options`; such an answer goes as today's message, with
+/// previews off). The person's setting is read only for an answer that needs rich.
+async fn rich_wanted(ctx: &Ctx, conv: &ConvKey, markdown: &str, no_link_preview: bool) -> bool {
+    if no_link_preview || !rich_on(ctx, conv, false) || !rich::needs_rich(markdown) {
+        return false;
+    }
+    match crate::storage::prefs::rich_off(&ctx.db(), conv.chat_id).await {
+        Ok(off) => !off,
+        Err(e) => {
+            worker::console_warn!("chat {conv}: the rich setting could not be read ({e}); an ordinary message");
+            false
+        }
+    }
+}
+
+/// The request that sends a rich chunk.
+fn rich_body(conv: &ConvKey, chunk: &RichChunk, reply_to: Option<i64>) -> api::SendRichMessage {
+    api::SendRichMessage {
+        chat_id: conv.chat_id,
+        message_thread_id: conv.thread_id,
+        rich_message: api::InputRichMessage { html: chunk.html.clone(), skip_entity_detection: true },
+        reply_parameters: reply_to.map(|m| ReplyParameters { message_id: m, allow_sending_without_reply: true }),
+    }
+}
+
+/// Whether `key` is an ordinary chunk's key of step `step_key` (`{step_key}/{i}`, or its
+/// replacement `{i}r`), not a rich chunk's (`{step_key}/r{i}`).
+fn is_ordinary_key(key: &str, step_key: &str) -> bool {
+    key.strip_prefix(step_key).and_then(|k| k.strip_prefix('/')).is_some_and(|k| k.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+/// Sends a turn's answer as rich messages (`core::format::rich::render_rich`), chunk `i` under
+/// `{step_key}/r{i}`, exactly once each. `Ok(None)`: the step goes as ordinary messages
+/// instead (the answer does not fit rich messages, or an ordinary chunk of it went out
+/// already: sent early while it streamed, or after a refusal). Where Telegram refuses a rich
+/// chunk (the method, or its payload), that chunk and the rest go as today's HTML messages,
+/// once: the whole answer under the step's own keys when it was the first chunk, else the rest
+/// under the sub-step `{step_key}/r{i}h`; a retry that finds that sub-step started does not
+/// try the rich chunk again.
+async fn send_rich_step(ctx: &Ctx, conv: &ConvKey, step_key: &str, markdown: &str, reply_to: Option<i64>, turn_id: &str) -> Result<Option<Vec<i64>>, StepError> {
+    let Some(chunks) = rich::render_rich(markdown) else { return Ok(None) };
+    let retry = |e: worker::Error| StepError::Retry { error: e.to_string(), after_ms: None };
+    let first_key = format!("{step_key}/r0");
+    let first_body = serde_json::to_string(&rich_body(conv, &chunks[0], reply_to)).unwrap_or_default();
+    let pending = outbox::Pending { key: &first_key, step_key, conv, method: "sendRichMessage", body: &first_body };
+    let done = outbox::of_step_recording(&ctx.db(), step_key, &pending, now_ms()).await.map_err(retry)?;
+    if done.iter().any(|r| is_ordinary_key(&r.key, step_key)) {
+        return Ok(None);
+    }
+    let tg = ctx.telegram();
+    let mut ids = Vec::new();
+    for (i, chunk) in chunks.iter().enumerate() {
+        let key = format!("{step_key}/r{i}");
+        let row = done.iter().find(|r| r.key == key);
+        if let Some(r) = row.filter(|r| r.status == "sent") {
+            ids.extend(r.tg_message_id);
+            continue;
+        }
+        let sub = format!("{step_key}/r{i}h");
+        // An earlier attempt failed on this chunk: had it fallen back, the rest is ordinary.
+        let fell_back = row.is_some_and(|r| r.status == "failed") && i > 0
+            && !outbox::of_step(&ctx.db(), &sub).await.map_err(retry)?.is_empty();
+        if fell_back || !rich_available() {
+            ids.extend(rich_fallback(ctx, conv, (step_key, markdown), &chunks, i, reply_to, turn_id).await?);
+            return Ok(Some(ids));
+        }
+        if ctx.meter.count() + 3 > SUBREQUEST_BUDGET {
+            return Err(StepError::Yield);
+        }
+        let mut body = rich_body(conv, chunk, reply_to.filter(|_| i == 0));
+        if key != first_key {
+            record_pending(ctx, &key, step_key, conv, "sendRichMessage", &serde_json::to_string(&body).unwrap_or_default()).await.map_err(retry)?;
+        }
+        if !ctx.step_wanted() {
+            return Err(StepError::Cancelled);
+        }
+        let mut result = tg.send_rich_message(&body).await;
+        if matches!(result, Err(TelegramError::ReplyNotFound)) && body.reply_parameters.is_some() {
+            body.reply_parameters = None;
+            if !ctx.step_wanted() {
+                return Err(StepError::Cancelled);
+            }
+            result = tg.send_rich_message(&body).await;
+        }
+        match result {
+            Ok(message_id) => {
+                let sent = Sent { key: &key, conv, message_id: Some(message_id), plain: false, parts: vec![Part::text(chunk.markdown.clone())], turn_id: Some(turn_id) };
+                if let Err(e) = record_sent(ctx, sent).await {
+                    worker::console_error!("outbox {key}: sent as {message_id} but not recorded: {e}");
+                }
+                ids.push(message_id);
+            }
+            Err(e) if e.refuses_rich() => {
+                worker::console_warn!("chat {conv}: Telegram refused rich chunk {i} ({e}); it goes as an ordinary message");
+                rich_refused(&e);
+                let _ = outbox::record_failed(&ctx.db(), &key, &format!("rich refused: {e}")).await;
+                ids.extend(rich_fallback(ctx, conv, (step_key, markdown), &chunks, i, reply_to, turn_id).await?);
+                return Ok(Some(ids));
+            }
+            Err(e) => {
+                let err = classify(e);
+                mark_failed(ctx, conv, &key, &err).await;
+                return Err(err);
+            }
+        }
+    }
+    Ok(Some(ids))
+}
+
+/// Rich chunks `from..` as today's HTML messages (see [`send_rich_step`]).
+/// From the first chunk that is the whole answer, as the step would have sent it without rich
+/// answers.
+async fn rich_fallback(ctx: &Ctx, conv: &ConvKey, (step_key, markdown): (&str, &str), chunks: &[RichChunk], from: usize, reply_to: Option<i64>, turn_id: &str) -> Result<Vec<i64>, StepError> {
+    if from == 0 {
+        send_text_with(ctx, conv, step_key, markdown, reply_to, Some(turn_id), false).await
+    } else {
+        let rest: Vec<&str> = chunks[from..].iter().map(|c| c.markdown.as_str()).collect();
+        let rest = rest.join("\n\n");
+        send_text_with(ctx, conv, &format!("{step_key}/r{from}h"), &rest, None, Some(turn_id), false).await
+    }
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum StepError {
@@ -397,6 +549,11 @@ pub async fn run_step(
     match step {
         Step::Send { text, reply_to, no_link_preview } => {
             let reply_to = reply_to.or(default_reply_to);
+            if rich_wanted(ctx, conv, text, *no_link_preview).await {
+                if let Some(ids) = send_rich_step(ctx, conv, &step_key, text, reply_to, turn_id).await? {
+                    return Ok(StepOutcome::Sent { message_ids: ids });
+                }
+            }
             let ids = send_text_with(ctx, conv, &step_key, text, reply_to, Some(turn_id), *no_link_preview).await?;
             Ok(StepOutcome::Sent { message_ids: ids })
         }

@@ -15,6 +15,8 @@ pub mod commands;
 pub mod crew;
 pub mod deliver;
 pub mod image;
+pub mod ephemeral;
 pub mod memory;
 pub mod stream;
+pub mod topics;
 pub mod usage;

@@ -50,6 +50,23 @@ const DRAFT_LIMIT: usize = 4096;
 thread_local! {
     /// Until when drafts are off in this isolate (Telegram refused the method itself).
     static DRAFTS_OFF_UNTIL: Cell<i64> = const { Cell::new(0) };
+    /// Turns the person stopped (Telegram's Stop button), by turn id: their model stream is cut
+    /// and nothing more of them is drafted or sent early. In the chat object's isolate, where
+    /// its turns run; a turn that is gone leaves its id (a few bytes) until the isolate ends.
+    static STOPPED: RefCell<std::collections::HashSet<String>> = RefCell::new(Default::default());
+}
+
+/// Stops the running turn `turn_id` at once: its model stream is aborted, it drafts and sends
+/// nothing more while it runs; what it sends when it ends is `core::telegram::drafts::stopped_steps`.
+/// (One named abort path: the chat object's Stop calls it, and anything else that must end a
+/// running turn's stream can.)
+pub fn stop_turn(turn_id: &str) {
+    STOPPED.with(|s| s.borrow_mut().insert(turn_id.to_string()));
+}
+
+/// Whether the turn was stopped (see [`stop_turn`]).
+pub fn stop_requested(turn_id: &str) -> bool {
+    STOPPED.with(|s| s.borrow().contains(turn_id))
 }
 
 /// Whether drafts may be tried now (`STREAM_DRAFTS`, and not recently refused as a method).
@@ -76,8 +93,10 @@ pub struct Live {
     pub commit: Rc<dyn Fn(i64) -> LocalBoxFuture<'static, bool>>,
 }
 
-/// The draft id of a conversation: one per chat, so a replanned turn's draft replaces the
-/// cancelled one's.
+/// The draft id of a conversation's "Thinking…" placeholder (shown before a turn exists, and
+/// without Stop: a Stop for it could name no turn). A turn's own drafts carry its own id
+/// (`core::telegram::drafts::draft_id` of the turn id) and offer Stop; a new id replaces the
+/// draft shown.
 fn conv_draft_id(conv: &ConvKey) -> i64 {
     draft_id(&conv.to_string())
 }
@@ -121,6 +140,12 @@ struct Drafts {
     calls: Cell<u32>,
     /// The newest message seq the turn's context holds (what a commit answers).
     newest_seq: i64,
+    /// Rich answers are on for this turn (`bot::deliver::rich_on`): an answer that needs them
+    /// is drafted with `sendRichMessageDraft` and sends nothing early (it goes whole, rich).
+    rich: Cell<bool>,
+    /// The visible text of the turn's latest model call, as far as it came (what a stopped
+    /// turn keeps).
+    written: RefCell<String>,
 }
 
 /// The model port of a turn: streamed with drafts in a private chat, plain elsewhere.
@@ -146,8 +171,25 @@ impl StreamingModel {
             early_over: Cell::new(false),
             calls: Cell::new(0),
             newest_seq,
+            rich: Cell::new(false),
+            written: RefCell::new(String::new()),
         });
         StreamingModel { client: ctx.gemini(), drafts }
+    }
+
+    /// The answer as far as it was written, if the person stopped this turn (Telegram's Stop
+    /// button, [`stop_turn`]).
+    pub fn stopped(&self) -> Option<String> {
+        let d = self.drafts.as_ref()?;
+        stop_requested(&d.live.turn_id).then(|| d.written.borrow().clone())
+    }
+
+    /// Rich answers are on for this turn (see [`Drafts::rich`]).
+    pub fn with_rich(self, on: bool) -> Self {
+        if let Some(d) = &self.drafts {
+            d.rich.set(on);
+        }
+        self
     }
 }
 
@@ -156,9 +198,17 @@ impl ModelPort for StreamingModel {
         match &self.drafts {
             None => self.client.generate(model, request).await,
             Some(drafts) => {
+                // Stopped before this call: no model call at all, the answer ends here.
+                if stop_requested(&drafts.live.turn_id) {
+                    return Ok(stopped_response());
+                }
                 let first = drafts.calls.replace(drafts.calls.get() + 1) == 0;
                 let sink = Sink { drafts, pacer: RefCell::new(DraftPacer::new(drafts.interval_ms)), first };
-                self.client.stream_generate(model, request, &sink).await
+                let answer = self.client.stream_generate(model, request, &sink).await;
+                if let Ok(r) = &answer {
+                    *drafts.written.borrow_mut() = visible_so_far(std::slice::from_ref(r)).0;
+                }
+                answer
             }
         }
     }
@@ -172,8 +222,22 @@ struct Sink<'a> {
     first: bool,
 }
 
+/// The answer of a model call not made because the turn was stopped.
+fn stopped_response() -> GenerateContentResponse {
+    let mut r = GenerateContentResponse::default();
+    r.candidates.push(agent_core::gemini::Candidate { finish_reason: Some(agent_core::telegram::drafts::STOPPED_REASON.into()), ..Default::default() });
+    r
+}
+
 impl ChunkSink for Sink<'_> {
+    fn stopped(&self) -> bool {
+        stop_requested(&self.drafts.live.turn_id)
+    }
+
     async fn chunk(&self, so_far: &[GenerateContentResponse]) {
+        if stop_requested(&self.drafts.live.turn_id) {
+            return;
+        }
         let (text, calls) = visible_so_far(so_far);
         if self.first {
             self.send_settled(&text, calls).await;
@@ -187,6 +251,11 @@ impl Sink<'_> {
     async fn send_settled(&self, text: &str, calls: bool) {
         let d = self.drafts;
         if calls || d.early_over.get() {
+            return;
+        }
+        // An answer that will go rich goes whole (rich messages split by their own limits).
+        if d.rich.get() && agent_core::format::rich::needs_rich(text) {
+            d.early_over.set(true);
             return;
         }
         let settled = settled_chunks(text, TELEGRAM_LIMIT);
@@ -219,12 +288,13 @@ impl Sink<'_> {
         if d.done.get() || d.sent.get() >= MAX_DRAFTS_PER_TURN {
             return;
         }
-        let id = conv_draft_id(&d.conv);
+        // The turn's own draft id: a Stop names it (`core::telegram::drafts::stops_turn`).
+        let id = draft_id(&d.live.turn_id);
         if !(d.live.current)() {
             // A newer message: the turn will be replanned. Take the half answer down.
             d.done.set(true);
             if self.pacer.borrow().sent > 0 {
-                let _ = d.tg.draft(d.conv.chat_id, d.conv.thread_id, id, "").await;
+                let _ = d.tg.draft(d.conv.chat_id, d.conv.thread_id, conv_draft_id(&d.conv), "").await;
             }
             return;
         }
@@ -232,8 +302,31 @@ impl Sink<'_> {
         if !self.pacer.borrow_mut().due(now, text, calls) {
             return;
         }
+        if d.rich.get() && agent_core::format::rich::needs_rich(text) {
+            if let Some(html) = agent_core::format::rich::render_rich_draft(text) {
+                match d.tg.rich_draft(d.conv.chat_id, d.conv.thread_id, id, &html).await {
+                    Ok(()) => {
+                        self.pacer.borrow_mut().shown(now, text);
+                        d.sent.set(d.sent.get() + 1);
+                        return;
+                    }
+                    // Refused: this turn's drafts (and, the method missing, a while's answers)
+                    // are ordinary; this draft goes as one at once.
+                    Err(e) if e.refuses_rich() => {
+                        worker::console_warn!("chat {}: a rich draft was refused ({e}); drafting as text", d.conv);
+                        super::deliver::rich_refused(&e);
+                        d.rich.set(false);
+                    }
+                    Err(e) => {
+                        refused(&d.conv, &e);
+                        d.done.set(true);
+                        return;
+                    }
+                }
+            }
+        }
         let Some(html) = agent_core::format::draft::render_draft(text, DRAFT_LIMIT) else { return };
-        match d.tg.draft(d.conv.chat_id, d.conv.thread_id, id, &html).await {
+        match d.tg.stoppable_draft(d.conv.chat_id, d.conv.thread_id, id, &html).await {
             Ok(()) => {
                 self.pacer.borrow_mut().shown(now, text);
                 d.sent.set(d.sent.get() + 1);

@@ -34,6 +34,7 @@ mod inbox;
 mod jobs;
 mod plan;
 mod schedules;
+mod stop;
 mod turn_life;
 
 use crate::bot::{answer, stream};
@@ -188,6 +189,10 @@ impl ChatObject {
             ChatRequest::Crew { enabled } => {
                 self.set_crew(ctx, enabled).await;
                 Response::from_json(&serde_json::json!({ "enabled": enabled }))
+            }
+            ChatRequest::Stop { draft_id } => {
+                let stopped = self.stop_generation(draft_id).await;
+                Response::from_json(&serde_json::json!({ "stopped": stopped }))
             }
             ChatRequest::State => {
                 self.ensure_loaded().await;

@@ -22,7 +22,7 @@ use agent_core::conversation::{ConvKey, Inbound};
 use agent_core::telegram::gating::{reply_trigger, BotIdentity, Trigger};
 use agent_core::telegram::normalize::normalize;
 use agent_core::access::policy::{admitted_by_level, RefusedLimit};
-use agent_core::telegram::{parse_update, Update, MAX_UPDATE_BYTES};
+use agent_core::telegram::{parse_update, Update, UpdateKind, MAX_UPDATE_BYTES};
 use worker::{Request, Response, Result};
 
 pub const SECRET_HEADER: &str = "X-Telegram-Bot-Api-Secret-Token";
@@ -78,6 +78,51 @@ fn refused_limit(ctx: &Ctx, chat_id: i64, user_id: Option<i64>, admitted: (bool,
     RefusedLimit::new(chat_id, user_id, admitted, now, ctx.cfg.refused_updates_per_hour)
 }
 
+/// Updates that do not go the way of people's messages: Telegram's Stop on a draft, and an
+/// ephemeral message (only its sender and the bot see it: `bot::ephemeral`; never stored).
+/// (A private topic's first message is named here too, `bot::topics`, and then goes on.)
+async fn special(ctx: &Ctx, update: &Update) -> Option<Result<Response>> {
+    match &update.kind {
+        UpdateKind::StoppedGeneration(stop) => Some(stopped(ctx, stop).await),
+        UpdateKind::Message(raw) if raw.ephemeral_message_id.is_none() => {
+            // A private topic with an implicit name is named from its first message; the
+            // message then goes on as any other.
+            if let Some((chat, thread, name)) = agent_core::telegram::drafts::implicit_topic_name(raw) {
+                crate::bot::topics::name_once(ctx, chat, thread, &name).await;
+            }
+            None
+        }
+        UpdateKind::Message(raw) => {
+            let ephemeral_id = raw.ephemeral_message_id?;
+            if let Inbound::Message(m) = normalize(update) {
+                // Only where the policy admits people without a stored level (the person's own
+                // level is not read here): elsewhere the ephemeral command goes unanswered.
+                let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
+                if admitted.0 && admitted.1 {
+                    let bot = bot_identity(ctx).await;
+                    crate::bot::ephemeral::handle(ctx, update.update_id, &m, ephemeral_id, raw.date, &bot.username).await;
+                }
+            }
+            Some(ok(ctx))
+        }
+        _ => None,
+    }
+}
+
+/// Telegram's Stop on a draft (`stopped_message_generation`, Bot API 10.3): handed to the chat
+/// object of the draft's conversation (a private chat, or its topic), which stops the turn
+/// whose draft it is, if one runs. Nothing is stored: no person's words are in it. A Stop
+/// that cannot be handed on is acknowledged (a press is worth no redelivery loop).
+async fn stopped(ctx: &Ctx, stop: &agent_core::telegram::MessageGenerationStopped) -> Result<Response> {
+    let conv = ConvKey { chat_id: stop.chat.id, thread_id: stop.message_thread_id };
+    if stop.chat.id > 0 {
+        if let Err(e) = objects::send_stop(ctx, &conv, stop.draft_id).await {
+            worker::console_warn!("a Stop for {conv} could not reach its chat: {e}");
+        }
+    }
+    ok(ctx)
+}
+
 pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
     let presented = req.headers().get(SECRET_HEADER)?.unwrap_or_default();
     if let Some(refused) = refuse(&req, &ctx.secrets.webhook_secret, "TELEGRAM_WEBHOOK_SECRET", "the webhook", &presented)? {
@@ -92,6 +137,7 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
     let Some(update) = read_update(&req).await else {
         return ok(ctx);
     };
+    if let Some(done) = special(ctx, &update).await { return done; }
     let now = now_ms();
     let db = ctx.db();
     match normalize(&update) {

@@ -208,6 +208,12 @@ impl Chunks {
         Chunks(stream.get_reader().unchecked_into())
     }
 
+    /// Stops reading: the rest of the body is not transferred (a stopped answer's stream; an
+    /// abort alone may leave the runtime reading it to its end).
+    pub(super) fn cancel(&self) {
+        let _ = self.0.cancel();
+    }
+
     /// The next chunk, or `None` at the end.
     pub(super) async fn next(&mut self) -> Result<Option<Vec<u8>>, String> {
         let result = JsFuture::from(self.0.read()).await.map_err(js_error)?;

@@ -37,6 +37,9 @@ pub enum ChatRequest {
     Schedules,
     /// The chat's crew switch (`None`: follow `CREW_CHATS`): answers `{"enabled"}`.
     Crew { enabled: Option<bool> },
+    /// Telegram's Stop was pressed on draft `draft_id` (a `stopped_message_generation`
+    /// update): the running turn whose draft it is stops; any other, nothing. Answers `ok`.
+    Stop { draft_id: i64 },
     /// The object's state (the admin API's `GET /api/v1/chats/{id}/state`, for tests and
     /// debugging): answers the `ChatState`.
     State,
@@ -53,6 +56,7 @@ impl ChatRequest {
             ChatRequest::Schedules => "schedules",
             ChatRequest::Crew { .. } => "crew",
             ChatRequest::State => "state",
+            ChatRequest::Stop { .. } => "stop",
         }
     }
 }
@@ -128,6 +132,11 @@ pub async fn notify(ctx: &Ctx, conv: &ConvKey, request: &ChatRequest) -> Result<
 
 /// Hands an arrived update to its chat object; fails if the object did not accept it (the
 /// webhook then answers 500 and Telegram redelivers).
+/// Tells the chat object of `conv` that Stop was pressed on draft `draft_id`.
+pub async fn send_stop(ctx: &Ctx, conv: &ConvKey, draft_id: i64) -> Result<()> {
+    notify(ctx, conv, &ChatRequest::Stop { draft_id }).await
+}
+
 pub async fn send_arrival(ctx: &Ctx, conv: &ConvKey, arrival: Arrival) -> Result<()> {
     call_ok(ctx, conv, &ChatRequest::Arrival(arrival)).await.map(|_| ())
 }

@@ -102,6 +102,11 @@ impl TelegramClient {
         self.message_call("sendMessage", body).await
     }
 
+    /// Sends a rich message (`sendRichMessage`, Bot API 10.1) and returns its id.
+    pub async fn send_rich_message(&self, body: &api::SendRichMessage) -> Result<i64, TelegramError> {
+        self.message_call("sendRichMessage", body).await
+    }
+
     pub async fn message_call<B: Serialize>(&self, method: &str, body: &B) -> Result<i64, TelegramError> {
         let v = self.call(method, body).await?;
         serde_json::from_value::<SentMessage>(v)

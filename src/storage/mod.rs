@@ -24,6 +24,7 @@ pub mod miniapp;
 pub mod notes;
 pub mod outbox;
 pub mod overview;
+pub mod prefs;
 pub mod retention;
 pub mod schedules;
 pub mod turns;

@@ -119,3 +119,11 @@ pub async fn record_failed(db: &Db, key: &str, error: &str) -> Result<()> {
     db.run("UPDATE outbox SET status = 'failed', error = ?2 WHERE key = ?1", args![key, error]).await?;
     Ok(())
 }
+
+/// Marks an outbox row sent without storing a bot message: an ephemeral answer (Bot API 10.2)
+/// never enters the chat's history. Its `tg_message_id` is Telegram's 0 ("0 for ephemeral
+/// messages"): no message of the chat can be found by it.
+pub async fn record_sent_unstored(db: &Db, key: &str, message_id: i64, now: i64) -> Result<()> {
+    db.run("UPDATE outbox SET status = 'sent', tg_message_id = ?2, sent_at = ?3, error = NULL WHERE key = ?1", args![key, message_id, now]).await?;
+    Ok(())
+}

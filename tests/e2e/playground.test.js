@@ -117,3 +117,36 @@ test("the playground opens the Mini App as Alice or Bob, signed with its stand-i
     assert.ok(page.url().startsWith(worker.url.href.replace(/\/$/, "") + "/app#"), page.url());
   }
 });
+
+test("rich answers in the web chat: a table answer is rendered as a table", async () => {
+  const page = await browser.newPage();
+  await page.goto(playground.base);
+  await page.fill("#input-dm", "show me a table of planets");
+  await page.press("#input-dm", "Enter");
+  const reply = page.locator("#log-dm .msg.bot.rich", { hasText: "A table, as asked" });
+  await reply.waitFor({ timeout: 15_000 });
+  assert.equal(await reply.locator("table tr").count(), 4, "a header row and three rows");
+  assert.equal(await reply.locator("th").first().textContent(), "planet");
+  assert.equal(await reply.locator("td", { hasText: "Mars" }).count(), 1);
+  assert.match(await reply.locator(".math").first().textContent(), /E = mc\^2/);
+  assert.ok(playground.telegram.calls("sendRichMessage").some((c) => c.rich !== undefined), "sent as a rich message");
+});
+
+test("Stop in the web chat: a long answer streams as a draft with a Stop button; pressing it ends the answer, marked stopped", async () => {
+  const page = await browser.newPage();
+  await page.goto(playground.base);
+  await page.fill("#input-dm", "give me a long answer");
+  await page.press("#input-dm", "Enter");
+  const stop = page.locator("#draft-dm button.stop");
+  await stop.waitFor({ state: "visible", timeout: 15_000 });
+  await page.locator("#draft-dm .text", { hasText: "Part 2:" }).waitFor({ timeout: 15_000 });
+  await stop.click();
+  const reply = page.locator("#log-dm .msg.bot", { hasText: "⏹ stopped" });
+  await reply.waitFor({ timeout: 15_000 });
+  const text = await reply.textContent();
+  assert.match(text, /A long answer, streamed slowly/);
+  assert.doesNotMatch(text, /Part 30:/, "cut where it was stopped");
+  await page.waitForTimeout(1500);
+  assert.equal(await page.locator("#log-dm .msg.bot", { hasText: "A long answer" }).count(), 1, "nothing else of that turn");
+  assert.ok(await page.locator("#draft-dm").isHidden());
+});

@@ -186,7 +186,16 @@ function pieces(text, n) {
 /** Streams a successful answer as Gemini does with alt=sse. */
 async function streamAnswer(res, body, streamMs, entry) {
   res.writeHead(200, { "content-type": "text/event-stream" });
+  // `entry.aborted`: when the caller hung up before the answer's end (a stopped answer).
+  res.on("close", () => {
+    if (!res.writableEnded) entry.aborted ??= Date.now();
+  });
   const write = (chunk) => {
+    // The caller hung up (a stopped answer): nothing more is sent.
+    if (res.destroyed || res.writableEnded) {
+      entry.aborted ??= Date.now();
+      return;
+    }
     entry.chunks.push(Date.now());
     res.write(`data: ${JSON.stringify(chunk)}\r\n\r\n`);
   };

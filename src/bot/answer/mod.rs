@@ -105,8 +105,12 @@ async fn ask_model(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &inputs::TurnIn
     let describing = media::describe(ctx, conv, Some(&turn.turn_id), &items, &chosen, &extra, never);
     // Drafts show a private chat's answer as it is written; a crew persona's answer starts with
     // its name, which drafts do not show, so crew turns are not drafted.
-    let port = StreamingModel::new(ctx, conv, is_private(c) && turn.crew.is_none(), live, c.window.newest_seq);
+    let port = StreamingModel::new(ctx, conv, is_private(c) && turn.crew.is_none(), live, c.window.newest_seq)
+        .with_rich(request::rich_answers(ctx, conv, c));
     let (outcome, _) = futures::join!(call_model(ctx, conv, turn, c, &request, &port), describing);
+    if let Some(partial) = port.stopped() {
+        return stopped(ctx, turn, outcome, &partial);
+    }
     if !(refused_media(&outcome) && any_inline(&items)) {
         return outcome;
     }
@@ -124,6 +128,24 @@ async fn ask_model(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &inputs::TurnIn
     };
     calls.splice(0..0, first_calls);
     outcome
+}
+
+/// A turn the person stopped (Telegram's Stop button): whatever the loop planned, it sends only
+/// what `STOP_KEEPS` says (`core::telegram::drafts::stopped_steps`), never an apology; it is
+/// recorded with the finish reason `STOPPED_BY_USER` and the usage of the calls it made (a cut
+/// stream's estimated). A failed call after the Stop fails nothing: the turn is over.
+fn stopped(ctx: &Ctx, turn: &TurnRun, outcome: Result<turn::TurnResult, turn::TurnFailure>, partial: &str) -> Result<turn::TurnResult, turn::TurnFailure> {
+    use agent_core::telegram::drafts::{stopped_steps, STOPPED_REASON};
+    worker::console_log!("turn {}: stopped by the person", turn.turn_id);
+    let mut r = match outcome {
+        Ok(r) => r,
+        Err(f) => turn::TurnResult { calls: f.calls, ..Default::default() },
+    };
+    r.steps = stopped_steps(partial, ctx.cfg.stop_keeps_partial);
+    r.step_calls = vec![None; r.steps.len()];
+    r.silent = r.steps.is_empty();
+    r.finish_reason = Some(STOPPED_REASON.into());
+    Ok(r)
 }
 
 /// Runs the core's turn loop on `request`.

@@ -90,7 +90,19 @@ fn prompt_texts(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model
         chat: &chat,
         summary,
     };
-    crew_section(ctx, turn, prompt::system_instruction(&input), prompt::turn_context(&input))
+    let mut instruction = prompt::system_instruction(&input);
+    if rich_answers(ctx, conv, c) {
+        instruction.push_str("\n\n");
+        instruction.push_str(agent_core::format::rich::PROMPT_NOTE);
+    }
+    crew_section(ctx, turn, instruction, prompt::turn_context(&input))
+}
+
+/// Whether this turn's answer may go rich (`bot::deliver::rich_on`, with the person's setting
+/// read with the chat's row): only then is the model told about tables and maths.
+pub fn rich_answers(ctx: &Ctx, conv: &ConvKey, c: &TurnInputs) -> bool {
+    let off = c.chat.as_ref().and_then(|ch| ch.rich_off).unwrap_or(0) != 0;
+    crate::bot::deliver::rich_on(ctx, conv, off)
 }
 
 /// A crew persona's system instruction ends with the crew: who it is, the others, how to pass

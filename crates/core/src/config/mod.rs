@@ -86,6 +86,12 @@ pub struct Config {
     pub debounce_fixed: bool,
     /// Private chats see the answer stream in as a Telegram draft.
     pub stream_drafts: bool,
+    /// `RICH_MESSAGES=auto`: answers with tables, maths or headings go as rich messages in
+    /// private chats (unless the person said `/rich off`); `off`: never.
+    pub rich_messages: bool,
+    /// `STOP_KEEPS=partial`: a turn stopped with Telegram's Stop button sends what it wrote so
+    /// far, marked as stopped; `nothing`: nothing.
+    pub stop_keeps_partial: bool,
     /// The least time between two draft updates of one answer.
     pub draft_interval_ms: u64,
     /// IANA time zone name for the "current time" line of the prompt, and schedules' default.
@@ -213,6 +219,8 @@ impl Config {
             debounce_max_ms: 0,
             debounce_fixed: false,
             stream_drafts: false,
+            rich_messages: false,
+            stop_keeps_partial: false,
             draft_interval_ms: 0,
             timezone: String::new(),
             web_search: false,
@@ -312,7 +320,9 @@ mod tests {
                     for o in options {
                         let c = Config::from_vars(&vars(&[(s.name, o)]));
                         assert!(c.warnings.is_empty(), "{}={o}", s.name);
-                        let shown = [c.history_format.as_str(), c.dm_policy.as_str()];
+                        let rich = if c.rich_messages { "auto" } else { "off" };
+                        let keeps = if c.stop_keeps_partial { "partial" } else { "nothing" };
+                        let shown = [c.history_format.as_str(), c.dm_policy.as_str(), rich, keeps];
                         assert!(shown.contains(o), "{}={o} is applied", s.name);
                     }
                 }

@@ -72,6 +72,12 @@ pub const SETTINGS: &[Setting] = &[
     num("DEBOUNCE_MS", 1500, 0, MAX, "fixed quiet time before answering a burst; unset, adaptive (`crate::chat::debounce`)", |c, n| c.debounce_ms = n),
     num("DEBOUNCE_MAX_MS", 8000, 0, MAX, "the longest a burst may postpone the model call (at least DEBOUNCE_MS)", |c, n| c.debounce_max_ms = n),
     flag("STREAM_DRAFTS", true, "private chats see the answer stream in as a Telegram draft", |c, b| c.stream_drafts = b),
+    Setting { name: "RICH_MESSAGES", doc: "answers needing tables, maths or headings go as rich messages in private chats (auto) or never (off)", kind: Kind::Choice {
+        options: &["auto", "off"], default: "auto", fallback: "auto",
+        set: |c, v| c.rich_messages = v != "off" } },
+    Setting { name: "STOP_KEEPS", doc: "what a turn stopped with Telegram's Stop button sends: what it wrote so far, marked stopped (partial), or nothing", kind: Kind::Choice {
+        options: &["partial", "nothing"], default: "partial", fallback: "partial",
+        set: |c, v| c.stop_keeps_partial = v != "nothing" } },
     num("DRAFT_INTERVAL_MS", 500, 100, 10_000, "the least time between two draft updates of one answer", |c, n| c.draft_interval_ms = n),
     custom("SESSION_IDLE_HOURS", "24", "idle hours after which the next message starts a new session", |c, r| {
         if r.get("SESSION_IDLE_MINUTES").is_none() {

@@ -8,6 +8,7 @@ pub mod draft;
 pub mod escape;
 pub mod html;
 pub mod markdown;
+pub mod rich;
 pub mod split;
 
 pub use escape::escape_markdown;

@@ -86,12 +86,72 @@ pub struct SendChatAction {
 pub struct BotCommand {
     pub command: String,
     pub description: String,
+    /// Bot API 10.2: sent in a group, the command is seen only by its sender and the bot, and
+    /// the bot may answer it with an ephemeral message.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_ephemeral: bool,
+}
+
+/// The Bot API 10.3 `ephemeral_message_parameters` of a message only `receiver_user_id` sees.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EphemeralMessageParameters {
+    pub receiver_user_id: i64,
+}
+
+/// How long after an ephemeral message the bot may answer it (when it is not an admin).
+pub const EPHEMERAL_WINDOW_MS: i64 = 15_000;
+
+/// Whether an ephemeral command sent at `date_s` (Telegram's seconds) can still be answered
+/// ephemerally at `now_ms`, with a margin of two seconds for the answer's own way (Telegram
+/// stamps whole seconds).
+pub fn ephemeral_in_window(date_s: i64, now_ms: i64) -> bool {
+    now_ms - date_s.saturating_mul(1000) <= EPHEMERAL_WINDOW_MS - 2_000
 }
 
 /// The part of a sent `Message` the bot keeps.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct SentMessage {
     pub message_id: i64,
+}
+
+/// Bot API 10.1 `InputRichMessage`, in its HTML form (the bot renders its own rich HTML:
+/// `core::format::rich`). `skip_entity_detection`: the model's bare URLs, mentions and
+/// commands stay text (no link appears that the model did not write as one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputRichMessage {
+    pub html: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_entity_detection: bool,
+}
+
+/// `sendRichMessage` (Bot API 10.1). It has no `link_preview_options` and no fallback text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SendRichMessage {
+    pub chat_id: i64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub message_thread_id: Option<i64>,
+    pub rich_message: InputRichMessage,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reply_parameters: Option<ReplyParameters>,
+}
+
+impl TelegramError {
+    /// Whether Telegram refused a rich message itself (its method or its payload), so the same
+    /// answer goes as an ordinary HTML message instead: the method is missing (404 "method not
+    /// found", or a 404 without a JSON body), or a 400 about the payload (over a limit, a tag
+    /// it does not know; the reference documents no wording, so any 400 but a reply gone or a
+    /// migrated chat). A 401 (wrong token), 403, 429, 5xx or network error is not: those are
+    /// handled as for any message.
+    pub fn refuses_rich(&self) -> bool {
+        matches!(self, TelegramError::MethodNotFound(_) | TelegramError::Unauthorized(404) | TelegramError::BadRequest(_)
+            | TelegramError::CantParseEntities(_) | TelegramError::TooLong)
+    }
+
+    /// Whether the refusal is of the rich methods themselves (not one payload): rich answers
+    /// are then off for a while.
+    pub fn rich_method_missing(&self) -> bool {
+        matches!(self, TelegramError::MethodNotFound(_) | TelegramError::Unauthorized(404))
+    }
 }
 
 /// `getMe`'s answer.
@@ -163,6 +223,11 @@ pub enum TelegramError {
     /// 401 or 404: the bot token or the API base is wrong.
     #[error("unauthorized or wrong API base (HTTP {0})")]
     Unauthorized(u16),
+    /// 404 "method not found": the token and base are right (Telegram answered in JSON) but this
+    /// Bot API server has no such method (an older server, a local Bot API server not updated).
+    /// Not a wrong token: the caller falls back to an older method.
+    #[error("method not found: {0}")]
+    MethodNotFound(String),
     /// 5xx and anything unexpected from the server: worth retrying.
     #[error("server error {0}: {1}")]
     Server(u16, String),
@@ -235,6 +300,7 @@ pub fn parse_response(status: u16, body: &str) -> Result<Value, TelegramError> {
     let lower = desc.to_ascii_lowercase();
     Err(match code {
         429 => TelegramError::RetryAfter(params.and_then(|p| p.retry_after).unwrap_or(5)),
+        404 if lower.contains("method not found") => TelegramError::MethodNotFound(desc),
         401 | 404 => TelegramError::Unauthorized(code),
         403 => TelegramError::Forbidden(desc),
         400 if lower.contains("can't parse entities") => TelegramError::CantParseEntities(desc),
@@ -282,6 +348,30 @@ mod tests {
         assert_eq!(e(401, r#"{"ok":false,"error_code":401,"description":"Unauthorized"}"#), TelegramError::Unauthorized(401));
         assert!(e(502, "<html>Bad Gateway</html>").is_transient());
         assert!(!e(400, r#"{"ok":false,"error_code":400,"description":"Bad Request: chat not found"}"#).is_transient());
+    }
+
+    #[test]
+    fn a_missing_method_is_not_a_wrong_token() {
+        let e = |s, b| parse_response(s, b).unwrap_err();
+        let missing = e(404, r#"{"ok":false,"error_code":404,"description":"Not Found: method not found"}"#);
+        assert!(matches!(missing, TelegramError::MethodNotFound(_)));
+        assert!(missing.refuses_rich() && missing.rich_method_missing());
+        assert_eq!(e(404, r#"{"ok":false,"error_code":404,"description":"Not Found"}"#), TelegramError::Unauthorized(404));
+        let payload = e(400, r#"{"ok":false,"error_code":400,"description":"Bad Request: RICH_MESSAGE_TOO_LONG"}"#);
+        assert!(payload.refuses_rich() && !payload.rich_method_missing());
+        assert!(!TelegramError::Unauthorized(401).refuses_rich());
+        assert!(!TelegramError::RetryAfter(3).refuses_rich());
+        assert!(!TelegramError::ReplyNotFound.refuses_rich());
+        assert!(!TelegramError::Forbidden("blocked".into()).refuses_rich());
+    }
+
+    #[test]
+    fn an_ephemeral_command_is_answered_privately_only_within_the_window() {
+        let sent = 1_000_000; // seconds
+        assert!(ephemeral_in_window(sent, sent * 1000 + 5_000));
+        assert!(ephemeral_in_window(sent, sent * 1000 + 13_000));
+        assert!(!ephemeral_in_window(sent, sent * 1000 + 13_001), "two seconds kept for the answer's way");
+        assert!(!ephemeral_in_window(sent, sent * 1000 + 60_000));
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub enum Command {
     Cancel(Option<i64>),
     /// `/crew on|off` (operators): the crew speaks in this chat or not (`None`: unclear).
     Crew(Option<bool>),
+    /// `/rich on|off`: the speaker's own rich answers (`None`: unclear; says what it is now).
+    Rich(Option<bool>),
 }
 
 /// What `/forget` names: everything about the speaker, one note (`n12`) or memory (`m7`) as
@@ -104,6 +106,11 @@ pub fn parse(m: &InboundMessage, bot_username: &str) -> Option<Command> {
             "off" => Some(false),
             _ => None,
         }),
+        "rich" => Command::Rich(match args.to_ascii_lowercase().as_str() {
+            "on" => Some(true),
+            "off" => Some(false),
+            _ => None,
+        }),
         _ => return None,
     })
 }
@@ -111,6 +118,15 @@ pub fn parse(m: &InboundMessage, bot_username: &str) -> Option<Command> {
 /// Outside names as one comma-separated Markdown-escaped list.
 pub fn escape_list(items: &[String]) -> String {
     items.iter().map(|i| esc(i)).collect::<Vec<_>>().join(", ")
+}
+
+/// Commands whose answer concerns only the person who sent it: marked ephemeral in the menu,
+/// so in a group only they see the command and its answer (Bot API 10.2).
+pub const EPHEMERAL: [&str; 6] = ["memory", "forget", "usage", "reminders", "whoami", "rich"];
+
+/// Whether a command's answer is the sender's own business (see [`EPHEMERAL`]).
+pub fn is_private_answer(cmd: &Command) -> bool {
+    matches!(cmd, Command::Memory | Command::Forget(_) | Command::Usage | Command::Reminders | Command::Whoami | Command::Rich(_))
 }
 
 /// The command menu registered with setMyCommands.
@@ -123,11 +139,12 @@ pub fn menu() -> Vec<BotCommand> {
         ("usage", "Model usage and cost of this chat"),
         ("reminders", "Reminders and follow-ups set in this chat"),
         ("cancel", "Cancel a reminder: /cancel <id>"),
+        ("rich", "Rich answers (tables, maths): /rich on or /rich off"),
         ("whoami", "Your Telegram ids"),
         ("help", "What I can do"),
     ]
     .into_iter()
-    .map(|(c, d)| BotCommand { command: c.into(), description: d.into() })
+    .map(|(c, d)| BotCommand { command: c.into(), description: d.into(), is_ephemeral: EPHEMERAL.contains(&c) })
     .collect()
 }
 
@@ -144,6 +161,7 @@ pub fn help_text(bot_name: &str) -> String {
          /forget <id> or /forget all – erase memories\n\
          /usage – tokens and cost of this chat\n\
          /reminders – reminders set in this chat; /cancel <id> cancels one\n\
+         /rich off or /rich on – answers with tables and maths as rich messages (some older apps show them blank)\n\
          /whoami – your ids"
     )
 }
@@ -151,6 +169,25 @@ pub fn help_text(bot_name: &str) -> String {
 pub fn start_text(bot_name: &str) -> String {
     let bot_name = esc(bot_name);
     format!("Hello! I'm {bot_name}. Write to me and I'll answer. /help lists what I can do.")
+}
+
+/// `/rich`'s answer. `on`: what the person asked (`None`: only asked); `was_off`: their setting
+/// before; `enabled`: `RICH_MESSAGES` is not `off`; `private`: said in a private chat.
+pub fn rich_text(on: Option<bool>, was_off: bool, enabled: bool, private: bool) -> String {
+    let now_on = on.unwrap_or(!was_off);
+    let mut text = match on {
+        Some(true) => "Rich answers on: answers with tables, maths or many headings come as rich messages.".to_string(),
+        Some(false) => "Rich answers off: every answer comes as an ordinary message (tables as aligned text).".to_string(),
+        None if now_on => "Rich answers are on for you. /rich off turns them off (if your app shows them blank).".to_string(),
+        None => "Rich answers are off for you. /rich on turns them on.".to_string(),
+    };
+    if !enabled && now_on {
+        text.push_str(" (My operator has turned rich answers off for now.)");
+    }
+    if !private {
+        text.push_str(" This applies to our private chat: answers in groups are ordinary messages.");
+    }
+    text
 }
 
 /// What `/status` reports.
@@ -230,6 +267,11 @@ mod tests {
         assert_eq!(parse(&text("/crew ON"), "edge_bot"), Some(Command::Crew(Some(true))));
         assert_eq!(parse(&text("/crew off"), "edge_bot"), Some(Command::Crew(Some(false))));
         assert_eq!(parse(&text("/crew"), "edge_bot"), Some(Command::Crew(None)));
+        assert_eq!(parse(&text("/rich OFF"), "edge_bot"), Some(Command::Rich(Some(false))));
+        assert_eq!(parse(&text("/rich on"), "edge_bot"), Some(Command::Rich(Some(true))));
+        assert_eq!(parse(&text("/rich"), "edge_bot"), Some(Command::Rich(None)));
+        assert!(rich_text(Some(false), false, true, true).starts_with("Rich answers off"));
+        assert!(rich_text(None, true, true, false).contains("private chat"));
         assert_eq!(parse(&text("hello /start"), "edge_bot"), None);
     }
 

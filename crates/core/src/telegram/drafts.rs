@@ -65,7 +65,7 @@ impl DraftPacer {
 pub fn drafts_off_ms(error: &crate::telegram::api::TelegramError) -> Option<i64> {
     use crate::telegram::api::TelegramError as E;
     match error {
-        E::BadRequest(_) | E::Unauthorized(_) => Some(DRAFTS_OFF_MS),
+        E::BadRequest(_) | E::Unauthorized(_) | E::MethodNotFound(_) => Some(DRAFTS_OFF_MS),
         _ => None,
     }
 }
@@ -83,6 +83,50 @@ pub fn draft_id(turn_id: &str) -> i64 {
         h = h.wrapping_mul(0x100_0000_01b3);
     }
     ((h ^ (h >> 31)) & 0x7fff_ffff).max(1) as i64
+}
+
+/// Words of a topic's first message its name takes at most, and characters (Telegram: 1-128).
+const TOPIC_NAME_WORDS: usize = 6;
+const TOPIC_NAME_CHARS: usize = 48;
+
+/// A private chat's topic (Bot API 9.3/9.4) whose name Telegram marks as implicit
+/// (`forum_topic_created.is_name_implicit`, carried by every message of the topic as the
+/// message it replies to) gets a short name from its first message: `(chat, thread, name)`,
+/// the first words of `m`'s text. `None`: not such a topic, or nothing to name it by.
+pub fn implicit_topic_name(m: &crate::telegram::Message) -> Option<(i64, i64, String)> {
+    let thread = m.message_thread_id.filter(|_| m.is_topic_message && m.chat.kind == "private")?;
+    let created = m.reply_to_message.as_ref()?.rest.get("forum_topic_created")?;
+    if created.get("is_name_implicit").and_then(serde_json::Value::as_bool) != Some(true) {
+        return None;
+    }
+    let words: Vec<&str> = m.text.as_deref()?.split_whitespace().filter(|w| !w.starts_with('/')).take(TOPIC_NAME_WORDS).collect();
+    let mut name: String = words.join(" ").chars().take(TOPIC_NAME_CHARS).collect();
+    name = name.trim_end_matches(|c: char| c.is_ascii_punctuation() || c.is_whitespace()).to_string();
+    (!name.is_empty()).then_some((m.chat.id, thread, name))
+}
+
+/// The finish reason a turn stopped by the person (Telegram's Stop button) is recorded with.
+pub const STOPPED_REASON: &str = "STOPPED_BY_USER";
+/// What ends a stopped answer that is kept.
+pub const STOPPED_MARK: &str = "⏹ _stopped_";
+
+/// Whether a Stop for `draft_id` is for the turn `turn_id` (a turn's drafts all carry
+/// [`draft_id`] of its id; a Stop for another draft, a finished turn's, does nothing).
+pub fn stops_turn(turn_id: &str, stopped_draft_id: i64) -> bool {
+    draft_id(turn_id) == stopped_draft_id
+}
+
+/// What a stopped turn sends: with `keep` (`STOP_KEEPS=partial`) the answer as far as it was
+/// written (what is open closed, as a draft shows it), marked as stopped; else nothing. Never
+/// an apology. Any link in it goes without a preview (it is the model's text, unchecked).
+pub fn stopped_steps(partial: &str, keep: bool) -> Vec<crate::chat::plan::Step> {
+    let text = crate::format::draft::complete(partial.trim_end());
+    if !keep || text.trim().is_empty() {
+        return Vec::new();
+    }
+    let text = format!("{}\n\n{STOPPED_MARK}", text.trim_end());
+    let no_link_preview = crate::fetch::needs_preview_off(&text, &Default::default());
+    vec![crate::chat::plan::Step::Send { text, reply_to: None, no_link_preview }]
 }
 
 #[cfg(test)]
@@ -113,6 +157,29 @@ mod tests {
         assert_eq!(drafts_off_ms(&E::RetryAfter(5)), None);
         assert_eq!(drafts_off_ms(&E::CantParseEntities("x".into())), None);
         assert_eq!(drafts_off_ms(&E::Network("x".into())), None);
+    }
+
+    #[test]
+    fn a_stop_is_for_its_own_turn_and_keeps_what_was_written() {
+        assert!(stops_turn("1/2-3", draft_id("1/2-3")));
+        assert!(!stops_turn("1/2-4", draft_id("1/2-3")), "a finished turn's draft stops nothing now");
+        let kept = stopped_steps("The plan: **first", true);
+        let crate::chat::plan::Step::Send { text, .. } = &kept[0] else { panic!() };
+        assert_eq!(text, "The plan: **first**\n\n⏹ _stopped_");
+        assert!(stopped_steps("The plan", false).is_empty(), "nothing kept");
+        assert!(stopped_steps("  ", true).is_empty(), "nothing written: nothing sent, no apology");
+    }
+
+    #[test]
+    fn an_implicitly_named_private_topic_is_named_from_its_first_words() {
+        let msg = |implicit: bool, text: &str| {
+            let created = if implicit { r#""forum_topic_created":{"name":"New topic","icon_color":1,"is_name_implicit":true}"# } else { r#""forum_topic_created":{"name":"Trips","icon_color":1}"# };
+            let json = format!(r#"{{"message_id":12,"date":1,"chat":{{"id":42,"type":"private"}},"message_thread_id":10,"is_topic_message":true,"text":{text:?},"reply_to_message":{{"message_id":10,"date":1,"chat":{{"id":42,"type":"private"}},{created}}}}}"#);
+            serde_json::from_str::<crate::telegram::Message>(&json).unwrap()
+        };
+        assert_eq!(implicit_topic_name(&msg(true, "Plan a trip to Lisbon in May, please!")), Some((42, 10, "Plan a trip to Lisbon in".to_string())));
+        assert_eq!(implicit_topic_name(&msg(false, "Plan a trip")), None, "a name its creator gave stays");
+        assert_eq!(implicit_topic_name(&msg(true, "   ")), None);
     }
 
     #[test]

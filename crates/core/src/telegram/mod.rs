@@ -53,6 +53,15 @@ mod tests {
     }
 
     #[test]
+    fn a_stop_update_parses_and_a_broken_one_is_refused() {
+        let u = parse_update(br#"{"update_id":7,"stopped_message_generation":{"chat":{"id":42,"type":"private"},"message_thread_id":3,"draft_id":99}}"#).unwrap();
+        let UpdateKind::StoppedGeneration(s) = &u.kind else { panic!("{:?}", u.kind) };
+        assert_eq!((s.chat.id, s.message_thread_id, s.draft_id), (42, Some(3), 99));
+        assert_eq!(u.kind.name(), "stopped_message_generation");
+        assert!(parse_update(br#"{"update_id":8,"stopped_message_generation":{"chat":{"id":"x"}}}"#).is_err());
+    }
+
+    #[test]
     fn utf16_counts_surrogate_pairs_as_two() {
         assert_eq!(utf16_len("a😋b"), 4);
         assert_eq!(utf16_len("Лол"), 3);

@@ -29,6 +29,8 @@ pub enum UpdateKind {
     BusinessMessage(Message),
     EditedBusinessMessage(Message),
     MessageReaction(MessageReactionUpdated),
+    /// `stopped_message_generation` (Bot API 10.3): a person pressed Stop on a draft.
+    StoppedGeneration(MessageGenerationStopped),
     /// A known or unknown kind the bot does not act on, by its field name
     /// (`callback_query`, `chat_boost`, `new_update_kind`, ...).
     Other(String),
@@ -45,6 +47,7 @@ impl UpdateKind {
             UpdateKind::BusinessMessage(_) => "business_message",
             UpdateKind::EditedBusinessMessage(_) => "edited_business_message",
             UpdateKind::MessageReaction(_) => "message_reaction",
+            UpdateKind::StoppedGeneration(_) => "stopped_message_generation",
             UpdateKind::Other(name) => name,
         }
     }
@@ -120,8 +123,27 @@ pub fn parse_update(body: &[u8]) -> Result<Update, ParseError> {
             .map_err(|e| malformed("message_reaction", e))?;
         return Ok(Update { update_id, kind: UpdateKind::MessageReaction(r) });
     }
+    if let Some(v) = map.remove("stopped_message_generation") {
+        let s = MessageGenerationStopped::deserialize(v).map_err(|e| malformed("stopped_message_generation", e))?;
+        return Ok(Update { update_id, kind: UpdateKind::StoppedGeneration(s) });
+    }
     let name = map.keys().next().cloned().unwrap_or_else(|| "empty".to_string());
     Ok(Update { update_id, kind: UpdateKind::Other(name) })
+}
+
+/// `MessageGenerationStopped` (Bot API 10.3): only the chat, the topic and the draft id (no
+/// user, no time): the draft id alone tells which turn it was.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct MessageGenerationStopped {
+    pub chat: StoppedChat,
+    #[serde(default)]
+    pub message_thread_id: Option<i64>,
+    pub draft_id: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct StoppedChat {
+    pub id: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -323,6 +345,10 @@ pub struct Message {
     pub media_group_id: Option<String>,
     pub author_signature: Option<String>,
     pub business_connection_id: Option<String>,
+    /// An ephemeral message (Bot API 10.2: only its sender and the bot see it; its
+    /// `message_id` is 0): the id to reply to it with, within Telegram's 15 s.
+    #[serde(default)]
+    pub ephemeral_message_id: Option<i64>,
 
     pub forward_origin: Option<MessageOrigin>,
     pub forward_from: Option<User>,

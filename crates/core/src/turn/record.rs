@@ -55,7 +55,7 @@ impl CallRecord {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct TurnResult {
     /// The turn as stored: model contents and (trimmed) tool responses.
     pub turn: BotTurn,
