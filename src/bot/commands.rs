@@ -78,7 +78,7 @@ pub(crate) async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: C
         Command::Reminders => {
             let items = storage::schedules::list_active(&db, conv).await?;
             let zone = storage::schedules::zone(&db, conv.chat_id).await?.unwrap_or_else(|| ctx.cfg.timezone.clone());
-            schedule::list_text(&items, &zone)
+            schedule::list_text(&crate::config::tz::Intl, &items, &zone)
         }
         Command::Cancel(None) => "Which one? /reminders lists them with their ids; then /cancel <id>.".to_string(),
         Command::Cancel(Some(id)) => {

@@ -60,7 +60,7 @@ impl ChatObject {
             }
         };
         for row in due {
-            match schedule::on_due(row.next_run_ms, row.repeat.as_deref(), &row.timezone, now, &ctx.cfg.schedule_limits) {
+            match schedule::on_due(&crate::config::tz::Intl, row.next_run_ms, row.repeat.as_deref(), &row.timezone, now, &ctx.cfg.schedule_limits) {
                 DueRun::Skip { late_ms, next_ms } => {
                     worker::console_warn!(
                         "chat {conv}: schedule #{} skipped: {} minutes late, over SCHEDULE_MAX_LATE_MINUTES",

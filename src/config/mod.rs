@@ -1,7 +1,8 @@
 //! # config: what every invocation starts from (the lowest room)
 //!
 //! The worker's bindings, secrets and configuration ([`env`]), the prompts bundled at build
-//! time ([`prompts`]), the authentication of callers ([`auth`]), the clock and randomness, and
+//! time ([`prompts`]), the authentication of callers ([`auth`]), the time-zone database ([`tz`]:
+//! the runtime's `Intl`), the clock and randomness, and
 //! the per-invocation context [`Ctx`] every handler passes down with its subrequest [`Meter`].
 //!
 //! Invariants (ARCHITECTURE.md): "Layers" (this room imports no other room of the edge). The
@@ -11,6 +12,7 @@
 pub mod auth;
 pub mod env;
 pub mod prompts;
+pub mod tz;
 
 pub use env::{config_from_env, Secrets};
 

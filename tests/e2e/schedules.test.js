@@ -239,6 +239,24 @@ test("/reminders lists in the chat's zone; the admin API lists and cancels", asy
   assert.match(s.tg.sent(uid)[2], /No reminders are set in this chat/);
 });
 
+test("time zones are the runtime's: a daily rule across the DST gap, any case, English abbreviations; offsets refused", async () => {
+  const uid = uniqueId();
+  const row = await schedule(uid, { text: "water the plants", at: "2027-03-28 02:30", timezone: "europe/berlin", repeat: "daily" });
+  assert.equal(row.timezone, "Europe/Berlin", "stored with the runtime's spelling");
+  // 02:30 does not exist that night in Berlin: the first run is at 03:30 CEST; the rule stays 02:30.
+  assert.equal(new Date(row.next_run_ms).toISOString(), "2027-03-28T01:30:00.000Z");
+  assert.equal(row.repeat, "30 2 * * *");
+  const confirm = s.gemini.calls(uid).at(-1).body;
+  assert.equal(functionResponses(confirm)[0].next_run, "Sunday, 2027-03-28 03:30 (CEST)");
+  assert.match(turnContext(s.gemini.calls(uid)[0].body), /Current time: \w+, \d{4}-\d\d-\d\d \d\d:\d\d \(UTC, UTC\+00:00\)/);
+  // An offset is not a zone: the model is told so, and nothing is stored.
+  s.gemini.script(uid, [{ calls: [{ name: "schedule_message", args: { text: "stretch", in_minutes: 60, timezone: "+01:00" } }] }, { text: "No." }]);
+  await s.webhook(privateText(uid, "remind me to stretch in an hour"));
+  await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 15_000, "the answer");
+  assert.match(functionResponses(s.gemini.calls(uid).at(-1).body)[0].error, /unknown time zone "\+01:00": use an IANA name/);
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM schedules WHERE chat_id = ?", uid))[0].n, 1);
+});
+
 test("in a group, people cancel only the reminders they set", async () => {
   const chat = -uniqueId();
   const alice = uniqueId();

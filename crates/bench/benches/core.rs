@@ -65,6 +65,7 @@ fn prompt_500(c: &mut Criterion) {
                     memory_budget: 1500,
                     now,
                     timezone: "Europe/Berlin",
+                    zones: &agent_core::time_zone::TzDb,
                     chat: &chat,
                     summary: None,
                 };

@@ -90,6 +90,7 @@ fn request(layout: Layout, format: HistoryFormat, upto: &[HistoryMessage], turns
         memory_budget: 1500,
         now: chrono::DateTime::from_timestamp(target.date, 0).unwrap_or_default(),
         timezone: "Europe/Berlin",
+        zones: &agent_core::time_zone::TzDb,
         chat: &chat,
         summary: cut.map(|_| "Earlier: the friends planned dinners, games and a book club."),
     };

@@ -30,6 +30,8 @@
 //! - [`access`]: who may talk to the bot, and on whose authority a turn's writes act.
 //! - [`config`], [`limits`], [`secret`], [`usage`]: settings, the model budgets and
 //!   throttles, secrets, what the model calls cost.
+//! - [`time_zone`]: the time-zone database the caller supplies (the worker: the runtime's
+//!   `Intl`; tests: chrono-tz), and a zone's offsets and local times.
 //!
 //! Why these stay top-level: [`config`] depends on `chat`, `fetch`, `gemini` (prices) and
 //! [`limits`] (their defaults and types), and `access`, `turn`, [`usage`] and [`crew`] depend on
@@ -54,5 +56,6 @@ pub mod limits;
 pub mod memory;
 pub mod secret;
 pub mod telegram;
+pub mod time_zone;
 pub mod turn;
 pub mod usage;

@@ -118,6 +118,7 @@ fn system(r: &Recorded, format: HistoryFormat) -> String {
         memory_budget: 1500,
         now: r.now,
         timezone: &r.timezone,
+        zones: &agent_core::time_zone::TzDb,
         chat: &chat,
         summary: Some("Earlier this month the club hiked the Rabenkopf loop; Bob suggested more photos of routes."),
     };

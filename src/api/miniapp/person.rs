@@ -3,6 +3,7 @@
 //! commands there do (`/memory`, `/forget`, `/reminders`, `/cancel`, `/usage`), through the
 //! same functions. Another person's memory or reminder id finds nothing (404).
 
+use crate::config::tz::Intl;
 use super::answer;
 use crate::bot::{memory, usage};
 use crate::config::{now_ms, Ctx};
@@ -75,14 +76,14 @@ async fn me(ctx: &Ctx, init: &InitData) -> Result<Response> {
     let reminders: Vec<Value> = listed
         .iter()
         .map(|s| {
-            let tz = schedule::zone(&s.timezone).unwrap_or(schedule::Tz::UTC);
+            let tz = schedule::Zone::or_utc(&Intl, &s.timezone);
             json!({
                 "id": s.id,
                 "text": s.text,
                 "timezone": s.timezone,
                 "repeat": s.repeat.as_deref().map(schedule::repeat_label),
                 "next_run_ms": s.next_run_ms,
-                "next_run_local": s.next_run_ms.map(|ms| schedule::local_text(ms, tz)),
+                "next_run_local": s.next_run_ms.map(|ms| schedule::local_text(ms, &tz)),
             })
         })
         .collect();
@@ -169,7 +170,7 @@ async fn change(ctx: &Ctx, user: i64, id: &str, body: &Value) -> Result<Response
         Some(rule) => Some(rule),
     };
     let now = chrono::DateTime::from_timestamp_millis(now_ms()).unwrap_or_default();
-    let planned = match schedule::change(&found.text, &found.timezone, at, repeat, now, &ctx.cfg.schedule_limits) {
+    let planned = match schedule::change(&Intl, &found.text, &found.timezone, at, repeat, now, &ctx.cfg.schedule_limits) {
         Ok(p) => p,
         Err(e) => return bad(&e.to_string()),
     };
@@ -177,6 +178,6 @@ async fn change(ctx: &Ctx, user: i64, id: &str, body: &Value) -> Result<Response
         return not_found();
     }
     reread(ctx, user).await;
-    let tz = schedule::zone(&planned.timezone).unwrap_or(schedule::Tz::UTC);
-    answer(&json!({"id": id, "next_run_local": schedule::local_text(planned.first_run_ms, tz), "repeat": planned.repeat}), 200)
+    let tz = schedule::Zone::or_utc(&Intl, &planned.timezone);
+    answer(&json!({"id": id, "next_run_local": schedule::local_text(planned.first_run_ms, &tz), "repeat": planned.repeat}), 200)
 }

@@ -42,7 +42,7 @@ fn reaction_of(messages: &[history::HistoryMessage]) -> Option<Reaction> {
 /// What the situation says about a scheduled run: its time in its zone, how late, how it
 /// repeats.
 fn scheduled_situation(run: &agent_core::chat_state::ScheduledRun) -> ScheduledSituation {
-    let tz = schedule::zone(&run.timezone).unwrap_or(schedule::Tz::UTC);
+    let tz = &schedule::Zone::or_utc(&crate::config::tz::Intl, &run.timezone);
     ScheduledSituation {
         schedule_id: run.schedule_id,
         text: run.text.clone(),
@@ -87,6 +87,7 @@ fn prompt_texts(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model
         memory_budget: ctx.cfg.memory_token_budget,
         now: chrono::DateTime::from_timestamp_millis(now).unwrap_or_default(),
         timezone: &ctx.cfg.timezone,
+        zones: &crate::config::tz::Intl,
         chat: &chat,
         summary,
     };
@@ -138,7 +139,7 @@ pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model: &
     if let Some(run) = &c.scheduled {
         // The model answers a user turn: the run's marker closes the history (the situation
         // says what it is), and a history with no messages is not empty.
-        history.push(agent_core::gemini::Content::user(vec![GeminiPart::text(schedule::marker(run))]));
+        history.push(agent_core::gemini::Content::user(vec![GeminiPart::text(schedule::marker(&crate::config::tz::Intl, run))]));
         history = history::normalize_contents(history);
     }
     if crew_view.is_some() && history.last().is_some_and(|c| c.is_model()) {

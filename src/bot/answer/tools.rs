@@ -119,9 +119,9 @@ impl ToolPort for EdgeTools<'_> {
         let (zone, active) = storage::schedules::zone_and_count(&db, self.conv.chat_id).await.map_err(|e| e.to_string())?;
         let zone = zone.unwrap_or_else(|| self.ctx.cfg.timezone.clone());
         let now = chrono::DateTime::from_timestamp_millis(now_ms()).unwrap_or_default();
-        let new = schedule::plan(request, now, &zone, &limits, active).map_err(|e| e.to_string())?;
+        let new = schedule::plan(&crate::config::tz::Intl, request, now, &zone, &limits, active).map_err(|e| e.to_string())?;
         match storage::schedules::insert(&db, &self.conv, creator, &self.turn_id, &new, limits.max_active, now_ms()).await {
-            Ok(Some(id)) => Ok(schedule::created_value(id, &new)),
+            Ok(Some(id)) => Ok(schedule::created_value(&crate::config::tz::Intl, id, &new)),
             Ok(None) => Err(schedule::ScheduleError::TooMany(limits.max_active).to_string()),
             Err(e) => Err(e.to_string()),
         }
@@ -130,7 +130,7 @@ impl ToolPort for EdgeTools<'_> {
     async fn list_schedules(&self) -> Result<serde_json::Value, String> {
         self.within_budget()?;
         let items = storage::schedules::list_active(&self.ctx.db(), &self.conv).await.map_err(|e| e.to_string())?;
-        Ok(schedule::list_value(&items))
+        Ok(schedule::list_value(&crate::config::tz::Intl, &items))
     }
 
     async fn cancel_schedule(&self, id: i64) -> Result<serde_json::Value, String> {

@@ -28,6 +28,7 @@ use crate::config::HistoryFormat;
 use crate::conversation::ChatKind;
 use crate::telegram::gating::Trigger;
 use crate::history::estimate_tokens;
+use crate::time_zone::{TimeZones, Zone};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 
@@ -106,6 +107,8 @@ pub struct PromptInput<'a> {
     pub memory_budget: usize,
     pub now: DateTime<Utc>,
     pub timezone: &'a str,
+    /// The time-zone database `timezone` is looked up in.
+    pub zones: &'a dyn TimeZones,
     pub chat: &'a ChatDetails,
     pub summary: Option<&'a str>,
 }
@@ -136,11 +139,17 @@ pub fn fill_template(text: &str, values: &BTreeMap<String, String>) -> String {
     out
 }
 
-/// The local time line, with a real time-zone database (DST included).
-pub fn local_time(now: DateTime<Utc>, timezone: &str) -> String {
-    match timezone.parse::<chrono_tz::Tz>() {
-        Ok(tz) => now.with_timezone(&tz).format("%A, %Y-%m-%d %H:%M (%Z, UTC%:z)").to_string(),
-        Err(_) => format!("{} (UTC; unknown time zone {timezone:?})", now.format("%A, %Y-%m-%d %H:%M")),
+/// The local time line, with a real time-zone database (DST included):
+/// `Friday, 2026-11-20 18:45 (CET, UTC+01:00)`.
+pub fn local_time(zones: &dyn TimeZones, now: DateTime<Utc>, timezone: &str) -> String {
+    match Zone::find(zones, timezone) {
+        Some(tz) => {
+            let offset = tz.offset(now);
+            let (sign, minutes) = (if offset < 0 { '-' } else { '+' }, offset.unsigned_abs() / 60);
+            let day = tz.local(now).format("%A, %Y-%m-%d %H:%M");
+            format!("{day} ({}, UTC{sign}{:02}:{:02})", tz.abbreviation(now), minutes / 60, minutes % 60)
+        }
+        None => format!("{} (UTC; unknown time zone {timezone:?})", now.format("%A, %Y-%m-%d %H:%M")),
     }
 }
 
@@ -296,7 +305,7 @@ pub fn turn_context(p: &PromptInput<'_>) -> String {
         }
         sections.push(text);
     }
-    sections.push(format!("## Now\nCurrent time: {}", local_time(p.now, p.timezone)));
+    sections.push(format!("## Now\nCurrent time: {}", local_time(p.zones, p.now, p.timezone)));
     sections.join("\n\n")
 }
 
@@ -315,9 +324,9 @@ mod tests {
     fn time_zone_uses_dst() {
         let summer = Utc.with_ymd_and_hms(2026, 7, 1, 12, 0, 0).unwrap();
         let winter = Utc.with_ymd_and_hms(2026, 12, 1, 12, 0, 0).unwrap();
-        assert!(local_time(summer, "Europe/Berlin").contains("14:00 (CEST, UTC+02:00)"));
-        assert!(local_time(winter, "Europe/Berlin").contains("13:00 (CET, UTC+01:00)"));
-        assert!(local_time(winter, "Mars/Olympus").contains("unknown time zone"));
+        assert!(local_time(&crate::time_zone::TzDb, summer, "Europe/Berlin").contains("14:00 (CEST, UTC+02:00)"));
+        assert!(local_time(&crate::time_zone::TzDb, winter, "Europe/Berlin").contains("13:00 (CET, UTC+01:00)"));
+        assert!(local_time(&crate::time_zone::TzDb, winter, "Mars/Olympus").contains("unknown time zone"));
     }
 
     #[test]
@@ -348,6 +357,7 @@ mod tests {
             memory_budget: 60,
             now: Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
             timezone: "UTC",
+            zones: &crate::time_zone::TzDb,
             chat: &chat,
             summary: None,
         };
@@ -419,6 +429,7 @@ mod tests {
             memory_budget: 1000,
             now: Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
             timezone: "UTC",
+            zones: &crate::time_zone::TzDb,
             chat,
             summary,
         }

@@ -1,8 +1,8 @@
 //! Repeat rules as time math: a 5-field cron expression parsed ([`Cron`]) and its next match
 //! searched in a time zone, a wall time resolved in a zone ([`resolve`]), the friendly rules
 //! (`daily`, `weekdays`, `weekly`: [`Repeat`](super::request::Repeat)) as canonical cron, and a rule's label.
-use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, TimeZone, Timelike, Utc};
-use chrono_tz::Tz;
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, Timelike, Utc};
+use crate::time_zone::Zone;
 
 /// Days searched for a cron expression's next match (a rule matching nothing fails).
 pub(crate) const SEARCH_DAYS: i64 = 5 * 366;
@@ -103,8 +103,8 @@ impl Cron {
 
     /// The first run strictly after `after`, in `tz`; `None` when nothing matches within five
     /// years (`0 0 30 2 *`).
-    pub fn next_after(&self, tz: Tz, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        let local = after.with_timezone(&tz).naive_local();
+    pub fn next_after(&self, tz: &Zone, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let local = tz.local(after);
         // Wall-clock minutes from the one after `after`'s (a gap can make a match map earlier
         // than `after`; those are skipped by the comparison below).
         let start = local.with_second(0)?.with_nanosecond(0)? + Duration::minutes(1);
@@ -130,7 +130,7 @@ impl Cron {
     }
 
     /// The shortest gap between consecutive runs, over the next runs from `from`.
-    pub(crate) fn shortest_gap(&self, tz: Tz, from: DateTime<Utc>) -> Option<Duration> {
+    pub(crate) fn shortest_gap(&self, tz: &Zone, from: DateTime<Utc>) -> Option<Duration> {
         let mut at = self.next_after(tz, from)?;
         let mut shortest: Option<Duration> = None;
         for _ in 0..INTERVAL_SAMPLE {
@@ -144,19 +144,19 @@ impl Cron {
 }
 
 /// A local wall time as an instant: a time skipped by a clock change runs as much later as the
-/// change skipped; a time that exists twice is its first occurrence.
-pub fn resolve(tz: Tz, wall: NaiveDateTime) -> DateTime<Utc> {
-    use chrono::LocalResult;
-    match tz.from_local_datetime(&wall) {
-        LocalResult::Single(t) => t.with_timezone(&Utc),
-        LocalResult::Ambiguous(first, _) => first.with_timezone(&Utc),
-        LocalResult::None => {
-            // The offset before the gap, applied to the wall time, lands after the gap.
-            let before = tz.from_local_datetime(&(wall - Duration::hours(3))).earliest();
-            let offset = before.map_or(0, |b| chrono::Offset::fix(b.offset()).local_minus_utc());
-            DateTime::from_naive_utc_and_offset(wall - Duration::seconds(offset as i64), Utc)
-        }
-    }
+/// change skipped; a time that exists twice is its first occurrence (clock changes are taken
+/// to be more than two days apart, as in every zone's rules).
+pub fn resolve(tz: &Zone, wall: NaiveDateTime) -> DateTime<Utc> {
+    let w = wall.and_utc().timestamp();
+    // The offsets a day before and a day after: the wall time read with each is a candidate
+    // instant, real when the zone has that offset there.
+    let before = tz.offset_at(w - 86_400);
+    let after = tz.offset_at(w + 86_400);
+    let real = |offset: i32| (tz.offset_at(w - offset as i64) == offset).then_some(w - offset as i64);
+    let first = if before == after { real(before) } else { [real(before), real(after)].into_iter().flatten().min() };
+    // None: the time was skipped. The offset before the gap, applied to it, lands after the gap.
+    let at = first.unwrap_or(w - before as i64);
+    DateTime::from_timestamp(at, 0).unwrap_or_default()
 }
 
 /// How people read a stored rule: `daily at 09:00`, `weekdays at 09:00`, `weekly on Monday at
@@ -184,7 +184,7 @@ pub fn repeat_label(cron: &str) -> String {
 }
 
 /// A time as people in `tz` read it: `Wednesday, 2026-11-25 09:00 (CET)`.
-pub fn local_text(ms: i64, tz: Tz) -> String {
-    let t = DateTime::from_timestamp_millis(ms).unwrap_or_default().with_timezone(&tz);
-    t.format("%A, %Y-%m-%d %H:%M (%Z)").to_string()
+pub fn local_text(ms: i64, tz: &Zone) -> String {
+    let t = DateTime::from_timestamp_millis(ms).unwrap_or_default();
+    format!("{} ({})", tz.local(t).format("%A, %Y-%m-%d %H:%M"), tz.abbreviation(t))
 }

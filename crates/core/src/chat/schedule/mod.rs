@@ -4,8 +4,9 @@
 //! (fire, late or not, or skip), and the texts people and the model read.
 //!
 //! Invariants:
-//! - Every time is computed with a real time-zone database (chrono-tz) from the time passed in;
-//!   nothing here reads a clock.
+//! - Every time is computed with a real time-zone database from the time passed in (the
+//!   caller's [`TimeZones`]: the runtime's in the worker, chrono-tz in the tests); nothing here
+//!   reads a clock.
 //! - A local time that does not exist (the hour skipped when clocks go forward) runs that much
 //!   later (02:30 becomes 03:30); a local time that exists twice (clocks go back) runs once, at
 //!   the first. This is what RFC 9557 / Temporal call the "compatible" disambiguation.
@@ -24,7 +25,7 @@ pub mod request;
 pub mod runs;
 pub mod text;
 
-pub use chrono_tz::Tz;
+pub use crate::time_zone::{TimeZones, Zone};
 pub use cron::*;
 pub use request::*;
 pub use runs::*;
@@ -41,9 +42,12 @@ mod tests {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
     }
 
+    use crate::time_zone::TzDb;
+
     fn next(cron: &str, tz: &str, after: &str) -> String {
-        let tz: Tz = tz.parse().unwrap();
-        let t = Cron::parse(cron).unwrap().next_after(tz, utc(after)).unwrap();
+        let zone = zone(&TzDb, tz).unwrap();
+        let t = Cron::parse(cron).unwrap().next_after(&zone, utc(after)).unwrap();
+        let tz: chrono_tz::Tz = tz.parse().unwrap();
         t.with_timezone(&tz).to_rfc3339()
     }
 
@@ -52,15 +56,15 @@ mod tests {
         let now = utc("2026-03-27T12:00:00Z");
         let limits = Limits::default();
         // A local time in the reminder's zone, across the spring-forward night, daily.
-        let s = change("water the plants", "Europe/Berlin", "2026-03-29 09:00", Some("daily"), now, &limits).unwrap();
+        let s = change(&TzDb, "water the plants", "Europe/Berlin", "2026-03-29 09:00", Some("daily"), now, &limits).unwrap();
         assert_eq!(s.first_run_ms, utc("2026-03-29T07:00:00Z").timestamp_millis());
         assert_eq!(s.repeat.as_deref(), Some("0 9 * * *"));
         assert_eq!(s.text, "water the plants");
         // Once (no repeat), in the past, too often: the tool's refusals.
-        assert_eq!(change("x", "UTC", "2026-03-28 09:00", Some(" "), now, &limits).unwrap().repeat, None);
-        assert!(matches!(change("x", "UTC", "2026-03-27 11:00", None, now, &limits), Err(ScheduleError::InPast { .. })));
-        assert!(matches!(change("x", "UTC", "2026-03-28 09:00", Some("*/5 * * * *"), now, &limits), Err(ScheduleError::TooFrequent { .. })));
-        assert!(matches!(change("x", "UTC", "tomorrow-ish", None, now, &limits), Err(ScheduleError::BadTime(_))));
+        assert_eq!(change(&TzDb, "x", "UTC", "2026-03-28 09:00", Some(" "), now, &limits).unwrap().repeat, None);
+        assert!(matches!(change(&TzDb, "x", "UTC", "2026-03-27 11:00", None, now, &limits), Err(ScheduleError::InPast { .. })));
+        assert!(matches!(change(&TzDb, "x", "UTC", "2026-03-28 09:00", Some("*/5 * * * *"), now, &limits), Err(ScheduleError::TooFrequent { .. })));
+        assert!(matches!(change(&TzDb, "x", "UTC", "tomorrow-ish", None, now, &limits), Err(ScheduleError::BadTime(_))));
         // A rule the tool wrote keeps its word when the time moves.
         assert_eq!(rule_word("0 9 * * *"), Some("daily"));
         assert_eq!(rule_word("30 7 * * 1-5"), Some("weekdays"));
@@ -150,7 +154,7 @@ mod tests {
         // Names and Sunday as 7.
         assert_eq!(next("0 9 * dec sun", "UTC", "2026-11-25T00:00:00Z"), "2026-12-06T09:00:00+00:00");
         assert_eq!(next("0 9 * * 7", "UTC", "2026-11-25T00:00:00Z"), "2026-11-29T09:00:00+00:00");
-        assert!(Cron::parse("0 0 30 2 *").unwrap().next_after(Tz::UTC, utc("2026-01-01T00:00:00Z")).is_none());
+        assert!(Cron::parse("0 0 30 2 *").unwrap().next_after(&Zone::utc(), utc("2026-01-01T00:00:00Z")).is_none());
     }
 
     #[test]
@@ -172,28 +176,28 @@ mod tests {
     #[test]
     fn a_schedule_is_planned_in_its_zone() {
         let l = Limits::default();
-        let s = plan(&req(json!({"text": "call mum", "in_minutes": 90})), now(), "UTC", &l, 0).unwrap();
+        let s = plan(&TzDb, &req(json!({"text": "call mum", "in_minutes": 90})), now(), "UTC", &l, 0).unwrap();
         assert_eq!(s.first_run_ms, now().timestamp_millis() + 90 * 60_000);
         assert_eq!(s.repeat, None);
         assert!(!s.explicit_zone);
-        let s = plan(&req(json!({"text": "standup", "at": "2026-11-26 09:00", "timezone": "Europe/Berlin", "repeat": "weekdays"})), now(), "UTC", &l, 0).unwrap();
+        let s = plan(&TzDb, &req(json!({"text": "standup", "at": "2026-11-26 09:00", "timezone": "Europe/Berlin", "repeat": "weekdays"})), now(), "UTC", &l, 0).unwrap();
         assert_eq!(s.first_run_ms, utc("2026-11-26T08:00:00Z").timestamp_millis());
         assert_eq!(s.repeat.as_deref(), Some("0 9 * * 1-5"));
         assert_eq!(s.timezone, "Europe/Berlin");
         assert!(s.explicit_zone);
         // The chat's zone is used when the call names none; an offset wins over any zone.
-        let s = plan(&req(json!({"text": "x", "at": "2026-11-26T09:00"})), now(), "America/New_York", &l, 0).unwrap();
+        let s = plan(&TzDb, &req(json!({"text": "x", "at": "2026-11-26T09:00"})), now(), "America/New_York", &l, 0).unwrap();
         assert_eq!(s.first_run_ms, utc("2026-11-26T14:00:00Z").timestamp_millis());
-        let s = plan(&req(json!({"text": "x", "at": "2026-11-26T09:00:00+05:30"})), now(), "America/New_York", &l, 0).unwrap();
+        let s = plan(&TzDb, &req(json!({"text": "x", "at": "2026-11-26T09:00:00+05:30"})), now(), "America/New_York", &l, 0).unwrap();
         assert_eq!(s.first_run_ms, utc("2026-11-26T03:30:00Z").timestamp_millis());
         // "Daily at 02:30" first set on the night 02:30 does not exist: the first run is at
         // 03:30, the rule stays 02:30.
         let n = utc("2027-03-27T12:00:00Z");
-        let s = plan(&req(json!({"text": "x", "at": "2027-03-28 02:30", "timezone": "Europe/Berlin", "repeat": "daily"})), n, "UTC", &l, 0).unwrap();
+        let s = plan(&TzDb, &req(json!({"text": "x", "at": "2027-03-28 02:30", "timezone": "Europe/Berlin", "repeat": "daily"})), n, "UTC", &l, 0).unwrap();
         assert_eq!(s.first_run_ms, utc("2027-03-28T01:30:00Z").timestamp_millis(), "03:30 CEST");
         assert_eq!(s.repeat.as_deref(), Some("30 2 * * *"));
         // Seconds are fine for short follow-ups.
-        let s = plan(&req(json!({"text": "x", "in_minutes": 0.05})), now(), "UTC", &l, 0).unwrap();
+        let s = plan(&TzDb, &req(json!({"text": "x", "in_minutes": 0.05})), now(), "UTC", &l, 0).unwrap();
         assert_eq!(s.first_run_ms - now().timestamp_millis(), 3000);
     }
 
@@ -201,7 +205,7 @@ mod tests {
     fn bad_schedules_get_clear_errors() {
         let l = Limits::default();
         let e = |args: Value, active: usize| -> String {
-            match parse_request(&args).and_then(|r| plan(&r, now(), "UTC", &l, active)) {
+            match parse_request(&args).and_then(|r| plan(&TzDb, &r, now(), "UTC", &l, active)) {
                 Ok(s) => panic!("accepted {args}: {s:?}"),
                 Err(e) => e.to_string(),
             }
@@ -232,7 +236,7 @@ mod tests {
         }
         // Two runs 10 minutes apart in one hour, then a day: the shortest gap counts.
         assert!(e(json!({"text": "x", "in_minutes": 5, "repeat": "0,10 9 * * *"}), 0).contains("too often"));
-        assert!(plan(&req(json!({"text": "x", "in_minutes": 5, "repeat": "0,30 9 * * *"})), now(), "UTC", &l, 0).is_ok());
+        assert!(plan(&TzDb, &req(json!({"text": "x", "in_minutes": 5, "repeat": "0,30 9 * * *"})), now(), "UTC", &l, 0).is_ok());
     }
 
     #[test]
@@ -240,24 +244,24 @@ mod tests {
         let l = Limits { max_late_ms: 3_600_000, ..Limits::default() };
         let due = utc("2026-11-25T09:00:00Z").timestamp_millis();
         let daily = Some("0 9 * * *");
-        assert_eq!(on_due(due, daily, "UTC", due + 500, &l), DueRun::Fire { late_ms: 500, next_ms: Some(due + 86_400_000) });
+        assert_eq!(on_due(&TzDb, due, daily, "UTC", due + 500, &l), DueRun::Fire { late_ms: 500, next_ms: Some(due + 86_400_000) });
         // Three days offline: one late run? No: beyond the limit it is skipped, and the next
         // run is tomorrow's, not the three missed ones.
         let now = due + 3 * 86_400_000 + 1_800_000;
-        assert_eq!(on_due(due, daily, "UTC", now, &l), DueRun::Skip { late_ms: now - due, next_ms: Some(due + 4 * 86_400_000) });
+        assert_eq!(on_due(&TzDb, due, daily, "UTC", now, &l), DueRun::Skip { late_ms: now - due, next_ms: Some(due + 4 * 86_400_000) });
         // Within the limit it fires once, late; the next run is after now.
         let now = due + 86_400_000 + 1_800_000; // 09:30 the next day: yesterday's run is a day late
-        assert!(matches!(on_due(due, daily, "UTC", now, &l), DueRun::Skip { .. }));
+        assert!(matches!(on_due(&TzDb, due, daily, "UTC", now, &l), DueRun::Skip { .. }));
         let now = due + 1_800_000;
-        assert_eq!(on_due(due, daily, "UTC", now, &l), DueRun::Fire { late_ms: 1_800_000, next_ms: Some(due + 86_400_000) });
+        assert_eq!(on_due(&TzDb, due, daily, "UTC", now, &l), DueRun::Fire { late_ms: 1_800_000, next_ms: Some(due + 86_400_000) });
         // A one-off has no next run.
-        assert_eq!(on_due(due, None, "UTC", due, &l), DueRun::Fire { late_ms: 0, next_ms: None });
+        assert_eq!(on_due(&TzDb, due, None, "UTC", due, &l), DueRun::Fire { late_ms: 0, next_ms: None });
     }
 
     #[test]
     fn lists_show_the_chats_zone_and_escape_the_text() {
         let items = vec![Listed { id: 3, text: "call *mum* [x](http://e.vil)".into(), timezone: "UTC".into(), repeat: Some("0 9 * * *".into()), next_run_ms: Some(utc("2026-11-26T08:00:00Z").timestamp_millis()) }];
-        let t = list_text(&items, "Europe/Berlin");
+        let t = list_text(&TzDb, &items, "Europe/Berlin");
         let esc = crate::format::escape_markdown;
         assert!(t.contains(&format!("#3 · {}{}", esc("Thursday, 2026-11-26 09:00 (CET)"), esc(", daily at 09:00"))), "{t}");
         assert!(t.starts_with(&format!("Reminders in this chat (times in {})", esc("Europe/Berlin"))), "{t}");

@@ -2,7 +2,7 @@
 //! ([`parse_request`], [`ScheduleError`] as the model reads it), its first run in the
 //! schedule's zone and its repeat rule within the [`Limits`] ([`plan`]).
 use chrono::{DateTime, Datelike, Duration, NaiveDateTime, Timelike, Utc};
-use chrono_tz::Tz;
+use crate::time_zone::{TimeZones, Zone};
 use serde_json::Value;
 use std::fmt;
 use super::cron::{local_text, resolve, Cron};
@@ -108,9 +108,9 @@ impl fmt::Display for ScheduleError {
     }
 }
 
-/// Parses a time zone name.
-pub fn zone(name: &str) -> Result<Tz, ScheduleError> {
-    name.trim().parse::<Tz>().map_err(|_| ScheduleError::UnknownZone(name.trim().chars().take(64).collect()))
+/// Parses a time zone name: an IANA name `zones` knows.
+pub fn zone<'a>(zones: &'a dyn TimeZones, name: &str) -> Result<Zone<'a>, ScheduleError> {
+    Zone::find(zones, name).ok_or_else(|| ScheduleError::UnknownZone(name.trim().chars().take(64).collect()))
 }
 
 /// Parses `schedule_message`'s arguments (the checks that need no clock or store).
@@ -146,13 +146,13 @@ pub fn parse_request(args: &Value) -> Result<Request, ScheduleError> {
 }
 
 /// Parses `at`: RFC 3339 with an offset, or a local date and time in `tz`.
-pub fn parse_at(at: &str, tz: Tz) -> Result<DateTime<Utc>, ScheduleError> {
+pub fn parse_at(at: &str, tz: &Zone) -> Result<DateTime<Utc>, ScheduleError> {
     parse_at_wall(at, tz).map(|(t, _)| t)
 }
 
 /// [`parse_at`], and the local wall time asked for when `at` named one (a repeat rule is
 /// anchored there, not where a clock change moved the first run).
-pub(crate) fn parse_at_wall(at: &str, tz: Tz) -> Result<(DateTime<Utc>, Option<NaiveDateTime>), ScheduleError> {
+pub(crate) fn parse_at_wall(at: &str, tz: &Zone) -> Result<(DateTime<Utc>, Option<NaiveDateTime>), ScheduleError> {
     let at = at.trim();
     if let Ok(t) = DateTime::parse_from_rfc3339(at) {
         return Ok((t.with_timezone(&Utc), None));
@@ -165,14 +165,14 @@ pub(crate) fn parse_at_wall(at: &str, tz: Tz) -> Result<(DateTime<Utc>, Option<N
     Err(ScheduleError::BadTime(at.chars().take(64).collect()))
 }
 
-/// Decides a new schedule: its zone (the call's, else the chat's, else the default), its
-/// first run, its canonical repeat rule, within the limits.
-pub fn plan(req: &Request, now: DateTime<Utc>, zone_name: &str, limits: &Limits, active: usize) -> Result<NewSchedule, ScheduleError> {
+/// Decides a new schedule: its zone (the call's, else the chat's, else the default; looked up
+/// in `zones`), its first run, its canonical repeat rule, within the limits.
+pub fn plan(zones: &dyn TimeZones, req: &Request, now: DateTime<Utc>, zone_name: &str, limits: &Limits, active: usize) -> Result<NewSchedule, ScheduleError> {
     if active >= limits.max_active {
         return Err(ScheduleError::TooMany(limits.max_active));
     }
     let zone_name = req.timezone.as_deref().unwrap_or(zone_name);
-    let tz = zone(zone_name)?;
+    let tz = &zone(zones, zone_name)?;
     let (first, wall) = match &req.when {
         When::At(at) => parse_at_wall(at, tz)?,
         When::InMinutes(m) => {
@@ -194,7 +194,7 @@ pub fn plan(req: &Request, now: DateTime<Utc>, zone_name: &str, limits: &Limits,
     let repeat = match &req.repeat {
         None => None,
         Some(r) => {
-            let anchor = wall.unwrap_or_else(|| first.with_timezone(&tz).naive_local());
+            let anchor = wall.unwrap_or_else(|| tz.local(first));
             let cron_text = Repeat::parse(r)?.to_cron(anchor);
             let cron = Cron::parse(&cron_text).map_err(ScheduleError::BadRepeat)?;
             let gap = cron.shortest_gap(tz, first).ok_or(ScheduleError::NeverRuns)?;
@@ -252,7 +252,7 @@ impl Repeat {
 /// a new one (`plan`: a time in its zone, DST, within the limits, the shortest interval),
 /// its text and zone kept; `repeat` empty or `None` makes it run once. The count of active
 /// schedules is not asked again (the reminder is already one of them).
-pub fn change(text: &str, timezone: &str, at: &str, repeat: Option<&str>, now: DateTime<Utc>, limits: &Limits) -> Result<NewSchedule, ScheduleError> {
+pub fn change(zones: &dyn TimeZones, text: &str, timezone: &str, at: &str, repeat: Option<&str>, now: DateTime<Utc>, limits: &Limits) -> Result<NewSchedule, ScheduleError> {
     if at.chars().count() > MAX_FIELD_CHARS {
         return Err(ScheduleError::BadTime(at.chars().take(64).collect()));
     }
@@ -261,7 +261,7 @@ pub fn change(text: &str, timezone: &str, at: &str, repeat: Option<&str>, now: D
         return Err(ScheduleError::BadRepeat(format!("longer than {MAX_FIELD_CHARS} characters")));
     }
     let req = Request { text: text.to_string(), when: When::At(at.trim().to_string()), repeat: repeat.map(str::to_string), timezone: None };
-    plan(&req, now, timezone, limits, 0)
+    plan(zones, &req, now, timezone, limits, 0)
 }
 
 /// The word of a canonical repeat rule that `Repeat::to_cron` wrote for `daily`, `weekdays` or

@@ -2,10 +2,10 @@
 //! late or not, or skip: [`on_due`]), the run a turn carries ([`ScheduledRun`], its marker),
 //! and when a run whose model keeps failing sends its own text ([`falls_back`]).
 use super::cron::Cron;
-use super::request::{zone, Limits};
+use super::request::Limits;
 use super::cron::local_text;
 use chrono::DateTime;
-use chrono_tz::Tz;
+use crate::time_zone::{TimeZones, Zone};
 
 
 /// How late a fired run must be before the bot says it is late.
@@ -13,9 +13,9 @@ pub const LATE_NOTICE_MS: i64 = 120_000;
 
 /// The run after `after_ms` of a stored recurring rule; `None` for a one-off, a rule that no
 /// longer parses, or one that never matches again.
-pub fn next_run(repeat: Option<&str>, timezone: &str, after_ms: i64) -> Option<i64> {
+pub fn next_run(zones: &dyn TimeZones, repeat: Option<&str>, timezone: &str, after_ms: i64) -> Option<i64> {
     let cron = Cron::parse(repeat?).ok()?;
-    let tz = zone(timezone).unwrap_or(Tz::UTC);
+    let tz = &Zone::or_utc(zones, timezone);
     let after = DateTime::from_timestamp_millis(after_ms)?;
     cron.next_after(tz, after).map(|t| t.timestamp_millis())
 }
@@ -39,9 +39,9 @@ impl DueRun {
 
 /// Decides a run due at `due_ms`, at `now_ms`: it fires once if within the lateness limit; the
 /// next run of a recurring schedule is the first after now (missed runs are not caught up).
-pub fn on_due(due_ms: i64, repeat: Option<&str>, timezone: &str, now_ms: i64, limits: &Limits) -> DueRun {
+pub fn on_due(zones: &dyn TimeZones, due_ms: i64, repeat: Option<&str>, timezone: &str, now_ms: i64, limits: &Limits) -> DueRun {
     let late_ms = (now_ms - due_ms).max(0);
-    let next_ms = next_run(repeat, timezone, now_ms.max(due_ms));
+    let next_ms = next_run(zones, repeat, timezone, now_ms.max(due_ms));
     if late_ms <= limits.max_late_ms {
         DueRun::Fire { late_ms, next_ms }
     } else {
@@ -69,8 +69,8 @@ pub struct ScheduledRun {
 
 /// The line that closes a scheduled turn's history (a user turn for the model to answer):
 /// which run, when, and who set it. It names no text: the situation quotes that, as data.
-pub fn marker(run: &ScheduledRun) -> String {
-    let tz = zone(&run.timezone).unwrap_or(Tz::UTC);
+pub fn marker(zones: &dyn TimeZones, run: &ScheduledRun) -> String {
+    let tz = &Zone::or_utc(zones, &run.timezone);
     let by = run.creator_user_id.map(|u| format!(", set by user_id={u}")).unwrap_or_default();
     format!(
         "[meta] scheduled follow-up #{} due {}{by}. Not a message from a person: see the Situation.",

@@ -2,8 +2,8 @@
 //! as the function's answer), a created schedule's answer, an id in a command's arguments.
 use serde_json::Value;
 use super::cron::{local_text, repeat_label};
-use super::request::{zone, NewSchedule};
-use chrono_tz::Tz;
+use super::request::NewSchedule;
+use crate::time_zone::{TimeZones, Zone};
 
 /// A stored schedule as the model and people see it in lists.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
@@ -19,11 +19,11 @@ pub struct Listed {
 
 /// One line per schedule for `/reminders`, in `tz` (the chat's zone). Markdown: the text
 /// is escaped so it shows as written.
-pub fn list_text(items: &[Listed], tz_name: &str) -> String {
+pub fn list_text(zones: &dyn TimeZones, items: &[Listed], tz_name: &str) -> String {
     if items.is_empty() {
         return "No reminders are set in this chat. Ask me to remind you of something, and /reminders lists it here.".into();
     }
-    let tz = zone(tz_name).unwrap_or(Tz::UTC);
+    let tz = &Zone::or_utc(zones, tz_name);
     let mut out = format!("Reminders in this chat (times in {}):\n", crate::format::escape_markdown(tz.name()));
     for s in items {
         let when = s.next_run_ms.map_or("—".to_string(), |ms| local_text(ms, tz));
@@ -36,11 +36,11 @@ pub fn list_text(items: &[Listed], tz_name: &str) -> String {
 }
 
 /// What the model gets from `list_schedules`.
-pub fn list_value(items: &[Listed]) -> Value {
+pub fn list_value(zones: &dyn TimeZones, items: &[Listed]) -> Value {
     let list: Vec<Value> = items
         .iter()
         .map(|s| {
-            let tz = zone(&s.timezone).unwrap_or(Tz::UTC);
+            let tz = &Zone::or_utc(zones, &s.timezone);
             serde_json::json!({
                 "id": s.id,
                 "text": s.text,
@@ -53,8 +53,8 @@ pub fn list_value(items: &[Listed]) -> Value {
 }
 
 /// What the model gets back from a successful `schedule_message`.
-pub fn created_value(id: i64, s: &NewSchedule) -> Value {
-    let tz = zone(&s.timezone).unwrap_or(Tz::UTC);
+pub fn created_value(zones: &dyn TimeZones, id: i64, s: &NewSchedule) -> Value {
+    let tz = &Zone::or_utc(zones, &s.timezone);
     serde_json::json!({
         "ok": true,
         "id": id,
