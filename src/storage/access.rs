@@ -140,10 +140,14 @@ pub struct NoticeRow {
     pub at: Option<i64>,
 }
 
+/// The budget figures. Rows read stay bounded by the chat's own day, whatever the bot's: the
+/// chat's tokens are its model calls since midnight (`model_calls_by_chat`), the bot's one
+/// counter row (`token_days`, kept by a trigger on `model_calls`, migration 0025); `?4` is
+/// `limits::day_start`, the counter's key.
 const SELECT_USAGE: &str = "SELECT
        (SELECT COUNT(*) FROM budget_charges WHERE user_id = ?1 AND created_at > ?3) AS user_turns,
        (SELECT SUM(total_tokens) FROM model_calls WHERE chat_id = ?2 AND created_at >= ?4) AS chat_tokens,
-       (SELECT SUM(total_tokens) FROM model_calls WHERE created_at >= ?4) AS global_tokens";
+       (SELECT tokens FROM token_days WHERE day_ms = ?4) AS global_tokens";
 const SELECT_NOTICES: &str = "SELECT reason, MAX(created_at) AS at FROM refusals
      WHERE chat_id = ?1 AND created_at >= ?3
        AND (reason IN ('budget_chat', 'budget_global') OR (reason = 'budget_user' AND user_id = ?2))

@@ -45,6 +45,7 @@ async function settle(from, quietMs = 2500) {
   return { d1: sum("rows_written"), object: sum("do_rows_written"), objectRead: sum("do_rows_read"), d1Read: sum("rows_read"), lines };
 }
 
+const showRead = (m) => m.lines.map((l) => `${l.kind}: d1 ${l.rows_read} read, ${l.d1_statements ?? "?"} statements`).join("\n");
 const show = (m) => m.lines.map((l) => `${l.kind}: d1 ${l.rows_written} written, object ${l.do_rows_written} written, ${l.do_rows_read} read`).join("\n");
 
 /** One private message answered end to end: its rows. The first message of a person (their
@@ -112,4 +113,28 @@ test("a group message the bot does not answer writes no more rows than README.md
   assert.equal(redelivered.d1, 0, show(redelivered));
   const stored = await s.sql("SELECT COUNT(*) AS n FROM messages WHERE chat_id = ? AND text = 'said once, delivered twice'", chat);
   assert.equal(stored[0].n, 1);
+});
+
+test("the budget check before a turn reads no more rows as the day's turns grow", async () => {
+  // Two people with one answered message each; then the first asks again, the bot answers
+  // eight other people, and the second asks again: both measured turns have the same chat
+  // history and the same chat's day (one earlier call), only the bot's day grew. The bot's
+  // daily tokens come from one counter row (`token_days`), not from every call of the day.
+  const first = uniqueId();
+  const second = uniqueId();
+  await answeredPrivate(first, "hello there");
+  await answeredPrivate(second, "hello there");
+  const a = await answeredPrivate(first, "a question");
+  const busy = 8;
+  for (let i = 0; i < busy; i++) await answeredPrivate(uniqueId(), `a busy day ${i}`);
+  const b = await answeredPrivate(second, "a question");
+  console.log(`rows read by an answered private message: ${a.d1Read} early, ${b.d1Read} after ${busy} more turns of the day`);
+  assert.ok(a.d1Read > 0, show(a));
+  assert.ok(b.d1Read <= a.d1Read + 3, `rows read grew with the day's turns: ${a.d1Read} then ${b.d1Read}\n${showRead(a)}\nthen\n${showRead(b)}`);
+  // The counter is what summing the day's calls says.
+  const day = Date.now() - (Date.now() % 86_400_000);
+  const [sum] = await s.sql("SELECT SUM(total_tokens) AS t FROM model_calls WHERE created_at >= ?", day);
+  const [counter] = await s.sql("SELECT tokens AS t FROM token_days WHERE day_ms = ?", day);
+  assert.ok(sum.t > 0);
+  assert.equal(counter.t, sum.t);
 });

@@ -6,15 +6,16 @@
 //!
 //! Kept for `RETENTION_DAYS` (0 keeps them forever): `updates` (dedup of Telegram's
 //! redeliveries, which stop within a day), `outbox` (exactly-once sends; retries end within
-//! hours), `model_calls` (usage and costs), `refusals` (the audit of refused access).
+//! hours), `model_calls` (usage and costs) with the bot's daily token counters (`token_days`),
+//! `refusals` (the audit of refused access).
 //! `budget_charges` is only read for the last hour and is kept two days whatever the setting.
 //! Refused senders' hourly counters (`refused_senders`) and the messages the access policy
 //! refused (`messages` with `excluded = 1`, kept for the record, never in a prompt) follow the
 //! setting too. Other messages, turns and memories are never pruned here. Invariants
 //! (ARCHITECTURE.md): "Bounded tables".
 //!
-//! D1 bills every index entry written as a row (issue 40), so `outbox` and `budget_charges`
-//! have no index on their time: their rows are written in time order, and the delete reads
+//! D1 bills every index entry written as a row (issue 40), so `outbox`, `budget_charges` and
+//! `model_calls` have no index on their time: their rows are written in time order, and the delete reads
 //! them in rowid order up to the first row still kept ([`Order::Rowid`]). A prune never deletes
 //! a table's newest row: a rowid table without AUTOINCREMENT gives the newest rowid plus one,
 //! so `messages.seq` (which turns and consolidation point at) never comes back.
@@ -66,10 +67,12 @@ const fn by_rowid(table: &'static str, time_column: &'static str, fixed_days: Op
     Pruned { table, time_column, fixed_days, only: None, seconds: false, order: Order::Rowid, keep_newest: false }
 }
 
-pub const PRUNED: [Pruned; 7] = [
+pub const PRUNED: [Pruned; 8] = [
     ms("updates", "received_at", None),
     by_rowid("outbox", "created_at", None),
-    ms("model_calls", "created_at", None),
+    by_rowid("model_calls", "created_at", None),
+    // The bot's tokens per day (migration 0025): its key is the day's midnight, its rowid.
+    ms("token_days", "day_ms", None),
     ms("refusals", "created_at", None),
     by_rowid("budget_charges", "created_at", Some(2)),
     ms("refused_senders", "window_start", None),
@@ -116,17 +119,17 @@ mod tests {
         let updates = PRUNED[0];
         assert_eq!(cutoff_ms(&updates, now, 30), Some(70 * DAY_MS));
         assert_eq!(cutoff_ms(&updates, now, 0), None);
-        let charges = PRUNED[4];
+        let charges = PRUNED.iter().find(|t| t.table == "budget_charges").copied().expect("pruned");
         assert_eq!(cutoff_ms(&charges, now, 0), Some(98 * DAY_MS), "budget charges are short-lived anyway");
         assert_eq!(cutoff_ms(&updates, 0, u32::MAX).map(|c| c < 0), Some(true), "no overflow");
-        let refused = PRUNED[6];
+        let refused = PRUNED.iter().find(|t| t.table == "messages").copied().expect("pruned");
         assert_eq!(cutoff_ms(&refused, now, 30), Some(70 * DAY_MS / 1000), "messages' dates are seconds");
         assert_eq!(cutoff_ms(&refused, now, 0), None);
     }
 
     #[test]
     fn only_refused_messages_are_pruned() {
-        let sql = prune_sql(&PRUNED[6]);
+        let sql = prune_sql(PRUNED.iter().find(|t| t.table == "messages").expect("pruned"));
         assert_eq!(
             sql,
             "DELETE FROM messages WHERE rowid IN (SELECT rowid FROM messages WHERE excluded = 1 AND date < ?1 AND rowid < (SELECT MAX(rowid) FROM messages) ORDER BY date LIMIT ?2) RETURNING 1"
@@ -143,7 +146,11 @@ mod tests {
         assert!(sql.contains("ORDER BY rowid LIMIT ?2"), "{sql}");
         assert!(sql.contains("(SELECT rowid FROM outbox WHERE created_at >= ?1 ORDER BY rowid LIMIT 1)"), "{sql}");
         // The migration that dropped their time indexes.
-        let migration = include_str!("../../../../migrations/0023_rows_per_message.sql");
+        let migration = [
+            include_str!("../../../../migrations/0023_rows_per_message.sql"),
+            include_str!("../../../../migrations/0025_token_days.sql"),
+        ]
+        .concat();
         for t in PRUNED.iter().filter(|t| t.order == Order::Rowid) {
             assert!(migration.contains(&format!("DROP INDEX {}_by_time", t.table)) || migration.contains(&format!("DROP TABLE {}", t.table)), "{}", t.table);
         }
