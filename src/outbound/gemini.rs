@@ -38,12 +38,7 @@ impl GeminiClient {
         let resp = net::post_json(&self.meter, &url, &[("x-goog-api-key", self.key.expose())], body, TIMEOUT)
             .await
             .map_err(ModelError::Network)?;
-        if resp.status == 200 {
-            Ok(resp.body)
-        } else {
-            let retry_after = resp.headers.get("retry-after").ok().flatten();
-            Err(parse_error(resp.status, &resp.body, retry_after.as_deref()))
-        }
+        answer_of(resp)
     }
 }
 
@@ -88,11 +83,16 @@ impl GeminiClient {
         let resp = net::post_bytes(&self.meter, &url, &headers, body.as_bytes(), agent_core::image::MAX_ANSWER_BYTES, TIMEOUT)
             .await
             .map_err(ModelError::Network)?;
-        if resp.status == 200 {
-            Ok(resp.body)
-        } else {
-            let retry_after = resp.headers.get("retry-after").ok().flatten();
-            Err(parse_error(resp.status, &resp.body, retry_after.as_deref()))
-        }
+        answer_of(resp)
+    }
+}
+
+/// A model method's answer: its body when 200, else Gemini's error (with `Retry-After`).
+fn answer_of(resp: net::HttpResponse) -> Result<String, ModelError> {
+    if resp.status == 200 {
+        Ok(resp.body)
+    } else {
+        let retry_after = resp.headers.get("retry-after").ok().flatten();
+        Err(parse_error(resp.status, &resp.body, retry_after.as_deref()))
     }
 }
