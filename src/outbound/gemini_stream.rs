@@ -7,12 +7,67 @@
 //! a stream the network cuts, a piece that does not parse, or a stream over
 //! `core::gemini::stream::MAX_STREAM_BYTES` is a network error (the turn retries), never a half answer.
 //! An error answer's body is read up to `fetch::MAX_BODY_BYTES`.
+//!
+//! A [`Stop`] thrown while the call runs (an abandoned early start) ends it at once: the
+//! request is aborted, and the call fails as `ModelError::Abandoned` with what it cost so far
+//! (`core::turn::abandoned_usage`).
 
 use super::gemini::{GeminiClient, TIMEOUT};
 use super::net;
 use agent_core::gemini::{parse_error, GenerateContentRequest, GenerateContentResponse, ModelError};
 use agent_core::gemini::stream::{merge, parse_chunk, SseDecoder};
+use futures::future::{select, Either};
+use std::cell::{Cell, RefCell};
+use std::task::{Poll, Waker};
 use worker::{AbortController, Method, RequestRedirect};
+
+/// A running turn's stop switch: once thrown, its model call ends at once (the chat object
+/// throws it for an abandoned early start, `ChatObject::stop_turn`).
+#[derive(Default)]
+pub struct Stop {
+    thrown: Cell<bool>,
+    waiting: RefCell<Vec<Waker>>,
+}
+
+impl Stop {
+    /// Throws the switch: every wait on it ends.
+    pub fn throw(&self) {
+        self.thrown.set(true);
+        for w in self.waiting.borrow_mut().drain(..) {
+            w.wake();
+        }
+    }
+
+    pub fn is_thrown(&self) -> bool {
+        self.thrown.get()
+    }
+
+    /// Resolves once the switch is thrown.
+    pub async fn thrown(&self) {
+        futures::future::poll_fn(|cx| {
+            if self.thrown.get() {
+                return Poll::Ready(());
+            }
+            let mut waiting = self.waiting.borrow_mut();
+            if !waiting.iter().any(|w| w.will_wake(cx.waker())) {
+                waiting.push(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Runs `work` unless the switch is thrown first (`None`), which drops it.
+    pub async fn unless_thrown<T>(stop: Option<&Stop>, work: impl std::future::Future<Output = T>) -> Option<T> {
+        let Some(stop) = stop else { return Some(work.await) };
+        let thrown = stop.thrown();
+        futures::pin_mut!(work, thrown);
+        match select(work, thrown).await {
+            Either::Left((out, _)) => Some(out),
+            Either::Right(_) => None,
+        }
+    }
+}
 
 /// Receives the pieces of a streamed answer so far, after each new one.
 #[allow(async_fn_in_trait)]
@@ -21,8 +76,9 @@ pub trait ChunkSink {
 }
 
 impl GeminiClient {
-    /// Streams one answer, telling `sink` of every piece; returns the merged response.
-    pub async fn stream_generate(&self, model: &str, request: &GenerateContentRequest, sink: &impl ChunkSink) -> Result<GenerateContentResponse, ModelError> {
+    /// Streams one answer, telling `sink` of every piece; returns the merged response. `stop`
+    /// thrown: the call ends as `ModelError::Abandoned` (module doc).
+    pub async fn stream_generate(&self, model: &str, request: &GenerateContentRequest, sink: &impl ChunkSink, stop: Option<&Stop>) -> Result<GenerateContentResponse, ModelError> {
         let body = serde_json::to_string(request).map_err(|e| ModelError::InvalidResponse(e.to_string()))?;
         let model = model.trim_start_matches("models/");
         let url = format!("{}/v1beta/models/{}:streamGenerateContent?alt=sse", self.base, model);
@@ -30,6 +86,7 @@ impl GeminiClient {
         let fetch = net::prepare(&self.meter, Method::Post, &url, &headers, Some(body), RequestRedirect::Follow).map_err(ModelError::Network)?;
         let controller = AbortController::default();
         let signal = controller.signal();
+        let seen = RefCell::new(Vec::new());
         let call = async {
             let resp = fetch.send(&signal).await?;
             let status = resp.status();
@@ -39,7 +96,6 @@ impl GeminiClient {
                 return Ok(Err(parse_error(status, &String::from_utf8_lossy(&bytes), retry_after.as_deref())));
             }
             let mut decoder = SseDecoder::default();
-            let mut chunks = Vec::new();
             let Some(body) = resp.body() else {
                 return Err("the streamed answer has no body".to_string());
             };
@@ -49,19 +105,25 @@ impl GeminiClient {
                 if decoder.too_long() {
                     return Err(format!("the streamed answer is over {} bytes", agent_core::gemini::stream::MAX_STREAM_BYTES));
                 }
-                if take(&mut chunks, events)? {
-                    sink.chunk(&chunks).await;
+                if take(&mut seen.borrow_mut(), events)? {
+                    sink.chunk(&seen.borrow()).await;
                 }
             }
-            take(&mut chunks, decoder.finish())?;
-            Ok::<_, String>(Ok(chunks))
+            take(&mut seen.borrow_mut(), decoder.finish())?;
+            Ok::<_, String>(Ok(()))
         };
-        // An answer streamed to its end needs no abort; an error's body may be cut.
-        match net::within(call, controller, TIMEOUT, |r| r.is_ok()).await {
+        // `Some(())`: read to its end; `None`: stopped.
+        let call = async { Stop::unless_thrown(stop, call).await.transpose().map(Option::transpose) };
+        // An answer streamed to its end needs no abort; an error's body may be cut, a stopped
+        // call's rest is not read.
+        let outcome = net::within(call, controller, TIMEOUT, |r| matches!(r, Ok(Some(())))).await;
+        let chunks = seen.into_inner();
+        match outcome {
             Err(e) => Err(ModelError::Network(e)),
             Ok(Err(e)) => Err(e),
-            Ok(Ok(chunks)) if chunks.is_empty() => Err(ModelError::InvalidResponse("the stream had no answer".into())),
-            Ok(Ok(chunks)) => Ok(merge(chunks)),
+            Ok(Ok(None)) => Err(ModelError::Abandoned { usage: agent_core::turn::abandoned_usage(request, &chunks) }),
+            Ok(Ok(Some(()))) if chunks.is_empty() => Err(ModelError::InvalidResponse("the stream had no answer".into())),
+            Ok(Ok(Some(()))) => Ok(merge(chunks)),
         }
     }
 }
