@@ -260,7 +260,9 @@ impl Sink<'_> {
     /// Shows the answer so far as a draft, paced.
     async fn draft(&self, text: &str, calls: bool) {
         let d = self.drafts;
-        if d.done.get() || d.sent.get() >= MAX_DRAFTS_PER_TURN {
+        // Drafts turned off while the turn ran (an early start's first sign was refused as a
+        // method meanwhile): none is tried.
+        if d.done.get() || d.sent.get() >= MAX_DRAFTS_PER_TURN || !drafts_on(&d.ctx) {
             return;
         }
         let id = conv_draft_id(&d.conv);
