@@ -111,8 +111,9 @@ function recordedRuns(limit) {
 }
 
 /** The recorded conversation replayed as one private chat with early starts (module doc). */
-async function recordedPrivate(chat, limit = 120) {
-  const s = await startStack({ latencyMs: 300, vars: { DEBOUNCE_MS: "" } });
+export async function recordedPrivate(chat, limit = 80) {
+  // One person writes every message: no hourly turn budget in the way.
+  const s = await startStack({ latencyMs: 300, vars: { DEBOUNCE_MS: "", USER_TURNS_PER_HOUR: "0" } });
   try {
     const runs = recordedRuns(limit);
     for (const r of runs) {
