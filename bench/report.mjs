@@ -76,21 +76,37 @@ Pictures are off by default (\`IMAGE_MODEL\` unset): a picture turn's CPU is ove
 /** The answer-speed section (bench/answer.mjs): from the webhook's answer (a burst: its first
  *  message's) to the first sign, the first streamed text and the final message, medians. */
 function answerTable(a) {
-  if (!a) return "Not measured in this run.";
+  if (!a?.early) return "Not measured in this run.";
   const ms = (v) => (v === null || v === undefined ? "—" : `${fmt(v, 0)} ms`);
   const rows = [];
-  for (const series of [a.streamed, a.old]) {
+  for (const series of [a.early, a.baseline]) {
     for (const [name, r] of [["one message", series.single], ["5 messages, 100 ms apart", series.burst_of_5]]) {
-      rows.push(`| ${series.label} | ${name} | ${ms(r.sign_ms)} | ${ms(r.first_text_ms)} (${ms(r.first_text_after_first_token_ms)} after the model's first token) | ${ms(r.final_ms)} | ${r.model_calls_max} |`);
+      rows.push(`| ${series.label} | ${name} | ${ms(r.sign_ms)} | ${ms(r.first_text_ms)} (${ms(r.first_text_after_first_token_ms)} after the model's first token) | ${ms(r.final_ms)} | ${r.final_messages_max} | ${r.model_calls_max} | ${r.abandoned_max}, ${fmt(r.abandoned_tokens_median, 0)} of ${fmt(r.tokens_median, 0)} tokens |`);
     }
   }
+  const lone = (x) => x.single.first_text_ms;
+  const burst = a.early.burst_of_5;
+  const rec = a.recorded;
   return `A private chat; the fake Gemini's first token comes 300 ms after the request and the answer
-streams over 2 s. Medians of 5 runs each. Targets: the sign under 300 ms after the webhook's
-answer, the first text within 300 ms of the model's first token, one model call per burst.
+streams over 2 s. Medians of ${a.early.single.runs} runs each (most final messages, model calls and
+abandoned early starts: the largest of the runs; tokens: the median run's, as \`model_calls\` records them).
+This bot starts a burst's first message at once ("early start"); a second message within the
+quiet window abandons that start (its call stopped and charged) and the burst gets one
+debounced answer. The baseline is the same stack with the quiet window at zero, a bot that
+calls the model at once. Targets: a lone message's first text no later than the baseline's
+(here ${ms(lone(a.early))} vs ${ms(lone(a.baseline))} ${mark(lone(a.early) <= lone(a.baseline) + 50)}, within 50 ms of jitter), and a burst ends in
+one answer with at most one abandoned early start (${burst.final_messages_max} answer, ${burst.abandoned_max} abandoned ${mark(burst.final_messages_max === 1 && burst.abandoned_max <= 1)}).
 
-| setting | messages | first sign | first streamed text | final message | model calls (max) |
-|---|---|---|---|---|---|
-${rows.join("\n")}`;
+| setting | messages | first sign | first text of the kept answer | final message | final messages | model calls | abandoned starts, their tokens of all |
+|---|---|---|---|---|---|---|---|
+${rows.join("\n")}
+
+${rec ? `What abandoned early starts cost on the recorded conversation: none on the group replay
+("Model cost" below): groups never start early. The same recorded messages (the first
+${rec.messages} people's messages of group_500.json) replayed as one private chat, each person's run of
+messages in a row sent as a burst 150 ms apart (${rec.runs} runs, ${rec.runs_of_several} of several messages), got
+${rec.answers} answers from ${rec.calls} model calls; ${rec.abandoned} abandoned early starts cost
+${fmt(rec.abandoned_tokens, 0)} of ${fmt(rec.tokens, 0)} tokens (${fmt((100 * rec.abandoned_tokens) / Math.max(1, rec.tokens), 1)}%).` : "The recorded conversation's replay is not in a quick run."}`;
 }
 
 const md = `# Benchmarks

@@ -28,10 +28,16 @@
 //!   and the half answer shown is replaced by the placeholder, so no half answer stays up.
 //! - A turn that went stale (replanned) puts the placeholder back at once ([`first_sign_soon`]
 //!   from `chat/turn_life.rs`): the stale answer's last draft does not stay up while it replans.
+//! - An early start (`core::chat::debounce::starts_early`, [`Live::early_until`]): its port
+//!   hands the turn no answer before the burst's quiet window is over (so no tool runs and no
+//!   plan is made), sends no early chunk before then, and ends at once when the chat object
+//!   throws the turn's [`Stop`] (a newer message abandoned it): the call fails as
+//!   `ModelError::Abandoned` with what it cost, which the turn records and charges.
 
 use crate::config::{now_ms, Ctx};
 use crate::outbound::gemini::GeminiClient;
 use crate::outbound::gemini_stream::ChunkSink;
+pub use crate::outbound::gemini_stream::Stop;
 use crate::outbound::telegram::TelegramClient;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::gemini::{GenerateContentRequest, GenerateContentResponse, ModelError};
@@ -91,6 +97,17 @@ pub struct Live {
     /// Commits the turn before part of its answer goes out (stored in the object's state),
     /// with the newest message seq the answer saw; false: it may not (a newer message came).
     pub commit: Rc<dyn Fn(i64) -> LocalBoxFuture<'static, bool>>,
+    /// The turn's stop switch (the chat object throws it: `ChatObject::abandon_turn`).
+    pub stop: Rc<Stop>,
+    /// An early start: the end of its burst's quiet window (`TurnRun::early_until_ms`).
+    pub early_until: Option<i64>,
+}
+
+impl Live {
+    /// Whether an early start's quiet window is still open: nothing of it may be handed on.
+    fn holding(&self) -> bool {
+        self.early_until.is_some_and(|until| now_ms() < until)
+    }
 }
 
 /// The draft id of a conversation's "Thinking…" placeholder (shown before a turn exists, and
@@ -152,6 +169,8 @@ struct Drafts {
 pub struct StreamingModel {
     client: GeminiClient,
     drafts: Option<Drafts>,
+    /// The turn's stop switch and early window, whether or not it is drafted.
+    live: Option<Live>,
 }
 
 impl StreamingModel {
@@ -159,7 +178,7 @@ impl StreamingModel {
     /// turn is current (`None`: not a Telegram chat, e.g. the API chat); `newest_seq`: the
     /// newest message of the turn's context.
     pub fn new(ctx: &Ctx, conv: &ConvKey, private: bool, live: Option<Live>, newest_seq: i64) -> Self {
-        let drafts = live.filter(|_| private && drafts_on(ctx)).map(|live| Drafts {
+        let drafts = live.clone().filter(|_| private && drafts_on(ctx)).map(|live| Drafts {
             ctx: ctx.clone(),
             tg: ctx.telegram(),
             conv: *conv,
@@ -174,7 +193,22 @@ impl StreamingModel {
             rich: Cell::new(false),
             written: RefCell::new(String::new()),
         });
-        StreamingModel { client: ctx.gemini(), drafts }
+        StreamingModel { client: ctx.gemini(), drafts, live }
+    }
+
+    /// An early start's answer waits for the end of its quiet window; a newer message meanwhile
+    /// (the stop thrown) abandons it, charged what the call cost.
+    async fn hand_over(&self, request: &GenerateContentRequest, result: Result<GenerateContentResponse, ModelError>) -> Result<GenerateContentResponse, ModelError> {
+        let Some(live) = &self.live else { return result };
+        let Ok(response) = result else { return result };
+        if let Some(wait) = live.early_until.map(|until| until - now_ms()).filter(|w| *w > 0) {
+            let quiet = worker::Delay::from(std::time::Duration::from_millis(wait as u64));
+            Stop::unless_thrown(Some(&live.stop), quiet).await;
+        }
+        if live.stop.is_thrown() {
+            return Err(ModelError::Abandoned { usage: agent_core::turn::abandoned_usage(request, std::slice::from_ref(&response)) });
+        }
+        Ok(response)
     }
 
     /// The answer as far as it was written, if the person stopped this turn (Telegram's Stop
@@ -195,8 +229,16 @@ impl StreamingModel {
 
 impl ModelPort for StreamingModel {
     async fn generate(&self, model: &str, request: &GenerateContentRequest) -> Result<GenerateContentResponse, ModelError> {
-        match &self.drafts {
-            None => self.client.generate(model, request).await,
+        let stop = self.live.as_ref().map(|l| &*l.stop);
+        let stopped = || Err(ModelError::Abandoned { usage: agent_core::turn::abandoned_usage(request, &[]) });
+        if stop.is_some_and(Stop::is_thrown) {
+            return stopped();
+        }
+        let result = match &self.drafts {
+            None => match Stop::unless_thrown(stop, self.client.generate(model, request)).await {
+                Some(result) => result,
+                None => return stopped(),
+            },
             Some(drafts) => {
                 // Stopped before this call: no model call at all, the answer ends here.
                 if stop_requested(&drafts.live.turn_id) {
@@ -204,13 +246,14 @@ impl ModelPort for StreamingModel {
                 }
                 let first = drafts.calls.replace(drafts.calls.get() + 1) == 0;
                 let sink = Sink { drafts, pacer: RefCell::new(DraftPacer::new(drafts.interval_ms)), first };
-                let answer = self.client.stream_generate(model, request, &sink).await;
+                let answer = self.client.stream_generate(model, request, &sink, stop).await;
                 if let Ok(r) = &answer {
                     *drafts.written.borrow_mut() = visible_so_far(std::slice::from_ref(r)).0;
                 }
                 answer
             }
-        }
+        };
+        self.hand_over(request, result).await
     }
 }
 
@@ -250,7 +293,8 @@ impl Sink<'_> {
     /// Sends the chunks of the answer that can no longer change, as messages (module doc).
     async fn send_settled(&self, text: &str, calls: bool) {
         let d = self.drafts;
-        if calls || d.early_over.get() {
+        // An early start sends nothing before its quiet window is over (it may be abandoned).
+        if calls || d.early_over.get() || d.live.holding() {
             return;
         }
         // An answer that will go rich goes whole (rich messages split by their own limits).
@@ -285,7 +329,9 @@ impl Sink<'_> {
     /// Shows the answer so far as a draft, paced.
     async fn draft(&self, text: &str, calls: bool) {
         let d = self.drafts;
-        if d.done.get() || d.sent.get() >= MAX_DRAFTS_PER_TURN {
+        // Drafts turned off while the turn ran (an early start's first sign was refused as a
+        // method meanwhile): none is tried.
+        if d.done.get() || d.sent.get() >= MAX_DRAFTS_PER_TURN || !drafts_on(&d.ctx) {
             return;
         }
         // The turn's own draft id: a Stop names it (`core::telegram::drafts::stops_turn`).

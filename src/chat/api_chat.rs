@@ -55,7 +55,7 @@ impl ChatObject {
                 let _ = storage::turns::set_turn_status(&ctx.db(), &turn.turn_id, TurnStatus::Done, None, now_ms()).await;
                 (200, json!({"reply": texts.join("\n\n"), "messages": texts, "turn_id": turn.turn_id}))
             }
-            Ok(answer::TurnOutput::NothingToDo) => (200, json!({"reply": null, "messages": [], "turn_id": turn.turn_id})),
+            Ok(answer::TurnOutput::NothingToDo | answer::TurnOutput::Abandoned) => (200, json!({"reply": null, "messages": [], "turn_id": turn.turn_id})),
             Err(answer::TurnError::Transient { error, .. }) => (503, json!({"error": error})),
             Err(answer::TurnError::Permanent { error }) => (502, json!({"error": error})),
         };

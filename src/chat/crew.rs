@@ -48,7 +48,8 @@ impl ChatObject {
         }
         let conv_s = conv.to_string();
         let now = now_ms();
-        self.update(|st| st.begin_due_turn(now, &conv_s, nonce, lineup.as_ref())).await
+        let timing = self.timing(ctx).await;
+        self.update(|st| st.begin_due_turn(now, &conv_s, nonce, lineup.as_ref(), &timing)).await
     }
 
     /// A continuation turn of a cycle (nobody asked just now) is the work of the person whose

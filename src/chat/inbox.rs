@@ -87,7 +87,10 @@ impl ChatObject {
         let signal = Signal { update_id: arrival.update_id, target_message_id: Some(message_id), trigger: arrival.trigger, at_ms: now_ms() };
         match self.update(|st| st.signal(&signal)).await {
             SignalOutcome::Duplicate => {}
-            SignalOutcome::Accepted { cancelled } => {
+            SignalOutcome::Accepted { cancelled, abandoned } => {
+                if let Some(turn_id) = abandoned {
+                    self.abandon_early_start(ctx, conv, kind, &turn_id);
+                }
                 // The first message of a burst, no turn running: show the bot is on it now.
                 if self.with(ChatState::burst_just_began).await {
                     crate::bot::stream::first_sign_soon(ctx, conv, kind, arrival.trigger != Trigger::Reaction);
@@ -98,6 +101,15 @@ impl ChatObject {
                 self.arm(ctx).await;
             }
         }
+    }
+
+    /// A newer message abandoned the early start `turn_id` (`ChatState::signal`): its model
+    /// call stops now (it records itself as stale, its tokens charged), and the placeholder
+    /// replaces whatever draft it showed, so nothing of it stays up; the burst's own turn follows.
+    fn abandon_early_start(&self, ctx: &Ctx, conv: ConvKey, kind: ChatKind, turn_id: &str) {
+        let here = self.abandon_turn(turn_id);
+        worker::console_log!("turn {turn_id}: early start abandoned for a newer message (stopped here: {here})");
+        crate::bot::stream::first_sign_soon(ctx, conv, kind, true);
     }
 
     /// Records the steps of a plan that a new message cancelled.

@@ -55,6 +55,7 @@ impl ChatObject {
                 self.in_flight.set(true);
                 self.arm(ctx).await; // the re-check, in case this instance dies mid-turn
                 let result = answer::answer_turn(ctx, &conv, &turn, Some(self.live(&turn)), Some(&self.rows)).await;
+                self.stop.replace(None);
                 self.in_flight.set(false);
                 self.after_turn(ctx, &conv, &turn_id, result).await
             }

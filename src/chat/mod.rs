@@ -115,6 +115,8 @@ pub struct ChatObject {
     rows: answer::RowCacheSlot,
     /// Counts this object's storage rows (see [`StorageMeter`]).
     storage_meter: StorageMeter,
+    /// The stop switch of the turn this instance drives (`abandon_turn`).
+    stop: RefCell<Option<(String, Rc<stream::Stop>)>>,
 }
 
 impl DurableObject for ChatObject {
@@ -130,6 +132,7 @@ impl DurableObject for ChatObject {
             written: Rc::new(RefCell::new(None)),
             rows: Default::default(),
             storage_meter: StorageMeter::default(),
+            stop: RefCell::new(None),
         }
     }
 
@@ -300,15 +303,37 @@ impl ChatObject {
 
     /// The state machine's timing; the debounce adapts to the chat's kind unless the
     /// operator fixed it (`DEBOUNCE_MS`).
-    fn timing(&self, ctx: &Ctx) -> Timing {
+    /// Read before [`Self::with`] / [`Self::update`], never inside them (it reads the state).
+    async fn timing(&self, ctx: &Ctx) -> Timing {
+        self.ensure_loaded().await;
         let group = self.meta.borrow().as_ref().and_then(|m| m.kind).is_some_and(|k| k != ChatKind::Private);
+        let adaptive = (!ctx.cfg.debounce_fixed).then_some(agent_core::chat::debounce::Policy::Adaptive { group });
         Timing {
             debounce_ms: ctx.cfg.debounce_ms as i64,
             debounce_max_ms: ctx.cfg.debounce_max_ms as i64,
             watchdog_ms: ctx.cfg.turn_watchdog_ms as i64,
             job_grace_ms: ctx.cfg.job_grace_ms as i64,
-            adaptive: (!ctx.cfg.debounce_fixed).then_some(agent_core::chat::debounce::Policy::Adaptive { group }),
+            adaptive,
+            early_start: agent_core::chat::debounce::starts_early(adaptive, self.crew_may_speak(ctx)),
         }
+    }
+
+    /// Whether a crew may speak in this chat (its turns are never early starts); an API chat
+    /// counts as one (its turns are claimed whole, never debounced).
+    fn crew_may_speak(&self, ctx: &Ctx) -> bool {
+        let Some(chat_id) = self.meta.borrow().as_ref().map(|m| m.conv.chat_id) else { return true };
+        if chat_id >= agent_core::access::policy::API_CHAT_ID_MIN {
+            return true;
+        }
+        let switch = self.chat.borrow().as_ref().and_then(ChatState::crew_switch);
+        !ctx.cfg.crew.is_empty() && agent_core::crew::speaks_in(chat_id, switch, &ctx.cfg.crew_chats)
+    }
+
+    /// Stops the model call of turn `turn_id` if this instance drives it (an abandoned early
+    /// start): the call ends at once as `ModelError::Abandoned`. False: not running here.
+    pub(super) fn abandon_turn(&self, turn_id: &str) -> bool {
+        let stop = self.stop.borrow().as_ref().filter(|(id, _)| id == turn_id).map(|(_, s)| s.clone());
+        stop.inspect(|s| s.throw()).is_some()
     }
 
     /// Whether `turn` is still the one to answer: no newer message came since it started (a
@@ -321,7 +346,7 @@ impl ChatObject {
         let (chat, storage, id) = (self.chat.clone(), Rc::new(self.state.storage()), turn.turn_id.clone());
         let (written, meter) = (self.written.clone(), self.storage_meter.clone());
         let commit = move |upto_seq: i64| -> futures::future::LocalBoxFuture<'static, bool> {
-            let snapshot = chat.borrow_mut().as_mut().and_then(|st| st.commit_turn(&id, upto_seq).then(|| chat_state::stored(st)));
+            let snapshot = chat.borrow_mut().as_mut().and_then(|st| st.commit_turn(&id, upto_seq, now_ms()).then(|| chat_state::stored(st)));
             let (storage, written, meter) = (storage.clone(), written.clone(), meter.clone());
             Box::pin(async move {
                 match snapshot {
@@ -330,7 +355,9 @@ impl ChatObject {
                 }
             })
         };
-        stream::Live { turn_id: turn.turn_id.clone(), current: Rc::new(current), commit: Rc::new(commit) }
+        let stop = Rc::new(stream::Stop::default());
+        self.stop.replace(Some((turn.turn_id.clone(), stop.clone())));
+        stream::Live { turn_id: turn.turn_id.clone(), current: Rc::new(current), commit: Rc::new(commit), stop, early_until: turn.early_until_ms }
     }
 
     /// When a retry job for attempt `attempt` that was asked to wait `after_ms` counts as lost:
@@ -347,7 +374,8 @@ impl ChatObject {
     async fn arm(&self, ctx: &Ctx) {
         let (in_flight, advancing) = (self.in_flight.get(), self.advancing.get());
         let now = now_ms();
-        let wake = self.with(|st| st.next_wake_here(&self.timing(ctx), in_flight, advancing, now)).await;
+        let timing = self.timing(ctx).await;
+        let wake = self.with(|st| st.next_wake_here(&timing, in_flight, advancing, now)).await;
         let storage = self.state.storage();
         self.storage_meter.count(0, 1);
         let result = match wake {
@@ -389,7 +417,8 @@ impl ChatObject {
             self.arm(ctx).await;
             return;
         }
-        match self.with(|st| st.due(now, &self.timing(ctx))).await {
+        let timing = self.timing(ctx).await;
+        match self.with(|st| st.due(now, &timing)).await {
             Due::StartTurn => {
                 self.start_turn(ctx).await;
             }

@@ -36,6 +36,7 @@ impl ChatObject {
         self.in_flight.set(true);
         self.arm(ctx).await; // the re-check, in case this instance dies mid-turn
         let result = answer::answer_turn(ctx, &conv, &turn, Some(self.live(&turn)), Some(&self.rows)).await;
+        self.stop.replace(None);
         self.in_flight.set(false);
         let outcome = self.after_turn(ctx, &conv, &turn.turn_id, result).await;
         if let JobOutcome::Retry { error, after_ms } = outcome {
@@ -83,6 +84,13 @@ impl ChatObject {
                     }
                     Finish::Superseded => {}
                 }
+                self.arm(ctx).await;
+                JobOutcome::Done
+            }
+            Ok(answer::TurnOutput::Abandoned) => {
+                // An early start a newer message abandoned (recorded as stale, its call charged):
+                // the state already holds the burst for its own turn.
+                worker::console_log!("turn {turn_id}: early start abandoned for a newer message; the burst gets its own turn");
                 self.arm(ctx).await;
                 JobOutcome::Done
             }

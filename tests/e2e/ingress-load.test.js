@@ -63,8 +63,9 @@ test("200 chats each sending a burst of 5: one answered turn per chat that saw i
   for (const c of chats) {
     const reqs = s.gemini.calls(c);
     calls += reqs.length;
-    assert.equal(reqs.length, 1, `chat ${c} made ${reqs.length} model calls`);
-    const text = reqs[0].body.contents.flatMap((x) => x.parts).map((p) => p.text ?? "").join("\n");
+    // One answer per burst; at most one abandoned early start before it (the last call answers).
+    assert.ok(reqs.length >= 1 && reqs.length <= 2, `chat ${c} made ${reqs.length} model calls`);
+    const text = reqs.at(-1).body.contents.flatMap((x) => x.parts).map((p) => p.text ?? "").join("\n");
     for (let k = 0; k < 5; k++) assert.match(text, new RegExp(`burst ${c} part ${k}`));
     assert.equal(s.tg.sent(c).length, 1);
   }

@@ -83,7 +83,7 @@ test("a link the model writes is plain text in every draft; the final message li
   assert.equal(final.body.link_preview_options?.is_disabled, true, "a link no person posted goes out without a preview");
 });
 
-test("a five-message burst: one sign, one model call, one final message", async () => {
+test("a five-message burst: one sign, one answer (at most one abandoned early start), one final message", async () => {
   const uid = uniqueId();
   s.gemini.script(uid, [{ text: "One answer to all five." }]);
   for (let i = 0; i < 5; i++) {
@@ -92,10 +92,11 @@ test("a five-message burst: one sign, one model call, one final message", async 
   }
   await s.tg.waitFor(() => s.finalSent(uid).length === 1, 20_000, "the final message");
   await sleep(1500);
-  assert.equal(s.gemini.calls(uid).length, 1, "one model call for the burst");
-  const call = s.gemini.calls(uid)[0];
+  const calls = s.gemini.calls(uid);
+  assert.ok(calls.length <= 2, `one answer for the burst, at most one abandoned early start: ${calls.length} calls`);
+  const call = calls.at(-1);
   assert.match(JSON.stringify(call.body.contents), /part 5 of my story/, "the call saw the whole burst");
-  const signs = accepted(uid).filter((r) => r.draft === "" && r.at < call.at);
+  const signs = accepted(uid).filter((r) => r.draft === "" && r.at < calls[0].at);
   assert.equal(signs.length, 1, "one visible sign for the burst, not one per message");
   assert.equal(s.finalSent(uid).length, 1);
 });

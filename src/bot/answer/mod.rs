@@ -40,6 +40,9 @@ pub enum TurnOutput {
     Planned { steps: Vec<Step>, schedules_changed: bool, step_calls: Option<Vec<Option<usize>>> },
     /// Nothing new to answer, or the chat is blocked: no model call was made.
     NothingToDo,
+    /// An early start abandoned for a newer message (`ModelError::Abandoned`): recorded as
+    /// stale with its call's cost; nothing to send, retry or apologise for.
+    Abandoned,
 }
 
 pub enum TurnError {

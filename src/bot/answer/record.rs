@@ -72,7 +72,13 @@ fn end_of<'a>(turn_id: &'a str, outcome: &Result<TurnResult, TurnFailure>, now: 
             };
         }
         Err(failure) => {
-            end.status = if failure.error.is_transient() { TurnStatus::Retrying } else { TurnStatus::Failed };
+            end.status = if failure.error.is_abandoned() {
+                TurnStatus::Stale
+            } else if failure.error.is_transient() {
+                TurnStatus::Retrying
+            } else {
+                TurnStatus::Failed
+            };
             end.error = Some(failure.error.to_string());
         }
     }
@@ -113,6 +119,7 @@ pub async fn finish(
             }
             Ok(TurnOutput::Planned { steps: result.steps, schedules_changed: result.schedules_changed, step_calls: Some(result.step_calls) })
         }
+        Err(failure) if failure.error.is_abandoned() => Ok(TurnOutput::Abandoned),
         Err(failure) => {
             let error = failure.error.to_string();
             if failure.error.is_transient() {

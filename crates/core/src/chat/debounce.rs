@@ -9,6 +9,14 @@
 //! bounds the whole wait (`debounce_max_ms`). An operator's `DEBOUNCE_MS` overrides all of
 //! this (a fixed quiet window, as before).
 //!
+//! Early start ([`starts_early`]): in a private chat with the adaptive window (and no crew
+//! speaking there), the first message of a burst does not wait the window: its turn starts at
+//! once, so its first words show as soon as a bot that never waits would show them. The
+//! window still counts: a second message within it abandons that early start (the state,
+//! `chat_state`), and the burst gets its ordinary debounced turn; an early start hands nothing
+//! to its turn (no tool runs, no message goes out) before its window is over. Groups, crews
+//! and an operator's fixed `DEBOUNCE_MS` keep the plain debounce: one model call per burst.
+//!
 //! Invariants:
 //! - The window is never shorter than the kind's floor, never longer than [`QUIET_CAP_MS`]
 //!   (nor the caller's maximum wait), whatever was learnt.
@@ -92,6 +100,13 @@ pub fn quiet_ms(policy: Policy, burst: &Burstiness, count: u32) -> i64 {
     }
 }
 
+/// Whether a burst's first message starts its turn at once ("early start", module doc): the
+/// adaptive window of a private chat (`policy`; `None`: the operator's fixed window) where no
+/// crew speaks (a crew's personas take turns on the whole burst).
+pub fn starts_early(policy: Option<Policy>, crew_speaks: bool) -> bool {
+    matches!(policy, Some(Policy::Adaptive { group: false })) && !crew_speaks
+}
+
 /// When a burst (`first`, `last` message times, `count` messages) is ready for a turn.
 pub fn deadline(policy: Policy, burst: &Burstiness, first_ms: i64, last_ms: i64, count: u32, max_ms: i64) -> i64 {
     (last_ms + quiet_ms(policy, burst, count)).min(first_ms + max_ms)
@@ -103,6 +118,14 @@ mod tests {
 
     const PRIVATE: Policy = Policy::Adaptive { group: false };
     const GROUP: Policy = Policy::Adaptive { group: true };
+
+    #[test]
+    fn only_private_chats_with_the_adaptive_window_and_no_crew_start_early() {
+        assert!(starts_early(Some(PRIVATE), false));
+        assert!(!starts_early(Some(PRIVATE), true), "a crew takes turns on the whole burst");
+        assert!(!starts_early(Some(GROUP), false), "groups keep the debounce");
+        assert!(!starts_early(None, false), "an operator's fixed DEBOUNCE_MS is kept as is");
+    }
 
     #[test]
     fn a_single_private_message_waits_a_short_window() {

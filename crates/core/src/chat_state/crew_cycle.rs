@@ -5,7 +5,7 @@
 //! ([`Lineup`]) to the turn's transitions in `chat_state`, which decide whether a turn is a
 //! persona's.
 
-use super::{Apology, ChatState, Finish, TurnRun};
+use super::{Apology, ChatState, Finish, Timing, TurnRun};
 use crate::crew::{is_pass, persona_of_turn, Lineup};
 use crate::crew_state::{CrewTurn, Cycle, End, Outcome};
 use crate::telegram::gating::Trigger;
@@ -43,14 +43,23 @@ impl ChatState {
     /// Starts the turn that is due: the next persona's when a crew speaks in this chat
     /// (`crew`), else the single bot's for the pending burst (a cycle left over with no crew,
     /// switched off or `CREW` emptied, is dropped). `None`: nothing to start.
-    pub fn begin_due_turn(&mut self, now: i64, conv: &str, nonce: u64, crew: Option<&Lineup>) -> Option<TurnRun> {
+    /// The single bot's turn of a burst's first message may be an early start (`t`,
+    /// `chat::debounce::starts_early`): it then carries the end of the burst's quiet window.
+    pub fn begin_due_turn(&mut self, now: i64, conv: &str, nonce: u64, crew: Option<&Lineup>, t: &Timing) -> Option<TurnRun> {
         if let Some(lineup) = crew {
             return self.begin_crew_turn(now, conv, nonce, lineup);
         }
         if let Some(c) = self.crew.as_mut() {
             c.cycle = None;
         }
-        self.pending.is_some().then(|| self.begin_turn(now, conv, nonce))
+        self.pending.as_ref()?;
+        let early = self.early_window(t, now);
+        let mut turn = self.begin_turn(now, conv, nonce);
+        if let Some(stored) = self.turn.as_mut() {
+            stored.early_until_ms = early;
+            turn.early_until_ms = early;
+        }
+        Some(turn)
     }
 
     /// The model answered turn `turn_id` with `steps` (and their function calls, kept with the
@@ -178,6 +187,7 @@ impl ChatState {
             crew: Some(crew_turn),
             committed: false,
             committed_upto: None,
+            early_until_ms: None,
         };
         self.turn = Some(turn.clone());
         Some(turn)
@@ -281,10 +291,10 @@ impl ChatState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat_state::{Due, Signal, Timing};
+    use crate::chat_state::{Due, Signal};
     use crate::crew::{persona_of_turn, PASS_TEXT};
 
-    const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: 120_000, job_grace_ms: 300_000, adaptive: None };
+    const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: 120_000, job_grace_ms: 300_000, adaptive: None, early_start: false };
 
     fn lineup(moderator: Option<usize>, rounds: u32) -> Lineup {
         Lineup { names: vec!["critic".into(), "builder".into(), "moderator".into()], moderator, max_rounds: rounds }
@@ -318,19 +328,19 @@ mod tests {
         // With a crew here: a persona's turn, its pass is silent and counted.
         let mut s = ChatState::default();
         signal(&mut s, 1, 0);
-        let t = s.begin_due_turn(2000, "c", 1, Some(&l)).unwrap();
+        let t = s.begin_due_turn(2000, "c", 1, Some(&l), &T).unwrap();
         assert_eq!(persona_of_turn(&t.turn_id), Some("critic"));
         let a = s.finish_answer(&t.turn_id, Vec::new(), Some(vec![]), &l, 2100);
         assert!(a.silent && a.passed && a.finish == Finish::Execute && a.cycle_end.is_none());
         // The next persona fails: skipped, no apology of its own.
-        let t = s.begin_due_turn(2200, "c", 2, Some(&l)).unwrap();
+        let t = s.begin_due_turn(2200, "c", 2, Some(&l), &T).unwrap();
         assert_eq!(s.give_up_any(&t.turn_id, &l, true, 2300), GivenUp::Persona { cycle_end: None });
         assert!(s.apologies.is_empty());
         // No crew here any more: the cycle is dropped and only people's bursts start turns.
-        assert_eq!(s.begin_due_turn(2400, "c", 3, None), None);
+        assert_eq!(s.begin_due_turn(2400, "c", 3, None, &T), None);
         assert!(s.crew.as_ref().unwrap().cycle.is_none());
         signal(&mut s, 2, 3000);
-        let t = s.begin_due_turn(5000, "c", 4, None).unwrap();
+        let t = s.begin_due_turn(5000, "c", 4, None, &T).unwrap();
         assert!(t.crew.is_none());
         let a = s.finish_answer(&t.turn_id, say(PASS_TEXT), None, &l, 5100);
         assert!(!a.silent && !a.passed, "only a persona passes");
@@ -338,11 +348,11 @@ mod tests {
         // elsewhere owes nothing.
         signal(&mut s, 3, 6000);
         s.plan = None;
-        let t = s.begin_due_turn(8000, "c", 5, None).unwrap();
+        let t = s.begin_due_turn(8000, "c", 5, None, &T).unwrap();
         assert_eq!(s.give_up_any(&t.turn_id, &l, true, 8100), GivenUp::Owed);
         assert_eq!(s.apologies.len(), 1);
         signal(&mut s, 4, 9000);
-        let t = s.begin_due_turn(11000, "c", 6, None).unwrap();
+        let t = s.begin_due_turn(11000, "c", 6, None, &T).unwrap();
         assert_eq!(s.give_up_any(&t.turn_id, &l, false, 11100), GivenUp::NothingOwed);
         assert!(s.turn().is_none() && s.apologies.len() == 1);
     }

@@ -8,7 +8,8 @@
 //! "Turn ids never repeat" (the start time and a random nonce the caller passes in; the
 //! counter is only a statistic), "One apology, never lost", "A cancelled step is never sent"
 //! ([`ChatState::is_current_step`]), "Bursts", "A scheduled turn keeps its place" (a
-//! [`ScheduledRun`] in the state, and a turn committed by [`ChatState::commit_turn`]).
+//! [`ScheduledRun`] in the state, and a turn committed by [`ChatState::commit_turn`]), "Early
+//! start, at most one abandoned a burst" ([`TurnRun::early_until_ms`], [`Pending::early_spent`]).
 //!
 //! Also:
 //! - A burst's signals each push the debounce deadline to `last + debounce`, capped at
@@ -69,11 +70,13 @@ pub struct Timing {
     pub job_grace_ms: i64,
     /// The adaptive debounce (`crate::chat::debounce`); `None`: the fixed `debounce_ms`.
     pub adaptive: Option<crate::chat::debounce::Policy>,
+    /// A burst's first message starts its turn at once (`debounce::starts_early`).
+    pub early_start: bool,
 }
 
 impl Timing {
     pub fn new(debounce_ms: i64, debounce_max_ms: i64) -> Self {
-        Timing { debounce_ms, debounce_max_ms, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS, adaptive: None }
+        Timing { debounce_ms, debounce_max_ms, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS, adaptive: None, early_start: false }
     }
 }
 
@@ -95,6 +98,10 @@ pub struct Pending {
     /// Messages in the burst so far (0 when stored by an older version).
     #[serde(default)]
     pub count: u32,
+    /// The burst's early start was abandoned: its turn waits the quiet window (at most one
+    /// abandoned early start a burst).
+    #[serde(default)]
+    pub early_spent: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -126,6 +133,12 @@ pub struct TurnRun {
     /// newer (newer messages get their own turn).
     #[serde(default)]
     pub committed_upto: Option<i64>,
+    /// An early start (`chat::debounce::starts_early`): the turn began with the burst's first
+    /// message, before its quiet window ended at this time. Until then a newer message abandons
+    /// it ([`ChatState::signal`]), nothing of it may go out ([`ChatState::commit_turn`]) and
+    /// its model port hands the turn nothing (no tool runs, no plan).
+    #[serde(default)]
+    pub early_until_ms: Option<i64>,
 }
 
 
@@ -227,8 +240,9 @@ pub struct Apology {
 pub enum SignalOutcome {
     /// Already seen: nothing changes.
     Duplicate,
-    /// Accepted; the plan of `turn_id` was cancelled from step `from` on, if one was running.
-    Accepted { cancelled: Option<(String, usize)> },
+    /// Accepted; the plan of `turn_id` was cancelled from step `from` on, if one was running;
+    /// `abandoned`: the early start this message abandoned (its model call is to be stopped).
+    Accepted { cancelled: Option<(String, usize)>, abandoned: Option<String> },
 }
 
 /// What the alarm should do now.
@@ -396,6 +410,7 @@ impl ChatState {
         }
         self.generation += 1;
         self.burst.message_at(s.at_ms);
+        let abandoned = self.abandon_early_start(s.at_ms);
         self.pending = Some(match self.pending.take() {
             Some(p) => Pending {
                 first_ms: p.first_ms,
@@ -403,6 +418,7 @@ impl ChatState {
                 target_message_id: s.target_message_id.or(p.target_message_id),
                 trigger: s.trigger,
                 count: p.count.saturating_add(1),
+                early_spent: p.early_spent,
             },
             None => Pending {
                 first_ms: s.at_ms,
@@ -410,6 +426,7 @@ impl ChatState {
                 target_message_id: s.target_message_id,
                 trigger: s.trigger,
                 count: 1,
+                early_spent: false,
             },
         });
         let cancelled = if self.plan.as_ref().is_some_and(|p| !p.keeps_its_place()) {
@@ -417,13 +434,52 @@ impl ChatState {
         } else {
             None
         };
-        SignalOutcome::Accepted { cancelled }
+        SignalOutcome::Accepted { cancelled, abandoned: abandoned.map(|t| t.turn_id) }
+    }
+
+    /// A message at `at_ms` came within the running early start's quiet window: that turn is
+    /// given up (nothing of it went out: it may not commit nor plan before the window ends) and
+    /// its burst is pending again, as a burst of its first message and this one, spent for
+    /// early starts, so the ordinary debounced turn answers the whole burst. The turn returned
+    /// is the one to stop.
+    fn abandon_early_start(&mut self, at_ms: i64) -> Option<TurnRun> {
+        let early = self.turn.as_ref().is_some_and(|t| t.early_until_ms.is_some_and(|until| at_ms < until) && !t.keeps_its_place());
+        if !early {
+            return None;
+        }
+        let turn = self.turn.take()?;
+        let first_ms = turn.started_ms.min(at_ms);
+        self.pending = Some(match self.pending.take() {
+            Some(p) => Pending { first_ms: p.first_ms.min(first_ms), count: p.count.saturating_add(1), early_spent: true, ..p },
+            None => Pending { first_ms, last_ms: first_ms, target_message_id: turn.target_message_id, trigger: turn.trigger, count: 1, early_spent: true },
+        });
+        Some(turn)
     }
 
     /// When the pending burst is ready for a turn.
+    /// A burst that may start early ([`Pending::early_spent`] not yet, one message so far) is
+    /// ready at once.
     pub fn debounce_deadline(&self, t: &Timing) -> Option<i64> {
         let policy = t.adaptive.unwrap_or(crate::chat::debounce::Policy::Fixed(t.debounce_ms));
-        self.pending.as_ref().map(|p| crate::chat::debounce::deadline(policy, &self.burst, p.first_ms, p.last_ms, p.count, t.debounce_max_ms))
+        self.pending.as_ref().map(|p| match Self::may_start_early(p, t) {
+            true => p.first_ms,
+            false => crate::chat::debounce::deadline(policy, &self.burst, p.first_ms, p.last_ms, p.count, t.debounce_max_ms),
+        })
+    }
+
+    /// Whether burst `p` starts its turn early: early starts are on here (`Timing::early_start`),
+    /// it is one message so far and no early start of it was abandoned.
+    fn may_start_early(p: &Pending, t: &Timing) -> bool {
+        t.early_start && p.count == 1 && !p.early_spent
+    }
+
+    /// The end of the quiet window of the pending burst's early start, if its turn starting at
+    /// `now` is one (the window not over yet).
+    pub(crate) fn early_window(&self, t: &Timing, now: i64) -> Option<i64> {
+        let p = self.pending.as_ref().filter(|p| Self::may_start_early(p, t))?;
+        let policy = t.adaptive.unwrap_or(crate::chat::debounce::Policy::Fixed(t.debounce_ms));
+        let until = p.first_ms + crate::chat::debounce::quiet_ms(policy, &self.burst, 1);
+        (until > now).then_some(until)
     }
 
     /// What to do at `now`. A turn that exists blocks everything else (a dead instance's turn
@@ -473,6 +529,7 @@ impl ChatState {
             crew: None,
             committed: false,
             committed_upto: None,
+            early_until_ms: None,
         };
         self.turn = Some(turn.clone());
         turn
@@ -570,6 +627,7 @@ impl ChatState {
             crew: None,
             committed: false,
             committed_upto: None,
+            early_until_ms: None,
         };
         self.turn = Some(turn.clone());
         turn
@@ -638,9 +696,14 @@ impl ChatState {
     /// is committed: it is carried out whatever arrives, and newer messages wait for their own
     /// turn. `upto_seq`: the newest message the answer saw (a retry sees nothing newer; the
     /// first commit's stays). Returns whether the chunk may go out.
-    pub fn commit_turn(&mut self, turn_id: &str, upto_seq: i64) -> bool {
+    /// An early start may not commit before its quiet window is over (`now`): a newer message
+    /// may still abandon it.
+    pub fn commit_turn(&mut self, turn_id: &str, upto_seq: i64, now: i64) -> bool {
         let generation = self.generation;
         let Some(turn) = self.turn.as_mut().filter(|t| t.turn_id == turn_id && !t.waiting_retry) else { return false };
+        if turn.early_until_ms.is_some_and(|until| now < until) {
+            return false;
+        }
         if !turn.keeps_its_place() && turn.generation != generation {
             return false;
         }
@@ -803,7 +866,7 @@ impl ChatState {
 mod tests {
     use super::*;
 
-    const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS, adaptive: None };
+    const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS, adaptive: None, early_start: false };
 
     fn sig(update_id: i64, at_ms: i64) -> Signal {
         Signal { update_id, target_message_id: Some(update_id * 10), trigger: Trigger::Private, at_ms }
@@ -811,6 +874,102 @@ mod tests {
 
     fn send(text: &str) -> Step {
         Step::Send { text: text.into(), reply_to: None, no_link_preview: false }
+    }
+
+    /// A private chat with the adaptive window: early starts on.
+    const EARLY: Timing = Timing {
+        debounce_ms: 0,
+        debounce_max_ms: 8000,
+        watchdog_ms: TURN_WATCHDOG_MS,
+        job_grace_ms: JOB_GRACE_MS,
+        adaptive: Some(crate::chat::debounce::Policy::Adaptive { group: false }),
+        early_start: true,
+    };
+
+    #[test]
+    fn a_lone_message_starts_its_turn_at_once_and_carries_its_quiet_window() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 1000));
+        assert_eq!(s.due(1000, &EARLY), Due::StartTurn, "no waiting for the quiet window");
+        assert_eq!(s.next_wake(&EARLY, false, 1000), Some(1000));
+        let t = s.begin_due_turn(1005, "c", 1, None, &EARLY).unwrap();
+        let window = 1000 + crate::chat::debounce::PRIVATE_QUIET_MS;
+        assert_eq!(t.early_until_ms, Some(window));
+        assert_eq!(s.turn().unwrap().early_until_ms, Some(window), "stored with the turn");
+        // Nothing may go out while a newer message could still abandon it.
+        assert!(!s.commit_turn(&t.turn_id, 5, window - 1));
+        assert!(s.commit_turn(&t.turn_id, 5, window), "its window over: it is the burst's answer");
+    }
+
+    #[test]
+    fn without_early_starts_the_burst_waits_its_window_as_before() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 1000));
+        let off = Timing { early_start: false, ..EARLY };
+        assert_eq!(s.due(1000, &off), Due::Nothing);
+        let t = s.begin_due_turn(1400, "c", 1, None, &off).unwrap();
+        assert_eq!(t.early_until_ms, None);
+    }
+
+    #[test]
+    fn a_second_message_within_the_window_abandons_the_early_start_once() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 1000));
+        let early = s.begin_due_turn(1000, "c", 1, None, &EARLY).unwrap();
+        let out = s.signal(&sig(2, 1100));
+        assert_eq!(out, SignalOutcome::Accepted { cancelled: None, abandoned: Some(early.turn_id.clone()) });
+        assert!(s.turn().is_none(), "the early start is gone: its result would be superseded");
+        assert_eq!(s.finish_turn(&early.turn_id, vec![send("half")], 1200), Finish::Superseded);
+        let p = s.pending().unwrap();
+        assert_eq!((p.first_ms, p.count, p.early_spent), (1000, 2, true), "the whole burst waits, spent for early starts");
+        // The ordinary debounced turn: it waits the burst's window, not at once.
+        let deadline = s.debounce_deadline(&EARLY).unwrap();
+        assert!(deadline >= 1100 + crate::chat::debounce::BURST_QUIET_MS, "{deadline}");
+        assert_eq!(s.due(1200, &EARLY), Due::Nothing);
+        // More messages: still one burst, no second early start.
+        s.signal(&sig(3, 1300));
+        let d = s.debounce_deadline(&EARLY).unwrap();
+        let t = s.begin_due_turn(d, "c", 2, None, &EARLY).unwrap();
+        assert_eq!(t.early_until_ms, None, "never a second early start in one burst");
+        assert_eq!(t.target_message_id, Some(30), "it answers the newest message");
+        assert_eq!(s.signal(&sig(4, d + 1)), SignalOutcome::Accepted { cancelled: None, abandoned: None }, "an ordinary turn is never abandoned");
+    }
+
+    #[test]
+    fn a_message_after_the_window_leaves_the_early_start_as_the_answer() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 1000));
+        let t = s.begin_due_turn(1000, "c", 1, None, &EARLY).unwrap();
+        let after = 1000 + crate::chat::debounce::PRIVATE_QUIET_MS;
+        assert_eq!(s.signal(&sig(2, after)), SignalOutcome::Accepted { cancelled: None, abandoned: None });
+        assert!(s.turn_of(&t.turn_id).is_some(), "a new burst: the running turn goes stale as before, never abandoned");
+        assert_eq!(s.pending().map(|p| (p.count, p.early_spent)), Some((1, false)));
+    }
+
+    #[test]
+    fn a_committed_or_redelivered_early_start_is_not_abandoned() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 1000));
+        let t = s.begin_due_turn(1000, "c", 1, None, &EARLY).unwrap();
+        assert_eq!(s.signal(&sig(1, 1100)), SignalOutcome::Duplicate, "a redelivery abandons nothing");
+        assert!(s.turn_of(&t.turn_id).is_some());
+        // A committed turn (its window over) keeps its place whatever the clock says.
+        s.turn.as_mut().unwrap().committed = true;
+        assert_eq!(s.signal(&sig(2, 1100)), SignalOutcome::Accepted { cancelled: None, abandoned: None });
+    }
+
+    #[test]
+    fn an_early_start_state_round_trips_and_older_states_read_as_not_early() {
+        let mut s = ChatState::default();
+        s.signal(&sig(1, 1000));
+        s.begin_due_turn(1000, "c", 1, None, &EARLY).unwrap();
+        s.signal(&sig(2, 1100));
+        let back = load(Some(serde_json::Value::String(stored(&s)))).state;
+        assert_eq!(back, s);
+        let old = r#"{"generation":1,"pending":{"first_ms":5,"last_ms":5,"target_message_id":null,"trigger":"private","count":1},"turn":null,"plan":null,"turns_started":0,"replans_in_row":0,"seen":[1]}"#;
+        let old = load(Some(serde_json::Value::String(old.into())));
+        assert_eq!(old.error, None);
+        assert!(!old.state.pending().unwrap().early_spent);
     }
 
     #[test]
@@ -851,7 +1010,7 @@ mod tests {
         let mut s = ChatState::default();
         s.signal(&sig(1, 0));
         let t = s.begin_turn(10, "c", 1);
-        assert!(s.commit_turn(&t.turn_id, 5));
+        assert!(s.commit_turn(&t.turn_id, 5, 0));
         s.signal(&sig(2, 20));
         assert!(s.still_current(&t) && s.turn().unwrap().keeps_its_place(), "committed: it keeps its place");
         assert!(s.pending().is_some(), "the newer message waits for its own turn");
@@ -930,7 +1089,7 @@ mod tests {
         s.step_done(&turn.turn_id, 1, 3500);
         assert_eq!(s.due(2000, &T), Due::Nothing);
         let out = s.signal(&sig(2, 2500));
-        assert_eq!(out, SignalOutcome::Accepted { cancelled: Some((turn.turn_id.clone(), 2)) });
+        assert_eq!(out, SignalOutcome::Accepted { cancelled: Some((turn.turn_id.clone(), 2)), abandoned: None });
         assert!(s.plan.is_none());
         assert_eq!(s.next_wake(&T, false, 0), Some(3500), "replans after the debounce");
     }
@@ -1225,17 +1384,17 @@ mod tests {
         let mut s = ChatState::default();
         s.signal(&sig(1, 0));
         let t = s.begin_turn(100, "c", 3);
-        assert!(s.commit_turn(&t.turn_id, 5), "no newer message: the first chunk may go out");
+        assert!(s.commit_turn(&t.turn_id, 5, 0), "no newer message: the first chunk may go out");
         assert!(s.turn.as_ref().unwrap().committed);
         // A message during the stream does not make it stale once committed.
         s.signal(&sig(2, 200));
-        assert!(s.commit_turn(&t.turn_id, 9), "committed stays committed");
+        assert!(s.commit_turn(&t.turn_id, 9, 0), "committed stays committed");
         assert_eq!(s.turn.as_ref().unwrap().committed_upto, Some(5), "the first commit's bound stays");
         assert_eq!(s.finish_turn(&t.turn_id, vec![send("long answer"), send("more")], 300), Finish::Execute);
         assert!(s.plan.as_ref().unwrap().committed);
         assert!(s.pending.is_some(), "the newer message waits, pending");
         // A message while its plan runs does not cancel it either.
-        assert_eq!(s.signal(&sig(3, 400)), SignalOutcome::Accepted { cancelled: None });
+        assert_eq!(s.signal(&sig(3, 400)), SignalOutcome::Accepted { cancelled: None, abandoned: None });
         assert_eq!(s.due(5_000, &T), Due::AdvancePlan);
         s.step_done(&t.turn_id, 0, 500);
         s.step_done(&t.turn_id, 1, 500);
@@ -1248,8 +1407,8 @@ mod tests {
         s.signal(&sig(1, 0));
         let t = s.begin_turn(100, "c", 3);
         s.signal(&sig(2, 200));
-        assert!(!s.commit_turn(&t.turn_id, 5), "nothing may go out: the turn will be replanned");
-        assert!(!s.commit_turn("c/other", 5), "nor for a turn that is not the running one");
+        assert!(!s.commit_turn(&t.turn_id, 5, 0), "nothing may go out: the turn will be replanned");
+        assert!(!s.commit_turn("c/other", 5, 0), "nor for a turn that is not the running one");
         assert_eq!(s.finish_turn(&t.turn_id, vec![send("old")], 300), Finish::Stale);
     }
 
@@ -1258,7 +1417,7 @@ mod tests {
         let mut s = ChatState::default();
         s.signal(&sig(1, 0));
         let t = s.begin_turn(100, "c", 3);
-        assert!(s.commit_turn(&t.turn_id, 5));
+        assert!(s.commit_turn(&t.turn_id, 5, 0));
         s.signal(&sig(2, 200));
         let r = s.recover_turn(1_000, false).expect("a dead instance's turn is taken over");
         assert!(r.committed && s.pending.is_some(), "the newer message keeps its own turn");
@@ -1278,7 +1437,7 @@ mod tests {
         s.signal(&sig(2, 200));
         assert_eq!(s.finish_turn(&t.turn_id, vec![send("reminder"), send("more")], 300), Finish::Execute);
         // A message while its plan runs does not cancel it.
-        assert_eq!(s.signal(&sig(3, 400)), SignalOutcome::Accepted { cancelled: None });
+        assert_eq!(s.signal(&sig(3, 400)), SignalOutcome::Accepted { cancelled: None, abandoned: None });
         assert!(s.plan.is_some());
         assert_eq!(s.due(5_000, &T), Due::AdvancePlan);
         s.step_done(&t.turn_id, 0, 500);

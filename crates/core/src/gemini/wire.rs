@@ -320,6 +320,12 @@ pub enum ModelError {
     Network(String),
     #[error("unreadable Gemini response: {0}")]
     InvalidResponse(String),
+    /// An early start (`chat_state`, "Early start") given up because a newer message of the
+    /// burst came within its quiet window: the call was stopped. `usage` is what it cost (the
+    /// stream's last count, or `gemini::stream::abandoned_usage`'s estimate), charged like any
+    /// call's. Neither retried nor apologised for: the burst's own turn answers.
+    #[error("abandoned early start: a newer message came within the quiet window")]
+    Abandoned { usage: UsageMetadata },
 }
 
 impl ModelError {
@@ -331,7 +337,13 @@ impl ModelError {
             }
             ModelError::Network(_) => true,
             ModelError::InvalidResponse(_) => true,
+            ModelError::Abandoned { .. } => false,
         }
+    }
+
+    /// An early start given up for a newer message ([`ModelError::Abandoned`]).
+    pub fn is_abandoned(&self) -> bool {
+        matches!(self, ModelError::Abandoned { .. })
     }
     pub fn retry_after_ms(&self) -> Option<u64> {
         match self {

@@ -53,6 +53,43 @@ pub use request::*;
 pub use run::*;
 
 #[cfg(test)]
+mod abandoned_tests {
+    use super::*;
+    use crate::gemini::{Content, GenerateContentRequest, GenerateContentResponse, Part, UsageMetadata};
+
+    fn request(text: &str) -> GenerateContentRequest {
+        GenerateContentRequest {
+            system_instruction: Some(Content { role: None, parts: vec![Part::text("You are a bot. ".repeat(50))] }),
+            contents: vec![Content { role: Some("user".into()), parts: vec![Part::text(text)] }],
+            tools: Vec::new(),
+            tool_config: None,
+            generation_config: None,
+        }
+    }
+
+    #[test]
+    fn a_call_stopped_before_any_chunk_is_charged_its_estimated_prompt() {
+        let u = abandoned_usage(&request("hello there, how are you today?"), &[]);
+        assert!(u.prompt_token_count > 150, "the system instruction and the message: {u:?}");
+        assert_eq!(u.candidates_token_count, 0);
+        assert_eq!(u.total_token_count, u.prompt_token_count);
+    }
+
+    #[test]
+    fn a_call_stopped_mid_stream_keeps_the_streams_own_count() {
+        let chunk: GenerateContentResponse = serde_json::from_value(serde_json::json!({
+            "candidates": [{"content": {"role": "model", "parts": [{"text": "Hello, this is the start of a longer answer"}]}}],
+            "usageMetadata": {"promptTokenCount": 1234, "candidatesTokenCount": 2, "totalTokenCount": 1236}
+        })).unwrap();
+        let u = abandoned_usage(&request("hi"), &[chunk]);
+        assert_eq!(u.prompt_token_count, 1234, "Gemini's own prompt count, not the estimate");
+        assert!(u.candidates_token_count >= 9, "at least the text seen: {u:?}");
+        assert_eq!(u.total_token_count, 1234 + u.candidates_token_count);
+        let _ = UsageMetadata::default();
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::chat::plan::Step;
@@ -441,6 +478,11 @@ mod tests {
         assert!(e.error.is_some_and(|t| t.contains("503")));
         let n = CallRecord::of("gemini-x", &Err(ModelError::Network("reset".into())), 1);
         assert_eq!(n.status, 0);
+        // An abandoned early start is charged what it cost; it is neither retried nor apologised for.
+        let usage = UsageMetadata { prompt_token_count: 900, candidates_token_count: 3, total_token_count: 903, ..Default::default() };
+        let a = CallRecord::of("gemini-x", &Err(ModelError::Abandoned { usage: usage.clone() }), 5);
+        assert_eq!((a.status, a.usage), (0, usage));
+        assert!(!ModelError::Abandoned { usage: UsageMetadata::default() }.is_transient());
     }
 
     #[test]

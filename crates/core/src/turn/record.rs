@@ -41,7 +41,11 @@ impl CallRecord {
             },
             Err(error) => CallRecord {
                 model: model.to_string(),
-                usage: UsageMetadata::default(),
+                // An abandoned early start cost what it streamed (or the estimate): charged.
+                usage: match error {
+                    ModelError::Abandoned { usage } => usage.clone(),
+                    _ => UsageMetadata::default(),
+                },
                 duration_ms,
                 finish_reason: None,
                 search_queries: 0,
@@ -53,6 +57,26 @@ impl CallRecord {
             },
         }
     }
+}
+
+/// What a call stopped part-way cost (an abandoned early start, `ModelError::Abandoned`): the
+/// stream's own last count when it sent one (its prompt count, and at least the text seen so
+/// far as output), else an estimate (`history::budget`): the whole request as prompt (system
+/// instruction, tools, contents) and the text seen so far as output. Never zero for a request
+/// sent: a stopped request still counts against the budgets.
+pub fn abandoned_usage(request: &crate::gemini::GenerateContentRequest, so_far: &[GenerateContentResponse]) -> UsageMetadata {
+    use crate::history::budget::{estimate_contents_tokens, estimate_tokens};
+    let (text, _) = crate::gemini::stream::visible_so_far(so_far);
+    let output = estimate_tokens(&text) as u64;
+    let counted = so_far.iter().rev().find_map(|c| c.usage_metadata.clone()).filter(|u| u.prompt_token_count > 0);
+    let mut usage = counted.unwrap_or_else(|| {
+        let system = request.system_instruction.as_ref().map_or(0, |c| estimate_contents_tokens(std::slice::from_ref(c)));
+        let tools = if request.tools.is_empty() { 0 } else { estimate_tokens(&serde_json::to_string(&request.tools).unwrap_or_default()) };
+        UsageMetadata { prompt_token_count: (system + tools + estimate_contents_tokens(&request.contents)) as u64, ..UsageMetadata::default() }
+    });
+    usage.candidates_token_count = usage.candidates_token_count.max(output);
+    usage.total_token_count = usage.total_token_count.max(usage.prompt_token_count + usage.candidates_token_count + usage.thoughts_token_count);
+    usage
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
