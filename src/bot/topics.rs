@@ -1,7 +1,8 @@
 //! Topics in private chats (Bot API 9.3/9.4): each topic is its own conversation already
 //! (`core::telegram::normalize` keys a topic message by its thread, and replies and drafts carry
 //! it). Here: a topic whose name Telegram marks as implicit gets a short name from its first
-//! message (`editForumTopic`), once: the outbox row `topic:{chat}:{thread}` records the try,
+//! message (`editForumTopic`), once: the outbox row `topic:{chat}:{thread}/name` (step
+//! `topic:{chat}:{thread}`: a step's rows are found by their keys' prefix) records the try,
 //! and a refused rename (the topic gone, renaming not allowed) is logged and not tried again.
 
 use crate::config::{now_ms, Ctx};
@@ -12,11 +13,12 @@ use serde_json::json;
 /// Names the topic `thread` of private chat `chat` as `name`, unless that was tried before.
 pub async fn name_once(ctx: &Ctx, chat: i64, thread: i64, name: &str) {
     let db = ctx.db();
-    let key = format!("topic:{chat}:{thread}");
+    let step = format!("topic:{chat}:{thread}");
+    let key = format!("{step}/name");
     let conv = ConvKey { chat_id: chat, thread_id: Some(thread) };
     let body = json!({ "chat_id": chat, "message_thread_id": thread, "name": name });
-    let pending = outbox::Pending { key: &key, step_key: &key, conv: &conv, method: "editForumTopic", body: &body.to_string() };
-    match outbox::of_step_recording(&db, &key, &pending, now_ms()).await {
+    let pending = outbox::Pending { key: &key, step_key: &step, conv: &conv, method: "editForumTopic", body: &body.to_string() };
+    match outbox::of_step_recording(&db, &step, &pending, now_ms()).await {
         Ok(rows) if rows.is_empty() => {}
         Ok(_) => return,
         Err(e) => {

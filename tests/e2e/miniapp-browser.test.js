@@ -54,9 +54,12 @@ async function seed(uid, value, chat = uid) {
   return `m${row.id}`;
 }
 
+/** The README's screenshots: written to docs/ when SCREENSHOTS=1 (so a test run leaves the
+ *  tracked files alone), else to .tmp/screenshots/ for a look after a failure. */
 function shot(page, name) {
-  fs.mkdirSync(path.join(ROOT, "docs"), { recursive: true });
-  return page.screenshot({ path: path.join(ROOT, "docs", name), fullPage: false });
+  const dir = process.env.SCREENSHOTS === "1" ? path.join(ROOT, "docs") : path.join(ROOT, ".tmp/screenshots");
+  fs.mkdirSync(dir, { recursive: true });
+  return page.screenshot({ path: path.join(dir, name), fullPage: false });
 }
 
 test("a person edits and forgets a memory and /memory shows it; exports their data; cancels a reminder", async () => {

@@ -56,6 +56,6 @@ test("a rename Telegram refuses (the topic is gone) is not tried again; the answ
   await s.webhook(inTopic(uid, gone, "more"));
   await s.tg.waitFor(() => s.finalSent(uid).length === 2, 15_000, "the second answer");
   assert.equal(renames(uid).length, 1, "tried once");
-  const [row] = await s.sql("SELECT status FROM outbox WHERE key = ?", `topic:${uid}:${gone.thread}`);
+  const [row] = await s.sql("SELECT status FROM outbox WHERE key = ?", `topic:${uid}:${gone.thread}/name`);
   assert.equal(row.status, "failed");
 });
