@@ -63,6 +63,12 @@ test("the page is served with a strict CSP, no inline script or style, and no ou
   assert.match(csp, /default-src 'none'/);
   assert.match(csp, /script-src 'self';/);
   assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval|https?:\/\/(?!web\.telegram\.org)/);
+  assert.equal(r.headers.get("x-content-type-options"), "nosniff");
+  assert.equal(r.headers.get("referrer-policy"), "no-referrer");
+  // The page's files come from the JavaScript entry, the API's answers from the wasm: one policy.
+  const api = await s.fetch("/app/api/me");
+  assert.equal(api.headers.get("content-security-policy"), csp);
+  assert.equal(api.headers.get("x-content-type-options"), "nosniff");
   const html = await r.text();
   assert.doesNotMatch(html, /<script(?![^>]*\ssrc=)[^>]*>/, "no inline script");
   assert.doesNotMatch(html, /\son[a-z]+=|\sstyle=|<style/i, "no inline handlers or styles");

@@ -47,6 +47,7 @@ pub mod config;
 pub mod conversation;
 pub mod crew;
 pub mod crew_state;
+pub mod decimal;
 pub mod fetch;
 pub mod format;
 pub mod gemini;

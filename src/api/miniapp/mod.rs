@@ -1,5 +1,7 @@
 //! The Mini App: a page served by the Worker (`GET /app`, its script and style, under a strict
-//! Content-Security-Policy: nothing inline, nothing from another origin) and its API under
+//! Content-Security-Policy: nothing inline, nothing from another origin; the page's files,
+//! `page/`, are answered by the JavaScript entry before the wasm is called,
+//! src/entry/miniapp.mjs, so they stay out of the wasm's size budget) and its API under
 //! `/app/api/`, where the person is who Telegram's signed init data says
 //! (`agent_core::access::webapp::verify`, sent as `Authorization: tma <initData>`; never a
 //! URL, never a request body's field). Failed checks are throttled like the admin token's.
@@ -8,7 +10,6 @@
 //! Invariants (ARCHITECTURE.md): "The Mini App trusts only signed init data".
 
 mod group;
-mod page;
 mod person;
 
 use crate::config::auth::{auth_failed, auth_throttled};
@@ -20,10 +21,16 @@ use worker::{Method, Request, Response, Result};
 /// The largest request body the Mini App's API reads.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
 
+/// Only this origin's script, style and API; no inline code, no frames but Telegram's web
+/// client, no forms posting elsewhere. The same as src/entry/miniapp.mjs's `CSP` (the page's
+/// files), compared by tests/e2e/miniapp.test.js.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; \
+     base-uri 'none'; form-action 'none'; frame-ancestors https://web.telegram.org";
+
 /// Headers every answer of the Mini App carries.
 fn secured(mut resp: Response) -> Result<Response> {
     let h = resp.headers_mut();
-    h.set("content-security-policy", page::CSP)?;
+    h.set("content-security-policy", CSP)?;
     h.set("x-content-type-options", "nosniff")?;
     h.set("referrer-policy", "no-referrer")?;
     Ok(resp)
@@ -42,11 +49,6 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
 
 async fn route(req: Request, ctx: &Ctx) -> Result<Response> {
     let path = req.path();
-    if req.method() == Method::Get {
-        if let Some(asset) = page::asset(&path) {
-            return asset;
-        }
-    }
     let Some(rest) = path.strip_prefix("/app/api/") else { return answer(&json!({"error": "not found"}), 404) };
     if auth_throttled(&req) {
         return answer(&json!({"error": "too many failed attempts"}), 429);

@@ -96,7 +96,7 @@ pub const SETTINGS: &[Setting] = &[
     num("SCHEDULE_FALLBACK_SECONDS", (crate::chat::schedule::FALLBACK_MS / 1000) as u64, 1, 3600, "when a failing reminder sends its own text", |c, n| c.schedule_limits.fallback_ms = n as i64 * 1000),
     flag("WEB_SEARCH", false, "Google Search grounding alongside the functions", |c, b| c.web_search = b),
     custom("SEARCH_PRICE_PER_1000", "the model's", "USD per 1,000 search queries for every model; unset or not a price, the model's own", |c, r| {
-        c.search_price_per_1000 = r.get("SEARCH_PRICE_PER_1000").and_then(|v| v.parse::<f64>().ok()).filter(|p| p.is_finite() && *p >= 0.0);
+        c.search_price_per_1000 = r.get("SEARCH_PRICE_PER_1000").and_then(|v| crate::decimal::parse_f64(&v)).filter(|p| p.is_finite() && *p >= 0.0);
     }),
     text("BOT_NAME", "Edge", "the name in prompts and as a group trigger", |c, v| c.bot_name = v),
     text("BOT_USERNAME", "", "the bot's @username (the @ optional); empty: read with getMe", |c, v| c.bot_username = v.trim_start_matches('@').to_string()),
@@ -204,7 +204,7 @@ fn prices(r: &mut Reader) -> Vec<crate::gemini::prices::ModelPrice> {
 /// One `model=input/output` or `model=input/output/cached` entry.
 fn price(entry: &str) -> Option<crate::gemini::prices::ModelPrice> {
     let (model, p) = entry.split_once('=')?;
-    let mut n = p.split('/').map(|x| x.trim().parse::<f64>().ok());
+    let mut n = p.split('/').map(|x| crate::decimal::parse_f64(x.trim()));
     let (i, o, c) = (n.next()??, n.next()??, n.next().map(|c| c.ok_or(())));
     let cached = match c {
         None => None,

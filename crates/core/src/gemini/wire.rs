@@ -386,7 +386,7 @@ pub fn parse_error(status: u16, body: &str, retry_after_header: Option<&str>) ->
         .find_map(|d| d.get("retryDelay").and_then(Value::as_str))
         .and_then(parse_duration_ms);
     if retry_after_ms.is_none() {
-        retry_after_ms = retry_after_header.and_then(|h| h.trim().parse::<f64>().ok()).map(|s| (s * 1000.0) as u64);
+        retry_after_ms = retry_after_header.and_then(|h| crate::decimal::parse_f64(h.trim())).map(|s| (s * 1000.0) as u64);
     }
     let daily_quota = details.iter().any(|d| {
         d.get("violations").and_then(Value::as_array).is_some_and(|vs| {
@@ -400,7 +400,7 @@ pub fn parse_error(status: u16, body: &str, retry_after_header: Option<&str>) ->
 
 /// Parses a protobuf Duration string such as `"37s"` or `"12.5s"`.
 pub fn parse_duration_ms(s: &str) -> Option<u64> {
-    let secs: f64 = s.trim().strip_suffix('s')?.parse().ok()?;
+    let secs: f64 = crate::decimal::parse_f64(s.trim().strip_suffix('s')?)?;
     (secs >= 0.0).then(|| (secs * 1000.0).round() as u64)
 }
 

@@ -25,6 +25,8 @@
 //! and what fits).
 
 pub mod budget;
+mod categories;
+mod confusables;
 pub mod compact;
 pub mod message;
 pub mod quote;

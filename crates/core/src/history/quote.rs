@@ -132,31 +132,24 @@ pub(crate) fn escaped_meta_lookalikes(text: &str, mut emit: impl FnMut(&str)) {
     emit(rest);
 }
 
-/// What a character passes for, lower case (its confusables skeleton, by `decancer`); `None`
-/// for what shows as nothing of its own (marks, controls).
-pub(crate) fn skeleton(c: char) -> Option<String> {
-    match decancer::cure_char(c, decancer::Options::default()) {
-        decancer::Translation::Character(s) => Some(s.to_string()),
-        decancer::Translation::String(s) => Some(s.to_string()),
-        decancer::Translation::None => None,
-    }
+/// What a character passes for, lower case (its confusables skeleton, by `decancer`, as far as
+/// the "meta" check needs it: [`super::confusables`]); `None` for what shows as nothing of its
+/// own (marks, controls).
+pub(crate) fn skeleton(c: char) -> Option<&'static str> {
+    super::confusables::skeleton(c)
 }
 
 /// Characters that show as nothing, or only change the one before: format characters
 /// (zero-width spaces and joiners, bidi controls and isolates, tag characters, the soft
 /// hyphen), marks (combining accents, variation selectors), and what has no skeleton.
 pub(crate) fn is_invisible(c: char) -> bool {
-    use unicode_properties::{GeneralCategory as G, UnicodeGeneralCategory};
-    !c.is_ascii()
-        && (matches!(c.general_category(), G::Format | G::NonspacingMark | G::EnclosingMark | G::SpacingMark)
-            || skeleton(c).is_none())
+    !c.is_ascii() && (super::categories::is_format_or_mark(c) || skeleton(c).is_none())
 }
 
 /// An opening bracket or quote of any script (Unicode's open and initial punctuation: `[`, `(`,
 /// `{`, `［`, `⟦`, `【`, `«`…). ASCII text costs one comparison a character.
 pub(crate) fn is_bracket(c: char) -> bool {
-    use unicode_properties::{GeneralCategory as G, UnicodeGeneralCategory};
-    matches!(c, '[' | '(' | '{') || (!c.is_ascii() && matches!(c.general_category(), G::OpenPunctuation | G::InitialPunctuation))
+    matches!(c, '[' | '(' | '{') || (!c.is_ascii() && super::categories::is_opening(c))
 }
 
 /// Whether text (right after a bracket) reads "meta" by its skeleton, spaces before and
@@ -166,7 +159,7 @@ pub(crate) fn reads_meta(after: &str) -> bool {
     let start = after.trim_start_matches(|c: char| c.is_whitespace() || is_invisible(c));
     for c in start.chars().take(64).filter(|c| !is_invisible(*c)) {
         let Some(s) = skeleton(c) else { continue };
-        folded.push_str(&s);
+        folded.push_str(s);
         if folded.len() >= 4 {
             break;
         }

@@ -123,7 +123,7 @@ pub fn parse_request(args: &Value) -> Result<Request, ScheduleError> {
     let minutes = match args.get("in_minutes") {
         None | Some(Value::Null) => None,
         Some(Value::Number(n)) => n.as_f64(),
-        Some(Value::String(t)) => Some(t.trim().parse::<f64>().map_err(|_| ScheduleError::BadTime(t.clone()))?),
+        Some(Value::String(t)) => Some(crate::decimal::parse_f64(t.trim()).ok_or_else(|| ScheduleError::BadTime(t.clone()))?),
         Some(other) => return Err(ScheduleError::BadTime(other.to_string())),
     };
     let too_long = |k: &str| s(k).is_some_and(|v| v.chars().count() > MAX_FIELD_CHARS);
