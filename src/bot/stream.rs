@@ -60,6 +60,10 @@ thread_local! {
     /// and nothing more of them is drafted or sent early. In the chat object's isolate, where
     /// its turns run; a turn that is gone leaves its id (a few bytes) until the isolate ends.
     static STOPPED: RefCell<std::collections::HashSet<String>> = RefCell::new(Default::default());
+    /// Conversations whose first sign (the "Thinking…" draft) is still at Telegram. An early
+    /// start's turn may stream before that call is answered; its drafts wait for it, so a bot
+    /// whose drafts Telegram refuses pays one refused draft, not two.
+    static SIGN_IN_FLIGHT: RefCell<std::collections::HashSet<ConvKey>> = RefCell::new(Default::default());
 }
 
 /// Stops the running turn `turn_id` at once: its model stream is aborted, it drafts and sends
@@ -124,7 +128,10 @@ fn conv_draft_id(conv: &ConvKey) -> i64 {
 pub async fn first_sign(ctx: &Ctx, conv: ConvKey, kind: ChatKind, placeholder: bool) {
     let tg = ctx.telegram();
     if placeholder && kind == ChatKind::Private && drafts_on(ctx) {
-        match tg.draft(conv.chat_id, conv.thread_id, conv_draft_id(&conv), "").await {
+        SIGN_IN_FLIGHT.with(|s| s.borrow_mut().insert(conv));
+        let sent = tg.draft(conv.chat_id, conv.thread_id, conv_draft_id(&conv), "").await;
+        SIGN_IN_FLIGHT.with(|s| s.borrow_mut().remove(&conv));
+        match sent {
             Ok(()) => return,
             Err(e) => refused(&conv, &e),
         }
@@ -332,6 +339,11 @@ impl Sink<'_> {
         // Drafts turned off while the turn ran (an early start's first sign was refused as a
         // method meanwhile): none is tried.
         if d.done.get() || d.sent.get() >= MAX_DRAFTS_PER_TURN || !drafts_on(&d.ctx) {
+            return;
+        }
+        // The first sign still at Telegram (an early start streams at once): this piece waits
+        // for the next (the pacer tries again with the next piece).
+        if SIGN_IN_FLIGHT.with(|s| s.borrow().contains(&d.conv)) {
             return;
         }
         // The turn's own draft id: a Stop names it (`core::telegram::drafts::stops_turn`).
