@@ -26,6 +26,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { startStack, groupText, privateText, sleep, ROOT, seedMedia } from "../tests/support/stack.js";
 import { embedText, q8 } from "../tests/support/fake-gemini.js";
 import { progress, logDrain } from "./progress.mjs";
+import { median, workerdPids, workerdPid, cpu } from "./proc.mjs";
 
 // CPU_PROFILE=1 (development only): writes .tmp/bench/profile-<run>-<key>.txt, the Worker's own
 // samples of each measured kind of window by function (self: the innermost frame; total: any
@@ -36,52 +37,6 @@ const PERF = process.env.CPU_PERF !== "0" && spawnSync("perf", ["--version"]).st
 if (PERF) process.env.MINIFLARE_WORKERD_V8_FLAGS = `${process.env.MINIFLARE_WORKERD_V8_FLAGS ?? ""} --perf-basic-prof --interpreted-frames-native-stack --logfile=/dev/null --no-logfile-per-isolate`.trim(); // the map is all perf needs: no V8 log files in the working directory
 // CPU_PERF_US (development only) samples more often, for finer profiles (CPU_PROFILE).
 const PERF_PERIOD_NS = Number(process.env.CPU_PERF_US ?? 250) * 1000;
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
-
-/** The workerd process that runs the worker: the harness starts two as children of this
- *  process (one of them only proxies); the one that compiled the wasm has used far more CPU.
- *  `found`: the processes of this stack (not those of another run's stack). */
-function workerdPid(found) {
-  if (found.length === 0) throw new Error(`no workerd child of ${process.pid}`);
-  return found.sort((a, b) => cpu(b).ns - cpu(a).ns)[0];
-}
-
-/** The workerd processes started by this process. */
-function workerdPids() {
-  const found = [];
-  for (const d of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
-      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (comm.startsWith("workerd") && ppid === process.pid) found.push(Number(d));
-    } catch {
-      // the process ended meanwhile
-    }
-  }
-  return found;
-}
-
-/** CPU nanoseconds of all of a process's threads (live ones: schedstat's first field), and the
- *  process's own utime + stime in ms (clock ticks, which include ended threads) as a check. */
-function cpu(pid) {
-  let ns = 0;
-  for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
-    try {
-      ns += Number(fs.readFileSync(`/proc/${pid}/task/${t}/schedstat`, "utf8").split(" ")[0]);
-    } catch {
-      // the thread ended meanwhile
-    }
-  }
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return { ns, tick_ms: (Number(f[11]) + Number(f[12])) * 10 };
-}
-
 /** Two runs of the same script, one with the bundle of an earlier commit (CPU_BEFORE), take
  *  turns: only the run that holds the baton does anything, and it hands the baton over at the
  *  start of each repetition (`Bench.pass`), so before and after alternate repetition by

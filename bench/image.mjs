@@ -12,64 +12,22 @@
 //
 // Prints one JSON object; the lead's `npm run bench` wires it into BENCHMARKS.md. Needs a
 // bundle in .tmp/bundle (`bash scripts/bundle.sh`).
-import fs from "node:fs";
 import { startStack, privateText, sleep } from "../tests/support/stack.js";
+import { median, workerdPid, cpu, memory } from "./proc.mjs";
 
 const REPS = Math.max(1, Number(process.env.IMAGE_REPS ?? 3));
 const BYTES = Number(process.env.IMAGE_BYTES ?? 2_000_000);
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
-
-/** The workerd processes this process started; the one that runs the worker has used the most CPU. */
-function workerdPid() {
-  const found = [];
-  for (const d of fs.readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
-      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (comm.startsWith("workerd") && ppid === process.pid) found.push(Number(d));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  if (!found.length) throw new Error("no workerd child of this process");
-  return found.sort((a, b) => cpuNs(b) - cpuNs(a))[0];
-}
-
-function cpuNs(pid) {
-  let ns = 0;
-  for (const t of fs.readdirSync(`/proc/${pid}/task`)) {
-    try {
-      ns += Number(fs.readFileSync(`/proc/${pid}/task/${t}/schedstat`, "utf8").split(" ")[0]);
-    } catch {
-      // the thread ended meanwhile
-    }
-  }
-  return ns;
-}
-
-/** VmRSS and VmHWM of a process, in MB. */
-function memory(pid) {
-  const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
-  const kb = (name) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? 0);
-  return { rss_mb: kb("VmRSS") / 1024, hwm_mb: kb("VmHWM") / 1024 };
-}
-
 /** CPU ms of workerd while `work` runs, less its idle rate measured just before. */
 async function measure(pid, work) {
-  const idle0 = cpuNs(pid);
+  const idle0 = cpu(pid).ns;
   const t0 = performance.now();
   await sleep(500);
-  const idleRate = (cpuNs(pid) - idle0) / (performance.now() - t0);
-  const c0 = cpuNs(pid);
+  const idleRate = (cpu(pid).ns - idle0) / (performance.now() - t0);
+  const c0 = cpu(pid).ns;
   const w0 = performance.now();
   await work();
   const wall = performance.now() - w0;
-  return { cpu_ms: (cpuNs(pid) - c0 - idleRate * wall) / 1e6, wall_ms: wall };
+  return { cpu_ms: (cpu(pid).ns - c0 - idleRate * wall) / 1e6, wall_ms: wall };
 }
 
 const s = await startStack({ vars: { IMAGE_MODEL: "on", IMAGE_DAILY_LIMIT: "0", IMAGE_CHAT_DAILY_LIMIT: "0", METRICS_LOG: "true" } });
