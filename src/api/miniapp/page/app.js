@@ -61,71 +61,44 @@
     return parts.join(" · ");
   }
 
-  function memoryItem(m, me) {
+  /** A button's action: the API call, then `done` in the status line and `reload`; an error
+   *  goes to the status line. `body` is a function, so a field's value is read on the click. */
+  function act(method, path, body, done, reload) {
+    return async () => {
+      try {
+        await api(method, path, body());
+        status(done);
+        reload();
+      } catch (e) { status(e.message, true); }
+    };
+  }
+
+  /** A memory, with Edit and Forget when `editable`: `base` is its API path ("memories/" or
+   *  "group/memories/"), `reload` redraws its list. */
+  function memoryRow(m, meta, editable, base, reload) {
     const li = el("li", "item");
     li.dataset.id = m.id;
-    const text = el("p", "text", (m.attribute ? m.attribute + ": " : "") + m.text);
-    li.append(text, el("p", "meta", m.kind + " · " + where(m, me)));
+    li.append(el("p", "text", (m.attribute ? m.attribute + ": " : "") + m.text), el("p", "meta", meta));
+    if (!editable) return li;
     const actions = el("div", "row");
     actions.append(
       button("Edit", () => {
         const input = el("textarea");
         input.value = m.text;
         input.maxLength = 500;
-        const save = button("Save", async () => {
-          try {
-            await api("PUT", "memories/" + m.id, { text: input.value });
-            status("Saved.");
-            load();
-          } catch (e) { status(e.message, true); }
-        });
-        li.replaceChildren(input, save, button("Cancel", load));
+        li.replaceChildren(input, button("Save", act("PUT", base + m.id, () => ({ text: input.value }), "Saved.", reload)), button("Cancel", reload));
       }),
-      button("Forget", async () => {
-        try {
-          await api("DELETE", "memories/" + m.id);
-          status("Forgotten.");
-          load();
-        } catch (e) { status(e.message, true); }
-      }, "danger"),
+      button("Forget", act("DELETE", base + m.id, () => undefined, "Forgotten.", reload), "danger"),
     );
     li.append(actions);
     return li;
   }
 
+  const memoryItem = (m, me) => memoryRow(m, m.kind + " · " + where(m, me), true, "memories/", load);
+
   // A group's shared memories: opened from the group's link (its start parameter is part of
   // the signed init data; the server maps it to the group and checks membership).
-  function groupItem(m, admin) {
-    const li = el("li", "item");
-    li.dataset.id = m.id;
-    li.append(el("p", "text", (m.attribute ? m.attribute + ": " : "") + m.text), el("p", "meta", m.kind + " · " + new Date(m.at).toLocaleString()));
-    if (admin) {
-      const actions = el("div", "row");
-      actions.append(
-        button("Edit", () => {
-          const input = el("textarea");
-          input.value = m.text;
-          input.maxLength = 500;
-          li.replaceChildren(input, button("Save", async () => {
-            try {
-              await api("PUT", "group/memories/" + m.id, { text: input.value });
-              status("Saved.");
-              loadGroup();
-            } catch (e) { status(e.message, true); }
-          }), button("Cancel", loadGroup));
-        }),
-        button("Forget", async () => {
-          try {
-            await api("DELETE", "group/memories/" + m.id);
-            status("Forgotten.");
-            loadGroup();
-          } catch (e) { status(e.message, true); }
-        }, "danger"),
-      );
-      li.append(actions);
-    }
-    return li;
-  }
+  const groupItem = (m, admin) => memoryRow(m, m.kind + " · " + new Date(m.at).toLocaleString(), admin, "group/memories/", loadGroup);
 
   async function loadGroup() {
     try {
@@ -154,23 +127,13 @@
     actions.append(
       at,
       repeat,
-      button("Change", async () => {
-        try {
-          // An empty repeat field keeps the current rule; "none" makes it run once.
-          const body = { at: at.value };
-          if (repeat.value.trim()) body.repeat = repeat.value.trim();
-          await api("PUT", "reminders/" + r.id, body);
-          status("Changed.");
-          load();
-        } catch (e) { status(e.message, true); }
-      }),
-      button("Cancel reminder", async () => {
-        try {
-          await api("DELETE", "reminders/" + r.id);
-          status("Cancelled.");
-          load();
-        } catch (e) { status(e.message, true); }
-      }, "danger"),
+      button("Change", act("PUT", "reminders/" + r.id, () => {
+        // An empty repeat field keeps the current rule; "none" makes it run once.
+        const body = { at: at.value };
+        if (repeat.value.trim()) body.repeat = repeat.value.trim();
+        return body;
+      }, "Changed.", load)),
+      button("Cancel reminder", act("DELETE", "reminders/" + r.id, () => undefined, "Cancelled.", load), "danger"),
     );
     li.append(actions);
     return li;
