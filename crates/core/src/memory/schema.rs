@@ -96,44 +96,10 @@ impl Extraction {
     }
 }
 
-/// The `responseSchema` (OpenAPI subset) of a consolidation call.
+/// The `responseSchema` (OpenAPI subset) of a consolidation call: JSON text in the wasm, far
+/// smaller than the code `json!` builds it with.
 pub fn extraction_schema() -> Value {
-    let s = |d: &str| json!({"type": "STRING", "description": d});
-    let opt_int = |d: &str| json!({"type": "INTEGER", "nullable": true, "description": d});
-    json!({
-        "type": "OBJECT",
-        "properties": {
-            "facts": {"type": "ARRAY", "items": {"type": "OBJECT", "properties": {
-                "about_user_id": opt_int("The Telegram user id the fact is about, if a person."),
-                "entity": s("Who or what the fact is about, e.g. the person's name or 'the group'."),
-                "attribute": s("The attribute, short and reusable: 'sister's name', 'job', 'city'."),
-                "value": s("The value."),
-                "confidence": {"type": "NUMBER", "description": "0 to 1."},
-                "source_message_ids": {"type": "ARRAY", "items": {"type": "INTEGER"}}
-            }, "required": ["entity", "attribute", "value"]}},
-            "episodes": {"type": "ARRAY", "items": {"type": "OBJECT", "properties": {
-                "summary": s("One or two sentences: what happened."),
-                "topics": {"type": "ARRAY", "items": {"type": "STRING"}},
-                "date": s("YYYY-MM-DD")
-            }, "required": ["summary"]}},
-            "commitments": {"type": "ARRAY", "items": {"type": "OBJECT", "properties": {
-                "by": {"type": "STRING", "enum": ["bot", "user"]},
-                "user_id": opt_int("The user who promised or was promised something."),
-                "text": s("The promise."),
-                "due": {"type": "STRING", "nullable": true, "description": "YYYY-MM-DD"}
-            }, "required": ["by", "text"]}},
-            "commitment_updates": {"type": "ARRAY", "items": {"type": "OBJECT", "properties": {
-                "memory_id": {"type": "INTEGER"},
-                "status": {"type": "STRING", "enum": ["done", "cancelled", "expired"]}
-            }, "required": ["memory_id", "status"]}},
-            "aliases": {"type": "ARRAY", "items": {"type": "OBJECT", "properties": {
-                "alias": s("A nickname used in the chat."),
-                "user_id": opt_int("The user it names."),
-                "name": s("The person's usual name.")
-            }, "required": ["alias", "name"]}}
-        },
-        "required": ["facts", "episodes", "commitments", "commitment_updates", "aliases"]
-    })
+    serde_json::from_str(include_str!("extraction-schema.json")).expect("extraction-schema.json is valid JSON (tested)")
 }
 
 /// The `responseSchema` of a summary call.
@@ -210,6 +176,20 @@ impl Memory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_extraction_schema_text_is_whole() {
+        let s = extraction_schema();
+        let required: Vec<&str> = s["required"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+        assert_eq!(required, ["facts", "episodes", "commitments", "commitment_updates", "aliases"]);
+        for r in required {
+            assert_eq!(s["properties"][r]["type"], "ARRAY", "{r}");
+            assert_eq!(s["properties"][r]["items"]["type"], "OBJECT", "{r}");
+        }
+        // What consolidation reads back is what the schema asks for.
+        let e: Extraction = serde_json::from_value(serde_json::json!({"facts": [{"entity": "Alice", "attribute": "city", "value": "Oslo"}]})).unwrap();
+        assert_eq!(e.facts.len(), 1);
+    }
 
     #[test]
     fn the_kinds_match_the_sql_check_constraint() {
