@@ -109,10 +109,12 @@ export function tomlVar(toml, key) {
 /**
  * The wrangler configuration for one deployment: wrangler.toml with the worker's name, its
  * database and queues, and the vars the worker reads its queue names and the bot id from
- * (bindings do not expose a queue's name to the worker). Throws when wrangler.toml no longer
- * has a line this rewrites (so a renamed key cannot silently deploy the defaults).
+ * (bindings do not expose a queue's name to the worker), and the Mini App's address
+ * (`miniAppUrl`: MINIAPP_URL, for the buttons under /memory and /reminders) unless
+ * wrangler.toml sets one. Throws when wrangler.toml no longer has a line this rewrites (so a
+ * renamed key cannot silently deploy the defaults).
  */
-export function deployConfig(toml, defaults, { name, database, jobs, dead, botId }) {
+export function deployConfig(toml, defaults, { name, database, jobs, dead, botId, miniAppUrl }) {
   let out = toml;
   const swap = (pattern, value, what) => {
     if (!pattern.test(out)) throw new Error(`wrangler.toml has no ${what} to set`);
@@ -127,5 +129,8 @@ export function deployConfig(toml, defaults, { name, database, jobs, dead, botId
   swap(/^(JOBS_QUEUE\s*=\s*)"[^"]*"/m, jobs, "JOBS_QUEUE var");
   swap(/^(DEAD_LETTER_QUEUE\s*=\s*)"[^"]*"/m, dead, "DEAD_LETTER_QUEUE var");
   swap(/^(BOT_ID\s*=\s*)"[^"]*"/m, String(botId), "BOT_ID var");
+  if (miniAppUrl && !tomlVar(toml, "MINIAPP_URL")) {
+    out = out.replace(/^MINIAPP_URL\s*=.*\n?/m, "").replace(/^(BOT_ID\s*=.*)$/m, `$1\nMINIAPP_URL = "${miniAppUrl}"`);
+  }
   return `# Written by npm run deploy for the worker ${name} (wrangler.toml with its own names); removed after the run.\n${out}`;
 }

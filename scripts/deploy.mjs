@@ -20,7 +20,7 @@
 //   7. the subdomain (if one was chosen), the D1 database (`wrangler d1 create` if missing)
 //      and its migrations (`wrangler d1 migrations apply`); if one fails, stop
 //   8. `wrangler deploy` with the configuration written for this worker (wrangler.toml with
-//      its names, queue-name vars and BOT_ID; wrangler provisions the queues), then
+//      its names, queue-name vars, BOT_ID and MINIAPP_URL; wrangler provisions the queues), then
 //      `wrangler secret bulk`
 //   9. the webhook (setWebhook with the secret) and the command menu, then getWebhookInfo and
 //      getMe for the status
@@ -285,7 +285,9 @@ async function main() {
   // Creating.
   if (subdomain.register) await subdomain.register();
   const config = path.join(root, `.deploy.${process.pid}.wrangler.toml`);
-  fs.writeFileSync(config, deployConfig(toml, names, { name, ...resources, botId: me.id }));
+  // The address wrangler will give the worker, known before the upload: the Mini App's buttons need it.
+  const miniAppUrl = `https://${name}.${subdomain.subdomain}.workers.dev/app`;
+  fs.writeFileSync(config, deployConfig(toml, names, { name, ...resources, botId: me.id, miniAppUrl }));
   let url;
   try {
     await database(account, resources.database, config);

@@ -20,6 +20,19 @@ test("a deployment's configuration is wrangler.toml with its own names everywher
   assert.throws(() => deployConfig(TOML.replace(/^BOT_ID.*$/m, ""), defaults, { name: "x", ...resourceNames("x"), botId: 1 }), /no BOT_ID var/);
 });
 
+test("the Mini App's address goes into the vars, unless wrangler.toml gives one", () => {
+  const url = "https://second-bot.me.workers.dev/app";
+  const out = deployConfig(TOML, defaults, { name: "second-bot", ...resourceNames("second-bot"), botId: 555, miniAppUrl: url });
+  assert.equal(tomlVar(out, "MINIAPP_URL"), url);
+  assert.equal(out.match(/^MINIAPP_URL/gm).length, 1);
+  const own = TOML.replace(/^(BOT_ID.*)$/m, '$1\nMINIAPP_URL = "https://bot.example.com/app"');
+  assert.equal(tomlVar(deployConfig(own, defaults, { name: "x", ...resourceNames("x"), botId: 1, miniAppUrl: url }), "MINIAPP_URL"), "https://bot.example.com/app");
+  const empty = TOML.replace(/^(BOT_ID.*)$/m, '$1\nMINIAPP_URL = ""');
+  const filled = deployConfig(empty, defaults, { name: "x", ...resourceNames("x"), botId: 1, miniAppUrl: url });
+  assert.equal(tomlVar(filled, "MINIAPP_URL"), url, "an empty one is filled in");
+  assert.equal(filled.match(/^MINIAPP_URL/gm).length, 1);
+});
+
 test("whose worker: the chat-object class and the recorded bot id decide", () => {
   const chat = { type: "durable_object_namespace", name: "CHATS", class_name: "ChatObject" };
   assert.equal(ownership([{ type: "plain_text", name: "GREETING", text: "hi" }], 1), "foreign");

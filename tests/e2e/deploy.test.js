@@ -47,6 +47,7 @@ test("a first deploy from nothing checks the Gemini key, creates one database an
   assert.equal(binding("JOBS_QUEUE").text, "edge-agent-jobs");
   assert.equal(binding("DEAD_LETTER_QUEUE").text, "edge-agent-dead-letters");
   assert.equal(binding("BOT_ID").text, TOKEN.split(":")[0]);
+  assert.equal(binding("MINIAPP_URL").text, `${WORKER_URL}/app`, "the Mini App's buttons get the worker's address");
   assert.ok(modules.some((m) => m.type === "application/wasm" && m.size > 100_000), `the wasm worker was uploaded: ${JSON.stringify(modules)}`);
   const jobs = [...cf.queues.values()].find((q) => q.queue_name === "edge-agent-jobs");
   assert.deepEqual(jobs.consumers.map((c) => [c.script, c.dead_letter_queue]), [["edge-agent", "edge-agent-dead-letters"]]);
