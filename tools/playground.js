@@ -133,7 +133,21 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
     return `[${kind} ${name}, ${bytes.length} bytes]`;
   }
 
-  async function send({ chat, as, text, reply_to, file }) {
+  // Topics the person opened in the private chat (Bot API 9.3): thread id → the service
+  // message every message of the topic replies to.
+  const dmTopics = new Map();
+
+  /** The person opens a topic in the private chat; named by them, or implicitly ("New topic",
+   *  which the bot renames from the first message). */
+  async function openTopic({ name }) {
+    const given = typeof name === "string" && name.trim() ? name.trim().slice(0, 128) : null;
+    const t = telegram.privateTopic(CHATS.dm.id, given ? { name: given, implicit: false } : {});
+    dmTopics.set(t.thread, t.service);
+    publish({ type: "topic", chat: "dm", thread: t.thread, name: given ?? "New topic" });
+    return t.thread;
+  }
+
+  async function send({ chat, as, text, reply_to, file, topic }) {
     const c = CHATS[chat];
     const from = PEOPLE[chat === "dm" ? "you" : as] ?? PEOPLE.alice;
     text = typeof text === "string" ? text : "";
@@ -149,6 +163,11 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
       message.text = text;
       if (entities.length) message.entities = entities;
     }
+    const thread = chat === "dm" && topic ? Number(topic) : null;
+    if (thread !== null) {
+      if (!dmTopics.has(thread)) throw new Error("no such topic");
+      Object.assign(message, { message_thread_id: thread, is_topic_message: true, reply_to_message: dmTopics.get(thread) });
+    }
     if (reply_to) {
       const original = log.find((e) => e.type === "message" && e.chat === chat && e.message_id === reply_to);
       if (original) {
@@ -156,7 +175,7 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
         message.reply_to_message = { message_id: reply_to, from: author, chat: c, date: message.date, text: original.text };
       }
     }
-    publish({ type: "message", chat, from: from.first_name, as: chat === "dm" ? "you" : as, message_id: message.message_id, text: shown, reply_to: reply_to ?? null });
+    publish({ type: "message", chat, from: from.first_name, as: chat === "dm" ? "you" : as, message_id: message.message_id, text: shown, reply_to: reply_to ?? null, thread });
     await deliver({ update_id: nextUpdateId++, message });
     return message.message_id;
   }
@@ -207,7 +226,7 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
         req.on("close", () => clients.delete(res));
         return;
       }
-      if (req.method === "POST" && (url.pathname === "/api/send" || url.pathname === "/api/react" || url.pathname === "/api/stop")) {
+      if (req.method === "POST" && ["/api/send", "/api/react", "/api/stop", "/api/topic"].includes(url.pathname)) {
         const type = String(req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
         if (type !== "application/json") {
           res.writeHead(415, { "content-type": "text/plain" });
@@ -219,7 +238,8 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
           if (raw.length > 28 * 1024 * 1024) throw new Error("the request is too large (files up to 20 MB)");
         }
         const body = JSON.parse(raw || "{}");
-        const id = url.pathname === "/api/send" ? await send(body) : url.pathname === "/api/stop" ? await stop(body) : await react(body);
+        const handlers = { "/api/send": send, "/api/stop": stop, "/api/react": react, "/api/topic": openTopic };
+        const id = await handlers[url.pathname](body);
         res.writeHead(200, { "content-type": "application/json" });
         return res.end(JSON.stringify({ ok: true, message_id: id ?? null }));
       }

@@ -150,3 +150,25 @@ test("Stop in the web chat: a long answer streams as a draft with a Stop button;
   assert.equal(await page.locator("#log-dm .msg.bot", { hasText: "A long answer" }).count(), 1, "nothing else of that turn");
   assert.ok(await page.locator("#draft-dm").isHidden());
 });
+
+test("topics in the private chat: a new topic is its own conversation, answered in the topic and named from its first message", async () => {
+  const page = await browser.newPage();
+  await page.goto(playground.base);
+  await page.click("#new-topic");
+  const topic = page.locator("#topics-dm button.on:not([data-thread=''])");
+  await topic.waitFor({ timeout: 10_000 });
+  assert.equal(await topic.textContent(), "New topic");
+  const thread = Number(await topic.getAttribute("data-thread"));
+  await page.fill("#input-dm", "Packing list for a winter hike");
+  await page.press("#input-dm", "Enter");
+  const reply = page.locator(`#log-dm .msg.bot[data-thread="${thread}"]`);
+  await reply.first().waitFor({ timeout: 15_000 });
+  const sent = playground.telegram.calls("sendMessage").filter((c) => c.body.chat_id === CHATS.dm.id && c.body.message_thread_id === thread);
+  assert.ok(sent.length >= 1, "the answer went to the topic");
+  // Named from its first message (editForumTopic), shown on the topic's button.
+  await page.locator(`#topics-dm button[data-thread="${thread}"]`, { hasText: "Packing list" }).waitFor({ timeout: 15_000 });
+  // The main chat does not show the topic's messages.
+  await page.click("#topics-dm button[data-thread='']");
+  assert.ok(await reply.first().isHidden(), "the topic's answer is hidden in the main chat");
+  assert.equal(await page.locator("#log-dm .msg:visible", { hasText: "Packing list for a winter hike" }).count(), 0);
+});
