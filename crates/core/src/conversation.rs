@@ -127,9 +127,10 @@ pub struct Entity {
     pub user_id: Option<i64>,
 }
 
-/// One piece of a message, in order.
+/// One piece of a message, in order. Stored as `{"type": "text", ...}`; read through
+/// `PartFields`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type", rename_all = "snake_case", try_from = "PartFields")]
 pub enum Part {
     /// Text or a caption.
     Text {
@@ -160,6 +161,49 @@ pub enum Part {
     Event { kind: String, detail: String },
     /// Content of a kind this code does not know; kept so nothing is silently dropped.
     Unknown { kind: String },
+}
+
+/// A `Part` as stored, read as one flat struct: serde's internally tagged enums buffer every
+/// field before they choose the variant, and that costs the wasm about twice the code of this.
+/// The same rules: a variant's missing field or an unknown type is an error; other fields are
+/// ignored.
+#[derive(Deserialize)]
+struct PartFields {
+    #[serde(rename = "type")]
+    tag: String,
+    text: Option<String>,
+    #[serde(default)]
+    entities: Vec<Entity>,
+    kind: Option<String>,
+    detail: Option<String>,
+    file_id: Option<String>,
+    file_unique_id: Option<String>,
+    mime_type: Option<String>,
+    thumb_file_id: Option<String>,
+    size: Option<u64>,
+}
+
+impl TryFrom<PartFields> for Part {
+    type Error = String;
+
+    fn try_from(f: PartFields) -> Result<Part, String> {
+        let need = |v: Option<String>, name: &str| v.ok_or_else(|| format!("missing field `{name}`"));
+        Ok(match f.tag.as_str() {
+            "text" => Part::Text { text: need(f.text, "text")?, entities: f.entities },
+            "media" => Part::Media {
+                kind: need(f.kind, "kind")?,
+                detail: need(f.detail, "detail")?,
+                file_id: f.file_id,
+                file_unique_id: f.file_unique_id,
+                mime_type: f.mime_type,
+                thumb_file_id: f.thumb_file_id,
+                size: f.size,
+            },
+            "event" => Part::Event { kind: need(f.kind, "kind")?, detail: need(f.detail, "detail")? },
+            "unknown" => Part::Unknown { kind: need(f.kind, "kind")? },
+            other => return Err(format!("unknown variant `{other}`, expected one of `text`, `media`, `event`, `unknown`")),
+        })
+    }
 }
 
 impl Part {
@@ -263,6 +307,27 @@ pub enum Inbound {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parts_read_back_as_written_and_refuse_what_the_tagged_enum_refused() {
+        let parts = vec![
+            Part::Text { text: "hi @bob".into(), entities: vec![Entity { kind: "mention".into(), text: "@bob".into(), url: None, user_id: Some(2) }] },
+            Part::text("plain"),
+            Part::Media { kind: "photo".into(), detail: "[photo 1x1]".into(), file_id: Some("f".into()), file_unique_id: Some("u".into()), mime_type: None, thumb_file_id: Some("t".into()), size: Some(9) },
+            Part::Media { kind: "voice".into(), detail: "[voice]".into(), file_id: None, file_unique_id: None, mime_type: Some("audio/ogg".into()), thumb_file_id: None, size: None },
+            Part::Event { kind: "pin".into(), detail: "pinned".into() },
+            Part::Unknown { kind: "story".into() },
+        ];
+        let text = serde_json::to_string(&parts).unwrap();
+        assert_eq!(serde_json::from_str::<Vec<Part>>(&text).unwrap(), parts);
+        assert_eq!(serde_json::from_value::<Vec<Part>>(serde_json::from_str(&text).unwrap()).unwrap(), parts);
+        // Fields of other variants are ignored; a missing field or an unknown type is an error.
+        assert_eq!(serde_json::from_str::<Part>(r#"{"type":"text","text":"a","kind":"x"}"#).unwrap(), Part::text("a"));
+        assert!(serde_json::from_str::<Part>(r#"{"type":"text"}"#).is_err());
+        assert!(serde_json::from_str::<Part>(r#"{"type":"media","kind":"photo"}"#).is_err());
+        assert!(serde_json::from_str::<Part>(r#"{"type":"gif","kind":"x"}"#).is_err());
+        assert!(serde_json::from_str::<Part>(r#"{"text":"no type"}"#).is_err());
+    }
 
     #[test]
     fn conv_key_round_trips() {
