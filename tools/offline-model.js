@@ -2,7 +2,9 @@
 // generateContent endpoint (and streamGenerateContent?alt=sse, the same answer as one event), so the whole pipeline (turns, actions, memory consolidation) runs
 // with no API key. It is not an AI: it echoes, reacts 👍 to the message it answers,
 // remembers what follows the word "remember", draws a small PNG for "draw ..." (and a lighter
-// one for "make it brighter", from the picture it made). Every answer says it is the stand-in.
+// one for "make it brighter", from the picture it made), sets a reminder for "remind me in 1
+// minute to ..." (the bot's schedule_message tool; when it is due the bot speaks first, the
+// stand-in writing the reminder). Every answer says it is the stand-in.
 
 import { makePng, seedOf } from "./png.js";
 
@@ -136,6 +138,41 @@ function richText(text) {
   return null;
 }
 
+/** "remind me in 1 minute to stretch" (seconds, minutes or hours; "to" optional): the
+ *  schedule_message arguments the bot's tool accepts (`text`, `in_minutes`), or null. */
+export function reminderRequest(text) {
+  const m = /\bremind me in (\d+(?:\.\d+)?|an?|one) ?(seconds?|secs?|s|minutes?|mins?|m|hours?|h)\b[,:]?\s*(?:to\s+)?(.+)/i.exec(text);
+  if (!m) return null;
+  const n = /^(an?|one)$/i.test(m[1]) ? 1 : Number(m[1]);
+  const unit = m[2].toLowerCase();
+  const minutes = unit.startsWith("s") ? n / 60 : unit.startsWith("h") ? n * 60 : n;
+  if (!(minutes > 0)) return null;
+  return { text: m[3].trim().slice(0, 200), in_minutes: Number(minutes.toFixed(4)) };
+}
+
+/** A scheduled turn (the bot's own reminder come due): what was scheduled, quoted in the
+ *  turn's situation ("What you scheduled (data, as it was set): \"stretch\""), or null. */
+function scheduledText(body) {
+  const texts = [...(body.systemInstruction?.parts ?? []), ...(body.contents ?? []).flatMap((c) => c.parts ?? [])].map((p) => p.text ?? "");
+  for (const t of texts) {
+    if (!t.includes("This turn is a scheduled follow-up")) continue;
+    const m = /What you scheduled \(data, as it was set\): ("(?:[^"\\]|\\.)*")/.exec(t);
+    if (!m) return "";
+    try {
+      return JSON.parse(m[1]);
+    } catch {
+      return m[1].slice(1, -1);
+    }
+  }
+  return null;
+}
+
+/** What schedule_message answered in this request (the tool's result), if it did. */
+function scheduleResult(body) {
+  const last = body.contents?.at(-1);
+  return (last?.parts ?? []).map((p) => p.functionResponse).find((r) => r?.name === "schedule_message")?.response ?? null;
+}
+
 /** Answers one generateContent request body. */
 export function offlineAnswer(body, model) {
   const files = filesSent(body);
@@ -150,9 +187,16 @@ export function offlineAnswer(body, model) {
   // action shares that content (it has its [meta] part), and is answered.
   const newMessage = last?.parts?.some((p) => (p.text ?? "").startsWith("[meta]"));
   if (last?.parts?.some((p) => p.functionResponse) && !newMessage) {
-    // After tool results (or when function calling is off): a plain answer.
+    // After tool results (or when function calling is off): a plain answer; a reminder set is
+    // confirmed with its time, as the tool asks.
+    const set = scheduleResult(body);
+    if (set?.ok) return answer(body, model, [{ text: `(${LABEL}) Okay, I'll remind you: ${set.next_run ?? "soon"} (reminder #${set.id}).` }]);
+    if (set) return answer(body, model, [{ text: `(${LABEL}) I could not set that reminder: ${set.error ?? "refused"}` }]);
     return answer(body, model, [{ text: `(${LABEL}) Done.` }]);
   }
+  // The bot's own reminder, come due: the bot speaks first.
+  const due = scheduledText(body);
+  if (due !== null) return answer(body, model, [{ text: `(${LABEL}) ⏰ Reminder: ${due || "you asked me to remind you"}` }]);
   const persona = crewPersona(body);
   if (persona && !files.length) return crewAnswer(body, model, persona);
   const text = lastUserText(body);
@@ -168,6 +212,8 @@ export function offlineAnswer(body, model) {
   const edit = /\bmake (?:it|that|the (?:last |second |first )?(?:one|picture)) (.+)/i.exec(text);
   const picture = edit && lastBotPicture(body);
   if (offersPictures && picture) parts.push({ functionCall: { name: "generate_image", args: { prompt: `the same picture, ${edit[1]}`, photo_message_ids: [picture] } } });
+  const reminder = toolsOn && reminderRequest(text);
+  if (reminder) return answer(body, model, [{ functionCall: { name: "schedule_message", args: reminder } }]);
   const remember = /\bremember\b[:,]?\s*(.+)/i.exec(text);
   if (toolsOn && remember) parts.push({ functionCall: { name: "remember", args: { content: remember[1].slice(0, 200) } } });
   return answer(body, model, parts);

@@ -30,14 +30,18 @@
 //!   from `chat/turn_life.rs`): the stale answer's last draft does not stay up while it replans.
 //! - An early start (`core::chat::debounce::starts_early`, [`Live::early_until`]): its port
 //!   hands the turn no answer before the burst's quiet window is over (so no tool runs and no
-//!   plan is made), sends no early chunk before then, and ends at once when the chat object
-//!   throws the turn's [`Stop`] (a newer message abandoned it): the call fails as
-//!   `ModelError::Abandoned` with what it cost, which the turn records and charges.
+//!   plan is made) and sends no early chunk before then.
+//! - The turn's one stop switch ([`Live::stop`], a [`Stop`]; thrown by the chat object,
+//!   `chat/stop.rs`) ends its model call at once, woken by the switch (no polling), and the
+//!   port makes no other call; nothing more is drafted or sent early. Its [`StopReason`] says
+//!   what stays: the person's Stop keeps the answer as far as it was written ([`StreamingModel::stopped`],
+//!   what of it is sent is `STOP_KEEPS`'s); an abandoned early start (a newer message) drops
+//!   it, the call failing as `ModelError::Abandoned`. Both are charged what the call cost.
 
 use crate::config::{now_ms, Ctx};
 use crate::outbound::gemini::GeminiClient;
 use crate::outbound::gemini_stream::ChunkSink;
-pub use crate::outbound::gemini_stream::Stop;
+pub use crate::outbound::gemini_stream::{Stop, StopReason};
 use crate::outbound::telegram::TelegramClient;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::gemini::{GenerateContentRequest, GenerateContentResponse, ModelError};
@@ -56,27 +60,10 @@ const DRAFT_LIMIT: usize = 4096;
 thread_local! {
     /// Until when drafts are off in this isolate (Telegram refused the method itself).
     static DRAFTS_OFF_UNTIL: Cell<i64> = const { Cell::new(0) };
-    /// Turns the person stopped (Telegram's Stop button), by turn id: their model stream is cut
-    /// and nothing more of them is drafted or sent early. In the chat object's isolate, where
-    /// its turns run; a turn that is gone leaves its id (a few bytes) until the isolate ends.
-    static STOPPED: RefCell<std::collections::HashSet<String>> = RefCell::new(Default::default());
     /// Conversations whose first sign (the "Thinking…" draft) is still at Telegram. An early
     /// start's turn may stream before that call is answered; its drafts wait for it, so a bot
     /// whose drafts Telegram refuses pays one refused draft, not two.
     static SIGN_IN_FLIGHT: RefCell<std::collections::HashSet<ConvKey>> = RefCell::new(Default::default());
-}
-
-/// Stops the running turn `turn_id` at once: its model stream is aborted, it drafts and sends
-/// nothing more while it runs; what it sends when it ends is `core::telegram::drafts::stopped_steps`.
-/// (One named abort path: the chat object's Stop calls it, and anything else that must end a
-/// running turn's stream can.)
-pub fn stop_turn(turn_id: &str) {
-    STOPPED.with(|s| s.borrow_mut().insert(turn_id.to_string()));
-}
-
-/// Whether the turn was stopped (see [`stop_turn`]).
-pub fn stop_requested(turn_id: &str) -> bool {
-    STOPPED.with(|s| s.borrow().contains(turn_id))
 }
 
 /// Whether drafts may be tried now (`STREAM_DRAFTS`, and not recently refused as a method).
@@ -101,7 +88,7 @@ pub struct Live {
     /// Commits the turn before part of its answer goes out (stored in the object's state),
     /// with the newest message seq the answer saw; false: it may not (a newer message came).
     pub commit: Rc<dyn Fn(i64) -> LocalBoxFuture<'static, bool>>,
-    /// The turn's stop switch (the chat object throws it: `ChatObject::abandon_turn`).
+    /// The turn's one stop switch (the chat object throws it: `chat/stop.rs`).
     pub stop: Rc<Stop>,
     /// An early start: the end of its burst's quiet window (`TurnRun::early_until_ms`).
     pub early_until: Option<i64>,
@@ -203,8 +190,9 @@ impl StreamingModel {
         StreamingModel { client: ctx.gemini(), drafts, live }
     }
 
-    /// An early start's answer waits for the end of its quiet window; a newer message meanwhile
-    /// (the stop thrown) abandons it, charged what the call cost.
+    /// An early start's answer waits for the end of its quiet window; the stop thrown meanwhile
+    /// ends the wait: a newer message abandons the answer, charged what the call cost; the
+    /// person's Stop keeps it (it is what was written).
     async fn hand_over(&self, request: &GenerateContentRequest, result: Result<GenerateContentResponse, ModelError>) -> Result<GenerateContentResponse, ModelError> {
         let Some(live) = &self.live else { return result };
         let Ok(response) = result else { return result };
@@ -212,17 +200,17 @@ impl StreamingModel {
             let quiet = worker::Delay::from(std::time::Duration::from_millis(wait as u64));
             Stop::unless_thrown(Some(&live.stop), quiet).await;
         }
-        if live.stop.is_thrown() {
-            return Err(ModelError::Abandoned { usage: agent_core::turn::abandoned_usage(request, std::slice::from_ref(&response)) });
+        match live.stop.reason() {
+            Some(StopReason::Abandoned) => Err(ModelError::Abandoned { usage: agent_core::turn::abandoned_usage(request, std::slice::from_ref(&response)) }),
+            _ => Ok(response),
         }
-        Ok(response)
     }
 
     /// The answer as far as it was written, if the person stopped this turn (Telegram's Stop
-    /// button, [`stop_turn`]).
+    /// button: the switch thrown for [`StopReason::Person`]).
     pub fn stopped(&self) -> Option<String> {
-        let d = self.drafts.as_ref()?;
-        stop_requested(&d.live.turn_id).then(|| d.written.borrow().clone())
+        let live = self.live.as_ref()?;
+        (live.stop.reason() == Some(StopReason::Person)).then(|| self.drafts.as_ref().map(|d| d.written.borrow().clone()).unwrap_or_default())
     }
 
     /// Rich answers are on for this turn (see [`Drafts::rich`]).
@@ -237,20 +225,20 @@ impl StreamingModel {
 impl ModelPort for StreamingModel {
     async fn generate(&self, model: &str, request: &GenerateContentRequest) -> Result<GenerateContentResponse, ModelError> {
         let stop = self.live.as_ref().map(|l| &*l.stop);
-        let stopped = || Err(ModelError::Abandoned { usage: agent_core::turn::abandoned_usage(request, &[]) });
-        if stop.is_some_and(Stop::is_thrown) {
-            return stopped();
+        // Stopped before this call: no model call at all, the turn ends here (the person's
+        // Stop: the answer is what was written; nothing of this call is charged).
+        if let Some(stop) = stop.filter(|s| s.is_thrown()) {
+            return match stop.reason() {
+                Some(StopReason::Person) => Ok(stopped_response()),
+                _ => Err(ModelError::Abandoned { usage: agent_core::turn::abandoned_usage(request, &[]) }),
+            };
         }
         let result = match &self.drafts {
             None => match Stop::unless_thrown(stop, self.client.generate(model, request)).await {
                 Some(result) => result,
-                None => return stopped(),
+                None => return Stop::ended(stop, request, Vec::new()),
             },
             Some(drafts) => {
-                // Stopped before this call: no model call at all, the answer ends here.
-                if stop_requested(&drafts.live.turn_id) {
-                    return Ok(stopped_response());
-                }
                 let first = drafts.calls.replace(drafts.calls.get() + 1) == 0;
                 let sink = Sink { drafts, pacer: RefCell::new(DraftPacer::new(drafts.interval_ms)), first };
                 let answer = self.client.stream_generate(model, request, &sink, stop).await;
@@ -280,12 +268,8 @@ fn stopped_response() -> GenerateContentResponse {
 }
 
 impl ChunkSink for Sink<'_> {
-    fn stopped(&self) -> bool {
-        stop_requested(&self.drafts.live.turn_id)
-    }
-
     async fn chunk(&self, so_far: &[GenerateContentResponse]) {
-        if stop_requested(&self.drafts.live.turn_id) {
+        if self.drafts.live.stop.is_thrown() {
             return;
         }
         let (text, calls) = visible_so_far(so_far);

@@ -115,7 +115,8 @@ pub struct ChatObject {
     rows: answer::RowCacheSlot,
     /// Counts this object's storage rows (see [`StorageMeter`]).
     storage_meter: StorageMeter,
-    /// The stop switch of the turn this instance drives (`abandon_turn`).
+    /// The stop switch of the turn this instance drives: the person's Stop and an abandoned
+    /// early start throw it (`stop.rs`).
     stop: RefCell<Option<(String, Rc<stream::Stop>)>>,
 }
 
@@ -327,13 +328,6 @@ impl ChatObject {
         }
         let switch = self.chat.borrow().as_ref().and_then(ChatState::crew_switch);
         !ctx.cfg.crew.is_empty() && agent_core::crew::speaks_in(chat_id, switch, &ctx.cfg.crew_chats)
-    }
-
-    /// Stops the model call of turn `turn_id` if this instance drives it (an abandoned early
-    /// start): the call ends at once as `ModelError::Abandoned`. False: not running here.
-    pub(super) fn abandon_turn(&self, turn_id: &str) -> bool {
-        let stop = self.stop.borrow().as_ref().filter(|(id, _)| id == turn_id).map(|(_, s)| s.clone());
-        stop.inspect(|s| s.throw()).is_some()
     }
 
     /// Whether `turn` is still the one to answer: no newer message came since it started (a

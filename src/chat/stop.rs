@@ -1,10 +1,18 @@
-//! Telegram's Stop button in the chat object: a `stopped_message_generation` update names
-//! only the chat, the topic and the draft id. The running turn whose drafts carry that id
-//! (`core::telegram::drafts::stops_turn`) stops at once (`bot::stream::stop_turn`: its model
-//! stream is aborted; what it sends then is `STOP_KEEPS`'s); a Stop for any other draft (a
-//! finished turn's, a late or repeated press) does nothing.
+//! A running turn's one stop switch (`bot::stream::Stop`, one per turn this instance drives,
+//! made with the turn's `Live`): this file is where the chat object throws it, for either of
+//! the two reasons a turn stops part-way (`bot::stream::StopReason`). The switch wakes the
+//! turn's model call at once (no timer looks for it); what stays is the reason's.
+//!
+//! - Telegram's Stop button: a `stopped_message_generation` update names only the chat, the
+//!   topic and the draft id. The running turn whose drafts carry that id
+//!   (`core::telegram::drafts::stops_turn`) stops at once, keeping what it wrote (sent or not
+//!   as `STOP_KEEPS` says); a Stop for any other draft (a finished turn's, a late or repeated
+//!   press) does nothing.
+//! - An early start a newer message abandoned (`inbox.rs`): it stops at once, dropping what it
+//!   wrote.
 
 use super::ChatObject;
+use crate::bot::stream::StopReason;
 use agent_core::telegram::drafts::stops_turn;
 
 impl ChatObject {
@@ -12,14 +20,23 @@ impl ChatObject {
     pub(super) async fn stop_generation(&self, draft_id: i64) -> bool {
         let running = self.with(|st| st.turn().map(|t| t.turn_id.clone())).await;
         match running {
-            Some(turn_id) if self.in_flight.get() && stops_turn(&turn_id, draft_id) => {
-                crate::bot::stream::stop_turn(&turn_id);
-                true
-            }
+            Some(turn_id) if self.in_flight.get() && stops_turn(&turn_id, draft_id) && self.throw_stop(&turn_id, StopReason::Person) => true,
             _ => {
                 worker::console_log!("a Stop for draft {draft_id}, which is no running turn's: nothing to stop");
                 false
             }
         }
+    }
+
+    /// Stops the model call of turn `turn_id` if this instance drives it (an abandoned early
+    /// start): the call ends at once as `ModelError::Abandoned`. False: not running here.
+    pub(super) fn abandon_turn(&self, turn_id: &str) -> bool {
+        self.throw_stop(turn_id, StopReason::Abandoned)
+    }
+
+    /// Throws the stop switch of turn `turn_id` for `reason`, if this instance drives it.
+    fn throw_stop(&self, turn_id: &str, reason: StopReason) -> bool {
+        let stop = self.stop.borrow().as_ref().filter(|(id, _)| id == turn_id).map(|(_, s)| s.clone());
+        stop.inspect(|s| s.throw(reason)).is_some()
     }
 }

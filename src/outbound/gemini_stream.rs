@@ -8,11 +8,13 @@
 //! `core::gemini::stream::MAX_STREAM_BYTES` is a network error (the turn retries), never a half answer.
 //! An error answer's body is read up to `fetch::MAX_BODY_BYTES`.
 //!
-//! A [`Stop`] thrown while the call runs (an abandoned early start) ends it at once: the
-//! request is aborted, and the call fails as `ModelError::Abandoned` with what it cost so far
-//! (`core::turn::abandoned_usage`). The person's Stop (Telegram's Stop button, the sink's
-//! `stopped`) ends it as at once, but the answer is what came so far, marked stopped
-//! (`STOPPED_BY_USER`), charged the same way.
+//! A [`Stop`] thrown while the call runs ends it at once, whoever threw it (the turn's one stop
+//! switch, thrown by the chat object: `chat/stop.rs`): the request is aborted and the body no
+//! longer read, woken by the switch itself (no timer looks for it). What the call gives then is
+//! the switch's [`StopReason`]'s: the person's Stop (Telegram's Stop button) keeps the answer so
+//! far, marked stopped (`STOPPED_BY_USER`); an abandoned early start drops it, the call failing
+//! as `ModelError::Abandoned`. Either way it is charged what it cost so far
+//! (`core::turn::abandoned_usage`).
 
 use super::gemini::{GeminiClient, TIMEOUT};
 use super::net;
@@ -23,31 +25,50 @@ use std::cell::{Cell, RefCell};
 use std::task::{Poll, Waker};
 use worker::{AbortController, Method, RequestRedirect};
 
-/// A running turn's stop switch: once thrown, its model call ends at once (the chat object
-/// throws it for an abandoned early start, `ChatObject::abandon_turn`).
+/// Why a turn's stop switch was thrown, which decides what becomes of what the model wrote so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The person pressed Stop (Telegram's Stop button): the answer so far is the answer,
+    /// marked stopped; what of it is sent is `STOP_KEEPS`'s (`core::telegram::drafts::stopped_steps`).
+    Person,
+    /// An early start a newer message overtook (`ChatObject::abandon_turn`): what it wrote is
+    /// dropped, the call fails as `ModelError::Abandoned`.
+    Abandoned,
+}
+
+/// A running turn's one stop switch: once thrown, its model call ends at once and it makes no
+/// other. The chat object throws it (`chat/stop.rs`), for the person's Stop or an abandoned
+/// early start; the first reason thrown is the one that holds.
 #[derive(Default)]
 pub struct Stop {
-    thrown: Cell<bool>,
+    reason: Cell<Option<StopReason>>,
     waiting: RefCell<Vec<Waker>>,
 }
 
 impl Stop {
-    /// Throws the switch: every wait on it ends.
-    pub fn throw(&self) {
-        self.thrown.set(true);
+    /// Throws the switch for `reason` (kept if it was thrown already): every wait on it ends.
+    pub fn throw(&self, reason: StopReason) {
+        if self.reason.get().is_none() {
+            self.reason.set(Some(reason));
+        }
         for w in self.waiting.borrow_mut().drain(..) {
             w.wake();
         }
     }
 
     pub fn is_thrown(&self) -> bool {
-        self.thrown.get()
+        self.reason.get().is_some()
+    }
+
+    /// Why it was thrown (`None`: it was not).
+    pub fn reason(&self) -> Option<StopReason> {
+        self.reason.get()
     }
 
     /// Resolves once the switch is thrown.
     pub async fn thrown(&self) {
         futures::future::poll_fn(|cx| {
-            if self.thrown.get() {
+            if self.is_thrown() {
                 return Poll::Ready(());
             }
             let mut waiting = self.waiting.borrow_mut();
@@ -59,14 +80,31 @@ impl Stop {
         .await
     }
 
+    /// Resolves once `stop` is thrown; never without one.
+    async fn thrown_if(stop: Option<&Stop>) {
+        match stop {
+            Some(stop) => stop.thrown().await,
+            None => futures::future::pending().await,
+        }
+    }
+
     /// Runs `work` unless the switch is thrown first (`None`), which drops it.
     pub async fn unless_thrown<T>(stop: Option<&Stop>, work: impl std::future::Future<Output = T>) -> Option<T> {
-        let Some(stop) = stop else { return Some(work.await) };
-        let thrown = stop.thrown();
+        let thrown = Stop::thrown_if(stop);
         futures::pin_mut!(work, thrown);
         match select(work, thrown).await {
             Either::Left((out, _)) => Some(out),
             Either::Right(_) => None,
+        }
+    }
+
+    /// What a model call the switch ended gives, `so_far` the pieces that came: the person's
+    /// Stop, the answer so far marked stopped; an abandoned start, `ModelError::Abandoned`.
+    /// Both charged what the call cost (the request sent, the text written).
+    pub fn ended(stop: Option<&Stop>, request: &GenerateContentRequest, so_far: Vec<GenerateContentResponse>) -> Result<GenerateContentResponse, ModelError> {
+        match stop.and_then(Stop::reason) {
+            Some(StopReason::Person) => Ok(stopped_answer(request, so_far)),
+            _ => Err(ModelError::Abandoned { usage: agent_core::turn::abandoned_usage(request, &so_far) }),
         }
     }
 }
@@ -75,27 +113,11 @@ impl Stop {
 #[allow(async_fn_in_trait)]
 pub trait ChunkSink {
     async fn chunk(&self, so_far: &[GenerateContentResponse]);
-    /// Whether the person stopped the answer (Telegram's Stop button): the stream is then cut
-    /// at once (the request aborted) and what came so far is the answer.
-    fn stopped(&self) -> bool {
-        false
-    }
-}
-
-/// How often a streaming call looks whether the answer was stopped between two pieces.
-const STOP_POLL_MS: u64 = 50;
-
-/// Resolves once `sink` says the answer was stopped.
-async fn stop_of(sink: &impl ChunkSink) {
-    while !sink.stopped() {
-        worker::Delay::from(std::time::Duration::from_millis(STOP_POLL_MS)).await;
-    }
 }
 
 impl GeminiClient {
     /// Streams one answer, telling `sink` of every piece; returns the merged response. `stop`
-    /// thrown: the call ends as `ModelError::Abandoned`; the sink stopped: the answer so far,
-    /// marked stopped (module doc).
+    /// thrown meanwhile: the call ends at once, as [`Stop::ended`] says (module doc).
     pub async fn stream_generate(&self, model: &str, request: &GenerateContentRequest, sink: &impl ChunkSink, stop: Option<&Stop>) -> Result<GenerateContentResponse, ModelError> {
         let body = serde_json::to_string(request).map_err(|e| ModelError::InvalidResponse(e.to_string()))?;
         let model = model.trim_start_matches("models/");
@@ -120,12 +142,12 @@ impl GeminiClient {
             };
             let mut body = net::Chunks::of(&body);
             loop {
-                // The next piece, unless the person stops the answer first: then the body is
-                // cancelled and what came so far is the answer.
+                // The next piece, unless the turn is stopped first: then the body is cancelled
+                // and what came so far is what the stop makes of it.
                 let next = {
                     let piece = body.next();
                     futures::pin_mut!(piece);
-                    match select(piece, std::pin::pin!(stop_of(sink))).await {
+                    match select(piece, std::pin::pin!(Stop::thrown_if(stop))).await {
                         Either::Left((piece, _)) => Some(piece?),
                         Either::Right(_) => None,
                     }
@@ -147,37 +169,29 @@ impl GeminiClient {
             take(&mut seen.borrow_mut(), decoder.finish())?;
             Ok::<_, String>(Ok((seen.take(), false)))
         };
-        // Stopped by the person: the request is aborted (nothing more is read or generated for
-        // us) and the answer is what came so far, marked stopped.
+        // Stopped (the switch thrown, whoever threw it): the request is aborted (nothing more
+        // is read or generated for us) and what came so far is what the stop makes of it.
         let call = async {
             futures::pin_mut!(call);
-            match select(call, std::pin::pin!(stop_of(sink))).await {
+            match select(call, std::pin::pin!(Stop::thrown_if(stop))).await {
                 Either::Left((result, _)) => result,
                 Either::Right(_) => Ok(Ok((seen.take(), true))),
             }
         };
-        // Abandoned (an early start a newer message overtook, `stop` thrown): `None`.
-        let call = async {
-            match Stop::unless_thrown(stop, call).await {
-                None => Ok(Ok(None)),
-                Some(r) => r.map(|r| r.map(Some)),
-            }
-        };
         // An answer streamed to its end needs no abort; an error's body may be cut, a stopped
-        // or abandoned call's rest is not read.
-        let outcome = net::within(call, controller, TIMEOUT, |r| matches!(r, Ok(Some((_, false))))).await;
+        // call's rest is not read.
+        let outcome = net::within(call, controller, TIMEOUT, |r| matches!(r, Ok((_, false)))).await;
         match outcome {
             Err(e) => Err(ModelError::Network(e)),
             Ok(Err(e)) => Err(e),
-            Ok(Ok(None)) => Err(ModelError::Abandoned { usage: agent_core::turn::abandoned_usage(request, &seen.into_inner()) }),
-            Ok(Ok(Some((chunks, true)))) => Ok(stopped_answer(request, chunks)),
-            Ok(Ok(Some((chunks, _)))) if chunks.is_empty() => Err(ModelError::InvalidResponse("the stream had no answer".into())),
-            Ok(Ok(Some((chunks, _)))) => Ok(merge(chunks)),
+            Ok(Ok((chunks, true))) => Stop::ended(stop, request, chunks),
+            Ok(Ok((chunks, _))) if chunks.is_empty() => Err(ModelError::InvalidResponse("the stream had no answer".into())),
+            Ok(Ok((chunks, _))) => Ok(merge(chunks)),
         }
     }
 }
 
-/// The answer so far of a stopped stream: finish reason `STOPPED_BY_USER`
+/// The answer so far of a stream the person stopped: finish reason `STOPPED_BY_USER`
 /// (`core::telegram::drafts::STOPPED_REASON`).
 /// Gemini states the usage in the last piece only: a stopped stream's is estimated (the
 /// request's size, the text written so far), so the turn is charged what it used, not nothing.

@@ -172,3 +172,28 @@ test("topics in the private chat: a new topic is its own conversation, answered 
   assert.ok(await reply.first().isHidden(), "the topic's answer is hidden in the main chat");
   assert.equal(await page.locator("#log-dm .msg:visible", { hasText: "Packing list for a winter hike" }).count(), 0);
 });
+
+test("a reminder with no key: \"remind me in ... to ...\" makes the stand-in call schedule_message; when it is due the bot speaks first", async () => {
+  const page = await browser.newPage();
+  await page.goto(playground.base);
+  const schedules = () => playground.telegram.calls("sendMessage").filter((c) => /Okay, I.ll remind you/.test(c.text ?? ""));
+  const before = schedules().length;
+  // The newcomer's phrase: set and confirmed with its time (it fires after this file's tests).
+  await page.fill("#input-dm", "remind me in 1 minute to stretch");
+  await page.press("#input-dm", "Enter");
+  const confirmed = page.locator("#log-dm .msg.bot", { hasText: "Okay, I'll remind you" });
+  await confirmed.waitFor({ timeout: 15_000 });
+  assert.match(await confirmed.textContent(), /\d{4}-\d\d-\d\d \d\d:\d\d .*\(reminder #\d+\)/, "confirmed with its next run and id, as the tool answered");
+  // One that comes due now: delivered by the chat object's alarm, with no message of the person.
+  await page.fill("#input-dm", "remind me in 3 seconds to drink some water");
+  const asked = Date.now();
+  await page.press("#input-dm", "Enter");
+  await page.locator("#log-dm .msg.bot", { hasText: "Okay, I'll remind you" }).nth(1).waitFor({ timeout: 15_000 });
+  assert.equal(schedules().length, before + 2, "two reminders set, each confirmed once");
+  const due = page.locator("#log-dm .msg.bot", { hasText: "⏰ Reminder: drink some water" });
+  await due.waitFor({ timeout: 20_000 });
+  assert.ok(Date.now() - asked >= 2500, `it came when due, not at once (${Date.now() - asked} ms)`);
+  await page.waitForTimeout(1500);
+  assert.equal(await due.count(), 1, "delivered once");
+  assert.equal(await page.locator("#log-dm .msg.bot", { hasText: "⏰ Reminder: stretch" }).count(), 0, "the one-minute reminder is not due yet");
+});

@@ -28,6 +28,16 @@ async function until(check, ms, what) {
 }
 const textDrafts = (chat) => s.tg.calls("sendMessageDraft", chat).filter((r) => r.draft);
 
+/** A turn's draft id, as the bot derives it (`core::telegram::drafts::draft_id`: FNV-1a of the
+ *  turn id, folded to 31 bits). */
+function draftIdOf(turnId) {
+  const mask = (1n << 64n) - 1n;
+  let h = 0xcbf29ce484222325n;
+  for (const b of Buffer.from(turnId)) h = ((h ^ BigInt(b)) * 0x100000001b3n) & mask;
+  const id = Number((h ^ (h >> 31n)) & 0x7fffffffn);
+  return Math.max(1, id);
+}
+
 /** Starts a long streamed answer and returns once a few drafts of it are up. */
 async function streaming(b, uid) {
   const before = b.tg.calls("sendMessageDraft", uid).length;
@@ -76,6 +86,38 @@ test("Stop mid-answer: the turn stops at once (its stream no longer read), the p
   const [usage] = await s.sql("SELECT prompt_tokens, candidates_tokens FROM model_calls WHERE chat_id = ? AND purpose = 'turn'", uid);
   assert.ok(usage.prompt_tokens > 0, "the prompt is charged");
   assert.ok(usage.candidates_tokens > 0 && usage.candidates_tokens < LONG_ANSWER.length / 4, `only the output written (${usage.candidates_tokens} tokens)`);
+});
+
+test("Stop while the turn has shown only its first sign (Thinking…, no text yet): the turn stops there: nothing sent, recorded as stopped, only the prompt charged", async () => {
+  const uid = uniqueId();
+  // The model is slow to its first words: the person sees only the placeholder.
+  s.gemini.script(uid, [{ text: LONG_ANSWER, delayMs: 4000, streamMs: 1000 }]);
+  await s.webhook(privateText(uid, "think hard about the long plan"));
+  await s.gemini.waitFor(() => s.gemini.calls(uid).length === 1, 10_000, "the model call");
+  const { turn } = await s.chatState(uid);
+  assert.ok(turn?.turn_id, "a turn runs");
+  assert.deepEqual(s.tg.calls("sendMessageDraft", uid).map((d) => d.draft), [""], "only the Thinking… sign is up");
+  // The placeholder offers no Stop (it names no turn); the Stop that comes now names the turn's
+  // own draft (a press that crossed its first words on the way), before any text of it showed.
+  const pressed = Date.now();
+  const r = await s.webhook(s.tg.pressStop(uid, draftIdOf(turn.turn_id), { late: true }));
+  assert.equal(r.status, 200);
+  let recorded = [];
+  while (Date.now() - pressed < 3000 && !recorded.length) {
+    await sleep(100);
+    recorded = await s.sql("SELECT status, finish_reason FROM turns WHERE chat_id = ?", uid);
+  }
+  assert.deepEqual(recorded, [{ status: "done", finish_reason: "STOPPED_BY_USER" }], "recorded as stopped");
+  const stoppedAfter = Date.now() - pressed;
+  console.log(`# Stop on the placeholder to the turn recorded: ${stoppedAfter} ms (own measurement)`);
+  assert.ok(stoppedAfter < 2500, `it stopped at once (${stoppedAfter} ms), not when the model answered`);
+  await sleep(5000); // past the model's whole answer
+  assert.equal(textDrafts(uid).length, 0, "no draft of the answer");
+  assert.deepEqual(s.finalSent(uid), [], "no answer and no apology");
+  assert.equal(s.tg.calls("sendMessage", uid).length, 0, "nothing sent at all");
+  const [usage] = await s.sql("SELECT prompt_tokens, candidates_tokens FROM model_calls WHERE chat_id = ? AND purpose = 'turn'", uid);
+  assert.ok(usage.prompt_tokens > 0, "the prompt sent is charged");
+  assert.equal(usage.candidates_tokens, 0, "no output was written: none charged");
 });
 
 test("a Stop for a finished turn's draft does nothing: not the next turn, nothing sent", async () => {

@@ -317,9 +317,17 @@ test("drafts refused as a method (400) turn off for a while: typing and the fina
   s.gemini.script(a, [{ text: "First.", streamMs: 200 }]);
   s.gemini.script(b, [{ text: "Second.", streamMs: 200 }]);
   s.tg.fault({ method: "sendMessageDraft", chatId: a, status: 400, description: "Bad Request: method is not available for this bot" });
+  // The placeholder is still at Telegram while the early start streams its answer (the race
+  // forced): the turn's drafts wait for it (`SIGN_IN_FLIGHT`), so only one refused draft is paid.
+  s.tg.delay({ method: "sendMessageDraft", chatId: a, ms: 1200 });
   await post(privateText(a, "hello"));
   await s.tg.waitFor(() => s.finalSent(a).length === 1, 20_000, "a's answer");
-  assert.equal(drafts(a).length, 1, "only the refused placeholder");
+  assert.ok(s.gemini.calls(a)[0].chunks.at(-1) < drafts(a)[0].at + 1200, "the answer streamed while the placeholder was at Telegram");
+  assert.equal(drafts(a).length, 1, "only the placeholder: the turn's drafts waited for it");
+  await s.tg.waitFor(() => drafts(a)[0].fault === 400, 5000, "the placeholder refused");
+  // The bot read the refusal (drafts off in the isolate) when it falls back to typing.
+  const refusedAt = Date.now();
+  await s.tg.waitFor(() => s.tg.calls("sendChatAction", a).some((c) => c.at >= refusedAt), 5000, "typing after the refused placeholder");
   assert.ok(s.tg.calls("sendChatAction", a).length >= 1, "typing instead");
   await post(privateText(b, "hello too"));
   await s.tg.waitFor(() => s.finalSent(b).length === 1, 20_000, "b's answer");
