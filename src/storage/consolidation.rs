@@ -113,7 +113,8 @@ pub async fn existing(db: &Db, chat_id: i64) -> Result<Vec<Memory>> {
     .await
 }
 
-/// Which of `users` have written in the chat (not excluded).
+/// Which of `users` have written in the chat (an admitted message: `chat_members`, one row per
+/// person and chat, migration 0034).
 pub async fn seen_in_chat(db: &Db, chat_id: i64, users: &[i64]) -> Result<Vec<i64>> {
     #[derive(Deserialize)]
     struct Seen {
@@ -121,8 +122,7 @@ pub async fn seen_in_chat(db: &Db, chat_id: i64, users: &[i64]) -> Result<Vec<i6
     }
     let found: Vec<Seen> = db
         .all(
-            "SELECT DISTINCT user_id FROM messages
-             WHERE chat_id = ?1 AND role = 'user' AND excluded = 0 AND user_id IN (SELECT value FROM json_each(?2))",
+            "SELECT user_id FROM chat_members WHERE chat_id = ?1 AND user_id IN (SELECT value FROM json_each(?2))",
             args![chat_id, serde_json::to_string(users).unwrap_or_else(|_| "[]".into())],
         )
         .await?;

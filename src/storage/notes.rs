@@ -26,7 +26,7 @@ pub fn notes_stmt(db: &Db, chat_id: i64, people: &[i64]) -> Result<worker::D1Pre
 
 /// Inserts an agent's note. A note about a person is written only if that person has written
 /// in this chat (only people seen in the conversation may be the subject of what is learned
-/// there); otherwise nothing is written and `None` comes back. `supplied_by`: who asked for it
+/// there: `chat_members`, migration 0034); otherwise nothing is written and `None` comes back. `supplied_by`: who asked for it
 /// (only a person's own words about themself cross into their private chat).
 pub async fn insert_note(db: &Db, chat_id: i64, about_user_id: Option<i64>, content: &str, source: &str, supplied_by: Option<i64>, now: i64) -> Result<Option<i64>> {
     #[derive(Deserialize)]
@@ -37,7 +37,7 @@ pub async fn insert_note(db: &Db, chat_id: i64, about_user_id: Option<i64>, cont
         .first(
             "INSERT INTO notes (chat_id, about_user_id, content, source, created_at, supplied_by)
              SELECT ?1, ?2, ?3, ?4, ?5, ?6
-             WHERE ?2 IS NULL OR EXISTS (SELECT 1 FROM messages WHERE user_id = ?2 AND chat_id = ?1 AND role = 'user' AND excluded = 0)
+             WHERE ?2 IS NULL OR EXISTS (SELECT 1 FROM chat_members WHERE chat_id = ?1 AND user_id = ?2)
              RETURNING id",
             args![chat_id, about_user_id, content, source, now, supplied_by],
         )

@@ -103,6 +103,10 @@ test("a group message the bot does not answer writes no more rows than README.md
   assert.ok(m.object <= limit.chatter.object, `the chat object's rows written ${m.object} > the README's ${limit.chatter.object}`);
   const rows = await s.sql("SELECT text FROM messages WHERE chat_id = ? ORDER BY seq", chat);
   assert.equal(rows.length, 2);
+  // Who has written in the chat (what a note or a memory about a person needs) is one row,
+  // written by the person's first message (migration 0034), not an index entry per message.
+  const members = await s.sql("SELECT user_id FROM chat_members WHERE chat_id = ?", chat);
+  assert.deepEqual(members.map((r) => r.user_id), [uid]);
   // A redelivery of an update (Telegram's, after a lost answer) records nothing twice and
   // writes nothing.
   const again = groupText(chat, uid, "said once, delivered twice");
