@@ -29,7 +29,6 @@ export const MAX_FN_LINES = 80;
 /** The core's functions allowed over MAX_FN_LINES, by `file:function` (relative to
  * crates/core/src): declarative tables only, each with the reason. Keep it small. */
 export const CORE_LONG_ALLOWED = new Map([
-  ["turn/tools.rs:declarations", "a declarative table: one JSON schema per function the model may call, no logic"],
 ]);
 
 function files(dir) {
