@@ -9,6 +9,7 @@ pub mod commands;
 pub mod drafts;
 pub mod gating;
 pub mod normalize;
+pub mod private_answer;
 pub mod types;
 
 pub use types::*;
