@@ -203,6 +203,9 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   let nextEphemeralId = 1;
   // Topics of private chats (Bot API 9.3/9.4), by "chat:thread": {name, is_name_implicit}.
   const topics = new Map();
+  // The bot's topics in private chats (getMe's has_topics_enabled) and the chats refusing them.
+  const privateTopics = { enabled: false, refused: new Set() };
+  const bots = new Set(); // other bots' user ids in groups (an ephemeral message never goes to one)
   const draftKey = (chat, thread, id) => `${chat}:${thread ?? ""}:${id}`;
   function showDraft(body) {
     const key = draftKey(body.chat_id, body.message_thread_id, body.draft_id);
@@ -297,7 +300,24 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     }
     switch (method) {
       case "getMe":
-        return ok(res, { ...(entry.from ?? bot), is_bot: true, can_join_groups: true, can_read_all_group_messages: false });
+        return ok(res, { ...(entry.from ?? bot), is_bot: true, can_join_groups: true, can_read_all_group_messages: false, has_topics_enabled: privateTopics.enabled });
+      // A topic in a private chat (Bot API 9.4; forum groups are not emulated here): only when
+      // the bot's topics are on (BotFather) and not refused for that chat, "the chat is not a
+      // forum" otherwise (the wording people report); a name of 1-128 characters
+      // (TOPIC_TITLE_EMPTY / TOPIC_NAME_INVALID: MTProto's names, the reference states none).
+      case "createForumTopic": {
+        if (chatId === undefined || chatId === null || chatId === "") return fail(res, 400, "Bad Request: chat_id is empty");
+        if (!(Number(chatId) > 0) || !privateTopics.enabled || privateTopics.refused.has(Number(chatId))) return fail(res, 400, "Bad Request: the chat is not a forum");
+        const name = typeof body.name === "string" ? body.name : "";
+        if (!name) return fail(res, 400, "Bad Request: TOPIC_TITLE_EMPTY");
+        if ([...name].length > 128) return fail(res, 400, "Bad Request: TOPIC_NAME_INVALID");
+        const thread = nextMessageId++;
+        const created = { name, icon_color: body.icon_color ?? 7322096 };
+        const service = { message_id: thread, date: Math.floor(Date.now() / 1000), chat: { id: chatId, type: "private" }, message_thread_id: thread, is_topic_message: true, forum_topic_created: created };
+        topics.set(`${chatId}:${thread}`, { name, is_name_implicit: false, service });
+        emit({ type: "topic", chat_id: chatId, thread, name, created: true });
+        return ok(res, { message_thread_id: thread, name, icon_color: created.icon_color });
+      }
       case "sendMessage": {
         if (chatId === undefined || chatId === null || chatId === "") return fail(res, 400, "Bad Request: chat_id is empty");
         if (typeof body.text !== "string" || body.text === "") return fail(res, 400, "Bad Request: message text is empty");
@@ -318,6 +338,11 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
           const receiver = body.ephemeral_message_parameters.receiver_user_id;
           if (!Number.isInteger(receiver)) return fail(res, 400, "Bad Request: receiver_user_id is required");
           if (!(Number(chatId) < 0)) return fail(res, 400, "Bad Request: EPHEMERAL_PEER_INVALID");
+          // Never to a bot; only to a member (a person the emulator was told left or was
+          // removed is not one; others are taken as members: group messages reach the worker
+          // straight from the tests). Wording: MTProto's error names, the reference has none.
+          if (receiver === bot.id || [...actors.values()].some((a) => a.id === receiver) || bots.has(receiver)) return fail(res, 400, "Bad Request: USER_IS_BOT");
+          if (["left", "kicked"].includes(members.get(Number(chatId))?.get(receiver))) return fail(res, 400, "Bad Request: USER_NOT_PARTICIPANT");
           if (!admins.has(chatId)) {
             const replied = ephemerals.get(`${chatId}:${body.reply_parameters?.ephemeral_message_id}`);
             if (!replied || replied.user !== receiver) return fail(res, 400, "Bad Request: EPHEMERAL_REPLY_REQUIRED");
@@ -459,11 +484,14 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         return ok(res, menuButton);
       // A member of a group, as the bot sees it: a chat it knows nothing of is "chat not
       // found"; a user who is not in it is "left" (Telegram answers so for non-members).
+      // The bot itself: "administrator" where setAdmin made it one, else "member" (it gets
+      // the group's messages), in any group (what `bot::private` asks before an any-time
+      // ephemeral message).
       case "getChatMember": {
-        const chat = members.get(Number(chatId));
+        const chat = members.get(Number(chatId)) ?? (body.user_id === bot.id && Number(chatId) < 0 ? new Map() : null);
         if (!chat) return fail(res, 400, "Bad Request: chat not found");
         if (!Number.isInteger(body.user_id)) return fail(res, 400, "Bad Request: invalid user_id specified");
-        const status = chat.get(body.user_id) ?? "left";
+        const status = body.user_id === bot.id ? (admins.has(Number(chatId)) ? "administrator" : "member") : chat.get(body.user_id) ?? "left";
         return ok(res, { status, user: { id: body.user_id, is_bot: false, first_name: "User" }, ...(status === "restricted" ? { is_member: true } : {}) });
       }
       // Buttons under a message the bot sent (the Mini App's under /memory and /reminders).
@@ -646,6 +674,16 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
       if (implicit) created.is_name_implicit = true;
       const service = { message_id: thread, date: Math.floor(Date.now() / 1000), chat: { id: chatId, type: "private" }, message_thread_id: thread, is_topic_message: true, forum_topic_created: created };
       return { thread, service };
+    },
+    /** The bot's topics in private chats (BotFather): `enabled` as getMe says; `refuse`: a
+     *  chat where createForumTopic is refused all the same. */
+    setPrivateTopics({ enabled, refuse } = {}) {
+      if (enabled !== undefined) privateTopics.enabled = enabled;
+      if (refuse !== undefined) privateTopics.refused.add(refuse);
+    },
+    /** A user id that is a bot (a receiver Telegram refuses for ephemeral messages). */
+    addBotUser(userId) {
+      bots.add(userId);
     },
     /** A private topic as Telegram now names it. */
     topic(chatId, thread) {

@@ -6,9 +6,12 @@
 //!
 //! Invariants (ARCHITECTURE.md): "A run is its creator's request, made again", "Only its
 //! creator cancels a reminder in a group", "Budgets". Also: nothing here calls the model; a
-//! refused message costs at most one short reply.
+//! refused message costs at most one short reply. In a group a refusal, a pairing message and a
+//! person's own budget notice go to that person alone where Telegram allows it
+//! (`bot::private`), else as before (silence; the group's notice).
 
 use super::deliver;
+use super::private::{self, Today};
 use crate::config::{now_ms, random_bytes, Ctx};
 use crate::outbound::objects::{self, ChatRequest};
 use crate::storage;
@@ -16,7 +19,7 @@ use agent_core::access::authority::{self, RunGate};
 use agent_core::conversation::{ChatKind, ConvKey};
 use crate::storage::access::{self as rows, NewPairing};
 use agent_core::limits::{self, Budgets, Scope, Usage, Verdict};
-use agent_core::access::policy::{self, Access, Refusal, UserAccess};
+use agent_core::access::policy::{self, Access, GroupNotice, Refusal, UserAccess};
 
 /// A refusal notice is sent at most this often to the same user.
 const NOTICE_INTERVAL_MS: i64 = 10 * 60 * 1000;
@@ -24,7 +27,9 @@ const NOTICE_INTERVAL_MS: i64 = 10 * 60 * 1000;
 pub use crate::storage::access::Approved;
 
 /// Applies the access policy to a message. Returns true when the bot may answer it; otherwise
-/// the refusal is recorded (and the user told, in private chats, at most every 10 minutes).
+/// the refusal is recorded and the user told at most every 10 minutes: in private chats as
+/// before; in a group only privately (an ephemeral message, the bot an admin there:
+/// `bot::private`; under `DM_POLICY=pairing` their pairing code), else nothing, as before.
 pub async fn admit(ctx: &Ctx, conv: &ConvKey, kind: ChatKind, user_id: Option<i64>, name: &str, access: Option<&str>, message_id: i64) -> bool {
     let known = access.and_then(UserAccess::parse);
     match policy::decide(&ctx.cfg, kind, conv.chat_id, user_id, known) {
@@ -32,26 +37,51 @@ pub async fn admit(ctx: &Ctx, conv: &ConvKey, kind: ChatKind, user_id: Option<i6
         Access::Refuse(reason) => {
             let last = rows::record_refusal(&ctx.db(), conv.chat_id, user_id, reason.as_str(), now_ms()).await;
             let quiet = last.is_some_and(|t| now_ms() - t < NOTICE_INTERVAL_MS);
-            if let (Some(text), false, ChatKind::Private) = (reason.user_message(), quiet, kind) {
-                let key = format!("refusal:{}:{message_id}", conv.chat_id);
-                let _ = deliver::send_text(ctx, conv, &key, text, None, None).await;
+            let key = format!("refusal:{}:{message_id}", conv.chat_id);
+            match (reason.user_message(), quiet, kind) {
+                (Some(text), false, ChatKind::Private) => {
+                    let _ = deliver::send_text(ctx, conv, &key, text, None, None).await;
+                }
+                // In a group: only to the person, as an ephemeral message (the bot an admin
+                // there); where that cannot go, silence, as before.
+                (_, false, _) if kind.is_group() => {
+                    let Some(user) = agent_core::telegram::private_answer::receiver(kind, user_id, false) else { return false };
+                    match reason.group_notice(ctx.cfg.dm_policy) {
+                        Some(_) if !private::bot_is_admin(ctx, conv.chat_id).await => {}
+                        Some(GroupNotice::Text(text)) => private::private_answer(ctx, conv, &key, text, user, None, Today::Nothing).await,
+                        Some(GroupNotice::Pair) => pair(ctx, conv, user, name, message_id, None).await,
+                        None => {}
+                    }
+                }
+                _ => {}
             }
             false
         }
         Access::Pair => {
             let Some(user_id) = user_id else { return false };
-            pair(ctx, conv, user_id, name, message_id).await;
+            let last = rows::record_refusal(&ctx.db(), conv.chat_id, Some(user_id), Refusal::AwaitingApproval.as_str(), now_ms()).await;
+            pair(ctx, conv, user_id, name, message_id, last).await;
             false
         }
     }
 }
 
-/// Gives an unknown user a pairing code (or reminds them of the one they have).
-async fn pair(ctx: &Ctx, conv: &ConvKey, user_id: i64, name: &str, message_id: i64) {
+/// A message about a person's pairing: in their private chat as before; in a group only to
+/// them, as an ephemeral message (where that cannot go, nothing: there was none before).
+async fn tell(ctx: &Ctx, conv: &ConvKey, user_id: i64, key: &str, text: &str) {
+    if conv.chat_id < 0 {
+        private::private_answer(ctx, conv, key, text, user_id, None, Today::Nothing).await;
+    } else {
+        let _ = deliver::send_text(ctx, conv, key, text, None, None).await;
+    }
+}
+
+/// Gives an unknown user a pairing code (or reminds them of the one they have, unless a
+/// refusal was recorded for them within the notice interval: `last`).
+async fn pair(ctx: &Ctx, conv: &ConvKey, user_id: i64, name: &str, message_id: i64, last: Option<i64>) {
     let db = ctx.db();
     let now = now_ms();
     let existing = rows::open_pairing(&db, user_id, now).await;
-    let last = rows::record_refusal(&db, conv.chat_id, Some(user_id), Refusal::AwaitingApproval.as_str(), now_ms()).await;
     let ttl = ctx.cfg.pairing_code_ttl_secs;
     match existing {
         Some(code) => {
@@ -59,7 +89,7 @@ async fn pair(ctx: &Ctx, conv: &ConvKey, user_id: i64, name: &str, message_id: i
                 return;
             }
             let text = format!("Still waiting for my operator to approve your code {code}.");
-            let _ = deliver::send_text(ctx, conv, &format!("pair-remind:{}:{message_id}", conv.chat_id), &text, None, None).await;
+            tell(ctx, conv, user_id, &format!("pair-remind:{}:{message_id}", conv.chat_id), &text).await;
         }
         None => {
             let code = policy::pairing_code(random_bytes::<8>());
@@ -69,7 +99,7 @@ async fn pair(ctx: &Ctx, conv: &ConvKey, user_id: i64, name: &str, message_id: i
                 return;
             }
             let text = policy::pairing_message(&code, ttl);
-            let _ = deliver::send_text(ctx, conv, &format!("pair:{code}"), &text, None, None).await;
+            tell(ctx, conv, user_id, &format!("pair:{code}"), &text).await;
         }
     }
 }
@@ -82,7 +112,7 @@ pub async fn approve(ctx: &Ctx, code: &str, by: &str) -> worker::Result<Option<A
     if let Some(a) = &approved {
         set_access(ctx, a.user_id, Some(UserAccess::Allowed), &format!("pairing {code} approved by {by}")).await?;
         let conv = ConvKey::chat(a.chat_id);
-        let _ = deliver::send_text(ctx, &conv, &format!("approved:{code}"), policy::PAIRING_APPROVED_MESSAGE, None, None).await;
+        tell(ctx, &conv, a.user_id, &format!("approved:{code}"), policy::PAIRING_APPROVED_MESSAGE).await;
     }
     Ok(approved)
 }
@@ -191,7 +221,7 @@ pub async fn work_within_budget(ctx: &Ctx, chat_id: i64, user_id: Option<i64>) -
 /// Applies the model budgets to an admitted, reply-asking message. True: go ahead (the person
 /// is charged one). False: over a budget; the refusal is recorded and the chat told once per
 /// window. If D1 cannot be read the message goes ahead (a budget is not worth silence).
-pub async fn within_budget(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>, message_id: i64) -> bool {
+pub async fn within_budget(ctx: &Ctx, conv: &ConvKey, kind: ChatKind, user_id: Option<i64>, message_id: i64) -> bool {
     let budgets: Budgets = ctx.cfg.budgets;
     let is_admin = user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
     if is_admin {
@@ -223,7 +253,15 @@ pub async fn within_budget(ctx: &Ctx, conv: &ConvKey, user_id: Option<i64>, mess
             }
             if notify {
                 let key = format!("budget:{}:{message_id}", conv.chat_id);
-                let _ = deliver::send_text(ctx, conv, &key, scope.message(), None, None).await;
+                // The person's own hour concerns them alone: in a group, to them where Telegram
+                // allows it (`bot::ephemeral`), else the group message of before. The chat's
+                // and the bot's day concern everyone there: the group message.
+                match (scope, user_id.filter(|_| kind.is_group())) {
+                    (Scope::User, Some(user)) => private::private_answer(ctx, conv, &key, scope.message(), user, None, Today::Group).await,
+                    _ => {
+                        let _ = deliver::send_text(ctx, conv, &key, scope.message(), None, None).await;
+                    }
+                }
             }
             false
         }

@@ -52,10 +52,7 @@ pub(crate) async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: C
         Command::Start => commands::start_text(&ctx.cfg.bot_name),
         Command::Help => commands::help_text(&ctx.cfg.bot_name),
         Command::Whoami => commands::whoami_text(m),
-        Command::New => {
-            conversations::start_new_session(&db, conv, NewSession::AfterMessage(m.message_id), now_ms()).await?;
-            "Okay, starting a new conversation. The earlier one stays on record.".to_string()
-        }
+        Command::New => new_conversation(ctx, conv, m).await?,
         Command::Status => {
             let row = conversations::session_status(&db, conv).await?;
             commands::status_text(&StatusInfo {
@@ -118,6 +115,23 @@ pub(crate) async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: C
             }
         }
     })
+}
+
+/// `/new`: in a private chat with topics a fresh topic, this conversation left as it is
+/// (`bot::topics::open`); else, or refused, the reset of before (said so when refused).
+async fn new_conversation(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage) -> worker::Result<String> {
+    let mut text = "Okay, starting a new conversation. The earlier one stays on record.";
+    if super::topics::new_opens_topic(ctx, m.chat.kind).await {
+        match super::topics::open(ctx, conv.chat_id, m.message_id).await {
+            Ok(_) => return Ok(agent_core::telegram::new_topic::OPENED.to_string()),
+            Err(e) => {
+                worker::console_warn!("/new in {conv}: no new topic ({e}); resetting this conversation");
+                text = agent_core::telegram::new_topic::REFUSED;
+            }
+        }
+    }
+    conversations::start_new_session(&ctx.db(), conv, NewSession::AfterMessage(m.message_id), now_ms()).await?;
+    Ok(text.to_string())
 }
 
 /// `/rich`, `/rich on|off`: a person's own setting for rich answers, kept across chats.

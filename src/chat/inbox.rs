@@ -77,7 +77,7 @@ impl ChatObject {
             }
         }
         // Model budgets (per person, chat and bot): over one, no turn and one notice per window.
-        if !access::within_budget(ctx, &conv, user_id, message_id).await {
+        if !access::within_budget(ctx, &conv, kind, user_id, message_id).await {
             self.update(|st| st.mark_seen(arrival.update_id)).await;
             return;
         }

@@ -5,7 +5,7 @@
 // refused, it goes as today's group answer, once. Nothing of it enters the group's history.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, groupText, uniqueId, sleep } from "../support/stack.js";
+import { startStack, groupText, uniqueId, sleep, TOKEN, BOT_ID } from "../support/stack.js";
 
 let s;
 before(async () => {
@@ -88,4 +88,36 @@ test("an ephemeral message that is not a private-answer command is acknowledged,
   assert.equal(s.tg.calls("sendMessage", chat).length, 0);
   const stored = await s.sql("SELECT COUNT(*) AS n FROM messages WHERE chat_id = ?", chat);
   assert.equal(stored[0].n, 0);
+});
+
+test("past the window, a bot that is an admin of the group still answers the person alone (any time), not the group", async () => {
+  const chat = group();
+  const uid = uniqueId();
+  s.tg.setAdmin(chat);
+  const { u } = ephemeralCommand(chat, uid, "/usage", { agoMs: 30_000, dateAgoS: 30 });
+  await s.webhook(u);
+  await s.tg.waitFor(() => ephemeralSent(chat).length === 1, 10_000, "the ephemeral answer");
+  const [answer] = ephemeralSent(chat);
+  assert.deepEqual(answer.body.ephemeral_message_parameters, { receiver_user_id: uid });
+  assert.equal(answer.body.reply_parameters, undefined, "no reply: the window is closed, an admin needs none");
+  await s.webhook(u);
+  await sleep(800);
+  assert.equal(ephemeralSent(chat).length, 1, "once");
+  assert.equal(groupSent(chat).length, 0);
+});
+
+test("the fake refuses ephemeral messages as Telegram would: to a bot, to someone not in the group, from a bot without admin rights and no reply", async () => {
+  const chat = group();
+  const send = (receiver, extra = {}) =>
+    fetch(`${s.tg.base}/bot${TOKEN}/sendMessage`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ chat_id: chat, text: "hi", ephemeral_message_parameters: { receiver_user_id: receiver }, ...extra }) }).then((r) => r.json());
+  const person = uniqueId();
+  assert.equal((await send(person)).description, "Bad Request: EPHEMERAL_REPLY_REQUIRED", "not an admin, no reply");
+  s.tg.setAdmin(chat);
+  assert.equal((await send(person)).ok, true, "an admin: any time");
+  assert.equal((await send(BOT_ID)).description, "Bad Request: USER_IS_BOT");
+  const gone = uniqueId();
+  s.tg.setMember(chat, gone, "left");
+  assert.equal((await send(gone)).description, "Bad Request: USER_NOT_PARTICIPANT");
+  const status = await fetch(`${s.tg.base}/bot${TOKEN}/getChatMember`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ chat_id: chat, user_id: BOT_ID }) }).then((r) => r.json());
+  assert.equal(status.result.status, "administrator");
 });

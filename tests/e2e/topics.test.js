@@ -4,11 +4,13 @@
 // a rename Telegram refuses is not tried again and holds up nothing.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, user, uniqueId, messageId, updateId, sleep } from "../support/stack.js";
+import { startStack, user, uniqueId, messageId, updateId, sleep, cmd, privateText, TOKEN } from "../support/stack.js";
 
 let s;
 before(async () => {
   s = await startStack();
+  // The bot's topics in private chats are on (BotFather), as getMe says from the first update.
+  s.tg.setPrivateTopics({ enabled: true });
 });
 after(async () => {
   await s?.close();
@@ -58,4 +60,70 @@ test("a rename Telegram refuses (the topic is gone) is not tried again; the answ
   assert.equal(renames(uid).length, 1, "tried once");
   const [row] = await s.sql("SELECT status FROM outbox WHERE key = ?", `topic:${uid}:${gone.thread}/name`);
   assert.equal(row.status, "failed");
+});
+
+const created = (uid) => s.tg.calls("createForumTopic", uid);
+const greetings = (uid) => s.finalSent(uid).filter((r) => /fresh conversation: what shall we talk about/.test(r.text));
+
+test("/new in a private chat with topics opens a fresh topic, greets the person in it once, leaves the conversation as it was; the topic is named from its first message", async () => {
+  const uid = uniqueId();
+  s.gemini.script(uid, [{ text: "Noted: you like jazz." }, { text: "Jazz, as you said." }, { text: "Soup ideas." }]);
+  await s.webhook(privateText(uid, "I like jazz"));
+  await s.tg.waitFor(() => s.finalSent(uid).length === 1, 15_000, "the first answer");
+  const fresh = cmd(uid, "/new");
+  await s.webhook(fresh);
+  await s.tg.waitFor(() => greetings(uid).length === 1 && s.finalSent(uid).length === 3, 10_000, "the greeting and the reply");
+  assert.equal(created(uid).length, 1);
+  assert.equal(created(uid)[0].body.name, "💬 New conversation");
+  const thread = greetings(uid)[0].body.message_thread_id;
+  assert.ok(thread, "the greeting goes into the new topic");
+  assert.ok(s.tg.topic(uid, thread), "Telegram has the topic");
+  const reply = s.finalSent(uid).find((r) => /Opened a new topic/.test(r.text));
+  assert.ok(reply && reply.body.message_thread_id === undefined, "/new is answered where it was sent");
+  // Telegram redelivers /new: no second topic, no second greeting.
+  await s.webhook(fresh);
+  await sleep(800);
+  assert.equal(created(uid).length, 1);
+  assert.equal(greetings(uid).length, 1);
+  // The old conversation is left as it is: its next model call still sees what came before.
+  await s.webhook(privateText(uid, "what music do I like?"));
+  await s.tg.waitFor(() => s.finalSent(uid).length === 4, 15_000, "the answer in the old conversation");
+  assert.match(JSON.stringify(s.gemini.calls(uid).at(-1).body.contents), /I like jazz/);
+  // The first message in the new topic names it.
+  await s.webhook(inTopic(uid, { thread, service: s.tg.topic(uid, thread).service }, "Soup recipes for winter evenings"));
+  await s.tg.waitFor(() => renames(uid).length === 1, 15_000, "the rename");
+  assert.equal(s.tg.topic(uid, thread).name, "Soup recipes for winter evenings");
+});
+
+test("createForumTopic refused (topics off in this chat): /new resets the conversation as before and says so, once", async () => {
+  const uid = uniqueId();
+  s.tg.setPrivateTopics({ refuse: uid });
+  const fresh = cmd(uid, "/new");
+  await s.webhook(fresh);
+  await s.tg.waitFor(() => s.finalSent(uid).length === 1, 10_000, "the reply");
+  assert.match(s.finalSent(uid)[0].text, /starting a new conversation here \(I couldn.t open a new topic\)/);
+  assert.equal(created(uid).length, 1, "tried once");
+  await s.webhook(fresh);
+  await sleep(800);
+  assert.equal(created(uid).length, 1, "a redelivery tries nothing more");
+  assert.equal(s.finalSent(uid).length, 1, "and says nothing more");
+  assert.equal(greetings(uid).length, 0);
+  const [row] = await s.sql("SELECT status FROM outbox WHERE key = ?", `newtopic:${uid}:${fresh.message.message_id}/create`);
+  assert.equal(row.status, "failed");
+});
+
+test("the fake refuses createForumTopic as Telegram does: topics off, a name of 0 or over 128 characters", async () => {
+  const create = (body) => fetch(`${s.tg.base}/bot${TOKEN}/createForumTopic`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) }).then((r) => r.json());
+  const uid = uniqueId();
+  assert.equal((await create({ chat_id: uid, name: "" })).description, "Bad Request: TOPIC_TITLE_EMPTY");
+  assert.equal((await create({ chat_id: uid, name: "x".repeat(129) })).description, "Bad Request: TOPIC_NAME_INVALID");
+  assert.equal((await create({ chat_id: uid, name: "x".repeat(128) })).ok, true);
+  s.tg.setPrivateTopics({ enabled: false });
+  try {
+    const off = await create({ chat_id: uid, name: "Trips" });
+    assert.equal(off.error_code, 400);
+    assert.equal(off.description, "Bad Request: the chat is not a forum");
+  } finally {
+    s.tg.setPrivateTopics({ enabled: true });
+  }
 });

@@ -94,6 +94,28 @@ impl Refusal {
     }
 }
 
+/// What a person refused in a group is told, and only as an ephemeral message (Bot API 10.2:
+/// the bot an admin there; `telegram::private_answer`): where that cannot go, nothing, as before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupNotice {
+    Text(&'static str),
+    /// `DM_POLICY=pairing`: the person gets their pairing code (or is reminded of it).
+    Pair,
+}
+
+impl Refusal {
+    /// The notice for a refusal in a group under `dm_policy`: the blocked, messages with no
+    /// person and pending pairings (told when the code was given) get none.
+    pub fn group_notice(self, dm_policy: DmPolicy) -> Option<GroupNotice> {
+        match self {
+            Refusal::SpeakerNotAllowed if dm_policy == DmPolicy::Pairing => Some(GroupNotice::Pair),
+            Refusal::SpeakerNotAllowed => Some(GroupNotice::Text("Sorry, I only answer people my operator has approved. Ask my operator to add you.")),
+            Refusal::GroupNotAllowed => Some(GroupNotice::Text("Sorry, I don't answer in this group. Ask my operator to add it.")),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Access {
     Allow,
@@ -221,6 +243,16 @@ pub const PAIRING_APPROVED_MESSAGE: &str = "You're approved. Write to me any tim
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn group_refusals_tell_only_the_person_and_never_the_blocked() {
+        assert_eq!(Refusal::SpeakerNotAllowed.group_notice(DmPolicy::Pairing), Some(GroupNotice::Pair));
+        assert!(matches!(Refusal::SpeakerNotAllowed.group_notice(DmPolicy::Allowlist), Some(GroupNotice::Text(_))));
+        assert!(matches!(Refusal::GroupNotAllowed.group_notice(DmPolicy::Open), Some(GroupNotice::Text(_))));
+        for r in [Refusal::Blocked, Refusal::NoUser, Refusal::AwaitingApproval] {
+            assert_eq!(r.group_notice(DmPolicy::Pairing), None, "{r:?}");
+        }
+    }
     use std::collections::BTreeMap;
 
     fn cfg(pairs: &[(&str, &str)]) -> Config {

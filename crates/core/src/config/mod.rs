@@ -92,6 +92,9 @@ pub struct Config {
     /// `STOP_KEEPS=partial`: a turn stopped with Telegram's Stop button sends what it wrote so
     /// far, marked as stopped; `nothing`: nothing.
     pub stop_keeps_partial: bool,
+    /// `NEW_OPENS_TOPIC=on`: `/new` in a private chat with topics opens a fresh topic
+    /// (`telegram::new_topic`); `off`: it resets the current conversation.
+    pub new_opens_topic: bool,
     /// The least time between two draft updates of one answer.
     pub draft_interval_ms: u64,
     /// IANA time zone name for the "current time" line of the prompt, and schedules' default.
@@ -221,6 +224,7 @@ impl Config {
             stream_drafts: false,
             rich_messages: false,
             stop_keeps_partial: false,
+            new_opens_topic: false,
             draft_interval_ms: 0,
             timezone: String::new(),
             web_search: false,

@@ -162,6 +162,9 @@ pub struct BotUser {
     pub first_name: String,
     #[serde(default)]
     pub username: Option<String>,
+    /// Topics in private chats are on for the bot (Bot API 9.3; returned only by getMe).
+    #[serde(default)]
+    pub has_topics_enabled: bool,
 }
 
 /// A sticker of `getStickerSet`.

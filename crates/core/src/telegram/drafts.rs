@@ -96,7 +96,9 @@ const TOPIC_NAME_CHARS: usize = 48;
 pub fn implicit_topic_name(m: &crate::telegram::Message) -> Option<(i64, i64, String)> {
     let thread = m.message_thread_id.filter(|_| m.is_topic_message && m.chat.kind == "private")?;
     let created = m.reply_to_message.as_ref()?.rest.get("forum_topic_created")?;
-    if created.get("is_name_implicit").and_then(serde_json::Value::as_bool) != Some(true) {
+    // Implicit as Telegram marks it, or the placeholder of a topic `/new` opened.
+    let placeholder = created.get("name").and_then(serde_json::Value::as_str) == Some(crate::telegram::new_topic::PLACEHOLDER_NAME);
+    if created.get("is_name_implicit").and_then(serde_json::Value::as_bool) != Some(true) && !placeholder {
         return None;
     }
     let words: Vec<&str> = m.text.as_deref()?.split_whitespace().filter(|w| !w.starts_with('/')).take(TOPIC_NAME_WORDS).collect();

@@ -8,7 +8,9 @@ pub mod api;
 pub mod commands;
 pub mod drafts;
 pub mod gating;
+pub mod new_topic;
 pub mod normalize;
+pub mod private_answer;
 pub mod types;
 
 pub use types::*;
