@@ -162,6 +162,9 @@ pub struct BotUser {
     pub first_name: String,
     #[serde(default)]
     pub username: Option<String>,
+    /// Guest mode is on (set in BotFather; returned only in getMe, Bot API 10.0).
+    #[serde(default)]
+    pub supports_guest_queries: bool,
 }
 
 /// A sticker of `getStickerSet`.
