@@ -150,3 +150,15 @@ test("Stop in the web chat: a long answer streams as a draft with a Stop button;
   assert.equal(await page.locator("#log-dm .msg.bot", { hasText: "A long answer" }).count(), 1, "nothing else of that turn");
   assert.ok(await page.locator("#draft-dm").isHidden());
 });
+
+test("summon as guest: in a group the bot is not in, the placeholder shows, then the answer edited into it", async () => {
+  const page = await browser.newPage();
+  await page.goto(playground.base);
+  await page.fill("#input-guest", "@edge_playground_bot hello as a guest");
+  await page.press("#input-guest", "Enter");
+  const answer = page.locator("#log-guest .msg.bot", { hasText: "hello as a guest" });
+  await answer.waitFor({ timeout: 20_000 });
+  assert.match(await answer.textContent(), /\(edited\)/, "the placeholder's bubble, edited");
+  assert.equal(await page.locator("#log-guest .msg.bot").count(), 1, "one answer");
+  assert.equal(playground.telegram.calls("answerGuestQuery").length, 1);
+});
