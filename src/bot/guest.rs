@@ -26,9 +26,9 @@ use crate::outbound::queues;
 use crate::storage::{access as rows, outbox, usage};
 use agent_core::access::policy::UserAccess;
 use agent_core::background::jobs::{Job, JobOutcome};
-use agent_core::conversation::{ChatKind, ConvKey};
+use agent_core::conversation::ConvKey;
 use agent_core::gemini::Outcome;
-use agent_core::guest::{self, GuestQuery, GuestVerdict};
+use agent_core::guest::{self, GuestJob, GuestQuery, GuestVerdict};
 use agent_core::telegram::api::TelegramError;
 use agent_core::telegram::Message;
 use agent_core::turn::{CallRecord, ModelPort};
@@ -77,16 +77,8 @@ pub async fn handle(ctx: &Ctx, raw: &Message) -> worker::Result<()> {
             None => return Ok(()),
         },
     };
-    let job = Job::Guest {
-        query_id: q.query_id,
-        inline_message_id: inline_id,
-        caller: q.caller_id,
-        name: q.caller_name,
-        text: q.text,
-        replied: q.replied,
-        created_ms: now_ms(),
-        attempt: 1,
-    };
+    let data = GuestJob { inline_message_id: inline_id, name: q.caller_name, text: q.text, replied: q.replied, created_ms: now_ms() }.to_data();
+    let job = Job::Guest { query_id: q.query_id, caller: q.caller_id, data, attempt: 1 };
     queues::enqueue(ctx, &job, 0).await
 }
 
@@ -149,8 +141,11 @@ async fn send_placeholder(ctx: &Ctx, q: &GuestQuery, conv: &ConvKey, first: bool
 /// Runs a guest job: the model's answer (or, past the deadline or the last attempt, an
 /// apology) edited into the placeholder, once.
 pub async fn run(ctx: &Ctx, job: &Job) -> JobOutcome {
-    let Job::Guest { query_id, inline_message_id, caller, name, text, replied, created_ms, attempt } = job else {
+    let Job::Guest { query_id, caller, data, attempt } = job else {
         return JobOutcome::Failed { error: "not a guest job".into() };
+    };
+    let Some(g) = GuestJob::from_data(data) else {
+        return JobOutcome::Failed { error: "an unreadable guest job".into() };
     };
     let db = ctx.db();
     let answer_step = step(query_id, "answer");
@@ -161,12 +156,11 @@ pub async fn run(ctx: &Ctx, job: &Job) -> JobOutcome {
         Ok(rows) => rows.into_iter().find_map(|r| r.body).and_then(|b| serde_json::from_str::<Value>(&b).ok()).and_then(|b| b.get("text").and_then(Value::as_str).map(str::to_string)),
         Err(e) => return JobOutcome::Retry { error: e.to_string(), after_ms: None },
     };
-    let html = match (tried, guest::job_gives_up(*created_ms, *attempt, now_ms())) {
+    let html = match (tried, guest::job_gives_up(g.created_ms, *attempt, now_ms())) {
         (Some(html), None) => html,
         (_, Some(sorry)) => guest::plain_html(sorry),
         (None, None) => {
-            let q = GuestQuery { query_id: query_id.clone(), caller_id: *caller, caller_name: name.clone(), chat_id: *caller, chat_kind: ChatKind::Private, text: text.clone(), replied: replied.clone() };
-            let request = guest::request(&q);
+            let request = guest::request(&g.query(query_id, *caller));
             let model = ctx.cfg.gemini_model.clone();
             let started = now_ms();
             let result = ctx.gemini().generate(&model, &request).await;
@@ -194,7 +188,7 @@ pub async fn run(ctx: &Ctx, job: &Job) -> JobOutcome {
             }
         }
     };
-    edit(ctx, &answer_step, *caller, inline_message_id, &html).await
+    edit(ctx, &answer_step, *caller, &g.inline_message_id, &html).await
 }
 
 /// Edits `html` into the guest message, once (outbox key `<step>/0`).

@@ -185,6 +185,36 @@ pub fn already_edited(description: &str) -> bool {
     description.contains("message is not modified")
 }
 
+/// What a queued guest job carries besides its query id and caller (`Job::Guest`'s `data`):
+/// the placeholder to edit and what the update carried, nothing else of the host chat.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuestJob {
+    pub inline_message_id: String,
+    pub name: String,
+    pub text: String,
+    pub replied: Option<String>,
+    pub created_ms: i64,
+}
+
+impl GuestJob {
+    /// As `Job::Guest`'s `data`.
+    pub fn to_data(&self) -> String {
+        json!({ "inline": self.inline_message_id, "name": self.name, "text": self.text, "replied": self.replied, "created": self.created_ms }).to_string()
+    }
+
+    /// From `Job::Guest`'s `data`; `None` when it is not one.
+    pub fn from_data(data: &str) -> Option<GuestJob> {
+        let v: Value = serde_json::from_str(data).ok()?;
+        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        Some(GuestJob { inline_message_id: s("inline")?, name: s("name")?, text: s("text")?, replied: s("replied"), created_ms: v.get("created")?.as_i64()? })
+    }
+
+    /// The query the model answers (the host chat is not part of it).
+    pub fn query(&self, query_id: &str, caller: i64) -> GuestQuery {
+        GuestQuery { query_id: query_id.to_string(), caller_id: caller, caller_name: self.name.clone(), chat_id: caller, chat_kind: ChatKind::Private, text: self.text.clone(), replied: self.replied.clone() }
+    }
+}
+
 /// What the guest job does on this run: past its deadline or out of attempts, it replaces the
 /// placeholder with a short apology; else it asks the model.
 pub fn job_gives_up(created_ms: i64, attempt: u32, now_ms: i64) -> Option<&'static str> {
@@ -280,6 +310,11 @@ mod tests {
         assert_eq!(answer_html("  "), plain_html(FAILED_TEXT));
         assert_eq!(edit_body("im1", "x")["inline_message_id"], "im1");
         assert!(already_edited("Bad Request: message is not modified: specified new message content"));
+        let job = GuestJob { inline_message_id: "im".into(), name: "Ann".into(), text: "hi".into(), replied: None, created_ms: 5 };
+        assert_eq!(GuestJob::from_data(&job.to_data()), Some(job.clone()));
+        let job = GuestJob { replied: Some("r".into()), ..job };
+        assert_eq!(GuestJob::from_data(&job.to_data()), Some(job));
+        assert_eq!(GuestJob::from_data("{}"), None);
         assert_eq!(job_gives_up(0, 1, 1000), None);
         assert_eq!(job_gives_up(0, 1, GUEST_DEADLINE_MS + 1), Some(LATE_TEXT));
         assert_eq!(job_gives_up(0, MAX_GUEST_ATTEMPTS + 1, 1000), Some(FAILED_TEXT));

@@ -37,16 +37,9 @@ pub enum Job {
     /// Answer a guest query (`crate::guest`): ask the model from what the update carried and
     /// edit the answer into the placeholder `inline_message_id`. It carries the update's text
     /// itself: nothing of the host chat is stored in D1.
-    Guest {
-        query_id: String,
-        inline_message_id: String,
-        caller: i64,
-        name: String,
-        text: String,
-        replied: Option<String>,
-        created_ms: i64,
-        attempt: u32,
-    },
+    /// (`data`: `guest::GuestJob` as JSON text, read field by field: one small variant in this
+    /// enum's deserializer, which every queued job goes through.)
+    Guest { query_id: String, caller: i64, data: String, attempt: u32 },
 }
 
 impl Job {
