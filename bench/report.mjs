@@ -42,13 +42,13 @@ const core = {
 const cpu = os.cpus()[0]?.model ?? "unknown CPU";
 const date = new Date().toISOString().slice(0, 10);
 
-/** Pictures (bench/image.mjs), the Mini App's page weight (bench/miniapp-weight.mjs) and Stop
- *  (bench/stop.mjs), each from its JSON in .tmp/bench; "not measured" where a file is missing. */
+/** Pictures (bench/image.mjs), the Mini App's page weight (bench/miniapp-weight.mjs), Stop
+ *  (bench/stop.mjs) and guest mode (bench/guest.mjs), each from its JSON in .tmp/bench; "not measured" where a file is missing. */
 function extrasSection() {
   const read = (f) => {
     try { return JSON.parse(fs.readFileSync(path.join(root, ".tmp/bench", f), "utf8")); } catch { return null; }
   };
-  const img = read("image.json"), app = read("miniapp.json"), stop = read("stop.json");
+  const img = read("image.json"), app = read("miniapp.json"), stop = read("stop.json"), guest = read("guest.json");
   const out = ["## Pictures, the Mini App, Stop", ""];
   if (img) {
     out.push(`A private turn that makes a picture of ${kb(img.picture_bytes)} (the fake Gemini answers with a PNG of random
@@ -70,6 +70,9 @@ Pictures are off by default (\`IMAGE_MODEL\` unset): a picture turn's CPU is ove
   if (stop) {
     out.push(`Stop (a private chat's streamed draft, the fake Gemini streaming a long answer slowly; ${stop.runs} runs): first streamed text p50 ${fmt(stop.first_text_ms.p50, 0)} ms after the webhook's answer; from the Stop update's acknowledgement to the last Bot API call of the turn (the kept partial answer) p50 ${fmt(stop.stop_to_silence_ms.p50, 0)} ms, max ${fmt(stop.stop_to_silence_ms.max, 0)} ms; Bot API calls for the turn after that: ${stop.calls_after_silence_max}.`, "");
   } else out.push("Stop: not measured in this run.", "");
+  if (guest) {
+    out.push(`Guest mode (bench/guest.mjs; a summons into a chat the bot is not in, the fake Gemini answering after ${guest.model_ms} ms; ${guest.runs} runs): from the webhook request to the placeholder (\`answerGuestQuery\`) p50 ${fmt(guest.webhook_to_placeholder_ms.p50, 0)} ms, max ${fmt(guest.webhook_to_placeholder_ms.max, 0)} ms; to the answer edited in (\`editMessageText\`, from the queued job) p50 ${fmt(guest.webhook_to_final_edit_ms.p50, 0)} ms, max ${fmt(guest.webhook_to_final_edit_ms.max, 0)} ms.`, "");
+  } else out.push("Guest mode: not measured in this run.", "");
   return out.join("\n");
 }
 

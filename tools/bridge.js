@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import { readVars } from "./util.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const ALLOWED_UPDATES = ["message", "edited_message", "message_reaction", "my_chat_member", "stopped_message_generation"];
+const ALLOWED_UPDATES = ["message", "edited_message", "message_reaction", "my_chat_member", "stopped_message_generation", "guest_message"];
 
 
 export async function runBridge({ token, secret, workerUrl, apiBase = "https://api.telegram.org", signal, log = console.log }) {

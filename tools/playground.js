@@ -35,6 +35,8 @@ export const CHATS = {
   group: { id: -1001234000001, type: "supergroup", title: "Playground group" },
   // Crew mode: `npm run dev` sets CREW and CREW_CHATS to this chat, so personas answer here.
   crew: { id: -1001234000002, type: "supergroup", title: "Crew room" },
+  // Guest mode (Bot API 10.0): a group the bot is not in; a person summons it as a guest.
+  guest: { id: -1001234000003, type: "supergroup", title: "Friends' group (the bot is not a member)" },
 };
 
 /** Who sent a bot message, as the page shows it: a persona's own bot by its name, else a
@@ -75,6 +77,8 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
   // One message id sequence for people and bot, starting where no earlier run can have been
   // (the local D1 keeps messages across restarts; ids must not repeat).
   const telegram = createTelegramEmulator({ token, bot, firstMessageId: Date.now() });
+  // The stand-in bot has guest mode on (BotFather's setting), for "summon as guest".
+  telegram.setGuestMode(true);
   const log = []; // everything shown in the page, in order
   const clients = new Set();
   let nextUpdateId = Date.now() % 1_000_000_000;
@@ -197,6 +201,18 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
     await deliver(telegram.pressStop(c.id, draft_id, { update_id: nextUpdateId++ }));
   }
 
+  /** "Summon as guest": the `guest_message` Telegram would send when a person calls the bot into
+   *  a chat it is not a member of (Bot API 10.0); the answer shows as it is edited in. */
+  async function summon({ as, text }) {
+    const from = PEOPLE[as] ?? PEOPLE.alice;
+    text = typeof text === "string" ? text.trim() : "";
+    if (!text) throw new Error("what should the guest answer?");
+    const update = telegram.guestMessage(CHATS.guest.id, from.id, text, { name: from.first_name, update_id: nextUpdateId++ });
+    publish({ type: "message", chat: "guest", from: from.first_name, as, message_id: update.guest_message.message_id, text, reply_to: null });
+    await deliver(update);
+    return update.guest_message.message_id;
+  }
+
   const page = fs.readFileSync(path.join(here, "playground.html"), "utf8");
 
   const server = http.createServer(async (req, res) => {
@@ -226,7 +242,7 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
         req.on("close", () => clients.delete(res));
         return;
       }
-      if (req.method === "POST" && ["/api/send", "/api/react", "/api/stop", "/api/topic"].includes(url.pathname)) {
+      if (req.method === "POST" && ["/api/send", "/api/react", "/api/stop", "/api/topic", "/api/guest"].includes(url.pathname)) {
         const type = String(req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
         if (type !== "application/json") {
           res.writeHead(415, { "content-type": "text/plain" });
@@ -238,7 +254,7 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
           if (raw.length > 28 * 1024 * 1024) throw new Error("the request is too large (files up to 20 MB)");
         }
         const body = JSON.parse(raw || "{}");
-        const handlers = { "/api/send": send, "/api/stop": stop, "/api/react": react, "/api/topic": openTopic };
+        const handlers = { "/api/send": send, "/api/stop": stop, "/api/react": react, "/api/topic": openTopic, "/api/guest": summon };
         const id = await handlers[url.pathname](body);
         res.writeHead(200, { "content-type": "application/json" });
         return res.end(JSON.stringify({ ok: true, message_id: id ?? null }));

@@ -9,6 +9,7 @@
 // Used as the fake Telegram of the end-to-end tests (startFakeTelegram) and inside the local
 // playground (createTelegramEmulator, mounted in the playground's server).
 import http from "node:http";
+import crypto from "node:crypto";
 import { waiters } from "./util.js";
 
 export const REACTION_EMOJI = new Set([
@@ -206,6 +207,12 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   // The bot's topics in private chats (getMe's has_topics_enabled) and the chats refusing them.
   const privateTopics = { enabled: false, refused: new Set() };
   const bots = new Set(); // other bots' user ids in groups (an ephemeral message never goes to one)
+  // Guest mode (Bot API 10.0): whether getMe says supports_guest_queries (BotFather's
+  // setting), the open guest queries by guest_query_id {chat, user, at, answered}, and the
+  // guest messages the bot sent by inline_message_id {chat, query, text, html, edits}. The
+  // reference states no answer window: the emulator assumes inline queries' 10 s
+  // (GUEST_QUERY_WINDOW_MS) and edits of the sent message at any time.
+  const guest = { enabled: false, queries: new Map(), messages: new Map(), nextId: 1 };
   const draftKey = (chat, thread, id) => `${chat}:${thread ?? ""}:${id}`;
   function showDraft(body) {
     const key = draftKey(body.chat_id, body.message_thread_id, body.draft_id);
@@ -300,7 +307,7 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     }
     switch (method) {
       case "getMe":
-        return ok(res, { ...(entry.from ?? bot), is_bot: true, can_join_groups: true, can_read_all_group_messages: false, has_topics_enabled: privateTopics.enabled });
+        return ok(res, { ...(entry.from ?? bot), is_bot: true, can_join_groups: true, can_read_all_group_messages: false, has_topics_enabled: privateTopics.enabled, ...(guest.enabled && entry.from === bot ? { supports_guest_queries: true } : {}) });
       // A topic in a private chat (Bot API 9.4; forum groups are not emulated here): only when
       // the bot's topics are on (BotFather) and not refused for that chat, "the chat is not a
       // forum" otherwise (the wording people report); a name of 1-128 characters
@@ -318,6 +325,10 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         emit({ type: "topic", chat_id: chatId, thread, name, created: true });
         return ok(res, { message_thread_id: thread, name, icon_color: created.icon_color });
       }
+      case "answerGuestQuery":
+        return answerGuestQuery(body, res, entry);
+      case "editMessageText":
+        return editMessageText(body, res, entry);
       case "sendMessage": {
         if (chatId === undefined || chatId === null || chatId === "") return fail(res, 400, "Bad Request: chat_id is empty");
         if (typeof body.text !== "string" || body.text === "") return fail(res, 400, "Bad Request: message text is empty");
@@ -533,6 +544,64 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     }
   }
 
+  /** `answerGuestQuery` (Bot API 10.0): one InlineQueryResult for an open guest query, once.
+   *  An unknown query id, or one older than the window, is Telegram's "query is too old"; a
+   *  second answer is refused the same way (the query is used up). The result is checked as an
+   *  inline result: an id of 1-64 bytes, a known type, input_message_content with a message
+   *  text of 1-4096 characters after entities parsing. Returns SentGuestMessage. */
+  function answerGuestQuery(body, res, entry) {
+    const q = guest.queries.get(body.guest_query_id);
+    const TOO_OLD = "Bad Request: query is too old and response timeout expired or query ID is invalid";
+    if (typeof body.guest_query_id !== "string" || !q || q.answered || Date.now() - q.at > GUEST_QUERY_WINDOW_MS) return fail(res, 400, TOO_OLD);
+    const r = body.result;
+    if (!r || typeof r !== "object") return fail(res, 400, "Bad Request: result is required");
+    if (typeof r.id !== "string" || !r.id || Buffer.byteLength(r.id) > 64) return fail(res, 400, "Bad Request: RESULT_ID_INVALID");
+    if (r.type !== "article") return fail(res, 400, "Bad Request: RESULT_TYPE_INVALID");
+    const content = r.input_message_content;
+    if (!content || typeof content.message_text !== "string") return fail(res, 400, "Bad Request: input_message_content is required");
+    const checked = checkText(content.message_text, content.parse_mode);
+    if (checked.error) return fail(res, 400, checked.error);
+    q.answered = true;
+    const inline_message_id = `AgAAA${guest.nextId++}${crypto.randomBytes(6).toString("base64url")}`;
+    guest.messages.set(inline_message_id, { chat: q.chat, query: body.guest_query_id, text: checked.text, html: content.parse_mode ? content.message_text : null, edits: 0 });
+    entry.text = checked.text;
+    emit({ type: "guest", chat_id: q.chat, inline_message_id, text: checked.text, html: content.parse_mode ? content.message_text : null, caller: q.user, edited: false });
+    return ok(res, { inline_message_id });
+  }
+
+  /** A message text as sendMessage checks it: `{text}` or `{error}`. */
+  function checkText(raw, parseMode) {
+    let text = raw;
+    if (parseMode) {
+      if (String(parseMode).toLowerCase() !== "html") return { error: "Bad Request: unsupported parse_mode" };
+      const parsed = parseTelegramHtml(raw);
+      if (parsed.error) return { error: `Bad Request: can't parse entities: ${parsed.error}` };
+      text = parsed.text;
+    }
+    text = text.trim();
+    if (!text) return { error: "Bad Request: message text is empty" };
+    if ([...text].length > 4096) return { error: "Bad Request: MESSAGE_TOO_LONG" };
+    return { text };
+  }
+
+  /** `editMessageText`, for inline messages (`inline_message_id`: the guest messages the bot
+   *  sent) only; the same text again is "message is not modified", an unknown id
+   *  "MESSAGE_ID_INVALID". Returns true, as for inline messages. */
+  function editMessageText(body, res, entry) {
+    if (body.inline_message_id === undefined) return fail(res, 400, "Bad Request: this emulator edits inline messages only");
+    const m = guest.messages.get(body.inline_message_id);
+    if (!m) return fail(res, 400, "Bad Request: MESSAGE_ID_INVALID");
+    if (typeof body.text !== "string") return fail(res, 400, "Bad Request: message text is empty");
+    const checked = checkText(body.text, body.parse_mode);
+    if (checked.error) return fail(res, 400, checked.error);
+    const html = body.parse_mode ? body.text : null;
+    if (checked.text === m.text && html === m.html) return fail(res, 400, "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message");
+    Object.assign(m, { text: checked.text, html, edits: m.edits + 1 });
+    entry.text = checked.text;
+    emit({ type: "guest", chat_id: m.chat, inline_message_id: body.inline_message_id, text: checked.text, html, edited: true });
+    return ok(res, true);
+  }
+
   /** `sendPhoto` with an uploaded file, with the Bot API's limits: at most 10 MB, width and
    *  height at most 10000 in total and a ratio of at most 20 (PHOTO_INVALID_DIMENSIONS), a
    *  caption of at most 1024 characters; a file that is no image is IMAGE_PROCESS_FAILED. The
@@ -659,6 +728,28 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
       ephemerals.set(`${chatId}:${id}`, { user: userId, at: Date.now() - agoMs });
       return id;
     },
+    /** Guest mode on or off (BotFather): getMe's supports_guest_queries. */
+    setGuestMode(on = true) {
+      guest.enabled = on;
+    },
+    /** A person summons the bot as a guest into `chatId` (a chat it is not in): returns the
+     *  `guest_message` update Telegram would send. `agoMs`: the query was made that long ago.
+     *  `chatType`, `replyTo` (a text the message replies to), `update_id`. */
+    guestMessage(chatId, userId, text, { agoMs = 0, chatType = chatId > 0 ? "private" : "supergroup", replyTo, update_id, name = `User${userId}` } = {}) {
+      const query = `gq${guest.nextId++}x${Math.floor(Math.random() * 1e9)}`;
+      guest.queries.set(query, { chat: chatId, user: userId, at: Date.now() - agoMs, answered: false });
+      const message = { message_id: nextMessageId++, date: Math.floor((Date.now() - agoMs) / 1000), chat: { id: chatId, type: chatType }, from: { id: userId, is_bot: false, first_name: name }, text, guest_query_id: query };
+      if (replyTo) message.reply_to_message = { message_id: nextMessageId++, date: message.date - 60, chat: { id: chatId, type: chatType }, from: { id: userId + 1, is_bot: false, first_name: "Other" }, text: replyTo };
+      return { update_id: update_id ?? Math.floor(Math.random() * 1e9), guest_message: message };
+    },
+    /** A guest message the bot sent, by inline_message_id: {chat, query, text, html, edits}. */
+    guestSent(inlineMessageId) {
+      return guest.messages.get(inlineMessageId);
+    },
+    /** Every guest message the bot sent into `chatId`, with its inline_message_id. */
+    guestMessages(chatId) {
+      return [...guest.messages.entries()].filter(([, m]) => m.chat === chatId).map(([id, m]) => ({ inline_message_id: id, ...m }));
+    },
     /** The bot is an admin of `chatId` (ephemeral messages at any time). */
     setAdmin(chatId, admin = true) {
       if (admin) admins.add(chatId);
@@ -709,6 +800,10 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     waitFor,
   };
 }
+
+/** How long a guest query can be answered (assumed: the reference states none; inline
+ *  queries' answers are expected within 10 s). */
+export const GUEST_QUERY_WINDOW_MS = 10_000;
 
 /** The most of an upload the emulator reads (the Bot API takes files up to 50 MB). */
 const UPLOAD_LIMIT = 50 * 1024 * 1024;

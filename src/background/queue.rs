@@ -30,6 +30,7 @@ async fn run_job(ctx: &Ctx, job: &Job) -> JobOutcome {
             Err(e) => JobOutcome::Retry { error: format!("chat object unreachable: {e}"), after_ms: None },
         },
         Job::Consolidate { conv, .. } => super::consolidate::run(ctx, *conv).await,
+        Job::Guest { .. } => crate::bot::guest::run(ctx, job).await,
     }
 }
 

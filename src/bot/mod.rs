@@ -16,6 +16,7 @@ pub mod crew;
 pub mod deliver;
 pub mod image;
 pub mod ephemeral;
+pub mod guest;
 pub mod memory;
 pub mod private;
 pub mod stream;

@@ -79,7 +79,7 @@ impl ChatObject {
                 self.arm(ctx).await;
                 outcome
             }
-            Job::Consolidate { .. } => JobOutcome::Done,
+            Job::Consolidate { .. } | Job::Guest { .. } => JobOutcome::Done,
         }
     }
 
@@ -88,7 +88,7 @@ impl ChatObject {
             Job::Turn { turn_id, .. } | Job::Step { turn_id, .. } => {
                 self.give_up(ctx, turn_id, "gave up after the last attempt").await;
             }
-            Job::Consolidate { .. } => {}
+            Job::Consolidate { .. } | Job::Guest { .. } => {}
         }
     }
 }

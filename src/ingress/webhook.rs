@@ -84,6 +84,12 @@ fn refused_limit(ctx: &Ctx, chat_id: i64, user_id: Option<i64>, admitted: (bool,
 async fn special(ctx: &Ctx, update: &Update) -> Option<Result<Response>> {
     match &update.kind {
         UpdateKind::StoppedGeneration(stop) => Some(stopped(ctx, stop).await),
+        // Guest mode (`bot::guest`): answered from the update alone, never stored as the
+        // host chat's message.
+        UpdateKind::GuestMessage(raw) => Some(match crate::bot::guest::handle(ctx, raw).await {
+            Ok(()) => ok(ctx),
+            Err(e) => Err(e),
+        }),
         UpdateKind::Message(raw) if raw.ephemeral_message_id.is_none() => {
             // A private topic with an implicit name is named from its first message; the
             // message then goes on as any other.

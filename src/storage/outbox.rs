@@ -127,3 +127,12 @@ pub async fn record_sent_unstored(db: &Db, key: &str, message_id: i64, now: i64)
     db.run("UPDATE outbox SET status = 'sent', tg_message_id = ?2, sent_at = ?3, error = NULL WHERE key = ?1", args![key, message_id, now]).await?;
     Ok(())
 }
+
+/// Marks a row sent with `body` in place of the request (guest mode, Bot API 10.0): a guest
+/// query's placeholder keeps the returned `inline_message_id` (the edit that follows, and a
+/// redelivered update, need it); a guest answer's edit keeps nothing (`""`). No message of any
+/// chat is stored.
+pub async fn record_sent_with_body(db: &Db, key: &str, body: &str, now: i64) -> Result<()> {
+    db.run("UPDATE outbox SET status = 'sent', tg_message_id = 0, body = ?2, sent_at = ?3, error = NULL WHERE key = ?1", args![key, body, now]).await?;
+    Ok(())
+}

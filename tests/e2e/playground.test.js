@@ -197,3 +197,15 @@ test("a reminder with no key: \"remind me in ... to ...\" makes the stand-in cal
   assert.equal(await due.count(), 1, "delivered once");
   assert.equal(await page.locator("#log-dm .msg.bot", { hasText: "⏰ Reminder: stretch" }).count(), 0, "the one-minute reminder is not due yet");
 });
+
+test("summon as guest: in a group the bot is not in, the placeholder shows, then the answer edited into it", async () => {
+  const page = await browser.newPage();
+  await page.goto(playground.base);
+  await page.fill("#input-guest", "@edge_playground_bot hello as a guest");
+  await page.press("#input-guest", "Enter");
+  const answer = page.locator("#log-guest .msg.bot", { hasText: "hello as a guest" });
+  await answer.waitFor({ timeout: 20_000 });
+  assert.match(await answer.textContent(), /\(edited\)/, "the placeholder's bubble, edited");
+  assert.equal(await page.locator("#log-guest .msg.bot").count(), 1, "one answer");
+  assert.equal(playground.telegram.calls("answerGuestQuery").length, 1);
+});

@@ -32,6 +32,7 @@ test("set registers the webhook with the secret, reactions included, and the com
   assert.equal(s.tg.webhook.secret_token, WEBHOOK_SECRET);
   assert.ok(s.tg.webhook.allowed_updates.includes("message_reaction"));
   assert.ok(s.tg.webhook.allowed_updates.includes("stopped_message_generation"), "Telegram's Stop presses come to the bot");
+  assert.ok(s.tg.webhook.allowed_updates.includes("guest_message"), "guest mode's summons come to the bot");
   assert.deepEqual(s.tg.commands.map((c) => c.command), ["new", "status", "memory", "forget", "usage", "reminders", "cancel", "rich", "whoami", "help"]);
   assert.deepEqual(s.tg.commands.filter((c) => c.is_ephemeral).map((c) => c.command), ["memory", "forget", "usage", "reminders", "rich", "whoami"], "private answers are marked ephemeral");
   const info = await run(["info"]);

@@ -49,6 +49,7 @@ pub mod crew;
 pub mod crew_state;
 pub mod decimal;
 pub mod fetch;
+pub mod guest;
 pub mod format;
 pub mod gemini;
 pub mod history;

@@ -34,18 +34,26 @@ pub enum Job {
         conv: ConvKey,
         attempt: u32,
     },
+    /// Answer a guest query (`crate::guest`): ask the model from what the update carried and
+    /// edit the answer into the placeholder `inline_message_id`. It carries the update's text
+    /// itself: nothing of the host chat is stored in D1.
+    /// (`data`: `guest::GuestJob` as JSON text, read field by field: one small variant in this
+    /// enum's deserializer, which every queued job goes through.)
+    Guest { query_id: String, caller: i64, data: String, attempt: u32 },
 }
 
 impl Job {
     pub fn attempt(&self) -> u32 {
         match self {
-            Job::Turn { attempt, .. } | Job::Step { attempt, .. } | Job::Consolidate { attempt, .. } => *attempt,
+            Job::Turn { attempt, .. } | Job::Step { attempt, .. } | Job::Consolidate { attempt, .. } | Job::Guest { attempt, .. } => *attempt,
         }
     }
 
     pub fn conv(&self) -> ConvKey {
         match self {
             Job::Turn { conv, .. } | Job::Step { conv, .. } | Job::Consolidate { conv, .. } => *conv,
+            // The caller's own private chat: the host chat is not named.
+            Job::Guest { caller, .. } => ConvKey::chat(*caller),
         }
     }
 
@@ -54,6 +62,7 @@ impl Job {
             Job::Turn { .. } => "turn",
             Job::Step { .. } => "step",
             Job::Consolidate { .. } => "consolidate",
+            Job::Guest { .. } => "guest",
         }
     }
 
@@ -63,13 +72,14 @@ impl Job {
             Job::Turn { turn_id, .. } => format!("turn:{turn_id}"),
             Job::Step { turn_id, step, .. } => format!("step:{turn_id}/{step}"),
             Job::Consolidate { conv, .. } => format!("consolidate:{conv}"),
+            Job::Guest { query_id, .. } => format!("guest:{query_id}"),
         }
     }
 
     pub fn next_attempt(&self) -> Job {
         let mut j = self.clone();
         match &mut j {
-            Job::Turn { attempt, .. } | Job::Step { attempt, .. } | Job::Consolidate { attempt, .. } => *attempt += 1,
+            Job::Turn { attempt, .. } | Job::Step { attempt, .. } | Job::Consolidate { attempt, .. } | Job::Guest { attempt, .. } => *attempt += 1,
         }
         j
     }
@@ -108,6 +118,8 @@ pub fn max_attempts(job: &Job, max_turn: u32, max_send: u32) -> u32 {
         Job::Turn { .. } => max_turn,
         Job::Step { .. } => max_send,
         Job::Consolidate { .. } => 5,
+        // The last run gives up itself (`guest::job_gives_up`): an apology edited in.
+        Job::Guest { .. } => crate::guest::MAX_GUEST_ATTEMPTS + 1,
     }
 }
 

@@ -165,6 +165,9 @@ pub struct BotUser {
     /// Topics in private chats are on for the bot (Bot API 9.3; returned only by getMe).
     #[serde(default)]
     pub has_topics_enabled: bool,
+    /// Guest mode is on (set in BotFather; returned only in getMe, Bot API 10.0).
+    #[serde(default)]
+    pub supports_guest_queries: bool,
 }
 
 /// A sticker of `getStickerSet`.

@@ -64,6 +64,16 @@ mod tests {
     }
 
     #[test]
+    fn a_guest_message_parses_as_its_own_kind() {
+        let u = parse_update(br#"{"update_id":9,"guest_message":{"message_id":1,"date":1,"chat":{"id":-5,"type":"group"},"text":"hi","guest_query_id":"q"}}"#).unwrap();
+        let UpdateKind::GuestMessage(m) = &u.kind else { panic!("{:?}", u.kind) };
+        assert_eq!(m.guest_query_id.as_deref(), Some("q"));
+        assert_eq!(u.kind.name(), "guest_message");
+        assert!(matches!(crate::telegram::normalize::normalize(&u), crate::conversation::Inbound::Ignored { .. }), "never a message of the host chat");
+        assert!(parse_update(br#"{"update_id":10,"guest_message":{"chat":1}}"#).is_err());
+    }
+
+    #[test]
     fn utf16_counts_surrogate_pairs_as_two() {
         assert_eq!(utf16_len("a😋b"), 4);
         assert_eq!(utf16_len("Лол"), 3);

@@ -31,6 +31,9 @@ pub enum UpdateKind {
     MessageReaction(MessageReactionUpdated),
     /// `stopped_message_generation` (Bot API 10.3): a person pressed Stop on a draft.
     StoppedGeneration(MessageGenerationStopped),
+    /// `guest_message` (Bot API 10.0): the bot summoned into a chat it is not a member of
+    /// (`core::guest`); never a message of that chat's conversation.
+    GuestMessage(Message),
     /// A known or unknown kind the bot does not act on, by its field name
     /// (`callback_query`, `chat_boost`, `new_update_kind`, ...).
     Other(String),
@@ -48,6 +51,7 @@ impl UpdateKind {
             UpdateKind::EditedBusinessMessage(_) => "edited_business_message",
             UpdateKind::MessageReaction(_) => "message_reaction",
             UpdateKind::StoppedGeneration(_) => "stopped_message_generation",
+            UpdateKind::GuestMessage(_) => "guest_message",
             UpdateKind::Other(name) => name,
         }
     }
@@ -126,6 +130,10 @@ pub fn parse_update(body: &[u8]) -> Result<Update, ParseError> {
     if let Some(v) = map.remove("stopped_message_generation") {
         let s = MessageGenerationStopped::deserialize(v).map_err(|e| malformed("stopped_message_generation", e))?;
         return Ok(Update { update_id, kind: UpdateKind::StoppedGeneration(s) });
+    }
+    if let Some(v) = map.remove("guest_message") {
+        let m = Message::deserialize(v).map_err(|e| malformed("guest_message", e))?;
+        return Ok(Update { update_id, kind: UpdateKind::GuestMessage(m) });
     }
     let name = map.keys().next().cloned().unwrap_or_else(|| "empty".to_string());
     Ok(Update { update_id, kind: UpdateKind::Other(name) })
@@ -349,6 +357,9 @@ pub struct Message {
     /// `message_id` is 0): the id to reply to it with, within Telegram's 15 s.
     #[serde(default)]
     pub ephemeral_message_id: Option<i64>,
+    /// A guest message (Bot API 10.0): the id to answer it with (`answerGuestQuery`).
+    #[serde(default)]
+    pub guest_query_id: Option<String>,
 
     pub forward_origin: Option<MessageOrigin>,
     pub forward_from: Option<User>,
