@@ -10,8 +10,9 @@
 use crate::conversation::{conv_key_text, ConvKey};
 use serde::{Deserialize, Serialize};
 
+/// A job on the queue, as `{"kind": "turn", ...}`; read through `JobFields`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case", try_from = "JobFields")]
 pub enum Job {
     /// Run the model turn `turn_id` of conversation `conv` again.
     Turn {
@@ -40,6 +41,44 @@ pub enum Job {
     /// (`data`: `guest::GuestJob` as JSON text, read field by field: one small variant in this
     /// enum's deserializer, which every queued job goes through.)
     Guest { query_id: String, caller: i64, data: String, attempt: u32 },
+}
+
+/// A `Job` as queued, read as one flat struct: serde's internally tagged enums buffer every
+/// field before they choose the variant, which costs the wasm about twice this code. The same
+/// rules: a variant's missing field, a conversation key that does not parse or an unknown kind
+/// is an error; other fields are ignored.
+#[derive(Deserialize)]
+struct JobFields {
+    kind: String,
+    conv: Option<String>,
+    turn_id: Option<String>,
+    step: Option<usize>,
+    attempt: Option<u32>,
+    query_id: Option<String>,
+    caller: Option<i64>,
+    data: Option<String>,
+}
+
+impl TryFrom<JobFields> for Job {
+    type Error = String;
+
+    fn try_from(f: JobFields) -> Result<Job, String> {
+        fn need<T>(v: Option<T>, name: &str) -> Result<T, String> {
+            v.ok_or_else(|| format!("missing field `{name}`"))
+        }
+        let conv = |c: Option<String>| -> Result<ConvKey, String> {
+            let text = need(c, "conv")?;
+            ConvKey::parse(&text).ok_or_else(|| format!("not a conversation key: {text:?}"))
+        };
+        let attempt = need(f.attempt, "attempt")?;
+        Ok(match f.kind.as_str() {
+            "turn" => Job::Turn { conv: conv(f.conv)?, turn_id: need(f.turn_id, "turn_id")?, attempt },
+            "step" => Job::Step { conv: conv(f.conv)?, turn_id: need(f.turn_id, "turn_id")?, step: need(f.step, "step")?, attempt },
+            "consolidate" => Job::Consolidate { conv: conv(f.conv)?, attempt },
+            "guest" => Job::Guest { query_id: need(f.query_id, "query_id")?, caller: need(f.caller, "caller")?, data: need(f.data, "data")?, attempt },
+            other => return Err(format!("unknown variant `{other}`, expected one of `turn`, `step`, `consolidate`, `guest`")),
+        })
+    }
 }
 
 impl Job {
@@ -169,6 +208,12 @@ mod tests {
         assert_eq!(c.key(), "consolidate:42");
         // A key that is not one is refused when read, not later.
         assert!(serde_json::from_str::<Job>(r#"{"kind":"turn","conv":"abc","turn_id":"t","attempt":1}"#).is_err());
+        assert!(serde_json::from_str::<Job>(r#"{"kind":"step","conv":"1","turn_id":"t","attempt":1}"#).is_err(), "a missing field");
+        assert!(serde_json::from_str::<Job>(r#"{"kind":"sweep","conv":"1","attempt":1}"#).is_err(), "an unknown kind");
+        let g = Job::Guest { query_id: "q".into(), caller: 7, data: "{}".into(), attempt: 2 };
+        assert_eq!(serde_json::from_value::<Job>(serde_json::to_value(&g).unwrap()).unwrap(), g);
+        let s = Job::Step { conv: ConvKey { chat_id: -5, thread_id: Some(3) }, turn_id: "t".into(), step: 4, attempt: 1 };
+        assert_eq!(serde_json::from_value::<Job>(serde_json::to_value(&s).unwrap()).unwrap(), s, "read from a value, as the queue consumer does");
     }
 
     #[test]
