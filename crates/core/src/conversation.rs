@@ -183,11 +183,16 @@ struct PartFields {
     size: Option<u64>,
 }
 
+/// A variant's field read through a flat struct (`PartFields`, `background::jobs::JobFields`):
+/// missing is an error, as serde's derive says it.
+pub(crate) fn need<T>(v: Option<T>, name: &str) -> Result<T, String> {
+    v.ok_or_else(|| format!("missing field `{name}`"))
+}
+
 impl TryFrom<PartFields> for Part {
     type Error = String;
 
     fn try_from(f: PartFields) -> Result<Part, String> {
-        let need = |v: Option<String>, name: &str| v.ok_or_else(|| format!("missing field `{name}`"));
         Ok(match f.tag.as_str() {
             "text" => Part::Text { text: need(f.text, "text")?, entities: f.entities },
             "media" => Part::Media {

@@ -7,7 +7,7 @@
 //! - Transient failures are retried with exponential backoff and jitter, never sooner than a
 //!   server's Retry-After; permanent failures and the last attempt go to the dead-letter queue.
 
-use crate::conversation::{conv_key_text, ConvKey};
+use crate::conversation::{conv_key_text, need, ConvKey};
 use serde::{Deserialize, Serialize};
 
 /// A job on the queue, as `{"kind": "turn", ...}`; read through `JobFields`.
@@ -63,9 +63,6 @@ impl TryFrom<JobFields> for Job {
     type Error = String;
 
     fn try_from(f: JobFields) -> Result<Job, String> {
-        fn need<T>(v: Option<T>, name: &str) -> Result<T, String> {
-            v.ok_or_else(|| format!("missing field `{name}`"))
-        }
         let conv = |c: Option<String>| -> Result<ConvKey, String> {
             let text = need(c, "conv")?;
             ConvKey::parse(&text).ok_or_else(|| format!("not a conversation key: {text:?}"))
