@@ -33,7 +33,8 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-fn escape_into(out: &mut String, text: &str) {
+/// Escapes `text` for Telegram's HTML (and rich HTML) onto `out`.
+pub(crate) fn escape_into(out: &mut String, text: &str) {
     for c in text.chars() {
         match c {
             '&' => out.push_str("&amp;"),

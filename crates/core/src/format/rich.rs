@@ -13,6 +13,7 @@
 //!   never fewer than Telegram counts) and [`BLOCK_BUDGET`] blocks: a margin under
 //!   Telegram's [`RICH_TEXT_LIMIT`] and [`RICH_BLOCK_LIMIT`].
 
+use super::markdown::escape_into;
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
 /// Telegram's limit on the text of a rich message (all texts, formula sources included).
@@ -108,16 +109,6 @@ pub fn render_rich_draft(partial: &str) -> Option<String> {
     }
 }
 
-fn escape_into(out: &mut String, text: &str) {
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            c => out.push(c),
-        }
-    }
-}
 
 fn linkable(url: &str) -> bool {
     let lower = url.trim().to_ascii_lowercase();
