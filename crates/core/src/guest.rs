@@ -21,6 +21,8 @@ use serde_json::{json, Value};
 
 /// The most of a guest message's text (and of what it replies to) the model reads.
 pub const MAX_INPUT_CHARS: usize = 4000;
+/// The caller's name as the prompt shows it, at most (Telegram's are 64 + 64).
+pub const MAX_NAME_CHARS: usize = 128;
 /// How long after the webhook the answer may still be edited in; past it, the placeholder is
 /// replaced by [`LATE_TEXT`]. Telegram states no edit window for guest messages (assumed: as
 /// an inline message's, far longer than this).
@@ -68,7 +70,7 @@ fn text_of(m: &Message) -> Option<&str> {
 
 impl GuestQuery {
     /// The guest query of a `guest_message`; `None` when it is none the bot can answer: no
-    /// `guest_query_id`, one over 64 bytes... (Telegram's ids are short), or no person
+    /// `guest_query_id`, one over 256 bytes (Telegram's ids are short), or no person
     /// (a bot, an anonymous admin or a channel) calling.
     pub fn of(m: &Message) -> Option<GuestQuery> {
         let query_id = m.guest_query_id.as_deref().filter(|q| !q.is_empty() && q.len() <= 256)?;
@@ -80,7 +82,7 @@ impl GuestQuery {
             .filter(|t| !t.trim().is_empty())
             .or_else(|| m.reply_to_message.as_deref().and_then(text_of))
             .map(cut);
-        let name = [Some(from.first_name.as_str()), from.last_name.as_deref()].into_iter().flatten().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ");
+        let name: String = [Some(from.first_name.as_str()), from.last_name.as_deref()].into_iter().flatten().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ").chars().take(MAX_NAME_CHARS).collect();
         Some(GuestQuery {
             query_id: query_id.to_string(),
             caller_id: from.id,
@@ -260,6 +262,9 @@ mod tests {
         assert!(GuestQuery::of(&guest(json!({"from": {"id": 9, "is_bot": true, "first_name": "B"}}))).is_none());
         let long = "x".repeat(MAX_INPUT_CHARS + 50);
         assert_eq!(GuestQuery::of(&guest(json!({"text": long}))).unwrap().text.chars().count(), MAX_INPUT_CHARS);
+        let name = "é".repeat(200);
+        let q = GuestQuery::of(&guest(json!({"from": {"id": 42, "is_bot": false, "first_name": name, "last_name": "Z"}}))).unwrap();
+        assert_eq!(q.caller_name.chars().count(), MAX_NAME_CHARS, "a name from outside is capped, by characters");
     }
 
     #[test]
