@@ -6,7 +6,7 @@
 // schedule tool's limits).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, groupText, uniqueId, TOKEN } from "../support/stack.js";
+import { startStack, privateText, groupText, uniqueId, TOKEN, bodyOf } from "../support/stack.js";
 import { initDataFor, signInitData } from "../support/miniapp.js";
 
 let s;
@@ -22,14 +22,7 @@ async function call(method, path, initData, body) {
   if (initData !== null) headers.authorization = `tma ${initData}`;
   if (body !== undefined) headers["content-type"] = "application/json";
   const r = await s.fetch(`/app/api/${path}`, { method, headers, body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body) });
-  const text = await r.text();
-  let json;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = text;
-  }
-  return { status: r.status, json, headers: r.headers };
+  return { status: r.status, json: await bodyOf(r), headers: r.headers };
 }
 
 async function memoryOf(chat, about, value) {

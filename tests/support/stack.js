@@ -30,6 +30,16 @@ export function sleep(ms) {
 /** Prints a line as a TAP comment (`#`), so numbers show in the test output. */
 export const log = (...a) => console.log("#", ...a);
 
+/** A response's body parsed as JSON, or its text when it is not JSON. */
+export async function bodyOf(r) {
+  const text = await r.text();
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
 /** Starts the worker (the prebuilt bundle) with test secrets; `vars` override [vars],
  *  `secrets` override the test secrets; `bundle` another prebuilt bundle (the benchmarks'
  *  before-and-after runs). */
@@ -107,14 +117,7 @@ export async function startStack({ vars = {}, latencyMs = 0, secrets = {}, bundl
       const headers = { "content-type": "application/json" };
       if (token !== null) headers.authorization = `Bearer ${token}`;
       const r = await stack.fetch(`/api/v1/${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-      const text = await r.text();
-      let json;
-      try {
-        json = JSON.parse(text);
-      } catch {
-        json = text;
-      }
-      return { status: r.status, json };
+      return { status: r.status, json: await bodyOf(r) };
     },
     /** A chat object's state as the admin API shows it (`GET /api/v1/chats/{conv}/state`). */
     async chatState(conv) {
