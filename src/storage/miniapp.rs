@@ -38,6 +38,10 @@ pub struct Item {
     pub supplied_by: Option<i64>,
     /// The messages it came from (a JSON array of message ids, memories only).
     pub source_ids: Option<String>,
+    /// A note's writer, `agent` or `operator` (NULL for a memory). An operator's note is shown
+    /// and changed only by operators (the admin API), never in a group's view.
+    #[serde(default)]
+    pub source: Option<String>,
 }
 
 /// Notes and live memories in `scope`, newest first, with the chat they were learnt in.
@@ -46,11 +50,11 @@ pub async fn items(db: &Db, scope: &Scope) -> Result<Vec<Item>> {
     let on_m = scope.memories("m", 1 + on_n.binds.len());
     let sql = format!(
         "SELECT 'n' || n.id AS id, 'note' AS kind, NULL AS attribute, n.content AS text, n.chat_id, n.about_user_id, c.title AS chat_title,
-                c.kind AS chat_kind, n.created_at AS at, n.supplied_by, NULL AS source_ids
+                c.kind AS chat_kind, n.created_at AS at, n.supplied_by, NULL AS source_ids, n.source
            FROM notes n LEFT JOIN chats c ON c.chat_id = n.chat_id WHERE {}
          UNION ALL
          SELECT 'm' || m.id AS id, m.kind, m.attribute, m.value AS text, m.chat_id, m.about_user_id, c.title AS chat_title,
-                c.kind AS chat_kind, m.updated_at AS at, m.supplied_by, m.source_ids
+                c.kind AS chat_kind, m.updated_at AS at, m.supplied_by, m.source_ids, NULL AS source
            FROM memories m LEFT JOIN chats c ON c.chat_id = m.chat_id WHERE m.superseded_by IS NULL AND {}
          ORDER BY at DESC LIMIT 500",
         on_n.sql, on_m.sql
@@ -88,21 +92,27 @@ const EXPORT_MESSAGES: &str = "SELECT message_id, date, text, edited_at FROM mes
      WHERE chat_id = ?1 AND user_id = ?1 AND role = 'user' ORDER BY seq LIMIT 5000";
 const EXPORT_SUMMARY: &str = "SELECT summary, until_seq FROM summaries WHERE conv = ?1";
 
-/// Everything kept about `user_id` for the export: the memories and notes `erase` (what
-/// `/forget all` in their private chat erases) holds, their reminders, their own messages in
-/// their private chat and that chat's summary, in one round trip.
+/// Everything kept about `user_id` for the export, in one round trip: of the memories and notes
+/// `erase` holds (what `/forget all` in their private chat erases), those in their own words or
+/// learnt in their private chat; the rest (what others said about them) only counted, with no
+/// speaker and no chat; their reminders, their own messages in their private chat and that
+/// chat's summary.
 pub async fn export(db: &Db, user_id: i64) -> Result<Value> {
     let scope = Scope::Erase { chat_id: user_id, user_id: Some(user_id) };
-    let on_n = scope.notes("n", 1);
-    let on_m = scope.memories("m", 1 + on_n.binds.len());
+    let on_n = scope.notes("n", 2);
+    let on_m = scope.memories("m", 2 + on_n.binds.len());
+    // `own`: the person's words (`supplied_by`), or learnt where only they and the bot speak.
     let items_sql = format!(
-        "SELECT 'n' || n.id AS id, 'note' AS kind, n.content AS text, n.chat_id, n.created_at AS at, n.supplied_by FROM notes n WHERE {}
+        "SELECT 'n' || n.id AS id, 'note' AS kind, n.content AS text, n.chat_id, n.created_at AS at,
+                (n.supplied_by IS ?1 OR n.chat_id IS ?1) AS own FROM notes n WHERE {}
          UNION ALL
-         SELECT 'm' || m.id AS id, m.kind, trim(coalesce(m.attribute || ': ', '') || m.value) AS text, m.chat_id, m.updated_at AS at, m.supplied_by
+         SELECT 'm' || m.id AS id, m.kind, trim(coalesce(m.attribute || ': ', '') || m.value) AS text, m.chat_id, m.updated_at AS at,
+                (m.supplied_by IS ?1 OR m.chat_id IS ?1) AS own
            FROM memories m WHERE {} ORDER BY at",
         on_n.sql, on_m.sql
     );
-    let mut values = scope_args(&on_n);
+    let mut values = args![user_id];
+    values.extend(scope_args(&on_n));
     values.extend(scope_args(&on_m));
     let results = db
         .batch(vec![
@@ -113,8 +123,18 @@ pub async fn export(db: &Db, user_id: i64) -> Result<Value> {
         ])
         .await?;
     let all = |i: usize| -> Result<Vec<Value>> { results.get(i).map(super::rows::<Value>).transpose().map(Option::unwrap_or_default) };
+    let (mut own, others): (Vec<Value>, Vec<Value>) = all(0)?.into_iter().partition(|r| r.get("own").and_then(Value::as_i64) == Some(1));
+    for r in &mut own {
+        if let Some(o) = r.as_object_mut() {
+            o.remove("own");
+        }
+    }
     Ok(serde_json::json!({
-        "memories_and_notes": all(0)?,
+        "memories_and_notes": own,
+        "said_by_others": {
+            "count": others.len(),
+            "note": format!("{} facts others said about you are not shown; /forget all erases them too", others.len()),
+        },
         "reminders": all(1)?,
         "messages_in_private_chat": all(2)?,
         "private_chat_summary": all(3)?.into_iter().next(),

@@ -2,7 +2,8 @@
 //! particular: `Scope::LearnedIn` narrowed to rows about no one). The group is the one the
 //! signed init data's `start_param` names through the bot's own table (`miniapp_links`); a
 //! parameter the bot did not issue shows nothing. Before anything is shown the person must be
-//! a member (`getChatMember`), and an administrator before an edit or a forget.
+//! a member (`getChatMember`), and an administrator before an edit or a forget. An operator's
+//! note about the group is not among them: only operators see or change it.
 
 use super::answer;
 use crate::config::{now_ms, Ctx};
@@ -52,7 +53,11 @@ pub async fn route(ctx: &Ctx, init: &InitData, method: Method, segments: &[&str]
     if standing == Standing::Outside {
         return nothing();
     }
-    let shared = |items: Vec<rows::Item>| items.into_iter().filter(|i| i.about_user_id.is_none()).collect::<Vec<_>>();
+    // About nobody, and not an operator's note: those are the operator's words, which only
+    // operators see and change (the admin API); the model reads them as the operator's.
+    let shared = |items: Vec<rows::Item>| {
+        items.into_iter().filter(|i| i.about_user_id.is_none() && i.source.as_deref() != Some("operator")).collect::<Vec<_>>()
+    };
     let scope = Scope::LearnedIn { chat_id };
     let items = shared(rows::items(&ctx.db(), &scope).await?);
     match (method.clone(), segments) {

@@ -107,7 +107,17 @@ async fn reword(ctx: &Ctx, user: i64, id: &str, body: &Value) -> Result<Response
     if text.is_empty() || text.chars().count() > MAX_WORDING_CHARS {
         return bad("the wording is 1 to 500 characters");
     }
-    if !rows::reword(&ctx.db(), item, &own(user), text, now_ms()).await? {
+    // Only what was learnt in the person's private chat: a fact a group learnt from their words
+    // is the group's copy too, and its admins could not see a change (forget it instead).
+    let db = ctx.db();
+    match rows::items(&db, &own(user)).await?.iter().find(|i| i.id == id) {
+        None => return not_found(),
+        Some(found) if found.chat_id != Some(user) => {
+            return answer(&json!({"error": "learnt in a group: it can be forgotten here, not reworded"}), 409);
+        }
+        Some(_) => {}
+    }
+    if !rows::reword(&db, item, &own(user), text, now_ms()).await? {
         return not_found();
     }
     answer(&json!({"id": id, "text": text}), 200)

@@ -75,26 +75,28 @@
 
   /** A memory, with Edit and Forget when `editable`: `base` is its API path ("memories/" or
    *  "group/memories/"), `reload` redraws its list. */
-  function memoryRow(m, meta, editable, base, reload) {
+  function memoryRow(m, meta, editable, base, reload, rewordable = true) {
     const li = el("li", "item");
     li.dataset.id = m.id;
     li.append(el("p", "text", (m.attribute ? m.attribute + ": " : "") + m.text), el("p", "meta", meta));
     if (!editable) return li;
     const actions = el("div", "row");
-    actions.append(
-      button("Edit", () => {
+    if (rewordable) {
+      actions.append(button("Edit", () => {
         const input = el("textarea");
         input.value = m.text;
         input.maxLength = 500;
         li.replaceChildren(input, button("Save", act("PUT", base + m.id, () => ({ text: input.value }), "Saved.", reload)), button("Cancel", reload));
-      }),
-      button("Forget", act("DELETE", base + m.id, () => undefined, "Forgotten.", reload), "danger"),
-    );
+      }));
+    }
+    actions.append(button("Forget", act("DELETE", base + m.id, () => undefined, "Forgotten.", reload), "danger"));
     li.append(actions);
     return li;
   }
 
-  const memoryItem = (m, me) => memoryRow(m, m.kind + " · " + where(m, me), true, "memories/", load);
+  // What a group learnt from the person's words is forgotten here, not reworded (the group's
+  // admins would not see the change).
+  const memoryItem = (m, me) => memoryRow(m, m.kind + " · " + where(m, me), true, "memories/", load, m.chat_id === me);
 
   // A group's shared memories: opened from the group's link (its start parameter is part of
   // the signed init data; the server maps it to the group and checks membership).
