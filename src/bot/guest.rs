@@ -151,14 +151,15 @@ pub async fn run(ctx: &Ctx, job: &Job) -> JobOutcome {
     let answer_step = step(query_id, "answer");
     let tried = match outbox::of_step(&db, &answer_step).await {
         Ok(rows) if rows.iter().any(|r| r.status == "sent") => return JobOutcome::Done,
-        // An edit tried before (failed in a way that may pass, or a crash): the same answer
+        // An edit tried before (failed in a way that may pass, or a crash): the same body
         // again, with no second model call.
-        Ok(rows) => rows.into_iter().find_map(|r| r.body).and_then(|b| serde_json::from_str::<Value>(&b).ok()).and_then(|b| b.get("text").and_then(Value::as_str).map(str::to_string)),
+        Ok(rows) => rows.into_iter().find_map(|r| r.body).and_then(|b| serde_json::from_str::<Value>(&b).ok()).filter(|b| b.get("text").is_some()),
         Err(e) => return JobOutcome::Retry { error: e.to_string(), after_ms: None },
     };
-    let html = match (tried, guest::job_gives_up(g.created_ms, *attempt, now_ms())) {
-        (Some(html), None) => html,
-        (_, Some(sorry)) => guest::plain_html(sorry),
+    let asked = [g.text.as_str(), g.replied.as_deref().unwrap_or("")];
+    let body = match (tried, guest::job_gives_up(g.created_ms, *attempt, now_ms())) {
+        (Some(body), None) => body,
+        (_, Some(sorry)) => guest::edit_body(&g.inline_message_id, &guest::plain_html(sorry), &asked),
         (None, None) => {
             let request = guest::request(&g.query(query_id, *caller));
             let model = ctx.cfg.gemini_model.clone();
@@ -175,7 +176,7 @@ pub async fn run(ctx: &Ctx, job: &Job) -> JobOutcome {
                 }
                 Err(e) => worker::console_error!("a guest call's usage was not recorded: {e}"),
             }
-            match result {
+            let html = match result {
                 Ok(resp) => match resp.outcome() {
                     Outcome::Content(c) => guest::answer_html(&c.visible_text()),
                     Outcome::Empty { .. } => guest::plain_html(guest::FAILED_TEXT),
@@ -185,23 +186,24 @@ pub async fn run(ctx: &Ctx, job: &Job) -> JobOutcome {
                     worker::console_warn!("a guest answer failed: {e}");
                     guest::plain_html(guest::FAILED_TEXT)
                 }
-            }
+            };
+            guest::edit_body(&g.inline_message_id, &html, &asked)
         }
     };
-    edit(ctx, &answer_step, *caller, &g.inline_message_id, &html).await
+    edit(ctx, &answer_step, *caller, &body).await
 }
 
-/// Edits `html` into the guest message, once (outbox key `<step>/0`).
-async fn edit(ctx: &Ctx, answer_step: &str, caller: i64, inline_id: &str, html: &str) -> JobOutcome {
+/// Edits the answer (`body`, `guest::edit_body`'s) into the guest message, once (outbox key
+/// `<step>/0`).
+async fn edit(ctx: &Ctx, answer_step: &str, caller: i64, body: &Value) -> JobOutcome {
     let db = ctx.db();
     let key = format!("{answer_step}/0");
-    let body = guest::edit_body(inline_id, html);
     let conv = ConvKey::chat(caller);
     let pending = outbox::Pending { key: &key, step_key: answer_step, conv: &conv, method: "editMessageText", body: &body.to_string() };
     if let Err(e) = outbox::record_pending(&db, &pending, now_ms()).await {
         return JobOutcome::Retry { error: e.to_string(), after_ms: None };
     }
-    match ctx.telegram().call("editMessageText", &body).await {
+    match ctx.telegram().call("editMessageText", body).await {
         Ok(_) => {}
         Err(TelegramError::BadRequest(d)) if guest::already_edited(&d) => {}
         Err(e) if e.is_transient() => return JobOutcome::Retry { error: e.to_string(), after_ms: e.retry_after_ms() },

@@ -12,7 +12,8 @@
 use crate::access::policy::{self, Access, UserAccess};
 use crate::config::Config;
 use crate::conversation::ChatKind;
-use crate::format::{render_reply, split::TELEGRAM_LIMIT};
+use crate::fetch::{html_links_unposted, LinkSet};
+use crate::format::{draft::without_links, render_reply, split::TELEGRAM_LIMIT};
 use crate::gemini::{Content, GenerateContentRequest, GenerationConfig, Part};
 use crate::history::quote::escape_meta_lookalikes;
 use crate::limits::{self, Usage, Verdict};
@@ -177,9 +178,23 @@ pub fn answer_html(markdown: &str) -> String {
     }
 }
 
-/// The `editMessageText` body that puts `html` into the guest message.
-pub fn edit_body(inline_message_id: &str, html: &str) -> Value {
-    json!({ "inline_message_id": inline_message_id, "text": html, "parse_mode": "HTML" })
+/// The `editMessageText` body that puts `html` into the guest message. The link rule of every
+/// answer, in a chat of strangers: when `html` links anything the caller did not post (`asked`:
+/// their message and what it replies to), its links show as their text only and the preview is
+/// off.
+pub fn edit_body(inline_message_id: &str, html: &str, asked: &[&str]) -> Value {
+    let mut people = LinkSet::default();
+    for text in asked {
+        people.add_text(text);
+    }
+    let unposted = html_links_unposted(html, &people);
+    let text = if unposted { without_links(html) } else { html.to_string() };
+    json!({
+        "inline_message_id": inline_message_id,
+        "text": text,
+        "parse_mode": "HTML",
+        "link_preview_options": { "is_disabled": unposted },
+    })
 }
 
 /// Whether an `editMessageText` refusal means the text is already there (a retried edit).
@@ -305,6 +320,19 @@ mod tests {
     }
 
     #[test]
+    fn a_guest_answer_links_only_what_the_caller_posted() {
+        let evil = answer_html("See [the page](https://evil.example/?d=secret) or https:\\/\\/evil.example/x.");
+        let body = edit_body("im1", &evil, &["what is this?"]);
+        assert_eq!(body["link_preview_options"]["is_disabled"], true);
+        assert!(!body["text"].as_str().unwrap().contains("href"), "{body}");
+        let posted = answer_html("It is [the page](https://example.com/a).");
+        let body = edit_body("im1", &posted, &["what is https://example.com/a ?"]);
+        assert_eq!(body["link_preview_options"]["is_disabled"], false);
+        assert!(body["text"].as_str().unwrap().contains("href=\"https://example.com/a\""), "{body}");
+        assert_eq!(edit_body("im1", "no links", &[])["link_preview_options"]["is_disabled"], false);
+    }
+
+    #[test]
     fn bodies_answers_and_deadlines() {
         let b = placeholder("gq1");
         assert_eq!(b["result"]["input_message_content"]["message_text"], PLACEHOLDER_TEXT);
@@ -313,7 +341,7 @@ mod tests {
         let long = answer_html(&"word ".repeat(2000));
         assert!(long.chars().count() <= TELEGRAM_LIMIT && long.ends_with('…'));
         assert_eq!(answer_html("  "), plain_html(FAILED_TEXT));
-        assert_eq!(edit_body("im1", "x")["inline_message_id"], "im1");
+        assert_eq!(edit_body("im1", "x", &[])["inline_message_id"], "im1");
         assert!(already_edited("Bad Request: message is not modified: specified new message content"));
         let job = GuestJob { inline_message_id: "im".into(), name: "Ann".into(), text: "hi".into(), replied: None, created_ms: 5 };
         assert_eq!(GuestJob::from_data(&job.to_data()), Some(job.clone()));

