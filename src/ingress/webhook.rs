@@ -21,7 +21,7 @@ use crate::storage;
 use agent_core::conversation::{ConvKey, Inbound};
 use agent_core::telegram::gating::{reply_trigger, BotIdentity, Trigger};
 use agent_core::telegram::normalize::normalize;
-use agent_core::access::policy::{admitted_by_level, RefusedLimit};
+use agent_core::access::policy::{admitted_at, admitted_by_level, RefusedLimit};
 use agent_core::telegram::{parse_update, Update, UpdateKind, MAX_UPDATE_BYTES};
 use worker::{Request, Response, Result};
 
@@ -90,28 +90,30 @@ async fn special(ctx: &Ctx, update: &Update) -> Option<Result<Response>> {
             Ok(()) => ok(ctx),
             Err(e) => Err(e),
         }),
-        UpdateKind::Message(raw) if raw.ephemeral_message_id.is_none() => {
-            // A private topic with an implicit name is named from its first message; the
-            // message then goes on as any other.
-            if let Some((chat, thread, name)) = agent_core::telegram::drafts::implicit_topic_name(raw) {
-                crate::bot::topics::name_once(ctx, chat, thread, &name).await;
-            }
-            None
-        }
         UpdateKind::Message(raw) => {
             let ephemeral_id = raw.ephemeral_message_id?;
             if let Inbound::Message(m) = normalize(update) {
-                // Only where the policy admits people without a stored level (the person's own
-                // level is not read here): elsewhere the ephemeral command goes unanswered.
-                let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
-                if admitted.0 && admitted.1 {
-                    let bot = bot_identity(ctx).await;
-                    crate::bot::ephemeral::handle(ctx, update.update_id, &m, ephemeral_id, raw.date, &bot.username).await;
-                }
+                ephemeral(ctx, update.update_id, &m, ephemeral_id, raw.date).await;
             }
             Some(ok(ctx))
         }
         _ => None,
+    }
+}
+
+/// An ephemeral command, answered only to a sender the access policy admits by their stored
+/// level: a refused one (a blocked person too) moves the refused sender's counter, as every
+/// refused update does, and gets nothing; nothing else is written.
+async fn ephemeral(ctx: &Ctx, update_id: i64, m: &agent_core::conversation::InboundMessage, ephemeral_id: i64, date: i64) {
+    let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
+    let limit = refused_limit(ctx, m.chat.id, m.speaker.user_id, admitted, now_ms());
+    match storage::messages::count_refused(&ctx.db(), m.speaker.user_id, admitted, &limit, now_ms()).await {
+        Ok((level, _)) if admitted_at(admitted, level.as_deref()) => {
+            let bot = bot_identity(ctx).await;
+            crate::bot::ephemeral::handle(ctx, update_id, m, ephemeral_id, date, &bot.username).await;
+        }
+        Ok(_) => worker::console_log!("ignoring ephemeral message {ephemeral_id} in {}: a refused sender", m.chat.id),
+        Err(e) => worker::console_warn!("ignoring ephemeral message {ephemeral_id} in {}: the sender's access was not read ({e})", m.chat.id),
     }
 }
 
@@ -163,6 +165,14 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
             let recorded = storage::messages::record_message(&db, update.update_id, &m, false, admitted, &limit, now).await?;
             if recorded.over_limit {
                 return ok(ctx);
+            }
+            // A private topic with an implicit name is named from its first message, once the
+            // sender is known to be admitted (a refused stranger causes no call per topic).
+            if let UpdateKind::Message(raw) = &update.kind {
+                let named = agent_core::telegram::drafts::implicit_topic_name(raw);
+                if let Some((chat, thread, name)) = named.filter(|_| admitted_at(admitted, recorded.access.as_deref())) {
+                    crate::bot::topics::name_once(ctx, chat, thread, &name).await;
+                }
             }
             let bot = bot_identity(ctx).await;
             // Crew mode: addressing one of the crew's own bots counts too.

@@ -187,6 +187,21 @@ fn gate(db: &Db, user: Option<i64>, admitted: AdmittedByLevel, limit: &RefusedLi
     Ok(Gate { count: db.stmt(COUNT_REFUSED, count)?, access: db.stmt(&select_access_sql(), access)? })
 }
 
+/// For an update that stores nothing of its own (an ephemeral command): the refused sender's
+/// counter moves as for any refused update (up to its limit + 1), and the sender's stored
+/// access level comes back with whether the update is past the limit, in one round trip.
+pub async fn count_refused(db: &Db, user: Option<i64>, admitted: AdmittedByLevel, limit: &RefusedLimit, now: i64) -> Result<(Option<String>, bool)> {
+    let g = gate(db, user, admitted, limit, now)?;
+    let results = db.batch(vec![g.count, g.access]).await?;
+    #[derive(Deserialize)]
+    struct Row {
+        access: Option<String>,
+        over_limit: Option<i64>,
+    }
+    let row = rows::<Row>(&results[1])?.into_iter().next();
+    Ok(row.map_or((None, false), |r| (r.access, r.over_limit == Some(1))))
+}
+
 /// The chat's row (rewritten only when something changed, or hourly), unless past the limit.
 fn chat_stmt(db: &Db, c: &ChatInfo, user: Option<i64>, admitted: AdmittedByLevel, limit: &RefusedLimit, now: i64) -> Result<D1PreparedStatement> {
     let mut values = args![c.id, c.kind.as_str(), c.title.clone(), c.username.clone(), c.is_forum, now, user];

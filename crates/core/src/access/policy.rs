@@ -180,6 +180,16 @@ pub fn admitted_by_level(cfg: &Config, kind: ChatKind, chat_id: i64, user_id: Op
     (ok(None), ok(Some(UserAccess::Allowed)), ok(Some(UserAccess::Blocked)))
 }
 
+/// Whether [`admitted_by_level`]'s answers admit a sender whose stored level is `level`
+/// (`users.access`, as stored: `None` for none or one not known).
+pub fn admitted_at(admitted: (bool, bool, bool), level: Option<&str>) -> bool {
+    match level.and_then(UserAccess::parse) {
+        None => admitted.0,
+        Some(UserAccess::Allowed) => admitted.1,
+        Some(UserAccess::Blocked) => admitted.2,
+    }
+}
+
 /// How the webhook limits what a refused sender costs, before it writes anything: one counter
 /// row per sender per hour (`refused_senders`, in the update's own D1 batch) counts the updates
 /// the policy refuses; the first `per_hour` of them are recorded as today (the update, the
@@ -243,6 +253,15 @@ pub const PAIRING_APPROVED_MESSAGE: &str = "You're approved. Write to me any tim
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_level_picks_its_answer() {
+        let cfg = Config::default();
+        let admitted = admitted_by_level(&cfg, ChatKind::Group, -5, Some(7));
+        assert!(admitted_at(admitted, None) && admitted_at(admitted, Some("allowed")));
+        assert!(!admitted_at(admitted, Some("blocked")), "blocked means blocked");
+        assert_eq!(admitted_at(admitted, Some("something else")), admitted.0);
+    }
 
     #[test]
     fn group_refusals_tell_only_the_person_and_never_the_blocked() {
