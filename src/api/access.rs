@@ -31,3 +31,11 @@ pub async fn set_user(ctx: &Ctx, id: &str, body: &Value) -> Result<Response> {
     access::set_access(ctx, user_id, level.flatten(), "admin api").await?;
     Response::from_json(&json!({"user_id": user_id, "access": value}))
 }
+
+/// Ends every operator session of the Mini App: init data signed up to now no longer opens the
+/// operator's view (401), whatever its age; operators open the page from Telegram again.
+pub async fn end_operator_sessions(ctx: &Ctx) -> Result<Response> {
+    let now = now_ms() / 1000;
+    storage::miniapp::end_operator_sessions(&ctx.db(), now).await?;
+    Response::from_json(&json!({"ended": true, "not_before": now}))
+}

@@ -82,6 +82,7 @@ pub(crate) async fn dispatch(ctx: &Ctx, method: Method, segments: &[&str], url: 
         (Method::Get, ["pairings"]) => access::pairings(ctx).await,
         (Method::Post, ["pairings", code, "approve"]) => access::approve(ctx, code).await,
         (Method::Put, ["users", id, "access"]) => access::set_user(ctx, id, &body).await,
+        (Method::Post, ["miniapp", "end-operator-sessions"]) => access::end_operator_sessions(ctx).await,
         (Method::Put, ["chats", id, "model"]) => chats::set_model(ctx, id, &body).await,
         (Method::Put, ["chats", id, "crew"]) => chats::set_crew(ctx, id, &body).await,
         (Method::Post, ["notify"]) => chats::notify(ctx, &body).await,

@@ -80,7 +80,6 @@ fn refused_limit(ctx: &Ctx, chat_id: i64, user_id: Option<i64>, admitted: (bool,
 
 /// Updates that do not go the way of people's messages: Telegram's Stop on a draft, and an
 /// ephemeral message (only its sender and the bot see it: `bot::ephemeral`; never stored).
-/// (A private topic's first message is named here too, `bot::topics`, and then goes on.)
 async fn special(ctx: &Ctx, update: &Update) -> Option<Result<Response>> {
     match &update.kind {
         UpdateKind::StoppedGeneration(stop) => Some(stopped(ctx, stop).await),
@@ -117,6 +116,16 @@ async fn ephemeral(ctx: &Ctx, update_id: i64, m: &agent_core::conversation::Inbo
     }
 }
 
+/// A private topic with an implicit name is named from its first message: called once the
+/// sender is known to be admitted (a refused stranger causes no call per topic).
+async fn name_topic(ctx: &Ctx, update: &Update) {
+    if let UpdateKind::Message(raw) = &update.kind {
+        if let Some((chat, thread, name)) = agent_core::telegram::drafts::implicit_topic_name(raw) {
+            crate::bot::topics::name_once(ctx, chat, thread, &name).await;
+        }
+    }
+}
+
 /// Telegram's Stop on a draft (`stopped_message_generation`, Bot API 10.3): handed to the chat
 /// object of the draft's conversation (a private chat, or its topic), which stops the turn
 /// whose draft it is, if one runs. Nothing is stored: no person's words are in it. A Stop
@@ -127,6 +136,40 @@ async fn stopped(ctx: &Ctx, stop: &agent_core::telegram::MessageGenerationStoppe
         if let Err(e) = objects::send_stop(ctx, &conv, stop.draft_id).await {
             worker::console_warn!("a Stop for {conv} could not reach its chat: {e}");
         }
+    }
+    ok(ctx)
+}
+
+/// A person's message: recorded (with the refused sender's limit), its private topic named once
+/// the sender is admitted, and handed to the chat's object when it asks for a reply.
+async fn message(ctx: &Ctx, update: &Update, m: agent_core::conversation::InboundMessage, now: i64) -> Result<Response> {
+    let db = ctx.db();
+    let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
+    let limit = refused_limit(ctx, m.chat.id, m.speaker.user_id, admitted, now);
+    let recorded = storage::messages::record_message(&db, update.update_id, &m, false, admitted, &limit, now).await?;
+    if recorded.over_limit {
+        return ok(ctx);
+    }
+    if admitted_at(admitted, recorded.access.as_deref()) {
+        name_topic(ctx, update).await;
+    }
+    let bot = bot_identity(ctx).await;
+    // Crew mode: addressing one of the crew's own bots counts too.
+    let trigger = match reply_trigger(&m, &bot, ctx.cfg.name_trigger) {
+        Some(t) => Some(t),
+        None => crate::bot::crew::trigger(ctx, &m).await,
+    };
+    if let Some(trigger) = trigger {
+        let conv = m.conv;
+        let arrival = Arrival {
+            update_id: update.update_id,
+            trigger,
+            message: Some(m),
+            reaction: None,
+            access: recorded.access,
+            bot_username: bot.username,
+        };
+        objects::send_arrival(ctx, &conv, arrival).await?;
     }
     ok(ctx)
 }
@@ -159,41 +202,7 @@ pub async fn handle(req: Request, ctx: &Ctx) -> Result<Response> {
             storage::messages::record_message(&db, update.update_id, &m, true, admitted, &limit, now).await?;
             ok(ctx)
         }
-        Inbound::Message(m) => {
-            let admitted = admitted_by_level(&ctx.cfg, m.chat.kind, m.chat.id, m.speaker.user_id);
-            let limit = refused_limit(ctx, m.chat.id, m.speaker.user_id, admitted, now);
-            let recorded = storage::messages::record_message(&db, update.update_id, &m, false, admitted, &limit, now).await?;
-            if recorded.over_limit {
-                return ok(ctx);
-            }
-            // A private topic with an implicit name is named from its first message, once the
-            // sender is known to be admitted (a refused stranger causes no call per topic).
-            if let UpdateKind::Message(raw) = &update.kind {
-                let named = agent_core::telegram::drafts::implicit_topic_name(raw);
-                if let Some((chat, thread, name)) = named.filter(|_| admitted_at(admitted, recorded.access.as_deref())) {
-                    crate::bot::topics::name_once(ctx, chat, thread, &name).await;
-                }
-            }
-            let bot = bot_identity(ctx).await;
-            // Crew mode: addressing one of the crew's own bots counts too.
-            let trigger = match reply_trigger(&m, &bot, ctx.cfg.name_trigger) {
-                Some(t) => Some(t),
-                None => crate::bot::crew::trigger(ctx, &m).await,
-            };
-            if let Some(trigger) = trigger {
-                let conv = m.conv;
-                let arrival = Arrival {
-                    update_id: update.update_id,
-                    trigger,
-                    message: Some(m),
-                    reaction: None,
-                    access: recorded.access,
-                    bot_username: bot.username,
-                };
-                objects::send_arrival(ctx, &conv, arrival).await?;
-            }
-            ok(ctx)
-        }
+        Inbound::Message(m) => message(ctx, &update, m, now).await,
         Inbound::Reaction(r) => {
             let admitted = admitted_by_level(&ctx.cfg, r.chat.kind, r.chat.id, r.speaker.user_id);
             let limit = refused_limit(ctx, r.chat.id, r.speaker.user_id, admitted, now);

@@ -170,3 +170,25 @@ pub async fn group_of_link(db: &Db, token: &str) -> Result<Option<i64>> {
     let found: Vec<ChatRow> = db.all("SELECT chat_id FROM miniapp_links WHERE token = ?1", args![token]).await?;
     Ok(found.into_iter().next().map(|r| r.chat_id))
 }
+
+#[derive(Deserialize)]
+struct NotBeforeRow {
+    not_before: i64,
+}
+
+/// When operator sessions last ended (seconds; `None`: never): init data signed then or
+/// before no longer opens the operator's view.
+pub async fn operators_not_before(db: &Db) -> Result<Option<i64>> {
+    let found: Vec<NotBeforeRow> = db.all("SELECT not_before FROM operator_sessions WHERE id = 1", args![]).await?;
+    Ok(found.into_iter().next().map(|r| r.not_before))
+}
+
+/// Ends every operator session signed up to `now_secs`.
+pub async fn end_operator_sessions(db: &Db, now_secs: i64) -> Result<()> {
+    db.run(
+        "INSERT INTO operator_sessions (id, not_before) VALUES (1, ?1) ON CONFLICT (id) DO UPDATE SET not_before = max(not_before, excluded.not_before)",
+        args![now_secs],
+    )
+    .await
+    .map(|_| ())
+}

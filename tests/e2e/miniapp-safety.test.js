@@ -106,3 +106,42 @@ test("a fact a group learnt from a person's words is forgotten from their page, 
   assert.equal((await call("PUT", `memories/${inPrivate}`, data, { text: "alice likes green tea" })).status, 200);
   assert.equal((await call("DELETE", `memories/${inGroup}`, data)).status, 200, "hers to forget");
 });
+
+test("an operator's init data opens the operator's view for its lifetime only, and not after operator sessions end", async () => {
+  const OP = 7700000099;
+  const ops = await startStack({ vars: { ADMIN_USER_IDS: String(OP), MINIAPP_OPERATOR_MAX_AGE_SECONDS: "600" } });
+  try {
+    const op = { id: OP, first_name: "Olga" };
+    const get = async (path, data) => (await ops.fetch(`/app/api/${path}`, { headers: { authorization: `tma ${data}` } })).status;
+    const now = Math.floor(Date.now() / 1000);
+    assert.equal(await get("ops/costs", initDataFor(op, TOKEN)), 200);
+    // Older than the operator's lifetime (10 minutes) but within the page's own day.
+    const old = initDataFor(op, TOKEN, { authDate: now - 700 });
+    assert.equal(await get("ops/costs", old), 401);
+    assert.equal(await get("me", old), 200, "her own page still opens");
+    // Operator sessions ended: init data signed before is refused, whatever its age.
+    const before = initDataFor(op, TOKEN, { authDate: now - 5 });
+    assert.equal(await get("ops/costs", before), 200);
+    const ended = await ops.api("POST", "miniapp/end-operator-sessions");
+    assert.equal(ended.status, 200, JSON.stringify(ended.json));
+    assert.equal(await get("ops/costs", before), 401);
+    assert.equal((await ops.api("POST", "miniapp/end-operator-sessions", undefined, null)).status, 401, "only with the admin token");
+    await new Promise((r) => setTimeout(r, 1100));
+    assert.equal(await get("ops/costs", initDataFor(op, TOKEN)), 200, "opened from Telegram again");
+  } finally {
+    await ops.close();
+  }
+});
+
+test("without TELEGRAM_BOT_TOKEN no Mini App identity is accepted, not even init data signed with an empty token", async () => {
+  const bare = await startStack({ vars: { ADMIN_USER_IDS: "7700000098" }, secrets: { TELEGRAM_BOT_TOKEN: "" } });
+  try {
+    const op = { id: 7700000098, first_name: "Olga" };
+    for (const path of ["me", "ops/costs"]) {
+      const r = await bare.fetch(`/app/api/${path}`, { headers: { authorization: `tma ${initDataFor(op, "")}` } });
+      assert.equal(r.status, 401, path);
+    }
+  } finally {
+    await bare.close();
+  }
+});

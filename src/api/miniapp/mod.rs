@@ -4,7 +4,10 @@
 //! src/entry/miniapp.mjs, so they stay out of the wasm's size budget) and its API under
 //! `/app/api/`, where the person is who Telegram's signed init data says
 //! (`agent_core::access::webapp::verify`, sent as `Authorization: tma <initData>`; never a
-//! URL, never a request body's field). Failed checks are throttled like the admin token's.
+//! URL, never a request body's field; none at all while no bot token is configured). Failed
+//! checks are throttled like the admin token's. An operator's init data opens the operator's
+//! view (`ops/`) for `MINIAPP_OPERATOR_MAX_AGE_SECONDS` only, and not once operator sessions
+//! were ended (`POST /api/v1/miniapp/end-operator-sessions`).
 //! Bodies over `MAX_BODY_BYTES` are refused (413).
 //!
 //! Invariants (ARCHITECTURE.md): "The Mini App trusts only signed init data".
@@ -73,9 +76,15 @@ async fn route(req: Request, ctx: &Ctx) -> Result<Response> {
     };
     let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
     if let ["ops", admin_path @ ..] = segments.as_slice() {
-        // An operator (`ADMIN_USER_IDS`) reaches the admin API's own routes.
+        // An operator (`ADMIN_USER_IDS`) reaches the admin API's own routes, with init data
+        // younger than an operator session's lifetime and signed after the last end of
+        // operator sessions.
         if !ctx.cfg.admin_user_ids.contains(&init.user.id) {
             return answer(&json!({"error": "for operators only"}), 403);
+        }
+        let not_before = crate::storage::miniapp::operators_not_before(&ctx.db()).await?;
+        if !webapp::operator_session_live(&init, now_ms() / 1000, ctx.cfg.miniapp_operator_max_age_secs, not_before) {
+            return answer(&json!({"error": "the operator session ended: open this page from Telegram again"}), 401);
         }
         return super::dispatch(ctx, req.method(), admin_path, &req.url()?, &body).await;
     }

@@ -61,6 +61,8 @@ pub enum Refusal {
     Future,
     #[error("init data names no user")]
     NoUser,
+    #[error("no bot token is configured: no init data can be checked")]
+    NoToken,
 }
 
 /// The secret key: HMAC-SHA256 of the bot token, keyed with `WebAppData`.
@@ -99,6 +101,10 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 /// Checks `raw` (the page's `Telegram.WebApp.initData`) against `bot_token` at `now_secs`,
 /// refusing data older than `max_age_secs`.
 pub fn verify(raw: &str, bot_token: &str, now_secs: i64, max_age_secs: i64) -> Result<InitData, Refusal> {
+    // Without the token the key would be derived from "": anyone could sign.
+    if bot_token.trim().is_empty() {
+        return Err(Refusal::NoToken);
+    }
     let raw = raw.trim();
     if raw.is_empty() {
         return Err(Refusal::Missing);
@@ -125,6 +131,13 @@ pub fn verify(raw: &str, bot_token: &str, now_secs: i64, max_age_secs: i64) -> R
         return Err(Refusal::NoUser);
     }
     Ok(InitData { user, auth_date, start_param: get("start_param").map(str::to_string) })
+}
+
+/// Whether verified init data still opens the operator's view: at most `max_age_secs` old
+/// (`MINIAPP_OPERATOR_MAX_AGE_SECONDS`), and signed after the last end of operator sessions
+/// (`not_before`, seconds; init data of that very second is refused too).
+pub fn operator_session_live(init: &InitData, now_secs: i64, max_age_secs: i64, not_before: Option<i64>) -> bool {
+    now_secs - init.auth_date <= max_age_secs && not_before.is_none_or(|nb| init.auth_date > nb)
 }
 
 /// Signs `fields` as Telegram would for `bot_token`: the query string with its `hash`. For
@@ -179,6 +192,24 @@ mod tests {
         assert_eq!(ok.user.first_name, "Alice");
         assert_eq!(ok.auth_date, 1_700_000_000);
         assert_eq!(ok.start_param, None);
+    }
+
+    #[test]
+    fn no_token_refuses_everyone_even_data_signed_with_an_empty_token() {
+        let forged = sign(&[("auth_date", "1700000000"), ("user", USER)], "");
+        assert_eq!(verify(&forged, "", 1_700_000_000, 86_400), Err(Refusal::NoToken));
+        assert_eq!(verify(&forged, "  ", 1_700_000_000, 86_400), Err(Refusal::NoToken));
+        assert_eq!(verify(&forged, TOKEN, 1_700_000_000, 86_400), Err(Refusal::BadHash));
+    }
+
+    #[test]
+    fn an_operator_session_lives_its_setting_and_ends_with_a_rotation() {
+        let init = verify(&signed("1700000000"), TOKEN, 1_700_000_000, 86_400).unwrap();
+        assert!(operator_session_live(&init, 1_700_003_600, 3_600, None));
+        assert!(!operator_session_live(&init, 1_700_003_601, 3_600, None), "an hour, then no more");
+        assert!(operator_session_live(&init, 1_700_000_100, 3_600, Some(1_699_999_999)));
+        assert!(!operator_session_live(&init, 1_700_000_100, 3_600, Some(1_700_000_000)), "signed in the rotation's second");
+        assert!(!operator_session_live(&init, 1_700_000_100, 3_600, Some(1_700_000_050)), "signed before the rotation");
     }
 
     #[test]

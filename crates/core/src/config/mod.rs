@@ -122,6 +122,9 @@ pub struct Config {
     pub miniapp_url: String,
     /// How old the Mini App's signed init data may be (`MINIAPP_MAX_AGE_SECONDS`).
     pub miniapp_max_age_secs: i64,
+    /// How old an operator's init data may be for the operator's view
+    /// (`MINIAPP_OPERATOR_MAX_AGE_SECONDS`): an operator session's lifetime.
+    pub miniapp_operator_max_age_secs: i64,
     /// Idle time after which the next message starts a new session.
     pub session_idle_secs: i64,
     pub persona: String,
@@ -239,6 +242,7 @@ impl Config {
             admin_user_ids: Vec::new(),
             miniapp_url: String::new(),
             miniapp_max_age_secs: 0,
+            miniapp_operator_max_age_secs: 0,
             session_idle_secs: 0,
             persona: String::new(),
             role_prompts: Vec::new(),

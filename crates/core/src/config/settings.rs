@@ -113,6 +113,7 @@ pub const SETTINGS: &[Setting] = &[
     ids("ADMIN_USER_IDS", "the operators (approve pairings, see /status details)", |c, l| c.admin_user_ids = l),
     text("MINIAPP_URL", "", "the Mini App's https address for the buttons under /memory and /reminders (npm run deploy sets it); empty: no buttons", |c, v| c.miniapp_url = v),
     num("MINIAPP_MAX_AGE_SECONDS", 86_400, 60, 604_800, "how old the Mini App's signed init data may be", |c, n| c.miniapp_max_age_secs = n as i64),
+    num("MINIAPP_OPERATOR_MAX_AGE_SECONDS", 3_600, 60, 86_400, "how old an operator's Mini App init data may be for the operator's view (the admin API's routes)", |c, n| c.miniapp_operator_max_age_secs = n as i64),
     num("PAIRING_CODE_TTL_MINUTES", 60, 0, MAX, "how long a pairing code is valid", |c, n| c.pairing_code_ttl_secs = n as i64 * 60),
     num("MAX_TURN_ATTEMPTS", 10, 1, 50, "attempts of a model turn before the dead-letter queue", |c, n| c.max_turn_attempts = n as u32),
     num("MAX_SEND_ATTEMPTS", 8, 1, 50, "attempts of a Telegram send before the dead-letter queue", |c, n| c.max_send_attempts = n as u32),
