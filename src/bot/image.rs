@@ -84,12 +84,14 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, p: &Picture<'_>) -> Result<StepOutco
 async fn make(ctx: &Ctx, conv: &ConvKey, p: &Picture<'_>) -> Result<Result<Stored, &'static str>, StepError> {
     let db = ctx.db();
     let now = now_ms();
-    let (person, chat) = images::made_today(&db, p.step_key, conv.chat_id, p.for_user, agent_core::limits::day_start(now)).await.map_err(retry)?;
     let operator = p.for_user.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
-    if let Some(line) = image::over_limit(&ctx.cfg.image_limits, person, chat, operator) {
-        return Ok(Err(line));
+    let l = &ctx.cfg.image_limits;
+    let day = agent_core::limits::day_start(now);
+    // Checked and charged in one step (one chat object per topic may draw at once).
+    let (charged, person, chat) = images::charge_within(&db, p.step_key, conv.chat_id, p.for_user, (l.per_person_per_day, l.per_chat_per_day), operator, now, day).await.map_err(retry)?;
+    if !charged {
+        return Ok(Err(image::over_limit(l, person, chat, operator).unwrap_or(image::PERSON_LIMIT_LINE)));
     }
-    images::charge(&db, p.step_key, conv.chat_id, p.for_user, now).await.map_err(retry)?;
     ctx.telegram().typing_as(conv.chat_id, conv.thread_id, "upload_photo").await;
     let sources = sources(ctx, conv, &p.ask.photos).await;
     let refs: Vec<image::Source<'_>> = sources.iter().map(|(mime, bytes)| image::Source { mime_type: mime, bytes }).collect();

@@ -14,37 +14,41 @@ use worker::Result;
 pub const PIECE_CHARS: usize = 1_000_000;
 
 #[derive(Deserialize)]
-struct Counts {
+struct Charge {
+    charged: Option<i64>,
     person: Option<i64>,
     chat: Option<i64>,
 }
 
-/// Pictures charged today (from `day_start`) to `user_id` and in `chat_id`, other than the
-/// step's own charge.
-pub async fn made_today(db: &Db, step_key: &str, chat_id: i64, user_id: Option<i64>, day_start: i64) -> Result<(u64, u64)> {
-    let c: Option<Counts> = db
-        .first(
-            "SELECT (SELECT COUNT(*) FROM image_charges WHERE user_id = ?3 AND created_at >= ?4 AND step_key <> ?1) AS person,
-                    (SELECT COUNT(*) FROM image_charges WHERE chat_id = ?2 AND created_at >= ?4 AND step_key <> ?1) AS chat",
-            args![step_key, chat_id, user_id, day_start],
-        )
+/// Checks the daily picture limits and charges the step in one statement (D1 runs a batch as
+/// one transaction, so two chat objects drawing for one person at once cannot both pass the
+/// last picture): the charge is written only while the person's and the chat's pictures of
+/// the day (from `day_start`, other than the step's own) are under `limits` (0: none), or for
+/// an operator; a retried step's charge is the same row. Then the charges two days old are
+/// dropped. Whether the step is charged, and the day's counts besides its own.
+pub async fn charge_within(db: &Db, step_key: &str, chat_id: i64, user_id: Option<i64>, limits: (u64, u64), operator: bool, now: i64, day_start: i64) -> Result<(bool, u64, u64)> {
+    let (per_person, per_chat) = limits;
+    // ?1 step, ?2 chat, ?3 person, then `day`: the day's start.
+    let person = |day: &str| format!("(SELECT COUNT(*) FROM image_charges WHERE user_id = ?3 AND created_at >= {day} AND step_key <> ?1)");
+    let chat = |day: &str| format!("(SELECT COUNT(*) FROM image_charges WHERE chat_id = ?2 AND created_at >= {day} AND step_key <> ?1)");
+    let insert = format!(
+        "INSERT INTO image_charges (step_key, chat_id, user_id, created_at)
+         SELECT ?1, ?2, ?3, ?4 WHERE ?8 OR ((?6 = 0 OR {} < ?6) AND (?7 = 0 OR {} < ?7))
+         ON CONFLICT (step_key) DO NOTHING",
+        person("?5"),
+        chat("?5")
+    );
+    let read = format!("SELECT EXISTS (SELECT 1 FROM image_charges WHERE step_key = ?1) AS charged, {} AS person, {} AS chat", person("?4"), chat("?4"));
+    let results = db
+        .batch(vec![
+            db.stmt(&insert, args![step_key, chat_id, user_id, now, day_start, per_person as i64, per_chat as i64, operator])?,
+            db.stmt(&read, args![step_key, chat_id, user_id, day_start])?,
+            db.stmt("DELETE FROM image_charges WHERE created_at < ?1", args![now - 2 * 86_400_000])?,
+        ])
         .await?;
+    let c: Option<Charge> = super::rows::<Charge>(&results[1])?.into_iter().next();
     let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
-    Ok(c.map_or((0, 0), |c| (n(c.person), n(c.chat))))
-}
-
-/// Charges a picture to the step (once: a retried step's charge is the same row), and drops
-/// charges two days old (the limits count one UTC day; the table stays a few days' pictures).
-pub async fn charge(db: &Db, step_key: &str, chat_id: i64, user_id: Option<i64>, now: i64) -> Result<()> {
-    db.batch(vec![
-        db.stmt(
-            "INSERT OR IGNORE INTO image_charges (step_key, chat_id, user_id, created_at) VALUES (?1, ?2, ?3, ?4)",
-            args![step_key, chat_id, user_id, now],
-        )?,
-        db.stmt("DELETE FROM image_charges WHERE created_at < ?1", args![now - 2 * 86_400_000])?,
-    ])
-    .await?;
-    Ok(())
+    Ok(c.map_or((false, 0, 0), |c| (c.charged == Some(1), n(c.person), n(c.chat))))
 }
 
 /// A stored picture: its MIME type, caption and base64.
