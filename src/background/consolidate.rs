@@ -103,7 +103,7 @@ fn today() -> String {
 pub async fn run(ctx: &Ctx, conv: ConvKey) -> JobOutcome {
     // The chat's and the bot's daily tokens, as for a turn: over one, nothing goes to the model
     // (its messages wait, unconsolidated, for a day with budget).
-    if !access::work_within_budget(ctx, conv.chat_id, None).await {
+    if !access::work_within_budget(ctx, conv.chat_id, None, None).await {
         worker::console_warn!("consolidation of {conv}: over a token budget; no model call");
         return JobOutcome::Done;
     }

@@ -153,9 +153,10 @@ pub async fn budget_usage(ctx: &Ctx, chat_id: i64, user_id: Option<i64>) -> work
 
 /// A due reminder at its fire time (`authority::gate`): its creator and the chat pass the access
 /// policy again, and the run counts against the creator's hourly requests like a message of
-/// theirs (charged when it fires) and against the chat's and the bot's daily tokens. Nothing
-/// is notified (nobody asked just now). A failed read lets it fire, like `within_budget`.
-pub async fn scheduled_run(ctx: &Ctx, conv: &ConvKey, kind: ChatKind, creator: Option<i64>, recurring: bool) -> RunGate {
+/// theirs (charged when it fires, once per run: `charge_key`) and against the chat's and the
+/// bot's daily tokens. Nothing is notified (nobody asked just now). A failed read lets it fire,
+/// like `within_budget`.
+pub async fn scheduled_run(ctx: &Ctx, conv: &ConvKey, kind: ChatKind, creator: Option<i64>, recurring: bool, charge_key: &str) -> RunGate {
     let db = ctx.db();
     let now = now_ms();
     let (level, usage) = match rows::run_state(&db, conv.chat_id, creator, now).await {
@@ -169,7 +170,7 @@ pub async fn scheduled_run(ctx: &Ctx, conv: &ConvKey, kind: ChatKind, creator: O
     let access = policy::decide(&ctx.cfg, kind, conv.chat_id, creator, level.as_deref().and_then(UserAccess::parse));
     let gate = authority::gate(&access, &limits::check(&ctx.cfg.budgets, &background(usage, is_admin), false, |_| None, now), recurring);
     if let (RunGate::Fire, Some(uid), false) = (&gate, creator, is_admin) {
-        if let Err(e) = rows::charge(&db, conv.chat_id, uid, now).await {
+        if let Err(e) = rows::charge(&db, conv.chat_id, uid, now, Some(charge_key)).await {
             worker::console_error!("could not record a budget charge: {e}");
         }
     }
@@ -189,9 +190,10 @@ fn background(usage: Usage, is_admin: bool) -> Usage {
 /// Model work nobody asked for just now: a consolidation job (`user_id` `None`: the chat's
 /// work) or a crew's continuation turn (the work of the person whose message started the
 /// cycle). Checked against the chat's and the bot's daily tokens and the person's hourly
-/// requests; when it goes ahead the person is charged one, like a message of theirs. Nothing
-/// is notified. A failed read lets it through, like `within_budget`.
-pub async fn work_within_budget(ctx: &Ctx, chat_id: i64, user_id: Option<i64>) -> bool {
+/// requests; when it goes ahead the person is charged one, like a message of theirs (once per
+/// `charge_key`, the continuation's). Nothing is notified. A failed read lets it through,
+/// like `within_budget`.
+pub async fn work_within_budget(ctx: &Ctx, chat_id: i64, user_id: Option<i64>, charge_key: Option<&str>) -> bool {
     let db = ctx.db();
     let now = now_ms();
     let is_admin = user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
@@ -205,7 +207,7 @@ pub async fn work_within_budget(ctx: &Ctx, chat_id: i64, user_id: Option<i64>) -
     match limits::check(&ctx.cfg.budgets, &background(usage, is_admin), false, |_| None, now) {
         Verdict::Within => {
             if let (Some(uid), false) = (user_id, is_admin) {
-                if let Err(e) = rows::charge(&db, chat_id, uid, now).await {
+                if let Err(e) = rows::charge(&db, chat_id, uid, now, charge_key).await {
                     worker::console_error!("could not record a budget charge: {e}");
                 }
             }
@@ -240,7 +242,7 @@ pub async fn within_budget(ctx: &Ctx, conv: &ConvKey, kind: ChatKind, user_id: O
     match limits::check(&budgets, &usage, false, last_notice, now) {
         Verdict::Within => {
             if let Some(uid) = user_id {
-                if let Err(e) = rows::charge(&db, conv.chat_id, uid, now).await {
+                if let Err(e) = rows::charge(&db, conv.chat_id, uid, now, None).await {
                     worker::console_error!("could not record a budget charge: {e}");
                 }
             }

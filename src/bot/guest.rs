@@ -98,7 +98,7 @@ async fn admit(ctx: &Ctx, q: &GuestQuery) -> worker::Result<bool> {
         }
         GuestVerdict::Answer => {
             if !ctx.cfg.admin_user_ids.contains(&q.caller_id) {
-                rows::charge(&db, q.caller_id, q.caller_id, now).await?;
+                rows::charge(&db, q.caller_id, q.caller_id, now, Some(&format!("guest:{}", q.query_id))).await?;
             }
             Ok(true)
         }

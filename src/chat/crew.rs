@@ -57,7 +57,7 @@ impl ChatObject {
     /// budget and the chat's and the bot's (`access::work_within_budget`). Over one, the cycle
     /// ends (`over_budget`) and no turn starts.
     async fn continuation_within_budget(&self, ctx: &Ctx, conv: &ConvKey) -> bool {
-        let Some((target, trigger)) = self.with(|st| st.crew_continuation()).await else { return true };
+        let Some((target, trigger, key)) = self.with(|st| st.crew_continuation().zip(st.crew_charge_key())).await.map(|((t, g), k)| (t, g, k)) else { return true };
         let author = match target.filter(|_| trigger != Trigger::Reaction) {
             Some(id) => storage::access::author_of(&ctx.db(), conv.chat_id, id).await.unwrap_or_else(|e| {
                 worker::console_warn!("crew: the cycle's author could not be read ({e}); the chat's budgets only");
@@ -65,7 +65,7 @@ impl ChatObject {
             }),
             None => None,
         };
-        if access::work_within_budget(ctx, conv.chat_id, author).await {
+        if access::work_within_budget(ctx, conv.chat_id, author, Some(&format!("crew:{conv}:{key}"))).await {
             return true;
         }
         if let Some(end) = self.update(|st| st.end_crew_cycle(End::OverBudget)).await {

@@ -114,7 +114,8 @@ impl ChatObject {
     /// one-off over the creator's hour is `TextOnly` (its own text, no model call).
     /// `None`: the write failed; the object looks again a minute later.
     async fn admit_run(&self, ctx: &Ctx, conv: &ConvKey, kind: ChatKind, row: &DueRow, next_ms: Option<i64>, now: i64) -> Option<RunGate> {
-        let gate = access::scheduled_run(ctx, conv, kind, row.creator_user_id, next_ms.is_some()).await;
+        let key = format!("sched:{}:{}", row.id, row.next_run_ms);
+        let gate = access::scheduled_run(ctx, conv, kind, row.creator_user_id, next_ms.is_some(), &key).await;
         let written = match &gate {
             RunGate::Cancel(reason) => {
                 worker::console_warn!("chat {conv}: schedule #{} cancelled: its creator or the chat is refused now ({})", row.id, reason.as_str());

@@ -203,8 +203,10 @@ pub async fn author_of(db: &Db, chat_id: i64, message_id: i64) -> Result<Option<
     Ok(found.and_then(|a| a.user_id))
 }
 
-/// Charges a person one reply-asking message.
-pub async fn charge(db: &Db, chat_id: i64, user_id: i64, now: i64) -> Result<()> {
-    db.run("INSERT INTO budget_charges (chat_id, user_id, created_at) VALUES (?1, ?2, ?3)", args![chat_id, user_id, now]).await?;
+/// Charges a person one reply-asking message, or one run of work taken before an await
+/// (`key`: the run's own key, so the same run taken up again after a crash charges nothing
+/// more; migration 0036).
+pub async fn charge(db: &Db, chat_id: i64, user_id: i64, now: i64, key: Option<&str>) -> Result<()> {
+    db.run("INSERT OR IGNORE INTO budget_charges (chat_id, user_id, created_at, charge_key) VALUES (?1, ?2, ?3, ?4)", args![chat_id, user_id, now, key]).await?;
     Ok(())
 }

@@ -1,9 +1,10 @@
 // Charges that hold under concurrency and crashes (issue 47, items 9 and 13): the daily picture
 // limit is checked and charged in one step, so one person drawing in several private topics at
-// once (each its own chat object) gets no more than the limit.
+// once (each its own chat object) gets no more than the limit; a reminder's run charged before a
+// crash is not charged again when it fires after it.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, user, uniqueId, messageId, updateId, sleep } from "../support/stack.js";
+import { startStack, user, privateText, uniqueId, messageId, updateId, sleep } from "../support/stack.js";
 import { makePng } from "../../tools/png.js";
 
 const PERSON_LIMIT_LINE = "You've reached today's picture limit; you can ask for more pictures tomorrow (UTC).";
@@ -35,4 +36,27 @@ test("drawing in three private topics at once passes IMAGE_DAILY_LIMIT by nothin
   await sleep(1000);
   assert.equal(photos().length, 1, "one picture");
   assert.equal(lines().length, prompts.length - 1, "the limit line in the other topics");
+});
+
+test("a reminder's run whose charge a crashed attempt already took is not charged again when it fires", async () => {
+  const uid = uniqueId();
+  s.gemini.script(uid, [{ text: "Hello." }, { text: "Time to water the plants." }]);
+  await s.webhook(privateText(uid, "hello"));
+  await s.tg.waitFor(() => s.finalSent(uid).length === 1, 10_000, "the first answer");
+  const hour = async () => (await s.api("GET", `costs?chat_id=${uid}&user_id=${uid}`)).json.budgets.user_turns_last_hour;
+  assert.equal(await hour(), 1, "the message");
+  const now = Date.now();
+  const due = now - 90_000; // due a while ago: the cron wakes runs a lost alarm left
+  const [row] = await s.sql(
+    "INSERT INTO schedules (chat_id, conv, creator_user_id, text, timezone, repeat, next_run_ms, created_at, updated_at) VALUES (?, ?, ?, 'water the plants', 'UTC', NULL, ?, ?, ?) RETURNING id",
+    uid, String(uid), uid, due, now, now,
+  );
+  // What an attempt that charged the run and then crashed (before the chat object wrote that
+  // the run had started) leaves behind: the run's charge, under the run's key.
+  await s.sql("INSERT INTO budget_charges (chat_id, user_id, created_at, charge_key) VALUES (?, ?, ?, ?)", uid, uid, now, `sched:${row.id}:${due}`);
+  assert.equal(await hour(), 2);
+  await s.scheduled(); // the cron finds the run the lost alarm left
+  await s.tg.waitFor(() => s.finalSent(uid).length === 2, 15_000, "the reminder");
+  await sleep(500);
+  assert.equal(await hour(), 2, "the run was charged once");
 });

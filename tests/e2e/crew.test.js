@@ -233,3 +233,19 @@ test("/new ends a running cycle: no further persona speaks in the new session", 
   assert.equal(s.gemini.calls(uid).length, 2, "the moderator was not asked");
   assert.equal((await s.chatState(uid)).crew.cycle, null);
 });
+
+test("a continuation turn taken over after a restart charges its person's hour once (issue 47, item 13)", async () => {
+  const uid = uniqueId();
+  const answers = { Critic: { text: "Point one." }, Builder: { text: "Step two." }, Moderator: PASS };
+  const byPersona = () => (body) => answers[personaOf(body)] ?? { text: "unexpected" };
+  s.gemini.script(uid, [byPersona(), Object.assign(byPersona(), { delayMs: 4000 }), ...Array.from({ length: 8 }, byPersona)]);
+  await s.webhook(privateText(uid, "go"));
+  await s.gemini.waitFor(() => s.gemini.calls(uid).length === 2, 15_000, "the builder's slow call");
+  await s.restart(); // the builder's turn is taken over by the next instance
+  await ended(uid, "moderator_passed");
+  await sleep(1000);
+  // The person's message, then one charge per continuation (the builder's and the moderator's).
+  const costs = await s.api("GET", `costs?chat_id=${uid}&user_id=${uid}`);
+  assert.equal(costs.status, 200);
+  assert.equal(costs.json.budgets.user_turns_last_hour, 3, "the message and two continuations, each charged once");
+});

@@ -137,6 +137,14 @@ impl ChatState {
         (cycle.taken > 0 || cycle.current.is_some()).then_some((cycle.target_message_id, cycle.trigger))
     }
 
+    /// The key the running cycle's next (or running) continuation is charged under: its
+    /// generation and the persona turns taken, which stay as they are until that turn has an
+    /// outcome, so the same continuation taken up again after a crash is charged once.
+    pub fn crew_charge_key(&self) -> Option<String> {
+        let cycle = self.crew.as_ref()?.cycle.as_ref().filter(|c| c.generation == self.generation)?;
+        Some(format!("{}:{}", cycle.generation, cycle.taken))
+    }
+
     /// Ends the running cycle for `why` (a budget reached before its next turn); no turn runs.
     pub fn end_crew_cycle(&mut self, why: End) -> Option<End> {
         let crew = self.crew.as_mut()?;
@@ -320,6 +328,22 @@ mod tests {
             }
         }
         (persona_of_turn(&t.turn_id).unwrap().to_string(), end)
+    }
+
+    #[test]
+    fn a_continuation_keeps_its_charge_key_until_its_turn_has_an_outcome() {
+        let l = lineup(None, 3);
+        let mut s = ChatState::default();
+        assert_eq!(s.crew_charge_key(), None, "no cycle, no continuation");
+        signal(&mut s, 1, 0);
+        turn(&mut s, &l, 2000, say("one"));
+        let key = s.crew_charge_key().expect("a cycle runs");
+        // The builder's continuation starts; a restart takes it over: the same key.
+        assert_eq!(s.due(3000, &T), Due::StartTurn);
+        let t = s.begin_crew_turn(3000, "c", 3, &l).unwrap();
+        assert_eq!(s.crew_charge_key().as_deref(), Some(key.as_str()), "the running continuation's key");
+        s.finish_crew_turn(&t.turn_id, say("two"), &l, 3100);
+        assert_ne!(s.crew_charge_key().as_deref(), Some(key.as_str()), "the next continuation is charged anew");
     }
 
     #[test]
