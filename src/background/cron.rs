@@ -1,6 +1,7 @@
 //! The cron (`[triggers] crons` in wrangler.toml): re-arms chat objects whose next schedule
 //! run has passed without firing (a lost alarm never loses a reminder), queues one
-//! consolidation job per conversation with new messages, then prunes what is past retention.
+//! consolidation job per conversation with new messages, ends guest placeholders whose answer
+//! never went out (`bot::guest::sweep`), then prunes what is past retention.
 
 use crate::config::{now_ms, Ctx};
 use crate::outbound::objects::{self, ChatRequest};
@@ -16,6 +17,10 @@ pub async fn run(ctx: &Ctx, cron: &str) {
     match super::consolidate::enqueue_due(ctx).await {
         Ok(n) => worker::console_log!("cron {cron}: queued {n} consolidation jobs"),
         Err(e) => worker::console_error!("cron {cron}: could not queue consolidation: {e}"),
+    }
+    let ended = crate::bot::guest::sweep(ctx).await;
+    if ended > 0 {
+        worker::console_log!("cron {cron}: {ended} guest placeholders ended with an apology");
     }
     match storage::retention::prune(&ctx.db(), now_ms(), ctx.cfg.retention_days).await {
         Ok(pruned) if pruned.iter().any(|(_, n)| *n > 0) => worker::console_log!("cron {cron}: pruned {pruned:?}"),

@@ -52,6 +52,15 @@ async fn handle_dead(ctx: &Ctx, dead: &DeadLetter) -> bool {
             }
         }
     }
+    // A guest job's placeholder gets its apology (or the dead letter comes again).
+    if let Job::Guest { query_id, caller, data, .. } = &dead.job {
+        let inline = agent_core::guest::GuestJob::from_data(data).map(|g| g.inline_message_id);
+        if let Some(inline) = inline {
+            if !crate::bot::guest::give_up(ctx, query_id, *caller, &inline, agent_core::guest::FAILED_TEXT).await {
+                return false;
+            }
+        }
+    }
     let body = serde_json::to_string(&dead.job).unwrap_or_default();
     if let Err(e) = storage::failures::record_failure(&ctx.db(), "dead_letter", Some(&dead.job.key()), Some(&dead.job.conv()), &dead.error, Some(&body), now_ms()).await {
         worker::console_error!("could not record dead letter {}: {e}", dead.job.key());

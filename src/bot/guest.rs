@@ -17,7 +17,11 @@
 //!   retried job edits the answer its earlier run wrote in the outbox row (no second model
 //!   call); the row's body is cleared once the edit is sent.
 //! - The job's deadline: `guest::GUEST_DEADLINE_MS` after the webhook, or its last attempt,
-//!   edits a short apology in instead; nothing waits longer.
+//!   edits a short apology in instead; nothing waits longer. A placeholder always ends as an
+//!   answer or an apology: a dead-lettered job edits the apology in ([`give_up`]), and the
+//!   cron's [`sweep`] ends every placeholder whose answer never went out (a crash between the
+//!   placeholder's record and its job). Only a crash while `answerGuestQuery` was at Telegram
+//!   loses the `inline_message_id` (no API tells it again): that placeholder stays.
 //! - A refused caller gets one short answer (no model call, nothing stored): refusing in
 //!   silence would leave their summons to time out with no word.
 
@@ -218,4 +222,44 @@ async fn edit(ctx: &Ctx, answer_step: &str, caller: i64, body: &Value) -> JobOut
         worker::console_error!("outbox {key}: sent but not recorded: {e}");
     }
     JobOutcome::Done
+}
+
+/// Ends a guest answer that will not come (a dead-lettered job, a placeholder past its deadline
+/// with no answer): `text` edited into the placeholder `inline_id`, once, under the answer's
+/// own outbox key (an answer already sent is left alone). Whether it is settled (false: the
+/// edit may pass later; try again).
+pub async fn give_up(ctx: &Ctx, query_id: &str, caller: i64, inline_id: &str, text: &str) -> bool {
+    let answer_step = step(query_id, "answer");
+    match outbox::of_step(&ctx.db(), &answer_step).await {
+        Ok(rows) if rows.iter().any(|r| r.status == "sent") => return true,
+        Ok(_) => {}
+        Err(e) => {
+            worker::console_warn!("guest {query_id}: the answer's record could not be read ({e})");
+            return false;
+        }
+    }
+    let body = guest::edit_body(inline_id, &guest::plain_html(text), &[]);
+    matches!(edit(ctx, &answer_step, caller, &body).await, JobOutcome::Done)
+}
+
+/// The cron's sweep: every placeholder sent more than `guest::SWEEP_AFTER_MS` ago whose answer
+/// never went out (a crash before its job was queued, a job lost) gets the late apology, so a
+/// placeholder always ends as an answer or an apology. At most `guest::SWEEP_BATCH` a run.
+pub async fn sweep(ctx: &Ctx) -> usize {
+    let now = now_ms();
+    let open = match outbox::open_guests(&ctx.db(), now - guest::SWEEP_SINCE_MS, now - guest::SWEEP_AFTER_MS, guest::SWEEP_BATCH).await {
+        Ok(open) => open,
+        Err(e) => {
+            worker::console_error!("guest sweep: the open placeholders could not be read ({e})");
+            return 0;
+        }
+    };
+    let mut ended = 0;
+    for g in open {
+        let Some(query_id) = g.step_key.strip_prefix("guest:").and_then(|k| k.strip_suffix("/placeholder")) else { continue };
+        if give_up(ctx, query_id, g.chat_id, &g.body, guest::LATE_TEXT).await {
+            ended += 1;
+        }
+    }
+    ended
 }

@@ -136,3 +136,29 @@ pub async fn record_sent_with_body(db: &Db, key: &str, body: &str, now: i64) -> 
     db.run("UPDATE outbox SET status = 'sent', tg_message_id = 0, body = ?2, sent_at = ?3, error = NULL WHERE key = ?1", args![key, body, now]).await?;
     Ok(())
 }
+
+/// A guest query's placeholder that went out (its `inline_message_id` kept as the row's body)
+/// and was never followed by a sent answer.
+#[derive(Debug, Deserialize)]
+pub struct OpenGuest {
+    /// `guest:<query_id>/placeholder`.
+    pub step_key: String,
+    pub chat_id: i64,
+    pub body: String,
+}
+
+/// Guest placeholders sent between `since` and `until` (ms) whose answer was never sent
+/// (a crash before the job was queued, a job lost or dead-lettered), at most `limit`; an
+/// answer Telegram refused for good (`failed`) is not reopened.
+pub async fn open_guests(db: &Db, since: i64, until: i64, limit: u32) -> Result<Vec<OpenGuest>> {
+    db.all(
+        "SELECT p.step_key, p.chat_id, p.body FROM outbox p
+          WHERE p.key >= 'guest:' AND p.key < 'guest;' AND p.key LIKE 'guest:%/placeholder/0' AND p.status = 'sent' AND p.body <> ''
+            AND p.created_at >= ?1 AND p.created_at < ?2
+            AND NOT EXISTS (SELECT 1 FROM outbox a WHERE a.key = substr(p.step_key, 1, length(p.step_key) - length('placeholder')) || 'answer/0'
+                              AND a.status IN ('sent', 'failed'))
+          LIMIT ?3",
+        args![since, until, limit],
+    )
+    .await
+}

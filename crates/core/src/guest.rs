@@ -28,6 +28,13 @@ pub const MAX_NAME_CHARS: usize = 128;
 /// replaced by [`LATE_TEXT`]. Telegram states no edit window for guest messages (assumed: as
 /// an inline message's, far longer than this).
 pub const GUEST_DEADLINE_MS: i64 = 10 * 60 * 1000;
+/// The cron's sweep ends a placeholder whose answer never went out once it is this old (past
+/// the job's own deadline, with a margin for a job still running)…
+pub const SWEEP_AFTER_MS: i64 = GUEST_DEADLINE_MS + 5 * 60 * 1000;
+/// …and looks back this far (the outbox's guest rows of the last two days).
+pub const SWEEP_SINCE_MS: i64 = 2 * 86_400_000;
+/// Placeholders one cron run ends at most (each one edit).
+pub const SWEEP_BATCH: u32 = 20;
 /// Attempts of the guest job (its model call) before the placeholder is replaced by
 /// [`FAILED_TEXT`].
 pub const MAX_GUEST_ATTEMPTS: u32 = 3;
