@@ -25,6 +25,7 @@
 //! and what fits).
 
 pub mod budget;
+mod brackets;
 mod categories;
 mod confusables;
 pub mod compact;

@@ -105,8 +105,9 @@ pub(crate) fn is_line_break(c: char) -> bool {
 /// (any case, spaces allowed after the bracket) becomes `[quoted meta`, so a line typed to look
 /// like the bot's own header for another member or the operator reads as what it is. Look-alikes
 /// count too, judged by the Unicode confusables skeleton (the `decancer` crate) and Unicode's
-/// general categories rather than a hand list: any opening bracket or quote (Unicode's open and
-/// initial punctuation: `［`, `⟦`, `【`, `(`, `«`…), letters that pass for Latin (fullwidth, mathematical, small capitals, circled,
+/// general categories rather than a hand list: any bracket or quote (Unicode's open, close,
+/// initial and final punctuation: `［`, `⟦`, `【`, `(`, `«`…, and the bracket look-alikes of
+/// [`super::brackets`]: `⎡`, `⌜`…), letters that pass for Latin (fullwidth, mathematical, small capitals, circled,
 /// Cyrillic, Greek: `[mеta`, `［ｍｅｔａ`, `[ᴍᴇᴛᴀ`), and invisible characters anywhere in it
 /// (format characters such as zero-width spaces, bidi isolates and tag characters; marks such
 /// as variation selectors and combining accents: `[m\u{2066}eta`).
@@ -146,10 +147,13 @@ pub(crate) fn is_invisible(c: char) -> bool {
     !c.is_ascii() && (super::categories::is_format_or_mark(c) || skeleton(c).is_none())
 }
 
-/// An opening bracket or quote of any script (Unicode's open and initial punctuation: `[`, `(`,
-/// `{`, `［`, `⟦`, `【`, `«`…). ASCII text costs one comparison a character.
+/// A bracket or quote of any script: Unicode's open, close, initial and final punctuation
+/// (`[`, `]`, `(`, `{`, `［`, `⟦`, `【`, `«`, `»`…), and the look-alikes Unicode's confusables
+/// data maps to a bracket or that are named as one (`⎡`, `⌜`: [`super::brackets`]). ASCII text
+/// costs one comparison a character.
 pub(crate) fn is_bracket(c: char) -> bool {
-    matches!(c, '[' | '(' | '{') || (!c.is_ascii() && super::categories::is_opening(c))
+    matches!(c, '[' | '(' | '{' | ']' | ')' | '}')
+        || (!c.is_ascii() && (super::categories::is_opening(c) || super::categories::is_closing(c) || super::brackets::is_lookalike(c)))
 }
 
 /// Whether text (right after a bracket) reads "meta" by its skeleton, spaces before and
