@@ -157,3 +157,30 @@ test("a bot deployed the old way under WORKER_NAME (bound to edge-agent and its 
   assert.equal(again.code, 0, again.all);
   assert.equal(bindingsOf(cf, "legacy-bot").DB.id, db.uuid);
 });
+
+test("destroy removes only what it can show is this bot's: not queues or a database merely named after a worker that is gone, nor a webhook it cannot place", async () => {
+  const acct = await account();
+  // Another project's resources that happen to carry the default names; no worker, no record.
+  const db = acct.cf.addDatabase("edge-agent", "CREATE TABLE invoices (id INTEGER PRIMARY KEY); INSERT INTO invoices VALUES (1)");
+  acct.cf.addQueue("edge-agent-jobs");
+  acct.cf.addQueue("edge-agent-dead-letters");
+  // The bot's webhook points at an address this checkout never recorded.
+  await fetch(`${acct.tg.base}/bot${TOKEN}/setWebhook`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ url: "https://elsewhere.example/hook" }) });
+  const gone = await run(acct, "destroy.mjs", { args: ["--yes", "--delete-database"], env: { TELEGRAM_BOT_TOKEN: TOKEN } });
+  assert.equal(gone.code, 0, gone.all);
+  assert.deepEqual(queueNames(acct.cf), ["edge-agent-dead-letters", "edge-agent-jobs"], "the queues are left alone");
+  assert.ok([...acct.cf.databases.values()].some((d) => d.uuid === db.uuid), "the database is left alone");
+  assert.equal(acct.tg.webhook.url, "https://elsewhere.example/hook", "the webhook is left alone");
+  assert.match(gone.stderr, /edge-agent-jobs: left alone, nothing shows it is this bot's/);
+  assert.match(gone.stderr, /webhook: left alone, this checkout cannot show it is this worker's/);
+
+  // Deployed from this checkout, then destroyed: everything it recorded goes, the webhook too.
+  acct.cf.queues.clear();
+  acct.cf.databases.clear();
+  assert.equal((await deploy(acct, firstDeployEnv)).code, 0);
+  const again = await run(acct, "destroy.mjs", { args: ["--yes", "--delete-database"] });
+  assert.equal(again.code, 0, again.all);
+  assert.equal(acct.tg.webhook.url, "");
+  assert.deepEqual(queueNames(acct.cf), []);
+  assert.equal(acct.cf.databases.size, 0);
+});
