@@ -30,7 +30,10 @@ async function owned(api, account, name, state, botId) {
     fail(`the worker "${name}" serves another bot (id ${recordedBot}) than the one this checkout knows (id ${botId}); nothing was removed. Run npm run destroy from the checkout that deployed it, or with that bot's TELEGRAM_BOT_TOKEN.`);
   }
   const bound = boundResources(bindings, account.databases);
-  const recorded = state.WORKER_NAME === name && state.DATABASE_NAME ? { database: state.DATABASE_NAME, jobs: state.JOBS_QUEUE, dead: state.DEAD_LETTER_QUEUE } : {};
+  // This checkout's record: its deploy's (WORKER_NAME), or what an earlier destroy of that
+  // worker left of it (DESTROYED_WORKER: the database kept, say).
+  const ours = state.WORKER_NAME === name || (!state.WORKER_NAME && state.DESTROYED_WORKER === name);
+  const recorded = ours && state.DATABASE_NAME ? { database: state.DATABASE_NAME, jobs: state.JOBS_QUEUE, dead: state.DEAD_LETTER_QUEUE } : {};
   const fresh = resourceNames(name);
   const r = {
     database: bound?.database ?? recorded.database ?? fresh.database,
@@ -142,7 +145,7 @@ async function main(args) {
     const { WORKER_NAME, WORKER_URL, ...rest } = state;
     void WORKER_NAME;
     void WORKER_URL;
-    writeState(rest);
+    writeState({ ...rest, DESTROYED_WORKER: name });
   }
   console.log(`Removed ${name}. npm run deploy brings it back${deleteDatabase ? " (with an empty database)" : " with its database as it was"}.`);
 }

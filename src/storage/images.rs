@@ -13,13 +13,6 @@ use worker::Result;
 /// Characters of base64 per stored piece (a D1 value holds at most 2 MB).
 pub const PIECE_CHARS: usize = 1_000_000;
 
-#[derive(Deserialize)]
-struct Charge {
-    charged: Option<i64>,
-    person: Option<i64>,
-    chat: Option<i64>,
-}
-
 /// Checks the daily picture limits and charges the step in one statement (D1 runs a batch as
 /// one transaction, so two chat objects drawing for one person at once cannot both pass the
 /// last picture): the charge is written only while the person's and the chat's pictures of
@@ -46,9 +39,10 @@ pub async fn charge_within(db: &Db, step_key: &str, chat_id: i64, user_id: Optio
             db.stmt("DELETE FROM image_charges WHERE created_at < ?1", args![now - 2 * 86_400_000])?,
         ])
         .await?;
-    let c: Option<Charge> = super::rows::<Charge>(&results[1])?.into_iter().next();
-    let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
-    Ok(c.map_or((false, 0, 0), |c| (c.charged == Some(1), n(c.person), n(c.chat))))
+    // Read as JSON values (no row type of its own: less wasm).
+    let c = super::rows::<serde_json::Value>(&results[1])?.into_iter().next().unwrap_or_default();
+    let n = |k: &str| c.get(k).and_then(serde_json::Value::as_i64).unwrap_or(0).max(0) as u64;
+    Ok((n("charged") == 1, n("person"), n("chat")))
 }
 
 /// A stored picture: its MIME type, caption and base64.

@@ -193,13 +193,9 @@ fn gate(db: &Db, user: Option<i64>, admitted: AdmittedByLevel, limit: &RefusedLi
 pub async fn count_refused(db: &Db, user: Option<i64>, admitted: AdmittedByLevel, limit: &RefusedLimit, now: i64) -> Result<(Option<String>, bool)> {
     let g = gate(db, user, admitted, limit, now)?;
     let results = db.batch(vec![g.count, g.access]).await?;
-    #[derive(Deserialize)]
-    struct Row {
-        access: Option<String>,
-        over_limit: Option<i64>,
-    }
-    let row = rows::<Row>(&results[1])?.into_iter().next();
-    Ok(row.map_or((None, false), |r| (r.access, r.over_limit == Some(1))))
+    let row = rows::<Value>(&results[1])?.into_iter().next().unwrap_or_default();
+    let access = row.get("access").and_then(Value::as_str).map(str::to_string);
+    Ok((access, row.get("over_limit").and_then(Value::as_i64) == Some(1)))
 }
 
 /// The chat's row (rewritten only when something changed, or hourly), unless past the limit.

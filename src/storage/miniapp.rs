@@ -171,16 +171,11 @@ pub async fn group_of_link(db: &Db, token: &str) -> Result<Option<i64>> {
     Ok(found.into_iter().next().map(|r| r.chat_id))
 }
 
-#[derive(Deserialize)]
-struct NotBeforeRow {
-    not_before: i64,
-}
-
 /// When operator sessions last ended (seconds; `None`: never): init data signed then or
 /// before no longer opens the operator's view.
 pub async fn operators_not_before(db: &Db) -> Result<Option<i64>> {
-    let found: Vec<NotBeforeRow> = db.all("SELECT not_before FROM operator_sessions WHERE id = 1", args![]).await?;
-    Ok(found.into_iter().next().map(|r| r.not_before))
+    let found: Vec<Value> = db.all("SELECT not_before FROM operator_sessions WHERE id = 1", args![]).await?;
+    Ok(found.first().and_then(|r| r.get("not_before")).and_then(Value::as_i64))
 }
 
 /// Ends every operator session signed up to `now_secs`.

@@ -139,7 +139,6 @@ pub async fn record_sent_with_body(db: &Db, key: &str, body: &str, now: i64) -> 
 
 /// A guest query's placeholder that went out (its `inline_message_id` kept as the row's body)
 /// and was never followed by a sent answer.
-#[derive(Debug, Deserialize)]
 pub struct OpenGuest {
     /// `guest:<query_id>/placeholder`.
     pub step_key: String,
@@ -151,7 +150,8 @@ pub struct OpenGuest {
 /// (a crash before the job was queued, a job lost or dead-lettered), at most `limit`; an
 /// answer Telegram refused for good (`failed`) is not reopened.
 pub async fn open_guests(db: &Db, since: i64, until: i64, limit: u32) -> Result<Vec<OpenGuest>> {
-    db.all(
+    // Read as JSON values (no row type of its own: less wasm).
+    let found: Vec<serde_json::Value> = db.all(
         "SELECT p.step_key, p.chat_id, p.body FROM outbox p
           WHERE p.key >= 'guest:' AND p.key < 'guest;' AND p.key LIKE 'guest:%/placeholder/0' AND p.status = 'sent' AND p.body <> ''
             AND p.created_at >= ?1 AND p.created_at < ?2
@@ -160,5 +160,10 @@ pub async fn open_guests(db: &Db, since: i64, until: i64, limit: u32) -> Result<
           LIMIT ?3",
         args![since, until, limit],
     )
-    .await
+    .await?;
+    let text = |r: &serde_json::Value, k: &str| r.get(k).and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
+    Ok(found
+        .iter()
+        .map(|r| OpenGuest { step_key: text(r, "step_key"), chat_id: r.get("chat_id").and_then(serde_json::Value::as_i64).unwrap_or(0), body: text(r, "body") })
+        .collect())
 }

@@ -137,12 +137,12 @@ impl ChatState {
         (cycle.taken > 0 || cycle.current.is_some()).then_some((cycle.target_message_id, cycle.trigger))
     }
 
-    /// The key the running cycle's next (or running) continuation is charged under: its
-    /// generation and the persona turns taken, which stay as they are until that turn has an
+    /// The key the running cycle's next (or running) continuation is charged under: the message
+    /// it answers, its generation and the persona turns taken, which stay as they are until that turn has an
     /// outcome, so the same continuation taken up again after a crash is charged once.
     pub fn crew_charge_key(&self) -> Option<String> {
         let cycle = self.crew.as_ref()?.cycle.as_ref().filter(|c| c.generation == self.generation)?;
-        Some(format!("{}:{}", cycle.generation, cycle.taken))
+        Some(format!("{}:{}:{}", cycle.target_message_id.unwrap_or(0), cycle.generation, cycle.taken))
     }
 
     /// Ends the running cycle for `why` (a budget reached before its next turn); no turn runs.
