@@ -4,7 +4,7 @@
 // crash is not charged again when it fires after it.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, user, privateText, uniqueId, messageId, updateId, sleep } from "../support/stack.js";
+import { startStack, privateText, uniqueId, sleep, inTopic } from "../support/stack.js";
 import { makePng } from "../../tools/png.js";
 
 const PERSON_LIMIT_LINE = "You've reached today's picture limit; you can ask for more pictures tomorrow (UTC).";
@@ -17,11 +17,6 @@ before(async () => {
 after(async () => {
   await s?.close();
 });
-
-function inTopic(uid, t, text) {
-  const message = { message_id: messageId(), from: user(uid), chat: { id: uid, type: "private", first_name: `User${uid}` }, date: Math.floor(Date.now() / 1000), text, message_thread_id: t.thread, is_topic_message: true, reply_to_message: t.service };
-  return { update_id: updateId(), message };
-}
 
 test("drawing in three private topics at once passes IMAGE_DAILY_LIMIT by nothing: one picture, the others the limit line", async () => {
   const uid = uniqueId();

@@ -4,7 +4,7 @@
 // editForumTopic call.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, groupText, user, messageId, updateId, uniqueId, sleep } from "../support/stack.js";
+import { startStack, groupText, inTopic, uniqueId, sleep } from "../support/stack.js";
 
 const LISTED = 7700000001; // on DM_ALLOWLIST, then blocked
 const FRIEND = 7700000002; // on DM_ALLOWLIST
@@ -50,14 +50,12 @@ test("a refused stranger's new private topic is not named: no editForumTopic cal
   const uid = uniqueId();
   for (let i = 0; i < 3; i++) {
     const t = s.tg.privateTopic(uid);
-    const message = { message_id: messageId(), from: user(uid), chat: { id: uid, type: "private", first_name: `User${uid}` }, date: Math.floor(Date.now() / 1000), text: `Plan a trip number ${i}`, message_thread_id: t.thread, is_topic_message: true, reply_to_message: t.service };
-    assert.equal((await s.webhook({ update_id: updateId(), message })).status, 200);
+    assert.equal((await s.webhook(inTopic(uid, t, `Plan a trip number ${i}`))).status, 200);
   }
   await sleep(800);
   assert.equal(s.tg.calls("editForumTopic", uid).length, 0);
   // An admitted person's topic is still named from its first message.
   const t = s.tg.privateTopic(FRIEND);
-  const message = { message_id: messageId(), from: user(FRIEND), chat: { id: FRIEND, type: "private", first_name: "Friend" }, date: Math.floor(Date.now() / 1000), text: "Plan a trip to Porto please", message_thread_id: t.thread, is_topic_message: true, reply_to_message: t.service };
-  await s.webhook({ update_id: updateId(), message });
+  await s.webhook(inTopic(FRIEND, t, "Plan a trip to Porto please"));
   await s.tg.waitFor(() => s.tg.calls("editForumTopic", FRIEND).length === 1, 10_000, "the friend's topic named");
 });

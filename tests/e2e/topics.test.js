@@ -4,7 +4,7 @@
 // a rename Telegram refuses is not tried again and holds up nothing.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, user, uniqueId, messageId, updateId, sleep, cmd, privateText, TOKEN } from "../support/stack.js";
+import { startStack, uniqueId, sleep, cmd, privateText, TOKEN, inTopic } from "../support/stack.js";
 
 let s;
 before(async () => {
@@ -16,11 +16,6 @@ after(async () => {
   await s?.close();
 });
 
-/** A message in topic `t` (from privateTopic) of the private chat `uid`. */
-function inTopic(uid, t, text) {
-  const message = { message_id: messageId(), from: user(uid), chat: { id: uid, type: "private", first_name: `User${uid}` }, date: Math.floor(Date.now() / 1000), text, message_thread_id: t.thread, is_topic_message: true, reply_to_message: t.service };
-  return { update_id: updateId(), message };
-}
 const renames = (uid) => s.tg.calls("editForumTopic", uid);
 
 test("each private topic is its own conversation, answered in the topic; an implicitly named topic is named from its first message, once", async () => {

@@ -180,6 +180,12 @@ export function privateText(uid, text, { name, message_id = messageId(), update_
   return { update_id, message };
 }
 
+/** A message in topic `t` (from the emulator's privateTopic) of the private chat `uid`. */
+export function inTopic(uid, t, text) {
+  const message = { message_id: messageId(), from: user(uid), chat: { id: uid, type: "private", first_name: `User${uid}` }, date: Math.floor(Date.now() / 1000), text, message_thread_id: t.thread, is_topic_message: true, reply_to_message: t.service };
+  return { update_id: updateId(), message };
+}
+
 /** A group (supergroup) text message. */
 export function groupText(chatId, uid, text, { name, message_id = messageId(), update_id = updateId(), entities, reply_to_message, thread } = {}) {
   const from = user(uid, name);
