@@ -174,12 +174,16 @@ class Bench {
     // perf's text can outgrow a string at high sample rates: read it line by line.
     const script = spawn("perf", ["script", "-i", this.perfFile, "-F", "time,ip,sym"], { stdio: ["ignore", "pipe", "ignore"] });
     const exited = new Promise((r) => script.on("exit", r));
+    // A line at least every 20 s while perf script runs, so a long attribution is never silent.
+    let read = 0;
+    const ticker = setInterval(() => P.note(`  attributing: ${read.toLocaleString("en-US")} samples read`), 20_000).unref();
     const samples = []; // [time ns, own, frames (with CPU_PROFILE)]
     let cur = null;
     const close = () => cur && samples.push([cur.t, cur.own ?? false, cur.frames]);
     for await (const line of readline.createInterface({ input: script.stdout, crlfDelay: Infinity })) {
       const head = /^\s*(\d+)\.(\d+):/.exec(line);
       if (head) {
+        read += 1;
         close();
         cur = { t: BigInt(head[1]) * 1_000_000_000n + BigInt(head[2].padEnd(9, "0")), own: null, frames: PROFILE ? [] : null };
         continue;
@@ -193,6 +197,7 @@ class Bench {
       cur.own = isOwnFrame(sym);
     }
     close();
+    clearInterval(ticker);
     if ((await exited) !== 0) return;
     samples.sort((a, b) => (a[0] < b[0] ? -1 : 1));
     for (const w of this.windows) {
