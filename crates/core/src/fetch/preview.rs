@@ -8,23 +8,7 @@ use super::links::{looks_like_domain, parse_lenient, url_tokens, LinkSet, LEADIN
 /// The links Telegram would see in a reply once rendered: link targets and link-looking
 /// text (Telegram links bare domains too).
 pub fn reply_links(markdown: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for chunk in render_reply(markdown, TELEGRAM_LIMIT) {
-        let mut rest = chunk.html.as_str();
-        while let Some(at) = rest.find("href=\"") {
-            let after = &rest[at + 6..];
-            let end = after.find('"').unwrap_or(after.len());
-            out.push(decode_entities(&after[..end]));
-            rest = &after[end..];
-        }
-        for token in chunk.plain.split(|c: char| c.is_whitespace() || c == '<' || c == '>') {
-            let token = token.trim_start_matches(LEADING).trim_end_matches(TRAILING);
-            if token.contains("://") || looks_like_domain(token) {
-                out.push(token.to_string());
-            }
-        }
-    }
-    out
+    render_reply(markdown, TELEGRAM_LIMIT).iter().flat_map(|c| html_links(&c.html)).collect()
 }
 
 /// The links in what a rich answer would send of `markdown` ([`crate::format::rich::render_rich`],
