@@ -592,6 +592,12 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     const m = guest.messages.get(body.inline_message_id);
     if (!m) return fail(res, 400, "Bad Request: MESSAGE_ID_INVALID");
     if (typeof body.text !== "string") return fail(res, 400, "Bad Request: message text is empty");
+    // LinkPreviewOptions is an object; anything else is refused as Telegram refuses a field it
+    // cannot parse.
+    const lp = body.link_preview_options;
+    if (lp !== undefined && (typeof lp !== "object" || lp === null || Array.isArray(lp) || (lp.is_disabled !== undefined && typeof lp.is_disabled !== "boolean"))) {
+      return fail(res, 400, "Bad Request: can't parse link preview options JSON object");
+    }
     const checked = checkText(body.text, body.parse_mode);
     if (checked.error) return fail(res, 400, checked.error);
     const html = body.parse_mode ? body.text : null;

@@ -4,7 +4,7 @@
 // guest answer, in a chat of strangers, follows the same rule.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, uniqueId, sleep } from "../support/stack.js";
+import { startStack, privateText, uniqueId, sleep, TOKEN } from "../support/stack.js";
 
 const ALLOWED_GROUP = -1009000000002;
 let s;
@@ -59,6 +59,13 @@ test("a guest answer's model-written link is shown as text with previews off; th
   assert.equal(edit.body.link_preview_options?.is_disabled, true);
   assert.deepEqual(liveEvilLinks((r) => r.body.inline_message_id === inline()), []);
   assert.match(s.tg.guestSent(inline()).text, /Read this first\./);
+  // The fake refuses link preview options that are not a LinkPreviewOptions object, as Telegram does.
+  const bad = await fetch(`${s.tg.base}/bot${TOKEN}/editMessageText`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ inline_message_id: inline(), text: "x", link_preview_options: "off" }),
+  });
+  assert.equal(bad.status, 400);
 
   const u2 = s.tg.guestMessage(ALLOWED_GROUP, uid, "@edge_test_bot what is https://example.com/docs ?");
   await s.webhook(u2);
