@@ -37,6 +37,10 @@ const PERF = process.env.CPU_PERF !== "0" && spawnSync("perf", ["--version"]).st
 if (PERF) process.env.MINIFLARE_WORKERD_V8_FLAGS = `${process.env.MINIFLARE_WORKERD_V8_FLAGS ?? ""} --perf-basic-prof --interpreted-frames-native-stack --logfile=/dev/null --no-logfile-per-isolate`.trim(); // the map is all perf needs: no V8 log files in the working directory
 // CPU_PERF_US (development only) samples more often, for finer profiles (CPU_PROFILE).
 const PERF_PERIOD_NS = Number(process.env.CPU_PERF_US ?? 250) * 1000;
+// How long one run's attribution (perf script) may take before it is given up: the run's CPU is
+// still measured, its Worker's own share is then "not attributed" (and said so). On a 2-core
+// machine a run's attribution takes seconds; CPU_PERF_LIMIT_S bounds a slow one (default 240 s).
+const PERF_LIMIT_MS = Number(process.env.CPU_PERF_LIMIT_S ?? 240) * 1000;
 /** Two runs of the same script, one with the bundle of an earlier commit (CPU_BEFORE), take
  *  turns: only the run that holds the baton does anything, and it hands the baton over at the
  *  start of each repetition (`Bench.pass`), so before and after alternate repetition by
@@ -163,27 +167,51 @@ class Bench {
   async startPerf(file) {
     if (!PERF) return;
     this.perfFile = file;
-    this.perf = spawn("perf", ["record", "-q", "-k", "CLOCK_MONOTONIC", "-e", "cpu-clock", "-c", String(PERF_PERIOD_NS), "-g", "-p", String(this.pid), "-o", file], { stdio: "ignore" });
+    // -B -N: no build-id pass over the samples when perf stops and no copy of workerd's binary
+    // into ~/.debug (minutes on a fresh machine); perf script finds the binaries by path.
+    this.perf = spawn("perf", ["record", "-q", "-B", "-N", "-k", "CLOCK_MONOTONIC", "-e", "cpu-clock", "-c", String(PERF_PERIOD_NS), "-g", "-p", String(this.pid), "-o", file], { stdio: "ignore" });
     await sleep(500);
   }
   /** Stops perf and gives every window measured meanwhile its `own_ms` (see the top). */
   async attribute() {
     if (!this.perf) return;
-    this.perf.kill("SIGINT");
-    await new Promise((r) => this.perf.on("exit", r));
-    // perf's text can outgrow a string at high sample rates: read it line by line.
-    const script = spawn("perf", ["script", "-i", this.perfFile, "-F", "time,ip,sym"], { stdio: ["ignore", "pipe", "ignore"] });
-    const exited = new Promise((r) => script.on("exit", r));
-    // A line at least every 20 s while perf script runs, so a long attribution is never silent.
+    const t0 = performance.now();
     let read = 0;
-    const ticker = setInterval(() => P.note(`  attributing: ${read.toLocaleString("en-US")} samples read`), 20_000).unref();
-    const samples = []; // [time ns, own, frames (with CPU_PROFILE)]
+    let stage = "stopping perf record";
+    // A line at least every 20 s while perf stops and perf script runs: never silent.
+    const ticker = setInterval(() => P.note(`  attributing: ${stage}, ${read.toLocaleString("en-US")} samples read, ${Math.round((performance.now() - t0) / 1000)} s`), 20_000).unref();
+    try {
+      this.perf.kill("SIGINT");
+      await new Promise((r) => this.perf.on("exit", r));
+      stage = "perf script";
+      const samples = await this.readSamples((n) => (read = n));
+      if (!samples) {
+        P.note(`  attribution given up after ${Math.round((performance.now() - t0) / 1000)} s (CPU_PERF_LIMIT_S): this run's Worker's own share is not attributed`);
+        this.attribution = "timed out";
+        return;
+      }
+      this.attribution = `${samples.length} samples in ${Math.round((performance.now() - t0) / 1000)} s`;
+      this.share(samples);
+    } finally {
+      clearInterval(ticker);
+      fs.rmSync(this.perfFile, { force: true });
+    }
+  }
+  /** The recorded samples as [time ns, own, frames (with CPU_PROFILE)], or null when perf script
+   *  failed or ran past PERF_LIMIT_MS (killed). `onRead(n)` follows the count. */
+  async readSamples(onRead) {
+    // --no-inline: never addr2line per frame (what makes perf script take many minutes where
+    // inlining is shown by default). perf's text can outgrow a string: read line by line.
+    const script = spawn("perf", ["script", "--no-inline", "-i", this.perfFile, "-F", "time,ip,sym"], { stdio: ["ignore", "pipe", "ignore"] });
+    const exited = new Promise((r) => script.on("exit", (code, signal) => r(signal ? -1 : code)));
+    const limit = setTimeout(() => script.kill("SIGKILL"), PERF_LIMIT_MS).unref();
+    const samples = [];
     let cur = null;
     const close = () => cur && samples.push([cur.t, cur.own ?? false, cur.frames]);
     for await (const line of readline.createInterface({ input: script.stdout, crlfDelay: Infinity })) {
       const head = /^\s*(\d+)\.(\d+):/.exec(line);
       if (head) {
-        read += 1;
+        onRead(samples.length + 1);
         close();
         cur = { t: BigInt(head[1]) * 1_000_000_000n + BigInt(head[2].padEnd(9, "0")), own: null, frames: PROFILE ? [] : null };
         continue;
@@ -197,8 +225,11 @@ class Bench {
       cur.own = isOwnFrame(sym);
     }
     close();
-    clearInterval(ticker);
-    if ((await exited) !== 0) return;
+    clearTimeout(limit);
+    return (await exited) === 0 ? samples : null;
+  }
+  /** Gives every window its own share of the samples (see the top). */
+  share(samples) {
     samples.sort((a, b) => (a[0] < b[0] ? -1 : 1));
     for (const w of this.windows) {
       const inside = samples.filter(([t]) => t >= w.mono[0] && t <= w.mono[1]);
@@ -231,7 +262,6 @@ class Bench {
         }
       }
     }
-    fs.rmSync(this.perfFile, { force: true });
   }
 }
 
@@ -513,6 +543,7 @@ async function formatRun(format, bundle, side = null) {
     }
     P.note(`${tag}: attributing the samples${b.perf ? " (perf script)" : ""}`);
     await b.attribute();
+    out.attribution = b.attribution ?? null;
     for (const [key, windows, pred, view] of later) out[key] = summary(view ? windows.map(view) : windows, pred);
     P.table(`CPU and D1 rows, ${tag} run`, runTable(out, later.map(([key]) => key)));
     if (PROFILE) for (const [key, windows, , view] of later) if (!view) writeProfile(`${format}${bundle ? "-before" : ""}-${key}`, windows);

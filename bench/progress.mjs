@@ -71,6 +71,11 @@ export function progress(name, { plan } = {}) {
       const at = where();
       if (!tty) line(`${head()} ${label}${at}: started${total ? ` (${total})` : ""}`, true);
       else show();
+      // A line at least every 25 s even while one repetition runs long (never silent for 30 s).
+      const beat = setInterval(() => {
+        shown = 0;
+        show();
+      }, 25_000).unref();
       return {
         /** One repetition done (`k` of them). */
         tick(k = 1) {
@@ -87,6 +92,7 @@ export function progress(name, { plan } = {}) {
           total += k;
         },
         done() {
+          clearInterval(beat);
           show(true);
         },
       };
