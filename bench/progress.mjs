@@ -73,9 +73,10 @@ export function progress(name, { plan } = {}) {
       else show();
       // A line at least every 25 s even while one repetition runs long (never silent for 30 s).
       const beat = setInterval(() => {
+        if (performance.now() - shown < 25_000) return;
         shown = 0;
         show();
-      }, 25_000).unref();
+      }, 5_000).unref();
       return {
         /** One repetition done (`k` of them). */
         tick(k = 1) {

@@ -2,8 +2,9 @@
 // The shape of the code, checked (run by `npm test` through tests/e2e/modules.test.js):
 //
 // 1. No import cycle between the core's modules, between the edge's rooms (`src/<room>/`), or
-//    between the files of one room. Reads every `crate::<module>` and `super::<module>`
-//    reference (in `use` lines, grouped imports and paths), comments and test modules left out.
+//    between the files of one folder at any depth (siblings under a module, through `crate::`,
+//    `self::` and any depth of `super::`, in `use` lines, grouped imports and paths), comments
+//    and test modules left out.
 // 2. The edge's rooms import one way only, down the layers in EDGE_LAYERS: a room may use a
 //    room of a lower layer, never one of its own layer or above.
 //    The chat object's room (`src/chat/`, SEALED_ROOMS) is imported by no other room at all: the
@@ -75,27 +76,79 @@ export function graph(srcDir) {
   return g;
 }
 
-/** The graph between the files of one room (`src/<room>/<file>`), its `mod.rs` left out (the
- * room's shell declares its files; their `super::` uses of it are not a cycle). */
-export function roomGraph(srcDir, room) {
-  const dir = path.join(srcDir, room);
-  const g = new Map();
-  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) return g;
-  for (const file of files(dir)) {
-    const rel = path.relative(dir, file).replace(/\\/g, "/");
-    if (rel === "mod.rs") continue;
-    const mod = rel.split("/")[0].replace(/\.rs$/, "");
-    const depth = rel.split("/").length; // 1: src/room/x.rs, 2: src/room/x/y.rs
-    const text = withoutTests(fs.readFileSync(file, "utf8")).replace(/\/\/.*$/gm, "");
-    const deps = g.get(mod) ?? new Set();
-    for (const d of refs(text, `crate::${room}`)) deps.add(d);
-    if (depth === 1 || rel.endsWith("/mod.rs")) for (const d of refs(text, "super")) deps.add(d);
-    else for (const d of refs(text, "super::super")) deps.add(d);
-    deps.delete(mod);
-    g.set(mod, deps);
+/** A file's module path in its crate (`a/b.rs` → a::b, `a/mod.rs` → a). */
+function modulePath(rel) {
+  const parts = rel.replace(/\.rs$/, "").split("/");
+  if (parts.at(-1) === "mod") parts.pop();
+  return parts;
+}
+
+/** The modules a file refers to through `crate::`, `self::` and any depth of `super::`, each
+ * resolved to the longest module of the crate its path names (an item's path names its
+ * module), as "a::b" keys. `here`: the file's module path; `known`: the crate's modules. */
+export function resolvedRefs(text, here, known) {
+  const out = new Set();
+  const resolve = (head, rest) => {
+    let base = head === "crate" ? [] : here.slice();
+    const segs = rest.filter(Boolean);
+    while (segs[0] === "super") {
+      segs.shift();
+      base.pop();
+    }
+    if (head === "super") base = base.slice(0, -1);
+    let found = base.join("::");
+    for (const seg of segs) {
+      const next = [...base, seg].join("::");
+      if (!known.has(next)) break;
+      base = [...base, seg];
+      found = next;
+    }
+    out.add(found);
+  };
+  const word = "[a-z_][a-z0-9_]*";
+  for (const m of text.matchAll(new RegExp(`\\b(crate|self|super)((?:::(?:${word}))*)(::\\{([^}]*)\\})?`, "g"))) {
+    const rest = m[2].split("::");
+    if (m[4] === undefined) resolve(m[1], rest);
+    else for (const part of m[4].split(",")) resolve(m[1], [...rest, ...part.trim().split("::").map((x) => x.trim()).filter((x) => new RegExp(`^${word}$`).test(x))]);
   }
-  for (const deps of g.values()) for (const d of [...deps]) if (!g.has(d)) deps.delete(d);
-  return g;
+  return out;
+}
+
+/** For every module of a crate with submodules (any depth), the graph between its children:
+ * child → the children it refers to, through any file under it and any path form. The
+ * module's own file (its `mod.rs`, the shell that declares its children) is left out. Keys of
+ * the result are module paths ("" the crate root, "api::miniapp"). */
+export function siblingGraphs(srcDir) {
+  const entries = files(srcDir).map((file) => {
+    const rel = path.relative(srcDir, file).replace(/\\/g, "/");
+    return { rel, here: modulePath(rel), text: withoutTests(fs.readFileSync(file, "utf8")).replace(/\/\/.*$/gm, "") };
+  }).filter((e) => e.rel !== "lib.rs" && e.rel !== "main.rs");
+  const known = new Set(entries.map((e) => e.here.join("::")));
+  for (const k of [...known]) k.split("::").forEach((_, i, a) => known.add(a.slice(0, i + 1).join("::")));
+  const out = new Map();
+  for (const e of entries) {
+    const refs = [...resolvedRefs(e.text, e.here, known)];
+    // Every ancestor of the file whose child holds it: edges between that child and its siblings.
+    for (let depth = 0; depth < e.here.length; depth++) {
+      const parent = e.here.slice(0, depth).join("::");
+      const child = e.here[depth];
+      const g = out.get(parent) ?? new Map();
+      out.set(parent, g);
+      const deps = g.get(child) ?? new Set();
+      g.set(child, deps);
+      for (const r of refs) {
+        const rp = r === "" ? [] : r.split("::");
+        if (rp.length > depth && rp.slice(0, depth).join("::") === parent && rp[depth] !== child) deps.add(rp[depth]);
+      }
+    }
+  }
+  return out;
+}
+
+/** The graph between the files of one room (`src/<room>/<file>`, any depth below), its
+ * `mod.rs` left out (the room's shell declares its files; their uses of it are not a cycle). */
+export function roomGraph(srcDir, room) {
+  return siblingGraphs(srcDir).get(room) ?? new Map();
 }
 
 /** Strongly connected components with more than one module (Tarjan). */
@@ -239,6 +292,9 @@ export function findings(srcDir, coreDir) {
   const out = [];
   if (coreDir) {
     for (const c of cycles(graph(coreDir))) out.push(`the core has an import cycle: ${c.join(" ↔ ")}`);
+    for (const [parent, sub] of siblingGraphs(coreDir)) {
+      if (parent !== "") for (const c of cycles(sub)) out.push(`files of crates/core/src/${parent.replaceAll("::", "/")}/ import each other in a cycle: ${c.join(" ↔ ")}`);
+    }
     const stillLong = new Set();
     for (const file of files(coreDir)) {
       const text = fs.readFileSync(file, "utf8");
@@ -257,8 +313,9 @@ export function findings(srcDir, coreDir) {
   for (const c of cycles(g)) out.push(`the edge's rooms import each other in a cycle: ${c.join(" ↔ ")}`);
   for (const [from, to] of layerViolations(g)) out.push(`the room ${from} imports ${to}: imports must point down the layers (${EDGE_LAYERS.map((l) => l.join("/")).join(" → ")} is lowest-first)`);
   for (const [from, to] of sealedViolations(g)) out.push(`the room ${from} imports ${to}: only ${to}/ itself may (the worker reaches the chat object through outbound::objects' ChatRequest)`);
-  for (const room of g.keys()) {
-    for (const c of cycles(roomGraph(srcDir, room))) out.push(`files of ${room}/ import each other in a cycle: ${c.join(" ↔ ")}`);
+  for (const [parent, sub] of siblingGraphs(srcDir)) {
+    if (parent === "") continue; // the rooms: above
+    for (const c of cycles(sub)) out.push(`files of ${parent.replaceAll("::", "/")}/ import each other in a cycle: ${c.join(" ↔ ")}`);
   }
   for (const file of files(srcDir)) {
     const rel = path.relative(srcDir, file).replace(/\\/g, "/");

@@ -27,15 +27,15 @@ impl ChatObject {
         let Some(turn) = claimed else {
             return (409, json!({"error": "this conversation is busy; try again"}));
         };
-        self.in_flight.set(true);
+        self.running.borrow_mut().turn_begins(&turn.turn_id, None);
         let parts = vec![agent_core::conversation::Part::text(text)];
         if let Err(e) = storage::messages::record_api_message(&ctx.db(), &conv, name, &parts, now).await {
-            self.in_flight.set(false);
+            self.running.borrow_mut().turn_ends();
             self.update(|st| st.end_turn(&turn.turn_id)).await;
             return (503, json!({"error": e.to_string()}));
         }
         let result = answer::answer_turn(ctx, &conv, &turn, None, None).await;
-        self.in_flight.set(false);
+        self.running.borrow_mut().turn_ends();
         self.update(|st| st.end_turn(&turn.turn_id)).await;
         let answer = match result {
             Ok(answer::TurnOutput::Planned { steps, schedules_changed, .. }) => {
@@ -59,7 +59,6 @@ impl ChatObject {
             Err(answer::TurnError::Transient { error, .. }) => (503, json!({"error": error})),
             Err(answer::TurnError::Permanent { error }) => (502, json!({"error": error})),
         };
-        self.arm(ctx).await;
         answer
     }
 }

@@ -26,30 +26,26 @@ pub(super) fn lineup(ctx: &Ctx) -> Lineup {
 }
 
 impl ChatObject {
-    /// The crew that speaks in this conversation, if one does (Telegram chats only).
-    pub(super) async fn crew_lineup(&self, ctx: &Ctx, conv: &ConvKey) -> Option<Lineup> {
-        if ctx.cfg.crew.is_empty() || conv.chat_id >= agent_core::access::policy::API_CHAT_ID_MIN {
+    /// The crew that speaks in this conversation, if one does (`ChatObject::crew_here`; the
+    /// state is asked only when a crew is configured).
+    async fn crew_lineup(&self, ctx: &Ctx) -> Option<Lineup> {
+        if ctx.cfg.crew.is_empty() {
             return None;
         }
         let switch = self.with(|st| st.crew_switch()).await;
-        if !crew::speaks_in(conv.chat_id, switch, &ctx.cfg.crew_chats) {
-            return None;
-        }
-        let personas = configured(ctx);
-        (!personas.is_empty()).then(|| Lineup::of(&personas, ctx.cfg.crew_max_rounds))
+        (self.crew_here(ctx, switch) == crew::Here::Speaks).then(|| lineup(ctx))
     }
 
     /// Starts the turn that is due: the next persona's when the crew speaks here, else the
     /// single bot's (`ChatState::begin_due_turn`).
     pub(super) async fn begin_due_turn(&self, ctx: &Ctx, conv: &ConvKey, nonce: u64) -> Option<TurnRun> {
-        let lineup = self.crew_lineup(ctx, conv).await;
+        let lineup = self.crew_lineup(ctx).await;
         if lineup.is_some() && !self.continuation_within_budget(ctx, conv).await {
             return None;
         }
         let conv_s = conv.to_string();
         let now = now_ms();
-        let timing = self.timing(ctx).await;
-        self.update(|st| st.begin_due_turn(now, &conv_s, nonce, lineup.as_ref(), &timing)).await
+        self.update(|st| st.begin_due_turn(now, &conv_s, nonce, lineup.as_ref(), &self.timing_for(ctx, st))).await
     }
 
     /// A continuation turn of a cycle (nobody asked just now) is the work of the person whose
@@ -79,18 +75,22 @@ impl ChatObject {
     /// message), anyone else's as usual. `step_calls` stays with the plan. Returns the decision
     /// and whether nothing is to be sent.
     pub(super) async fn finish_any_turn(&self, ctx: &Ctx, turn_id: &str, steps: Vec<Step>, step_calls: Option<Vec<Option<usize>>>) -> (Finish, bool) {
-        let turn = self.with(|st| st.turn_of(turn_id).cloned()).await;
-        let persona = turn.as_ref().and_then(|t| bot_crew::persona_of(ctx, t));
         // Its own bot speaks only in groups (as `Ctx::speaking_for` decides); else the header.
         let group = self.conv().is_some_and(|(_, kind)| kind.is_group());
-        let steps = match &persona {
-            Some(p) if !crew::is_pass(&steps) && !(group && crate::config::env::crew_bot_token(&ctx.env, &p.name).is_some()) => {
-                crew::with_display_name(steps, &p.display_name)
-            }
-            _ => steps,
-        };
         let crew = lineup(ctx);
-        let answered = self.update(|st| st.finish_answer(turn_id, steps, step_calls, &crew, now_ms())).await;
+        let mut persona = None;
+        let answered = self
+            .update(|st| {
+                persona = st.turn_of(turn_id).and_then(|t| bot_crew::persona_of(ctx, t));
+                let steps = match &persona {
+                    Some(p) if !crew::is_pass(&steps) && !(group && crate::config::env::crew_bot_token(&ctx.env, &p.name).is_some()) => {
+                        crew::with_display_name(steps, &p.display_name)
+                    }
+                    _ => steps,
+                };
+                st.finish_answer(turn_id, steps, step_calls, &crew, now_ms())
+            })
+            .await;
         if let (true, Finish::Execute, Some(p)) = (answered.passed, &answered.finish, &persona) {
             worker::console_log!("turn {turn_id}: {} passed", p.name);
         }
@@ -110,9 +110,8 @@ impl ChatObject {
     }
 
     /// Sets the chat's crew switch (`None`: follow `CREW_CHATS`).
-    pub(super) async fn set_crew(&self, ctx: &Ctx, on: Option<bool>) -> bool {
+    pub(super) async fn set_crew(&self, on: Option<bool>) -> bool {
         self.update(|st| st.set_crew_switch(on)).await;
-        self.arm(ctx).await;
         on.unwrap_or(false)
     }
 }

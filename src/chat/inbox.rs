@@ -65,14 +65,13 @@ impl ChatObject {
                 // `/crew on|off` by an operator switches the crew here (`chat::crew`).
                 let is_admin = m.speaker.user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
                 if let (core_commands::Command::Crew(Some(on)), true) = (&cmd, is_admin && !ctx.cfg.crew.is_empty()) {
-                    self.set_crew(ctx, Some(*on)).await;
+                    self.set_crew(Some(*on)).await;
                 }
                 self.update(|st| command_seen(st, arrival.update_id, is_new)).await;
                 commands::run(ctx, &conv, m, cmd).await;
                 if cancels {
                     self.refresh_schedules(ctx).await;
                 }
-                self.arm(ctx).await;
                 return;
             }
         }
@@ -98,7 +97,6 @@ impl ChatObject {
                 if let Some((turn_id, from)) = cancelled {
                     self.record_cancelled(ctx, &turn_id, from).await;
                 }
-                self.arm(ctx).await;
             }
         }
     }

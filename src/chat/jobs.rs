@@ -6,11 +6,11 @@
 //! finished or was superseded meanwhile does nothing.
 
 use super::{ChatObject, StepRetry};
-use crate::bot::answer;
 use crate::config::{now_ms, random_unit, Ctx};
 use crate::outbound::queues;
 use crate::storage;
 use agent_core::background::jobs::{max_attempts, next_move, Job, JobOutcome, NextMove};
+use agent_core::chat_state::effects::job_deadline;
 
 impl ChatObject {
     /// Queues the retry of a failed step (see [`Self::retry_or_give_up`]).
@@ -52,11 +52,7 @@ impl ChatObject {
                 let Some(turn) = self.update(|st| st.resume_turn(&turn_id, attempt, now_ms())).await else {
                     return JobOutcome::Done; // finished or superseded meanwhile
                 };
-                self.in_flight.set(true);
-                self.arm(ctx).await; // the re-check, in case this instance dies mid-turn
-                let result = answer::answer_turn(ctx, &conv, &turn, Some(self.live(&turn)), Some(&self.rows)).await;
-                self.stop.replace(None);
-                self.in_flight.set(false);
+                let result = self.run_turn(ctx, &conv, &turn).await;
                 self.after_turn(ctx, &conv, &turn_id, result).await
             }
             Job::Step { turn_id, step, attempt, .. } => {
@@ -66,7 +62,7 @@ impl ChatObject {
                 let outcome = match self.advance(ctx).await {
                     Some(retry) if retry.turn_id == turn_id && retry.step == step => {
                         // The consumer backs off by this job's attempt: so does the deadline.
-                        let deadline = Self::job_deadline(ctx, attempt, retry.after_ms);
+                        let deadline = job_deadline(now_ms(), attempt, retry.after_ms, &Self::limits(ctx));
                         self.update(|st| st.step_waiting(&turn_id, step, deadline)).await;
                         JobOutcome::Retry { error: retry.error, after_ms: retry.after_ms }
                     }
@@ -76,7 +72,6 @@ impl ChatObject {
                     }
                     None => JobOutcome::Done,
                 };
-                self.arm(ctx).await;
                 outcome
             }
             Job::Consolidate { .. } | Job::Guest { .. } => JobOutcome::Done,

@@ -40,16 +40,14 @@ mod turn_life;
 use crate::bot::{answer, stream};
 use crate::config::{now_ms, Ctx};
 use crate::outbound::objects::ChatRequest;
-use agent_core::chat_state::{self, ChatState, Due, Timing};
+use agent_core::chat_state::effects::{AlarmEffect, Limits};
+use agent_core::chat_state::running::Running;
+use agent_core::chat_state::{self, ChatState, Timing};
 use agent_core::conversation::{ChatKind, ConvKey};
-use agent_core::background::jobs::backoff_ms;
 use serde::{Deserialize, Serialize};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response, Result, State};
-
-pub const APOLOGY: &str =
-    "Sorry, I couldn't answer that because of a technical problem on my side. Please try again in a little while.";
 
 /// What the object knows about its conversation (stored as `meta`): the key it is called
 /// with, and the chat's kind once an arrival or an API chat turn told it.
@@ -85,6 +83,10 @@ impl StorageMeter {
     fn count(&self, read: u64, written: u64) {
         self.0.borrow().do_rows(read, written);
     }
+    /// One ask of the state machine (see `Meter::state_ask`).
+    fn ask(&self) {
+        self.0.borrow().state_ask();
+    }
     fn set(&self, meter: &crate::config::Meter) {
         *self.0.borrow_mut() = meter.clone();
     }
@@ -104,8 +106,9 @@ pub struct ChatObject {
     env: Env,
     chat: Rc<RefCell<Option<ChatState>>>,
     meta: RefCell<Option<Meta>>,
-    in_flight: Cell<bool>,
-    advancing: Cell<bool>,
+    /// The work this instance runs now: the turn in flight with its stop switch (thrown by
+    /// `stop.rs`), and whether it carries out plan steps (memory only, see `Running`).
+    running: RefCell<Running<Rc<stream::Stop>>>,
     /// Update ids being handled right now (a redelivery storm arrives concurrently).
     handling: RefCell<std::collections::HashSet<i64>>,
     /// The state as last handed to storage (writes are applied in order, so storage holds it
@@ -115,9 +118,12 @@ pub struct ChatObject {
     rows: answer::RowCacheSlot,
     /// Counts this object's storage rows (see [`StorageMeter`]).
     storage_meter: StorageMeter,
-    /// The stop switch of the turn this instance drives: the person's Stop and an abandoned
-    /// early start throw it (`stop.rs`).
-    stop: RefCell<Option<(String, Rc<stream::Stop>)>>,
+    /// The alarm this instance last set (`Some(None)`: deleted; `None`: unknown, as after a
+    /// start, a failed write or once the alarm fired): an arm that would set the same time
+    /// again writes nothing (each write is a billed row).
+    armed: std::cell::Cell<Option<Option<i64>>>,
+    /// Changes of the state this instance wrote (a request that changed nothing does not arm).
+    changes: std::cell::Cell<u64>,
 }
 
 impl DurableObject for ChatObject {
@@ -127,13 +133,13 @@ impl DurableObject for ChatObject {
             env,
             chat: Rc::new(RefCell::new(None)),
             meta: RefCell::new(None),
-            in_flight: Cell::new(false),
-            advancing: Cell::new(false),
+            running: RefCell::new(Running::default()),
             handling: RefCell::new(Default::default()),
             written: Rc::new(RefCell::new(None)),
             rows: Default::default(),
             storage_meter: StorageMeter::default(),
-            stop: RefCell::new(None),
+            armed: std::cell::Cell::new(None),
+            changes: std::cell::Cell::new(0),
         }
     }
 
@@ -152,13 +158,27 @@ impl DurableObject for ChatObject {
             let kind = matches!(request, ChatRequest::Chat { .. }).then_some(ChatKind::Private);
             self.remember_conv(conv, kind).await;
         }
-        self.answer(&ctx, request).await
+        // The one arm of a request, after its work (the alarm's is at the end of `on_alarm`;
+        // work that runs long arms a re-check before it starts: `run_turn`, `advance`).
+        // The cron's schedule check (`Schedules`) sets the alarm whatever this instance
+        // believes is set: it repairs an object whose alarm went missing.
+        let repair = matches!(request, ChatRequest::Schedules);
+        if repair {
+            self.armed.set(None);
+        }
+        let changes = self.changes.get();
+        let response = self.answer(&ctx, request).await;
+        if repair || self.changes.get() != changes {
+            self.arm(&ctx).await;
+        }
+        response
     }
 
     async fn alarm(&self) -> Result<Response> {
         let ctx = Ctx::new(self.env.clone());
         let _metrics = ctx.metrics(|| "alarm".into());
         self.storage_meter.set(&ctx.meter);
+        self.armed.set(None); // the platform took the alarm that fired
         self.load().await?; // an alarm that fails is retried by the platform
         self.on_alarm(&ctx).await;
         // A statistic, counted once the alarm's work is done: written with the state's next
@@ -191,7 +211,7 @@ impl ChatObject {
                 Response::from_json(&serde_json::json!({ "next_run_ms": next }))
             }
             ChatRequest::Crew { enabled } => {
-                self.set_crew(ctx, enabled).await;
+                self.set_crew(enabled).await;
                 Response::from_json(&serde_json::json!({ "enabled": enabled }))
             }
             ChatRequest::Stop { draft_id } => {
@@ -249,6 +269,7 @@ impl ChatObject {
     /// Reads the state.
     async fn with<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
         self.ensure_loaded().await;
+        self.storage_meter.ask();
         let mut guard = self.chat.borrow_mut();
         f(guard.get_or_insert_with(ChatState::default))
     }
@@ -256,6 +277,7 @@ impl ChatObject {
     /// Changes the state and writes it to storage.
     async fn update<R>(&self, f: impl FnOnce(&mut ChatState) -> R) -> R {
         self.ensure_loaded().await;
+        self.storage_meter.ask();
         let (r, snapshot) = {
             let mut guard = self.chat.borrow_mut();
             let st = guard.get_or_insert_with(ChatState::default);
@@ -263,6 +285,7 @@ impl ChatObject {
             (r, chat_state::stored(st))
         };
         if self.written.borrow().as_deref() != Some(snapshot.as_str()) {
+            self.changes.set(self.changes.get() + 1);
             persist(&self.state.storage(), &self.written, &self.storage_meter, snapshot).await;
         }
         r
@@ -302,11 +325,9 @@ impl ChatObject {
         Some((meta.conv, kind))
     }
 
-    /// The state machine's timing; the debounce adapts to the chat's kind unless the
-    /// operator fixed it (`DEBOUNCE_MS`).
-    /// Read before [`Self::with`] / [`Self::update`], never inside them (it reads the state).
-    async fn timing(&self, ctx: &Ctx) -> Timing {
-        self.ensure_loaded().await;
+    /// The state machine's timing for state `st` (read inside the one ask of an event); the
+    /// debounce adapts to the chat's kind unless the operator fixed it (`DEBOUNCE_MS`).
+    fn timing_for(&self, ctx: &Ctx, st: &ChatState) -> Timing {
         let group = self.meta.borrow().as_ref().and_then(|m| m.kind).is_some_and(|k| k != ChatKind::Private);
         let adaptive = (!ctx.cfg.debounce_fixed).then_some(agent_core::chat::debounce::Policy::Adaptive { group });
         Timing {
@@ -315,19 +336,29 @@ impl ChatObject {
             watchdog_ms: ctx.cfg.turn_watchdog_ms as i64,
             job_grace_ms: ctx.cfg.job_grace_ms as i64,
             adaptive,
-            early_start: agent_core::chat::debounce::starts_early(adaptive, self.crew_may_speak(ctx)),
+            early_start: agent_core::chat::debounce::starts_early(adaptive, !self.crew_here(ctx, st.crew_switch()).allows_early_start()),
         }
     }
 
-    /// Whether a crew may speak in this chat (its turns are never early starts); an API chat
-    /// counts as one (its turns are claimed whole, never debounced).
-    fn crew_may_speak(&self, ctx: &Ctx) -> bool {
-        let Some(chat_id) = self.meta.borrow().as_ref().map(|m| m.conv.chat_id) else { return true };
-        if chat_id >= agent_core::access::policy::API_CHAT_ID_MIN {
-            return true;
+    /// Whether a crew speaks in this conversation (`agent_core::crew::here`): the configured
+    /// personas, the chat's switch (`switch`, from the state) and `CREW_CHATS`. An object that
+    /// does not know its conversation yet counts as a crew's (its turns never start early).
+    fn crew_here(&self, ctx: &Ctx, switch: Option<bool>) -> agent_core::crew::Here {
+        let Some(chat_id) = self.meta.borrow().as_ref().map(|m| m.conv.chat_id) else { return agent_core::crew::Here::Speaks };
+        let configured = !ctx.cfg.crew.is_empty() && !crate::bot::crew::configured(ctx).is_empty();
+        agent_core::crew::here(chat_id, switch, configured, &ctx.cfg.crew_chats)
+    }
+
+    /// The object's limits (`agent_core::chat_state::effects::Limits`), from the configuration.
+    fn limits(ctx: &Ctx) -> Limits {
+        Limits {
+            max_turn_attempts: ctx.cfg.max_turn_attempts,
+            max_send_attempts: ctx.cfg.max_send_attempts,
+            retry_base_ms: ctx.cfg.retry_base_ms,
+            job_grace_ms: ctx.cfg.job_grace_ms,
+            subrequest_budget: crate::config::SUBREQUEST_BUDGET,
+            turn_start_max: crate::config::TURN_START_MAX,
         }
-        let switch = self.chat.borrow().as_ref().and_then(ChatState::crew_switch);
-        !ctx.cfg.crew.is_empty() && agent_core::crew::speaks_in(chat_id, switch, &ctx.cfg.crew_chats)
     }
 
     /// Whether `turn` is still the one to answer: no newer message came since it started (a
@@ -350,79 +381,77 @@ impl ChatObject {
             })
         };
         let stop = Rc::new(stream::Stop::default());
-        self.stop.replace(Some((turn.turn_id.clone(), stop.clone())));
         stream::Live { turn_id: turn.turn_id.clone(), current: Rc::new(current), commit: Rc::new(commit), stop, early_until: turn.early_until_ms }
     }
 
-    /// When a retry job for attempt `attempt` that was asked to wait `after_ms` counts as lost:
-    /// the longest backoff it could get, plus the grace.
-    fn job_deadline(ctx: &Ctx, attempt: u32, after_ms: Option<u64>) -> i64 {
-        let longest = backoff_ms(attempt, ctx.cfg.retry_base_ms, 300_000, 1.0).max(after_ms.unwrap_or(0)).min(43_200_000);
-        now_ms() + longest as i64 + 1000 + ctx.cfg.job_grace_ms as i64
-    }
-
-    /// Sets the one alarm to the next time the state needs attention.
-    /// While this instance has work in flight (a turn, a plan step) that is a re-check a few
-    /// seconds on (`chat_state::RECHECK_MS`): never "due now" while the work runs (no spin),
-    /// and an instance that starts after a restart takes the dead one's work over then.
+    /// Sets the one alarm to the next time the state needs attention (`next_wake_here`), unless
+    /// it is set to that time already. While this instance has work in flight (a turn, a plan
+    /// step) that is a re-check a few seconds on (`chat_state::RECHECK_MS`): never "due now"
+    /// while the work runs (no spin), and an instance that starts after a restart takes the
+    /// dead one's work over then.
     async fn arm(&self, ctx: &Ctx) {
-        let (in_flight, advancing) = (self.in_flight.get(), self.advancing.get());
+        let (in_flight, advancing) = {
+            let r = self.running.borrow();
+            (r.in_flight(), r.advancing())
+        };
         let now = now_ms();
-        let timing = self.timing(ctx).await;
-        let wake = self.with(|st| st.next_wake_here(&timing, in_flight, advancing, now)).await;
+        let (wake, busy) = self.with(|st| (st.next_wake_here(&self.timing_for(ctx, st), in_flight, advancing, now), st.busy_here(in_flight, advancing))).await;
+        // Due now (work the alarm will do) is the only time in the past next_wake gives.
+        let at = wake.map(|at| at.max(now + 1));
+        if !agent_core::chat_state::effects::alarm_write(self.armed.get(), at, busy, now) {
+            return;
+        }
+        self.armed.set(Some(at));
         let storage = self.state.storage();
         self.storage_meter.count(0, 1);
-        let result = match wake {
-            // An i64 would be an offset; the state machine works in absolute times.
-            Some(at) => {
-                // Due now (work the alarm will do) is the only time in the past next_wake gives.
-                let when = chrono::DateTime::from_timestamp_millis(at.max(now + 1)).unwrap_or_default();
-                storage.set_alarm(when).await
-            }
+        let result = match at {
+            Some(at) => storage.set_alarm(chrono::DateTime::from_timestamp_millis(at).unwrap_or_default()).await,
             None => storage.delete_alarm().await,
         };
         if let Err(e) = result {
+            self.armed.set(None);
             worker::console_error!("could not set the alarm: {e}");
         }
     }
 
+    /// The alarm's work: it asks the state for the next effect (`ChatState::alarm_effect`),
+    /// carries it out, and asks again only after sending an owed message; then it arms.
     async fn on_alarm(&self, ctx: &Ctx) {
-        let now = now_ms();
-        if self.update(|st| st.take_over_lost_step(now)).await {
-            worker::console_warn!("a step's retry job is overdue (lost?); retrying the step here");
-        }
-        self.send_apologies(ctx).await;
-        if ctx.meter.count() > crate::config::TURN_START_MAX {
-            // The apologies took this invocation's room: the rest (a turn, a step) is due at
-            // once in the next one, which starts with a fresh meter.
-            worker::console_log!("the alarm spent {} subrequests; continuing in the next invocation", ctx.meter.count());
-            self.arm(ctx).await;
-            return;
-        }
-        // Read after the awaits above: a retry job may have started running the turn meanwhile.
-        if let Some(turn) = self.update(|st| st.recover_turn(now_ms(), self.in_flight.get())).await {
-            worker::console_warn!("turn {}: taking over (its instance died or its retry job is overdue)", turn.turn_id);
-            if turn.attempt > ctx.cfg.max_turn_attempts {
-                // It keeps dying (a crash on this input?): stop, and tell the user.
-                self.give_up(ctx, &turn.turn_id, "the turn kept failing").await;
-            } else {
-                self.drive_turn(ctx, turn).await;
+        let limits = Self::limits(ctx);
+        let mut owed_now = true;
+        loop {
+            let (now, spent, in_flight) = (now_ms(), ctx.meter.count(), self.running.borrow().in_flight());
+            let (effect, lost_step) = self.update(|st| st.alarm_effect(now, &self.timing_for(ctx, st), in_flight, spent, owed_now, &limits)).await;
+            if lost_step {
+                worker::console_warn!("a step's retry job is overdue (lost?); retrying the step here");
             }
-            self.arm(ctx).await;
-            return;
-        }
-        let timing = self.timing(ctx).await;
-        match self.with(|st| st.due(now, &timing)).await {
-            Due::StartTurn => {
-                self.start_turn(ctx).await;
-            }
-            Due::AdvancePlan => {
-                if let Some(retry) = self.advance(ctx).await {
-                    self.queue_step_retry(ctx, retry).await;
+            match effect {
+                AlarmEffect::SendOwed { turn_id, text } => {
+                    // One that must wait stops the owed messages of this alarm (not its other work).
+                    owed_now = self.send_owed(ctx, &turn_id, &text, &limits).await;
+                    continue;
                 }
+                AlarmEffect::Yield => {
+                    worker::console_log!("the alarm spent {spent} subrequests; continuing in the next invocation");
+                }
+                AlarmEffect::DriveTurn(turn) => {
+                    worker::console_warn!("turn {}: taking over (its instance died or its retry job is overdue)", turn.turn_id);
+                    self.drive_turn(ctx, turn).await;
+                }
+                AlarmEffect::GiveUp { turn_id, reason } => {
+                    worker::console_warn!("turn {turn_id}: {reason}; giving up");
+                    self.give_up(ctx, &turn_id, reason).await;
+                }
+                AlarmEffect::StartTurn => self.start_turn(ctx).await,
+                AlarmEffect::AdvancePlan => {
+                    if let Some(retry) = self.advance(ctx).await {
+                        self.queue_step_retry(ctx, retry).await;
+                    }
+                }
+                AlarmEffect::FireSchedules => self.fire_schedules(ctx).await,
+                AlarmEffect::Nothing => {}
             }
-            Due::Schedules => self.fire_schedules(ctx).await,
-            Due::Nothing => {}
+            break;
         }
         self.arm(ctx).await;
     }

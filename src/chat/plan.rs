@@ -9,6 +9,7 @@
 use super::{ChatObject, StepRetry};
 use crate::bot::{answer, deliver};
 use crate::config::{now_ms, Ctx};
+use agent_core::chat_state::effects::{job_deadline, StepStart};
 use agent_core::chat_state::ChatState;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::chat::plan::{Step, StepOutcome};
@@ -20,27 +21,37 @@ impl ChatObject {
     /// Carries out due plan steps in order until the plan ends, waits, or a step must be
     /// retried (returned). Stops as soon as a new message cancels the plan.
     pub(super) async fn advance(&self, ctx: &Ctx) -> Option<StepRetry> {
-        if self.advancing.replace(true) {
+        if !self.running.borrow_mut().advance_begins() {
             return None;
         }
         // The re-check while the steps go out: an alarm meanwhile does not spin, and an
         // instance that starts after a restart takes the plan over within seconds.
         self.arm(ctx).await;
         let retry = self.advance_inner(ctx).await;
-        self.advancing.set(false);
+        self.running.borrow_mut().advance_ends();
         retry
     }
 
     async fn advance_inner(&self, ctx: &Ctx) -> Option<StepRetry> {
         let (conv, kind) = self.conv()?;
         let mut step_calls: Option<(String, Vec<Option<usize>>)> = None;
+        let limits = Self::limits(ctx);
         loop {
-            let now = now_ms();
-            let due = self.with(|st| DueStep::of(st, now, kind)).await?;
-            if ctx.meter.count() + 3 > crate::config::SUBREQUEST_BUDGET {
+            if !limits.room_for(ctx.meter.count(), STEP_COST) {
                 // Enough for this invocation: the alarm (due now) carries on.
                 return None;
             }
+            let now = now_ms();
+            let known = step_calls.as_ref().map(|(t, _)| t.clone());
+            // One ask: the due step, and its start when nothing is to be read before it.
+            let (due, started) = self
+                .update(|st| {
+                    let due = DueStep::of(st, now, kind)?;
+                    let ready = due.step_calls.is_some() || known.as_deref() == Some(due.turn_id.as_str());
+                    let started = (ready && !matches!(due.step, Step::Wait { .. })).then(|| st.step_start(&due.turn_id, due.index, &limits));
+                    Some((due, started))
+                })
+                .await?;
             if step_calls.as_ref().is_none_or(|(t, _)| *t != due.turn_id) {
                 // Kept with the plan when this object's turn made it; else the turn's row.
                 let calls = match due.step_calls.clone() {
@@ -56,7 +67,7 @@ impl ChatObject {
                 answer::record_step_outcome(ctx, &due.turn_id, &calls, due.index, &StepOutcome::Done).await;
                 continue;
             }
-            let result = self.send_step(ctx, &conv, &due).await?;
+            let result = self.send_step(ctx, &conv, &due, started).await?;
             match self.after_step(ctx, &due, &calls, result).await {
                 Next::Continue => {}
                 Next::Stop => return None,
@@ -67,14 +78,24 @@ impl ChatObject {
 
     /// Starts a visible step and carries it out under the guard. `None`: the plan is gone, or
     /// the step kept failing and the plan was given up.
-    async fn send_step(&self, ctx: &Ctx, conv: &ConvKey, due: &DueStep) -> Option<std::result::Result<StepOutcome, deliver::StepError>> {
+    /// `started`: the step's start as the state said when it was found due, if it was started
+    /// then; else (its calls were read first, an await) it is started here.
+    async fn send_step(&self, ctx: &Ctx, conv: &ConvKey, due: &DueStep, started: Option<StepStart>) -> Option<std::result::Result<StepOutcome, deliver::StepError>> {
         let (turn_id, index) = (due.turn_id.clone(), due.index);
-        // The step_calls read before was an await: the plan may be gone meanwhile.
-        let starts = self.update(|st| st.start_step(&turn_id, index)).await?;
-        if starts > ctx.cfg.max_send_attempts {
-            worker::console_error!("turn {turn_id} step {index} keeps failing; dropping the plan");
-            self.give_up(ctx, &turn_id, "a step kept failing").await;
-            return None;
+        let limits = Self::limits(ctx);
+        let started = match started {
+            Some(started) => started,
+            // The step_calls read before was an await: the plan may be gone meanwhile.
+            None => self.update(|st| st.step_start(&turn_id, index, &limits)).await,
+        };
+        match started {
+            StepStart::Go => {}
+            StepStart::Gone => return None,
+            StepStart::GiveUp => {
+                worker::console_error!("turn {turn_id} step {index} keeps failing; dropping the plan");
+                self.give_up(ctx, &turn_id, "a step kept failing").await;
+                return None;
+            }
         }
         // Deliver asks this guard right before every Telegram call.
         let chat = self.chat.clone();
@@ -116,7 +137,7 @@ impl ChatObject {
             }
             Err(deliver::StepError::Retry { error, after_ms }) => {
                 worker::console_warn!("turn {turn_id} step {index}: {error}");
-                let deadline = Self::job_deadline(ctx, 1, after_ms);
+                let deadline = job_deadline(now_ms(), 1, after_ms, &Self::limits(ctx));
                 self.update(|st| st.step_waiting(turn_id, index, deadline)).await;
                 Next::Retry(StepRetry { turn_id: turn_id.to_string(), step: index, error, after_ms })
             }
@@ -139,6 +160,9 @@ impl ChatObject {
         }
     }
 }
+
+/// Subrequests one plan step may cost (its outbox read, the send, the mark).
+const STEP_COST: u32 = agent_core::chat_state::effects::OWED_SEND_COST;
 
 /// The plan step due now, with the message it threads to by default.
 struct DueStep {

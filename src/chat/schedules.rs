@@ -38,7 +38,6 @@ impl ChatObject {
             }
         };
         self.update(|st| st.set_next_schedule(next)).await;
-        self.arm(ctx).await;
         next
     }
 
@@ -150,6 +149,6 @@ impl ChatObject {
             }
             Err(e) => worker::console_error!("chat {conv}: schedule #{} could not be claimed: {e}", run.schedule_id),
         }
-        self.send_apologies(ctx).await;
+        self.send_owed_messages(ctx).await;
     }
 }

@@ -20,7 +20,7 @@ impl ChatObject {
     pub(super) async fn stop_generation(&self, draft_id: i64) -> bool {
         let running = self.with(|st| st.turn().map(|t| t.turn_id.clone())).await;
         match running {
-            Some(turn_id) if self.in_flight.get() && stops_turn(&turn_id, draft_id) && self.throw_stop(&turn_id, StopReason::Person) => true,
+            Some(turn_id) if stops_turn(&turn_id, draft_id) && self.throw_stop(&turn_id, StopReason::Person) => true,
             _ => {
                 worker::console_log!("a Stop for draft {draft_id}, which is no running turn's: nothing to stop");
                 false
@@ -36,7 +36,7 @@ impl ChatObject {
 
     /// Throws the stop switch of turn `turn_id` for `reason`, if this instance drives it.
     fn throw_stop(&self, turn_id: &str, reason: StopReason) -> bool {
-        let stop = self.stop.borrow().as_ref().filter(|(id, _)| id == turn_id).map(|(_, s)| s.clone());
+        let stop = self.running.borrow().switch_of(turn_id);
         stop.inspect(|s| s.throw(reason)).is_some()
     }
 }

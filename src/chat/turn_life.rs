@@ -6,14 +6,15 @@
 //! lost", "A scheduled turn keeps its place" (given up, the scheduled text is owed in the
 //! state, the run claimed, the turn ended, so a later model answer never also goes out).
 
-use super::{ChatObject, APOLOGY};
+use super::ChatObject;
 use crate::bot::{answer, deliver};
-use crate::config::{now_ms, Ctx};
+use crate::config::{now_ms, random_unit, Ctx};
 use crate::storage;
-use agent_core::chat_state::{Finish, GivenUp};
-use agent_core::conversation::ConvKey;
-use agent_core::background::jobs::{backoff_ms, Job, JobOutcome};
+use agent_core::background::jobs::{retry_delay_ms, Job, JobOutcome};
 use agent_core::chat::status::TurnStatus;
+use agent_core::chat_state::effects::{job_deadline, turn_end, AfterTurn, Limits, Owed};
+use agent_core::chat_state::{GivenUp, TurnRun};
+use agent_core::conversation::ConvKey;
 
 impl ChatObject {
     pub(super) async fn start_turn(&self, ctx: &Ctx) {
@@ -31,18 +32,26 @@ impl ChatObject {
     /// Drives a turn from the alarm (a new one, or one taken over from a dead instance): the bot
     /// answers it, then `after_turn`. If it fails transiently, its next attempt goes through
     /// the jobs queue.
-    pub(super) async fn drive_turn(&self, ctx: &Ctx, turn: agent_core::chat_state::TurnRun) {
+    pub(super) async fn drive_turn(&self, ctx: &Ctx, turn: TurnRun) {
         let Some((conv, _)) = self.conv() else { return };
-        self.in_flight.set(true);
-        self.arm(ctx).await; // the re-check, in case this instance dies mid-turn
-        let result = answer::answer_turn(ctx, &conv, &turn, Some(self.live(&turn)), Some(&self.rows)).await;
-        self.stop.replace(None);
-        self.in_flight.set(false);
+        let result = self.run_turn(ctx, &conv, &turn).await;
         let outcome = self.after_turn(ctx, &conv, &turn.turn_id, result).await;
         if let JobOutcome::Retry { error, after_ms } = outcome {
             let job = Job::Turn { conv, turn_id: turn.turn_id.clone(), attempt: turn.attempt };
             self.retry_or_give_up(ctx, job, error, after_ms).await;
         }
+    }
+
+    /// Runs a turn here (the bot answers it), holding it as this instance's turn in flight
+    /// with its stop switch while it runs; armed first for the re-check, in case this instance
+    /// dies mid-turn.
+    pub(super) async fn run_turn(&self, ctx: &Ctx, conv: &ConvKey, turn: &TurnRun) -> std::result::Result<answer::TurnOutput, answer::TurnError> {
+        let live = self.live(turn);
+        self.running.borrow_mut().turn_begins(&turn.turn_id, Some(live.stop.clone()));
+        self.arm(ctx).await;
+        let result = answer::answer_turn(ctx, conv, turn, Some(live), Some(&self.rows)).await;
+        self.running.borrow_mut().turn_ends();
+        result
     }
 
     /// Handles a turn's result. `Retry` means the turn now waits for a retry job, which the
@@ -63,41 +72,39 @@ impl ChatObject {
                 if schedules_changed {
                     self.refresh_schedules(ctx).await;
                 }
-                match finish {
-                    Finish::Execute if nothing_to_send => {
-                        // Silence on purpose (recorded in the turn's empty_reason): done.
-                        let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, None, now_ms()).await;
-                    }
-                    Finish::Execute => {
-                        // The turn is done; a step's own retry goes on the queue as a step job.
+                // What the answer means (`effects::turn_end`): silence on purpose is done (its
+                // empty_reason recorded), a stale answer is replanned by the burst's own turn.
+                let end = turn_end(finish, nothing_to_send);
+                if let Some(status) = end.status {
+                    let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, status, None, now_ms()).await;
+                }
+                match end.then {
+                    // A step's own retry goes on the queue as a step job.
+                    AfterTurn::Advance => {
                         if let Some(retry) = self.advance(ctx).await {
                             self.queue_step_retry(ctx, retry).await;
                         }
                     }
-                    Finish::Stale => {
+                    AfterTurn::Replan => {
                         worker::console_log!("turn {turn_id}: new messages arrived during the model call; replanning");
                         // The stale answer's draft comes down; "Thinking…" (or typing) again.
                         if let Some((conv, kind)) = self.conv() {
                             crate::bot::stream::first_sign_soon(ctx, conv, kind, true);
                         }
-                        let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Stale, None, now_ms()).await;
                     }
-                    Finish::Superseded => {}
+                    AfterTurn::Nothing => {}
                 }
-                self.arm(ctx).await;
                 JobOutcome::Done
             }
             Ok(answer::TurnOutput::Abandoned) => {
                 // An early start a newer message abandoned (recorded as stale, its call charged):
                 // the state already holds the burst for its own turn.
                 worker::console_log!("turn {turn_id}: early start abandoned for a newer message; the burst gets its own turn");
-                self.arm(ctx).await;
                 JobOutcome::Done
             }
             Ok(answer::TurnOutput::NothingToDo) => {
                 self.nothing_to_answer(ctx, turn_id).await;
                 let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some("nothing new".into()), now_ms()).await;
-                self.arm(ctx).await;
                 JobOutcome::Done
             }
             Err(answer::TurnError::Transient { error, after_ms }) => {
@@ -109,9 +116,8 @@ impl ChatObject {
                     self.give_up(ctx, turn_id, &format!("the model failed; the reminder's own text was sent: {error}")).await;
                     return JobOutcome::Done;
                 }
-                let deadline = Self::job_deadline(ctx, attempt, after_ms);
+                let deadline = job_deadline(now_ms(), attempt, after_ms, &Self::limits(ctx));
                 self.update(|st| st.turn_waiting(turn_id, deadline)).await;
-                self.arm(ctx).await;
                 JobOutcome::Retry { error, after_ms }
             }
             Err(answer::TurnError::Permanent { error }) => {
@@ -129,7 +135,7 @@ impl ChatObject {
     async fn scheduled_falls_back(&self, ctx: &Ctx, turn_id: &str, attempt: u32, after_ms: Option<u64>) -> bool {
         let due = self.with(|st| st.turn_of(turn_id).and_then(|t| t.scheduled.as_ref().map(|r| r.due_ms))).await;
         let Some(due) = due else { return false };
-        let retry_in = backoff_ms(attempt, ctx.cfg.retry_base_ms, 300_000, 1.0).max(after_ms.unwrap_or(0));
+        let retry_in = retry_delay_ms(attempt, ctx.cfg.retry_base_ms, after_ms, 1.0);
         agent_core::chat::schedule::falls_back(due, now_ms(), retry_in as i64, ctx.cfg.schedule_limits.fallback_ms)
     }
 
@@ -152,13 +158,12 @@ impl ChatObject {
             GivenUp::Persona { cycle_end } => {
                 if cycle_end == Some(agent_core::crew::End::AllFailed) {
                     worker::console_error!("crew: every persona failed; the chat gets one apology");
-                    self.send_apologies(ctx).await;
+                    self.send_owed_messages(ctx).await;
                 }
-                self.arm(ctx).await;
             }
-            GivenUp::NothingOwed => self.arm(ctx).await,
+            GivenUp::NothingOwed => {}
             GivenUp::Owed => {
-                self.send_apologies(ctx).await;
+                self.send_owed_messages(ctx).await;
                 // A schedule the failed turn created or cancelled is not lost from the alarm either.
                 self.refresh_schedules(ctx).await;
             }
@@ -180,42 +185,45 @@ impl ChatObject {
         }
     }
 
-    /// Sends the apologies that are due. One that cannot go now (budget, Telegram busy) stays
-    /// owed and the alarm tries again; one the chat can never receive (blocked) is dropped.
-    pub(super) async fn send_apologies(&self, ctx: &Ctx) {
-        let Some((conv, _)) = self.conv() else { return };
+    /// Sends the owed messages that are due (apologies, and scheduled runs' own texts:
+    /// `ChatState::next_owed`), while they fit in this invocation; one that must wait stays
+    /// owed and the alarm tries again.
+    pub(super) async fn send_owed_messages(&self, ctx: &Ctx) {
+        let limits = Self::limits(ctx);
         loop {
-            let now = now_ms();
-            // One apology costs three subrequests (its outbox read, the send, the mark): one
-            // that does not fit stays due for the next invocation.
-            if ctx.meter.count() + 3 > crate::config::SUBREQUEST_BUDGET {
+            let (now, spent) = (now_ms(), ctx.meter.count());
+            let Some((turn_id, text)) = self.update(|st| st.next_owed(now, spent, &limits)).await else { return };
+            if !self.send_owed(ctx, &turn_id, &text, &limits).await {
                 return;
             }
-            let Some((turn_id, scheduled_text)) = self.update(|st| st.apology_due(now)).await else { return };
-            let key = format!("{turn_id}/apology");
-            // A scheduled run the model could not word: its text goes out as it was set.
-            let text = scheduled_text.map_or_else(|| APOLOGY.to_string(), |t| format!("⏰ {}", agent_core::format::escape_markdown(&t)));
-            match deliver::send_text(ctx, &conv, &key, &text, None, Some(&turn_id)).await {
-                Ok(_) => self.update(|st| st.apology_done(&turn_id)).await,
-                Err(e @ deliver::StepError::Fatal { .. }) => {
-                    worker::console_error!("turn {turn_id}: the apology cannot be sent: {}", e.message());
-                    self.update(|st| st.apology_done(&turn_id)).await;
-                }
-                Err(e) => {
-                    let attempts = self.with(|st| st.apology_attempts(&turn_id)).await;
-                    let delay = match &e {
-                        deliver::StepError::Retry { after_ms, .. } => {
-                            backoff_ms(attempts, ctx.cfg.retry_base_ms, 300_000, crate::config::random_unit()).max(after_ms.unwrap_or(0)).min(43_200_000) as i64
-                        }
-                        _ => 0, // out of budget here: the next invocation has a fresh one
-                    };
-                    worker::console_warn!("turn {turn_id}: the apology waits ({})", e.message());
-                    if !self.update(|st| st.apology_later(&turn_id, now, delay)).await {
-                        worker::console_error!("turn {turn_id}: the apology was given up after {attempts} attempts over a day");
-                    }
-                    return;
+        }
+    }
+
+    /// Sends turn `turn_id`'s owed message and tells the state how it went
+    /// (`ChatState::owed_outcome`). Returns false when it must wait: one the chat can never
+    /// receive (blocked) is dropped, one that cannot go now (Telegram busy, out of room)
+    /// waits with backoff, for a day at most.
+    pub(super) async fn send_owed(&self, ctx: &Ctx, turn_id: &str, text: &str, limits: &Limits) -> bool {
+        let Some((conv, _)) = self.conv() else { return false };
+        let key = format!("{turn_id}/apology");
+        let outcome = match deliver::send_text(ctx, &conv, &key, text, None, Some(turn_id)).await {
+            Ok(_) => Owed::Sent,
+            Err(e @ deliver::StepError::Fatal { .. }) => {
+                worker::console_error!("turn {turn_id}: the apology cannot be sent: {}", e.message());
+                Owed::Never
+            }
+            Err(e) => {
+                worker::console_warn!("turn {turn_id}: the apology waits ({})", e.message());
+                match e {
+                    deliver::StepError::Retry { after_ms, .. } => Owed::Retry { after_ms, jitter: random_unit() },
+                    _ => Owed::OutOfRoom, // the next invocation has a fresh budget
                 }
             }
+        };
+        let now = now_ms();
+        if !self.update(|st| st.owed_outcome(turn_id, outcome, now, limits)).await {
+            worker::console_error!("turn {turn_id}: the apology was given up after a day of attempts");
         }
+        matches!(outcome, Owed::Sent | Owed::Never)
     }
 }

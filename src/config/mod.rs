@@ -56,6 +56,7 @@ pub struct MeterCounts {
     queue_received: Cell<u32>,
     do_rows_read: Cell<u64>,
     do_rows_written: Cell<u64>,
+    state_asks: Cell<u32>,
 }
 
 impl Meter {
@@ -92,6 +93,11 @@ impl Meter {
     pub fn do_rows(&self, read: u64, written: u64) {
         self.0.do_rows_read.set(self.0.do_rows_read.get() + read);
         self.0.do_rows_written.set(self.0.do_rows_written.get() + written);
+    }
+    /// One round trip between the chat object and its state machine (a read or a change of
+    /// `ChatState`): the metrics line's `state_asks`, to see how often the object asks.
+    pub fn state_ask(&self) {
+        self.0.state_asks.set(self.0.state_asks.get() + 1);
     }
     pub fn add(&self, n: u32) {
         self.0.subrequests.set(self.0.subrequests.get() + n);
@@ -140,6 +146,7 @@ impl Drop for Metrics {
                 "rows_bytes": m.rows_bytes.get(),
                 "do_rows_read": m.do_rows_read.get(),
                 "do_rows_written": m.do_rows_written.get(),
+                "state_asks": m.state_asks.get(),
                 "started_ms": self.started_ms,
                 "ended_ms": worker::js_sys::Date::now(),
                 "queue_sent": m.queue_sent.get(),

@@ -5,7 +5,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { execFileSync } from "node:child_process";
-import { graph, cycles, roomGraph, layerViolations, sealedViolations, longFunctions, sqlLiterals, hasModuleDoc, findings } from "../../scripts/check-modules.mjs";
+import { graph, cycles, roomGraph, siblingGraphs, layerViolations, sealedViolations, longFunctions, sqlLiterals, hasModuleDoc, findings } from "../../scripts/check-modules.mjs";
 import { ROOT } from "../support/stack.js";
 
 function tree(files) {
@@ -74,6 +74,29 @@ test("files of one room importing each other in a cycle are found; the room's mo
   });
   assert.deepEqual(cycles(roomGraph(dir, "chat")), [["a", "b"]]);
   assert.deepEqual([...roomGraph(dir, "chat").get("c")].sort(), ["a", "b"]);
+});
+
+test("a cycle between files folders down is found through any depth of super:: and crate:: paths", () => {
+  const dir = tree({
+    "api/mod.rs": "mod miniapp;\n",
+    "api/miniapp/mod.rs": "mod group; mod person; mod page;\npub fn answer() {}\n",
+    // person → group through super::, group → person through crate:: (an item's path names its module)
+    "api/miniapp/person.rs": "use super::answer;\nfn f() { super::group::route(); }\n",
+    "api/miniapp/group.rs": "use super::answer;\nconst X: usize = crate::api::miniapp::person::MAX;\n",
+    // page/view.rs → person through super::super::, the page's own files through self::
+    "api/miniapp/page/mod.rs": "mod view; mod style;\nuse self::view::V;\n",
+    "api/miniapp/page/view.rs": "use super::super::person::item;\nuse super::style;\n",
+    "api/miniapp/page/style.rs": "use super::{view::V, super::group};\n",
+    "bot/mod.rs": "pub fn b() {}\n",
+  });
+  const g = siblingGraphs(dir);
+  assert.deepEqual(cycles(g.get("api::miniapp")), [["group", "person"]]);
+  assert.deepEqual([...g.get("api::miniapp").get("page")].sort(), ["group", "person"]);
+  assert.deepEqual(cycles(g.get("api::miniapp::page")), [["style", "view"]]);
+  assert.deepEqual(findings(dir).filter((f) => f.includes("cycle")), [
+    "files of api/miniapp/ import each other in a cycle: group ↔ person",
+    "files of api/miniapp/page/ import each other in a cycle: style ↔ view",
+  ]);
 });
 
 test("long functions are measured from fn to its closing brace, braces in strings and chars ignored", () => {

@@ -43,7 +43,7 @@ export async function bodyOf(r) {
 /** Starts the worker (the prebuilt bundle) with test secrets; `vars` override [vars],
  *  `secrets` override the test secrets; `bundle` another prebuilt bundle (the benchmarks'
  *  before-and-after runs). */
-export async function startWorker(vars, secrets = {}, bundle = "./.tmp/bundle") {
+export async function startWorker(vars, secrets = {}, bundle = process.env.TEST_BUNDLE ?? "./.tmp/bundle") {
   const server = createTestHarness({
     root: ROOT,
     workers: [

@@ -134,6 +134,38 @@ pub fn speaks_in(chat_id: i64, switch: Option<bool>, crew_chats: &[String]) -> b
     switch.unwrap_or_else(|| crew_chats.iter().any(|c| c == "*" || c.parse::<i64>().ok() == Some(chat_id)))
 }
 
+/// Whether a crew speaks in a conversation: the one answer for the chat object's lineup and
+/// its early starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Here {
+    /// An API conversation: no crew speaks, and its turns are claimed whole (never early).
+    Api,
+    /// The crew speaks here.
+    Speaks,
+    /// The single bot speaks here.
+    Silent,
+}
+
+impl Here {
+    /// Whether a burst's first message may start its turn at once: never a crew's turns (the
+    /// personas take turns) nor an API chat's.
+    pub fn allows_early_start(self) -> bool {
+        self == Here::Silent
+    }
+}
+
+/// Whether a crew speaks in `chat_id`: `configured` (personas are configured), the chat's
+/// switch and `CREW_CHATS` ([`speaks_in`]); an API conversation never has one.
+pub fn here(chat_id: i64, switch: Option<bool>, configured: bool, crew_chats: &[String]) -> Here {
+    if chat_id >= crate::access::policy::API_CHAT_ID_MIN {
+        Here::Api
+    } else if configured && speaks_in(chat_id, switch, crew_chats) {
+        Here::Speaks
+    } else {
+        Here::Silent
+    }
+}
+
 /// Whether a group message addresses one of the crew's own bots (`actors`: id and username):
 /// an @mention, a text mention or a reply to one of its messages. Messages from bots and
 /// events never do (no bot-to-bot loops); private chats are gated as always.
@@ -287,6 +319,21 @@ pub fn situation(personas: &[Persona], persona: &str, note: Option<&str>) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_answer_to_whether_a_crew_speaks_here() {
+        let all = vec!["*".to_string()];
+        let one = vec!["-100".to_string()];
+        assert_eq!(here(-100, None, true, &one), Here::Speaks);
+        assert_eq!(here(-200, None, true, &one), Here::Silent);
+        assert_eq!(here(-200, Some(true), true, &one), Here::Speaks, "the chat's switch wins");
+        assert_eq!(here(-100, Some(false), true, &all), Here::Silent);
+        assert_eq!(here(-100, None, false, &all), Here::Silent, "no personas configured");
+        assert_eq!(here(crate::access::policy::API_CHAT_ID_MIN, Some(true), true, &all), Here::Api);
+        assert!(Here::Silent.allows_early_start());
+        assert!(!Here::Speaks.allows_early_start());
+        assert!(!Here::Api.allows_early_start());
+    }
 
     fn say(text: &str) -> Vec<Step> {
         vec![Step::Send { text: text.into(), reply_to: None, no_link_preview: false }]

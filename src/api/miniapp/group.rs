@@ -5,9 +5,9 @@
 //! a member (`getChatMember`), and an administrator before an edit or a forget. An operator's
 //! note about the group is not among them: only operators see or change it.
 
-use super::answer;
+use super::{answer, item_id, MAX_WORDING_CHARS};
 use crate::config::{now_ms, Ctx};
-use crate::storage::memory::{self as memory_rows, ItemId};
+use crate::storage::memory as memory_rows;
 use crate::storage::miniapp as rows;
 use agent_core::access::webapp::{self, InitData};
 use agent_core::memory::scope::Scope;
@@ -74,7 +74,7 @@ pub async fn route(ctx: &Ctx, init: &InitData, method: Method, segments: &[&str]
                 memory_rows::erase_one(&ctx.db(), item, Some(&scope)).await?
             } else {
                 let text = body.get("text").and_then(Value::as_str).map(str::trim).unwrap_or("");
-                if text.is_empty() || text.chars().count() > super::person::MAX_WORDING_CHARS {
+                if text.is_empty() || text.chars().count() > MAX_WORDING_CHARS {
                     return answer(&json!({"error": "the wording is 1 to 500 characters"}), 400);
                 }
                 rows::reword(&ctx.db(), item, &scope, text, now_ms()).await?
@@ -83,8 +83,4 @@ pub async fn route(ctx: &Ctx, init: &InitData, method: Method, segments: &[&str]
         }
         _ => nothing(),
     }
-}
-
-fn item_id(id: &str) -> Option<ItemId> {
-    super::person::item_id(id)
 }

@@ -21,6 +21,19 @@ use agent_core::access::webapp;
 use serde_json::{json, Value};
 use worker::{Method, Request, Response, Result};
 
+/// The longest wording a person may give a memory (characters).
+pub const MAX_WORDING_CHARS: usize = 500;
+
+/// An item's id in the page (`m7` a memory, `n12` a note), for the person's and the group's views.
+fn item_id(id: &str) -> Option<crate::storage::memory::ItemId> {
+    use crate::storage::memory::ItemId;
+    match (id.chars().next(), id.get(1..).and_then(|n| n.parse::<i64>().ok())) {
+        (Some('n'), Some(n)) => Some(ItemId::Note(n)),
+        (Some('m'), Some(n)) => Some(ItemId::Memory(n)),
+        _ => None,
+    }
+}
+
 /// The largest request body the Mini App's API reads.
 pub const MAX_BODY_BYTES: usize = 16 * 1024;
 

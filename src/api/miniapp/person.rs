@@ -4,11 +4,11 @@
 //! same functions. Another person's memory or reminder id finds nothing (404).
 
 use crate::config::tz::Intl;
-use super::answer;
+use super::{answer, item_id, MAX_WORDING_CHARS};
 use crate::bot::{memory, usage};
 use crate::config::{now_ms, Ctx};
 use crate::outbound::objects::{self, ChatRequest};
-use crate::storage::memory::{self as memory_rows, ItemId};
+use crate::storage::memory as memory_rows;
 use crate::storage::{access, miniapp as rows, schedules};
 use agent_core::access::policy::{self, Access, UserAccess};
 use agent_core::access::webapp::InitData;
@@ -19,9 +19,6 @@ use agent_core::telegram::commands::ForgetTarget;
 use serde_json::{json, Value};
 use worker::{Method, Response, Result};
 
-/// The longest wording a person may give a memory (characters).
-pub const MAX_WORDING_CHARS: usize = 500;
-
 fn not_found() -> Result<Response> {
     answer(&json!({"error": "not found"}), 404)
 }
@@ -30,14 +27,6 @@ fn bad(msg: &str) -> Result<Response> {
     answer(&json!({"error": msg}), 400)
 }
 
-/// `m7` or `n12`.
-pub(super) fn item_id(id: &str) -> Option<ItemId> {
-    match (id.chars().next(), id.get(1..).and_then(|n| n.parse::<i64>().ok())) {
-        (Some('n'), Some(n)) => Some(ItemId::Note(n)),
-        (Some('m'), Some(n)) => Some(ItemId::Memory(n)),
-        _ => None,
-    }
-}
 
 pub async fn route(ctx: &Ctx, init: &InitData, method: Method, segments: &[&str], body: &Value) -> Result<Response> {
     let user = init.user.id;

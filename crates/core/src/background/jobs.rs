@@ -148,6 +148,19 @@ pub fn backoff_ms(attempt: u32, base_ms: u64, cap_ms: u64, jitter: f64) -> u64 {
     (exp as f64 * (0.5 + jitter.clamp(0.0, 1.0) / 2.0)) as u64
 }
 
+/// The longest a backoff step grows (five minutes).
+pub const BACKOFF_CAP_MS: u64 = 300_000;
+/// The longest any retry waits (twelve hours, the queue's longest delay).
+pub const MAX_RETRY_DELAY_MS: u64 = 43_200_000;
+
+/// The wait before retry `attempt`'s next try: the backoff (capped at [`BACKOFF_CAP_MS`],
+/// jittered by `jitter`; 1.0 gives the longest), or the server's requested wait `after_ms`
+/// when longer, at most [`MAX_RETRY_DELAY_MS`]. The one rule for every retry: queued jobs,
+/// a lost job's deadline, an owed apology, a reminder's fallback.
+pub fn retry_delay_ms(attempt: u32, base_ms: u64, after_ms: Option<u64>, jitter: f64) -> u64 {
+    backoff_ms(attempt, base_ms, BACKOFF_CAP_MS, jitter).max(after_ms.unwrap_or(0)).min(MAX_RETRY_DELAY_MS)
+}
+
 /// Attempts allowed for a job kind.
 pub fn max_attempts(job: &Job, max_turn: u32, max_send: u32) -> u32 {
     match job {
@@ -169,9 +182,8 @@ pub fn next_move(job: &Job, outcome: &JobOutcome, max: u32, base_ms: u64, jitter
             if job.attempt() >= max {
                 return NextMove::DeadLetter { job: job.clone(), error: format!("gave up after {max} attempts: {error}") };
             }
-            let backoff = backoff_ms(job.attempt(), base_ms, 300_000, jitter);
-            let delay_ms = backoff.max(after_ms.unwrap_or(0));
-            let delay_secs = delay_ms.div_ceil(1000).clamp(1, 43_200) as u32;
+            let delay_ms = retry_delay_ms(job.attempt(), base_ms, *after_ms, jitter);
+            let delay_secs = delay_ms.div_ceil(1000).clamp(1, MAX_RETRY_DELAY_MS / 1000) as u32;
             NextMove::Requeue { job: job.next_attempt(), delay_secs }
         }
     }

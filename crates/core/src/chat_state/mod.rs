@@ -28,6 +28,8 @@
 //!   first attempt saw (`committed_upto`).
 
 mod crew_cycle;
+pub mod effects;
+pub mod running;
 
 pub use crew_cycle::{Answered, GivenUp};
 
@@ -601,12 +603,17 @@ impl ChatState {
     /// (a restart or deploy killed the one that held it) holds nothing and takes the work
     /// over at that re-check, while the holder's own alarm sees it held and only re-checks.
     pub fn next_wake_here(&self, t: &Timing, in_flight: bool, advancing: bool, now: i64) -> Option<i64> {
-        let busy = (in_flight && self.turn.as_ref().is_some_and(|t| !t.waiting_retry)) || (advancing && self.plan.is_some());
-        if busy {
+        if self.busy_here(in_flight, advancing) {
             // A watchdog set shorter than the re-check (tests) re-checks that often.
             return Some(now.saturating_add(RECHECK_MS.min(t.watchdog_ms.max(1))));
         }
         self.next_wake(t, in_flight, now)
+    }
+
+    /// Whether this instance holds the state's work: it runs the stored turn (`in_flight`, not
+    /// waiting for a retry job) or carries out the plan (`advancing`).
+    pub fn busy_here(&self, in_flight: bool, advancing: bool) -> bool {
+        (in_flight && self.turn.as_ref().is_some_and(|t| !t.waiting_retry)) || (advancing && self.plan.is_some())
     }
 
     /// Starts a turn for the pending burst. `nonce` is random: the turn id never repeats (see
