@@ -5,7 +5,7 @@
 #   bash scripts/setup.sh            # check and install
 #   source scripts/setup.sh          # the same, and export the tool paths into this shell
 #
-# What it provides (see ARCHITECTURE.md, "Toolchain"):
+# What it provides (see docs/design.md, "Toolchain"):
 #   - node_modules (wrangler, workerd, a Node 22 binary, esbuild, binaryen's wasm-opt)
 #   - the wasm32-unknown-unknown standard library: `rustup target add`, or, where rustup cannot
 #     download, Debian's rustc-web with a std built from source (TOOLCHAIN.md, section 1)

@@ -5,7 +5,7 @@
 //! Gemini. All decisions live in the pure `agent_core` crate.
 //!
 //! The rooms follow the flow of an update, and imports point one way, down this list
-//! (`scripts/check-modules.mjs` fails otherwise; ARCHITECTURE.md, "Layers"):
+//! (`scripts/check-modules.mjs` fails otherwise; INVARIANTS.md, "Layers"):
 //! - [`ingress`] (the webhook), [`api`] (the admin API), [`background`] (queue consumer, cron,
 //!   consolidation, retention): the entry points, called from the handlers below.
 //! - [`chat`]: the chat Durable Object (its state, routes, alarm, plans, jobs, schedules,

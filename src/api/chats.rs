@@ -1,7 +1,7 @@
 //! Chats: a chat's model, sending as the bot (`notify`, idempotent with a caller's key), the
 //! synchronous API chat (text in, the bot's reply out) and a chat object's state.
 //!
-//! Invariants (ARCHITECTURE.md): "API conversations are never Telegram chats"
+//! Invariants (INVARIANTS.md): "API conversations are never Telegram chats"
 //! (`agent_core::access::policy::is_api_chat_id`).
 
 use super::{bad_request, not_found};

@@ -1,6 +1,6 @@
 //! The admin API under `/api/v1/` (bearer `ADMIN_TOKEN`, compared in constant time). Without
 //! the token: 401 and nothing else; repeated failures from one source: 429. Documented in
-//! `docs/openapi.yaml`. Invariants (ARCHITECTURE.md): "Secrets are secrets", "API
+//! `docs/openapi.yaml`. Invariants (INVARIANTS.md): "Secrets are secrets", "API
 //! conversations are never Telegram chats".
 //!
 //! status, sessions (paged), a session's messages (paged), session reset, costs, memories,

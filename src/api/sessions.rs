@@ -1,7 +1,7 @@
 //! Sessions: the conversations on record (paged by key), a conversation's messages (paged
 //! by seq), and a reset (the next turn starts a new session after the newest message).
 //!
-//! Invariants (ARCHITECTURE.md): "The conversation key is a type": a key from the path is
+//! Invariants (INVARIANTS.md): "The conversation key is a type": a key from the path is
 //! parsed once into `ConvKey`; one that does not parse is a 400.
 
 use super::{bad_request, limit, query, query_i64};

@@ -5,7 +5,7 @@
 //! (through the model port, like turns) for structured memories, merges them (`agent_core::memory::merge`), writes a
 //! summary of older history when it no longer fits the budget, and moves the watermark.
 //!
-//! Invariants (ARCHITECTURE.md): "Consolidation commits once", "Memory privacy is one rule",
+//! Invariants (INVARIANTS.md): "Consolidation commits once", "Memory privacy is one rule",
 //! "Only people seen in the conversation", "Outside words never become memories", "Budgets",
 //! "Summaries stand in for cut history".
 //!

@@ -4,7 +4,7 @@
 //! (a reminder's run, a crew's continuation turn, consolidation). (Callers' authentication is
 //! `config::auth`.)
 //!
-//! Invariants (ARCHITECTURE.md): "A run is its creator's request, made again", "Only its
+//! Invariants (INVARIANTS.md): "A run is its creator's request, made again", "Only its
 //! creator cancels a reminder in a group", "Budgets". Also: nothing here calls the model; a
 //! refused message costs at most one short reply. In a group a refusal, a pairing message and a
 //! person's own budget notice go to that person alone where Telegram allows it

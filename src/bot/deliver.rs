@@ -1,6 +1,6 @@
 //! Delivery: carrying out a plan step through the Bot API, exactly once.
 //!
-//! Invariants (ARCHITECTURE.md): "Exactly-once sends", "Early chunks are the plan's chunks"
+//! Invariants (INVARIANTS.md): "Exactly-once sends", "Early chunks are the plan's chunks"
 //! (here: [`send_early_chunk`], from `bot/stream.rs`, sends under the key its step's delivery
 //! then skips).
 //!

@@ -5,7 +5,7 @@
 //! `JOBS` queue then asks the model from the update alone and edits the answer in through the
 //! returned `inline_message_id` ([`run`], called by the queue consumer).
 //!
-//! Invariants (ARCHITECTURE.md): "A guest answer sees only its update". Also:
+//! Invariants (INVARIANTS.md): "A guest answer sees only its update". Also:
 //! - Exactly once: the placeholder and the edit each go through the outbox (keys
 //!   `guest:<query_id>/placeholder/0` and `guest:<query_id>/answer/0`), under the caller's own
 //!   private chat id: nothing stored names the host chat. A redelivered update whose

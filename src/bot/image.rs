@@ -2,7 +2,7 @@
 //! the image model's call (recorded and priced like every model call), and the upload with
 //! `sendPhoto`, through the outbox exactly once.
 //!
-//! Invariants (ARCHITECTURE.md): "A picture is made and sent once": the step's outbox rows
+//! Invariants (INVARIANTS.md): "A picture is made and sent once": the step's outbox rows
 //! (`{step}/p` the photo, `{step}/0…` the line sent instead) say whether it went out; a made
 //! picture is stored under the step's key (`storage::images`) before the upload, so a step
 //! retried after Telegram failed sends the stored picture and never makes it again. The one

@@ -1,7 +1,7 @@
 //! Long-term memory at the edge: what a turn recalls, what `search_memory` finds, and what
 //! people see and erase with `/memory` and `/forget`.
 //!
-//! Invariants (ARCHITECTURE.md): "Memory privacy is one rule" (every query, in
+//! Invariants (INVARIANTS.md): "Memory privacy is one rule" (every query, in
 //! `storage::memory`, takes its `WHERE` fragment from `agent_core::memory::scope::Scope`).
 
 use crate::config::Ctx;

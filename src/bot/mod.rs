@@ -7,7 +7,7 @@
 //! [`commands`] (slash commands), [`private`] (answers about one person in a group, to them alone where Telegram allows it), [`usage`] (the usage text), [`crew`] (crew mode's lineup
 //! and gating) and [`image`] (a plan's picture step: made by the image model, sent as a photo). The chat object (`chat`) decides when; this room does it.
 //!
-//! Invariants (ARCHITECTURE.md): "Layers" (this room never imports `chat`).
+//! Invariants (INVARIANTS.md): "Layers" (this room never imports `chat`).
 
 pub mod access;
 pub mod answer;

@@ -10,7 +10,7 @@
 //! it, so the chatter path costs no row. A send Telegram refuses (the bot was demoted
 //! meanwhile) falls back to today's answer once and marks the chat "not an admin".
 //!
-//! Invariants (ARCHITECTURE.md): "Ephemeral exchanges stay out of the record" (an ephemeral
+//! Invariants (INVARIANTS.md): "Ephemeral exchanges stay out of the record" (an ephemeral
 //! message is marked sent in the outbox, `tg_message_id` 0, and never stored as a bot
 //! message). Also: a refused first chunk falls back once (a redelivery finds it failed and
 //! falls back the same way, the group message deduplicated by its own key); a chunk left

@@ -9,7 +9,7 @@
 //!   (`core::telegram::drafts::DraftPacer`, `DRAFT_INTERVAL_MS`), rendered by `core::format::draft`.
 //!   Elsewhere it is the plain `generateContent` call.
 //!
-//! Invariants (ARCHITECTURE.md): "Drafts are never messages", "Early chunks are the plan's
+//! Invariants (INVARIANTS.md): "Drafts are never messages", "Early chunks are the plan's
 //! chunks", "A turn is bounded" (`MAX_DRAFTS_PER_TURN`, `MAX_EARLY_CHUNKS`).
 //!
 //! Also:

@@ -1,7 +1,7 @@
 //! The synchronous API chat (`POST /api/v1/chat`): the text is stored as a message, one turn
 //! runs, and its messages come back instead of going to Telegram (stored as the bot's).
 //!
-//! Invariants (ARCHITECTURE.md): "One turn at a time per conversation": the turn is claimed in
+//! Invariants (INVARIANTS.md): "One turn at a time per conversation": the turn is claimed in
 //! one step, before any await, so two concurrent calls cannot both start one; a busy
 //! conversation answers 409.
 

@@ -3,7 +3,7 @@
 //! (`/crew on|off`, `PUT /api/v1/chats/{id}/crew`). Who the personas are and gating a crew
 //! message are `bot::crew`; the cycle's rules are `agent_core::crew`.
 //!
-//! Invariants (ARCHITECTURE.md): "Crew order survives everything", "A pass is silence,
+//! Invariants (INVARIANTS.md): "Crew order survives everything", "A pass is silence,
 //! failures skip", "Budgets" (here: a continuation turn is charged to the person whose message
 //! started the cycle, like a message of theirs; over their budget, or the chat's, the bot's,
 //! the cycle ends).

@@ -4,7 +4,7 @@
 //! the state machine, which debounces bursts and may cancel a plan in progress. The first
 //! message of a burst gets a visible sign at once (`stream::first_sign`).
 //!
-//! Invariants (ARCHITECTURE.md): "Dedup" (here: the update's id is remembered in the state;
+//! Invariants (INVARIANTS.md): "Dedup" (here: the update's id is remembered in the state;
 //! concurrent copies are handled once). Also: a refused or over-budget message is remembered
 //! too, so a redelivery is not refused (and notified) twice.
 

@@ -1,7 +1,7 @@
 //! Retry jobs and dead letters that reach the object: a turn's or a step's next attempt, the
 //! queueing of a step's retry, and giving up when a job ran out of attempts.
 //!
-//! Invariants (ARCHITECTURE.md): "Every waiting state has a deadline" (a step retry that
+//! Invariants (INVARIANTS.md): "Every waiting state has a deadline" (a step retry that
 //! cannot be queued comes back through the alarm at its deadline). Also: a job for work that
 //! finished or was superseded meanwhile does nothing.
 

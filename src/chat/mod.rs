@@ -17,7 +17,7 @@
 //! schedule run (after a change made elsewhere, or the cron's check), the chat's crew switch
 //! ([`crew`]), and the state (for tests and debugging).
 //!
-//! Invariants (ARCHITECTURE.md): "One turn at a time per conversation" (`in_flight` is memory
+//! Invariants (INVARIANTS.md): "One turn at a time per conversation" (`in_flight` is memory
 //! only: a stored turn this instance is not running is recovered), "An alarm fails only before
 //! its work", "Every waiting state has a deadline", "The alarm never loops", "Bounded
 //! invocations", "Turn ids never repeat", "The conversation key is a type".

@@ -2,7 +2,7 @@
 //! retried. Which message a step threads to and what a failed step does to the plan are the
 //! core's rules (`agent_core::chat::plan::{default_reply_to, after_fatal}`).
 //!
-//! Invariants (ARCHITECTURE.md): "A cancelled step is never sent" (plan steps run under that
+//! Invariants (INVARIANTS.md): "A cancelled step is never sent" (plan steps run under that
 //! guard; a step carried out is recorded truthfully even if a new message cancelled the plan
 //! while Telegram answered).
 

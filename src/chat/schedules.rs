@@ -4,7 +4,7 @@
 //! limit), started as a scheduled turn in the object's state, and claimed in D1 by that turn
 //! (`bot::answer::answer_turn`), so it fires once whatever is retried or restarted.
 //!
-//! Invariants (ARCHITECTURE.md): "Schedules fire once, never lost", "A run is its creator's
+//! Invariants (INVARIANTS.md): "Schedules fire once, never lost", "A run is its creator's
 //! request, made again" (`access::scheduled_run`).
 //!
 //! Also:

@@ -2,7 +2,7 @@
 //! bot answers it, `bot::answer`; or taking it over from a dead instance), and what follows: a plan to carry out, a retry job, or giving
 //! up and apologising.
 //!
-//! Invariants (ARCHITECTURE.md): "Every waiting state has a deadline", "One apology, never
+//! Invariants (INVARIANTS.md): "Every waiting state has a deadline", "One apology, never
 //! lost", "A scheduled turn keeps its place" (given up, the scheduled text is owed in the
 //! state, the run claimed, the turn ended, so a later model answer never also goes out).
 

@@ -1,7 +1,7 @@
 //! Who may call in: the webhook secret and the admin token are compared in constant time
 //! (`agent_core::secret`), and sources that fail too often are throttled.
 //!
-//! Invariants (ARCHITECTURE.md): "Secrets are secrets" (failed authentications are throttled
+//! Invariants (INVARIANTS.md): "Secrets are secrets" (failed authentications are throttled
 //! per source). The throttle lives in the isolate's memory (a thread-local
 //! `limits::AuthThrottle`): checking it costs nothing on the good path, and failures cost the
 //! owner no D1 writes or Durable Object calls (which an attacker could otherwise run up). The

@@ -1,6 +1,6 @@
 //! Bindings, secrets and configuration read from the worker's `Env`.
 //!
-//! Invariants (ARCHITECTURE.md): "Secrets never print", "Secrets are secrets". Secrets are
+//! Invariants (INVARIANTS.md): "Secrets never print", "Secrets are secrets". Secrets are
 //! read into [`Secret`]s here.
 
 use agent_core::config::{Config, VAR_NAMES};

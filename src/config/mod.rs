@@ -5,7 +5,7 @@
 //! the runtime's `Intl`), the clock and randomness, and
 //! the per-invocation context [`Ctx`] every handler passes down with its subrequest [`Meter`].
 //!
-//! Invariants (ARCHITECTURE.md): "Layers" (this room imports no other room of the edge). The
+//! Invariants (INVARIANTS.md): "Layers" (this room imports no other room of the edge). The
 //! clients built from a context live where they are defined (`Ctx::db` in `storage`,
 //! `Ctx::telegram` in `outbound`), so the context knows nothing about them.
 

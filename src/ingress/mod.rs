@@ -2,7 +2,7 @@
 //!
 //! [`webhook`]: `POST /telegram/webhook`, the only hot path. Later inbound channels land here.
 //!
-//! Invariants (ARCHITECTURE.md): "The webhook never calls the model": ingress records and
+//! Invariants (INVARIANTS.md): "The webhook never calls the model": ingress records and
 //! hands over; it never waits for a reply to be made.
 
 pub mod webhook;

@@ -1,7 +1,7 @@
 //! `POST /telegram/webhook`: check the secret, parse, record in D1 (deduplicated by the
 //! message's own key, or a reaction's update id), hand reply-asking messages to the chat's Durable Object, answer 200 at once.
 //!
-//! Invariants (ARCHITECTURE.md): "Dedup", "The webhook never calls the model", "A refused
+//! Invariants (INVARIANTS.md): "Dedup", "The webhook never calls the model", "A refused
 //! sender costs a counter, not rows", "Refused text stays out of every model call" (here:
 //! `excluded` is set in the same insert), "Secrets are secrets".
 //!

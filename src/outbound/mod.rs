@@ -5,7 +5,7 @@
 //! Telegram's message drafts), the chat Durable Object client ([`objects`]) and the
 //! queues ([`queues`]). Each call counts on the invocation's meter.
 //!
-//! Invariants (ARCHITECTURE.md): "Secrets never print", "Layers" (this room imports only
+//! Invariants (INVARIANTS.md): "Secrets never print", "Layers" (this room imports only
 //! `config` and the core: it knows nothing of what the calls mean).
 
 pub mod drafts;

@@ -1,7 +1,7 @@
 //! Outbound HTTP: one function for every call the worker makes (Telegram, Gemini, fetch_url),
 //! with a timeout and the subrequest count.
 //!
-//! Invariants (ARCHITECTURE.md): "Secrets never print" (errors never contain the URL),
+//! Invariants (INVARIANTS.md): "Secrets never print" (errors never contain the URL),
 //! "Fetch policy" (redirects and the body cap, for [`get_capped`]), "Bounded invocations"
 //! ([`prepare`] is every fetch's way out: past `config::SUBREQUEST_CEILING` the call fails as
 //! a network error).

@@ -1,7 +1,7 @@
 //! The Telegram Bot API client: `POST {TELEGRAM_API_BASE}/bot{TOKEN}/{method}` with a JSON
 //! body, answers classified by `agent_core::telegram::api::parse_response`.
 //!
-//! Invariants (ARCHITECTURE.md): "Secrets never print" (errors carry Telegram's description
+//! Invariants (INVARIANTS.md): "Secrets never print" (errors carry Telegram's description
 //! or a redacted network error), "Telegram's `retry_after` holds for the chat" (drafts,
 //! chunks, typing and the plan's own retries alike: the held call is answered here with the
 //! same 429 and the time still to wait).

@@ -2,7 +2,7 @@
 //! on a conversation, the new messages, the memories learned in the chat, the merge, the
 //! summary, the watermark, and the embeddings.
 //!
-//! Invariants (ARCHITECTURE.md): "Consolidation commits once" (the lease,
+//! Invariants (INVARIANTS.md): "Consolidation commits once" (the lease,
 //! `conversations.consolidating_until`, is checked in each statement itself), "Memory privacy
 //! is one rule" (here `Scope::LearnedIn`: an id the model names from another chat changes
 //! nothing).

@@ -2,7 +2,7 @@
 //! the budget charges) and a made picture kept until it is sent (`image_parts`), and the
 //! photos of messages a picture edits.
 //!
-//! Invariants (ARCHITECTURE.md): "A picture is made and sent once" (here: a picture stored
+//! Invariants (INVARIANTS.md): "A picture is made and sent once" (here: a picture stored
 //! under its step's key is read back instead of being made again).
 
 use crate::args;

@@ -1,7 +1,7 @@
 //! Memories, summaries and the search index, as a turn, `search_memory`, `/memory` and
 //! `/forget` read and erase them. (Consolidation's writes are in `consolidation`.)
 //!
-//! Invariants (ARCHITECTURE.md): "Memory privacy is one rule" (every query takes its `WHERE`
+//! Invariants (INVARIANTS.md): "Memory privacy is one rule" (every query takes its `WHERE`
 //! fragment from `agent_core::memory::scope::Scope`), "Every SQL value is bound".
 
 use crate::args;

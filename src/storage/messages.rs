@@ -2,7 +2,7 @@
 //! chat, sender and message or reaction; the message's own key is the dedup of redeliveries), the rows a turn and consolidation read back
 //! as history, and the messages of API conversations (no Telegram ids).
 //!
-//! Invariants (ARCHITECTURE.md): "A refused sender costs a counter, not rows", "Refused text
+//! Invariants (INVARIANTS.md): "A refused sender costs a counter, not rows", "Refused text
 //! stays out of every model call". How: the statements that would write a refused sender's
 //! update and message past the limit are guarded by [`over_limit_sql`], evaluated in the same
 //! batch after the counter (`agent_core::access::policy::RefusedLimit`) moved, and the batch

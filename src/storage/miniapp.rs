@@ -5,7 +5,7 @@
 //! them, a reminder's new time, and a group's link. Every read of memories and notes takes its
 //! `WHERE` from `agent_core::memory::scope::Scope`, as everywhere.
 //!
-//! Invariants (ARCHITECTURE.md): "Memory privacy is one rule", "Every SQL value is bound",
+//! Invariants (INVARIANTS.md): "Memory privacy is one rule", "Every SQL value is bound",
 //! "The Mini App trusts only signed init data".
 
 use super::memory::ItemId;

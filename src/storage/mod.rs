@@ -5,7 +5,7 @@
 //! trips on the invocation's meter. The named queries live in the files below, grouped by the
 //! tables they touch (schema in `migrations/`).
 //!
-//! Invariants (ARCHITECTURE.md): "Layers" (SQL appears nowhere else in the edge; this room
+//! Invariants (INVARIANTS.md): "Layers" (SQL appears nowhere else in the edge; this room
 //! imports only `config` and the core), "Every SQL value is bound" (`?N` placeholders; the
 //! only text spliced into SQL comes from the core, `agent_core::memory::scope` predicates and
 //! `agent_core::background::retention` shapes, or from constants).

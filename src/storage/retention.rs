@@ -1,7 +1,7 @@
 //! Retention: pruning the tables that only grow, in D1 round trips of bounded deletes
 //! (decisions and SQL shapes in `core::background::retention`); the cron runs it.
 //!
-//! Invariants (ARCHITECTURE.md): "Bounded tables" (`PRUNE_BATCH` rows a batch), "Every SQL
+//! Invariants (INVARIANTS.md): "Bounded tables" (`PRUNE_BATCH` rows a batch), "Every SQL
 //! value is bound" (table names come from the core's fixed list).
 
 use crate::args;

@@ -1,7 +1,7 @@
 //! `schedules` (migration 0011): reminders and follow-ups. The chat object reads what is due
 //! and claims a run by moving `next_run_ms` away from the due time in a conditional update, so
 //! a run is claimed once, by one turn, whatever is retried; the cron finds conversations whose
-//! next run has passed without firing (a lost alarm). Invariants (ARCHITECTURE.md):
+//! next run has passed without firing (a lost alarm). Invariants (INVARIANTS.md):
 //! "Schedules fire once, never lost", "A retried turn creates its schedule once".
 
 use super::{rows, Db};

@@ -1,5 +1,7 @@
-// ARCHITECTURE.md's invariants each name the module that owns them and a test that proves them,
-// and both exist: the owner path, the test file, and a test of that name in it. No worker needed.
+// INVARIANTS.md's invariants each name the module that owns them and a test that proves them,
+// and both exist: the owner path, the test file, and a test of that name in it. ARCHITECTURE.md
+// stays a map a newcomer reads in minutes: at most MAX_MAP_LINES lines, every `file::function`
+// of its walks defined there, every path of its code map present. No worker needed.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
@@ -11,7 +13,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 
 /** The entries of the "## Invariants" section: each `- **name**...` bullet with its lines. */
 export function invariants(markdown) {
-  const start = markdown.search(/^## Invariants$/m);
+  const start = markdown.search(/^#{1,2} Invariants$/m);
   if (start < 0) return [];
   const rest = markdown.slice(start + 1);
   const end = rest.search(/^## /m);
@@ -96,8 +98,83 @@ test("the checker finds a missing owner or test, a path that is not there and a 
   ]);
 });
 
-test("every invariant in ARCHITECTURE.md names an owner and a test that exist", () => {
-  const doc = fs.readFileSync(path.join(ROOT, "ARCHITECTURE.md"), "utf8");
+test("every invariant in INVARIANTS.md names an owner and a test that exist", () => {
+  const doc = fs.readFileSync(path.join(ROOT, "INVARIANTS.md"), "utf8");
   assert.ok(invariants(doc).length >= 40, `read the Invariants section: ${invariants(doc).length} entries`);
   assert.deepEqual(problems(doc, ROOT), []);
+});
+
+export const MAX_MAP_LINES = 220;
+
+/** The `file::function` references of a markdown text: [file, function]. */
+export function walkSteps(markdown) {
+  return [...markdown.matchAll(/`((?:src|crates|scripts|tools|tests|bench)\/[\w./-]+\.(?:rs|js|mjs))::(\w+)`/g)].map((m) => [m[1], m[2]]);
+}
+
+/** Whether `source` defines a function `name` (Rust `fn name`, JS `function name` or a method). */
+export function definesFunction(file, source, name) {
+  if (file.endsWith(".rs")) return new RegExp(`\\bfn ${escape(name)}\\b`).test(source);
+  return new RegExp(`(\\bfunction\\*?\\s+${escape(name)}\\b|^\\s*(async\\s+)?${escape(name)}\\s*\\()`, "m").test(source);
+}
+
+/** The paths in the first column of a markdown table ("`a/`, `b.rs`": b.rs is in a/'s folder). */
+export function tablePaths(markdown) {
+  const out = [];
+  for (const line of markdown.split("\n")) {
+    const cell = /^\| ([^|]+) \|/.exec(line)?.[1];
+    if (!cell) continue;
+    let dir = "";
+    for (const m of cell.matchAll(/`([^`]+)`/g)) {
+      const p = m[1].includes("/") ? m[1] : dir + m[1];
+      dir = p.endsWith("/") ? p : p.slice(0, p.lastIndexOf("/") + 1);
+      out.push(p);
+    }
+  }
+  return out;
+}
+
+/** What is wrong with a map (ARCHITECTURE.md's text), paths read under `root`, as messages. */
+export function mapProblems(markdown, root) {
+  const out = [];
+  const lines = markdown.split("\n").length - (markdown.endsWith("\n") ? 1 : 0);
+  if (lines > MAX_MAP_LINES) out.push(`the map is ${lines} lines (at most ${MAX_MAP_LINES}): move detail to docs/`);
+  for (const [file, fn] of walkSteps(markdown)) {
+    const at = path.join(root, file);
+    if (!fs.existsSync(at)) out.push(`${file}::${fn}: no such file`);
+    else if (!definesFunction(file, fs.readFileSync(at, "utf8"), fn)) out.push(`${file}::${fn}: no such function`);
+  }
+  for (const p of tablePaths(markdown)) if (!fs.existsSync(path.join(root, p))) out.push(`code map: ${p} does not exist`);
+  return out;
+}
+
+test("the map checker finds a long map, a walk step that is gone and a code-map path that is not there", () => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "map-"));
+  fs.mkdirSync(path.join(root, "src/chat"), { recursive: true });
+  fs.mkdirSync(path.join(root, "bench"), { recursive: true });
+  fs.writeFileSync(path.join(root, "src/chat/mod.rs"), "impl X {\n    pub(super) async fn on_alarm(&self) {}\n}\nfn arm() {}\n");
+  fs.writeFileSync(path.join(root, "bench/cpu.mjs"), "async function formatRun() {}\nclass B {\n  async attribute() {}\n}\n");
+  const doc = [
+    "# Map", "", "1. `src/chat/mod.rs::on_alarm` then `src/chat/mod.rs::arm`; `bench/cpu.mjs::formatRun`, `bench/cpu.mjs::attribute`.",
+    "2. `src/chat/mod.rs::on_alarms` and `src/chat/plan.rs::advance`.", "",
+    "| path | what |", "|---|---|", "| `src/chat/`, `mod.rs` | the object |", "| `src/chat/plan.rs` | gone |", "| `bench/` | benches |",
+  ].join("\n");
+  assert.deepEqual(mapProblems(doc, root), [
+    "src/chat/mod.rs::on_alarms: no such function",
+    "src/chat/plan.rs::advance: no such file",
+    "code map: src/chat/plan.rs does not exist",
+  ]);
+  assert.deepEqual(mapProblems(doc + "\n".repeat(MAX_MAP_LINES), root)[0], `the map is ${MAX_MAP_LINES + 9} lines (at most ${MAX_MAP_LINES}): move detail to docs/`);
+});
+
+test("ARCHITECTURE.md is a short map whose walks and code map name what exists", () => {
+  const doc = fs.readFileSync(path.join(ROOT, "ARCHITECTURE.md"), "utf8");
+  assert.ok(walkSteps(doc).length >= 30, `read the walks: ${walkSteps(doc).length} steps`);
+  assert.ok(tablePaths(doc).length >= 25, `read the code map: ${tablePaths(doc).length} paths`);
+  assert.deepEqual(mapProblems(doc, ROOT), []);
+});
+
+test("the detailed code map names only paths that exist", () => {
+  const doc = fs.readFileSync(path.join(ROOT, "docs/code-map.md"), "utf8");
+  assert.ok(tablePaths(doc).length >= 40);
+  assert.deepEqual(tablePaths(doc).filter((p) => !fs.existsSync(path.join(ROOT, p))), []);
 });

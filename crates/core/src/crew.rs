@@ -5,7 +5,7 @@
 //! cycle kept in the chat object's state ([`CrewState`]), how the history looks to one persona,
 //! and what a persona's answer means (a pass or a message).
 //!
-//! Invariants (ARCHITECTURE.md): "Crew order survives everything", "Every crew cycle is
+//! Invariants (INVARIANTS.md): "Crew order survives everything", "Every crew cycle is
 //! bounded", "People come first", "A pass is silence, failures skip", "A persona sees the
 //! whole conversation" ([`as_seen_by`]).
 //!

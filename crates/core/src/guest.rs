@@ -7,7 +7,7 @@
 //! [`request`]), the placeholder answered at once and the answer edited in ([`placeholder`],
 //! [`answer_html`]), and the job's deadline ([`GUEST_DEADLINE_MS`]).
 //!
-//! Invariants (ARCHITECTURE.md): "A guest answer sees only its update".
+//! Invariants (INVARIANTS.md): "A guest answer sees only its update".
 
 use crate::access::policy::{self, Access, UserAccess};
 use crate::config::Config;

@@ -3,7 +3,7 @@
 //! limits, the caption, and the `multipart/form-data` body that uploads the picture to
 //! Telegram's `sendPhoto`. Pure: the edge (`src/bot/image.rs`) calls Gemini and Telegram.
 //!
-//! Invariants (ARCHITECTURE.md): "A picture is made and sent once" (the step's outbox key;
+//! Invariants (INVARIANTS.md): "A picture is made and sent once" (the step's outbox key;
 //! the edge keeps the made picture until it is sent), "What is in view decides"
 //! (`generate_image` is a writing tool: withheld with outside text in view).
 //!

@@ -37,7 +37,7 @@
 //! [`limits`] (their defaults and types), and `access`, `turn`, [`usage`] and [`crew`] depend on
 //! the settings, so the settings sit between rooms rather than in one, with the modules on
 //! either side of them ([`limits`] and [`secret`] below, [`usage`] and [`crew`] above). See
-//! ARCHITECTURE.md for the invariants each keeps.
+//! INVARIANTS.md for the invariants each keeps.
 
 pub mod access;
 pub mod background;

@@ -3,7 +3,7 @@
 //! authentications, and the minimum strength of the shared secrets.
 //!
 //! Pure decisions over counts the edge reads from D1 (budgets) or keeps in the isolate's
-//! memory (the throttle). Invariants (ARCHITECTURE.md): "Budgets" (one notice per window: the
+//! memory (the throttle). Invariants (INVARIANTS.md): "Budgets" (one notice per window: the
 //! person's hour, the day for chat and global budgets). Also:
 //! - A limit of 0 means unlimited. Operators (`ADMIN_USER_IDS`) are never limited.
 //! - The throttle's memory is bounded ([`AuthThrottle::MAX_SOURCES`]); forgetting a source

@@ -1,6 +1,6 @@
 //! Secrets as a type that never prints, and constant-time comparison.
 //!
-//! Invariants (ARCHITECTURE.md): "Secrets never print". A [`Secret`]'s value leaves this type
+//! Invariants (INVARIANTS.md): "Secrets never print". A [`Secret`]'s value leaves this type
 //! only through [`Secret::expose`], which the edge calls exactly where the value goes on the
 //! wire (a header, the Telegram URL path).
 

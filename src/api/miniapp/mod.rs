@@ -10,7 +10,7 @@
 //! were ended (`POST /api/v1/miniapp/end-operator-sessions`).
 //! Bodies over `MAX_BODY_BYTES` are refused (413).
 //!
-//! Invariants (ARCHITECTURE.md): "The Mini App trusts only signed init data".
+//! Invariants (INVARIANTS.md): "The Mini App trusts only signed init data".
 
 mod group;
 mod person;

@@ -2,7 +2,7 @@
 //! the download, as `inlineData` for the message's content; or, when it is not viewed, the
 //! reason (`agent_core::turn::media::admit` and the item's treatment decide).
 //!
-//! Invariants (ARCHITECTURE.md): "Media bytes go only into the turn that answers them" (never
+//! Invariants (INVARIANTS.md): "Media bytes go only into the turn that answers them" (never
 //! into D1, logs or errors), "Media are described once".
 //!
 //! Also:

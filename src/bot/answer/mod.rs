@@ -6,7 +6,7 @@
 //! documents the turn answers, [`request`] builds, [`tools`] are the ports the model's tools
 //! run through, [`typing`] shows the bot at work, [`record`] stores.
 //!
-//! Invariants (ARCHITECTURE.md): "Dedup" (a turn with nothing new since the last answered
+//! Invariants (INVARIANTS.md): "Dedup" (a turn with nothing new since the last answered
 //! turn makes no model call), "One turn at a time per conversation" (a turn whose result is
 //! already stored is resumed, not run again). Also: every model call's usage is stored,
 //! failed calls included.

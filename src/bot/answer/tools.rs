@@ -1,7 +1,7 @@
 //! The turn's ports at the edge: the tools the model can call that return results
 //! (`fetch_url`, `search_memory`, `remember`, `set_plan`, the schedule functions) and the clock.
 //!
-//! Invariants (ARCHITECTURE.md): "A turn is bounded" (`TURN_TOOL_BUDGET`, here tools and
+//! Invariants (INVARIANTS.md): "A turn is bounded" (`TURN_TOOL_BUDGET`, here tools and
 //! typing). Past the budget a tool answers with an error the model can read, so the model
 //! calls, the turn's D1 round trips and the first plan steps still fit.
 

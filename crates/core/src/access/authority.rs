@@ -12,7 +12,7 @@
 //!   words outside the chat where it was said (`core::memory::scope`).
 //! - A reminder's run acts on its creator's authority, asked again at its time ([`gate`]).
 //!
-//! Invariants (ARCHITECTURE.md): "A run is its creator's request, made again", "Only its
+//! Invariants (INVARIANTS.md): "A run is its creator's request, made again", "Only its
 //! creator cancels a reminder in a group".
 //!
 //! Pure: the edge passes the turn's history window and the seq its last answer covered.

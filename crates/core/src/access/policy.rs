@@ -9,7 +9,7 @@
 //! creating a group and adding the bot. A blocked user is refused everywhere. Operators
 //! (`ADMIN_USER_IDS`) are always allowed.
 //!
-//! Invariants (ARCHITECTURE.md): "Refused text stays out of every model call" (messages are
+//! Invariants (INVARIANTS.md): "Refused text stays out of every model call" (messages are
 //! marked `excluded` from [`admitted_by_level`], which is [`decide`] evaluated for every level,
 //! so what the chat object refuses and what stays out of history never disagree), "API
 //! conversations are never Telegram chats" ([`API_CHAT_ID_MIN`]..=[`API_CHAT_ID_MAX`], above

@@ -9,7 +9,7 @@
 //! Also the opaque start parameter of a group's link (`group_link`): the bot issues it and
 //! keeps the mapping to the group; only its form is checked here.
 //!
-//! Invariants (ARCHITECTURE.md): "The Mini App trusts only signed init data".
+//! Invariants (INVARIANTS.md): "The Mini App trusts only signed init data".
 
 use hmac::{Hmac, Mac};
 use serde::Deserialize;

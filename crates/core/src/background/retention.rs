@@ -12,7 +12,7 @@
 //! Refused senders' hourly counters (`refused_senders`) and the messages the access policy
 //! refused (`messages` with `excluded = 1`, kept for the record, never in a prompt) follow the
 //! setting too. Other messages, turns and memories are never pruned here. Invariants
-//! (ARCHITECTURE.md): "Bounded tables".
+//! (INVARIANTS.md): "Bounded tables".
 //!
 //! D1 bills every index entry written as a row (issue 40), so `outbox`, `budget_charges` and
 //! `model_calls` have no index on their time: their rows are written in time order, and the delete reads

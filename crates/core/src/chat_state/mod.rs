@@ -2,7 +2,7 @@
 //! The Durable Object stores a [`ChatState`] and asks it what to do; all decisions are here,
 //! as functions of the state, the event and the time.
 //!
-//! Invariants (ARCHITECTURE.md): "One turn at a time per conversation", "The state decides;
+//! Invariants (INVARIANTS.md): "One turn at a time per conversation", "The state decides;
 //! the object asks", "Every waiting state has a deadline" ([`ChatState::turn_waiting`]'s /
 //! [`ChatState::step_waiting`]'s deadline), "The alarm never loops" ([`ChatState::next_wake`]),
 //! "Turn ids never repeat" (the start time and a random nonce the caller passes in; the

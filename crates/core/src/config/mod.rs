@@ -1,7 +1,7 @@
 //! Configuration: every `[vars]` value the worker reads, parsed once into typed settings.
 //! Each setting (name, kind, default, bounds, doc) is declared once, in [`SETTINGS`]
 //! (`settings.rs`); reading a raw value is `read.rs`. Pure: the edge hands in a name → value
-//! lookup, nothing else. Invariants (ARCHITECTURE.md): "Settings are declared once and never
+//! lookup, nothing else. Invariants (INVARIANTS.md): "Settings are declared once and never
 //! stop the bot", "Settings are documented".
 
 mod read;

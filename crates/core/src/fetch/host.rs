@@ -1,5 +1,5 @@
 //! The host policy, applied to every hop: which URLs may be fetched at all (scheme, userinfo,
-//! port, and a public host: addresses and names classified here). Invariants (ARCHITECTURE.md):
+//! port, and a public host: addresses and names classified here). Invariants (INVARIANTS.md):
 //! "Fetch policy"; the details are in [`super`].
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};

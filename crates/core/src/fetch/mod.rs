@@ -4,7 +4,7 @@
 //! are read, HTML reduced to readable text and its links, and the fence that marks fetched
 //! text as data.
 //!
-//! Invariants (ARCHITECTURE.md): "Fetch policy", "Link previews only for posted links".
+//! Invariants (INVARIANTS.md): "Fetch policy", "Link previews only for posted links".
 //!
 //! Also:
 //! - The policy judges exactly the address that is fetched: `http://127.0.0.1\@example.com/`,

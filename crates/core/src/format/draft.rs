@@ -2,7 +2,7 @@
 //! open closes (a code block, inline code, bold), rendered like a reply, as the one chunk
 //! being written. Telegram shows it with `sendMessageDraft` until the final message arrives.
 //!
-//! Invariants (ARCHITECTURE.md): "Drafts are never messages" (a draft's links show as their
+//! Invariants (INVARIANTS.md): "Drafts are never messages" (a draft's links show as their
 //! words only: it is shown before the turn's link checks, in every round of a turn), "Early
 //! chunks are the plan's chunks" ([`settled_chunks`]).
 //!

@@ -2,7 +2,7 @@
 //! composes itself (command replies), so that [`super::render_reply`] shows it as exactly its
 //! characters: no link, no `tg://user` mention, no bold, no spoiler, no code block, no raw HTML.
 //!
-//! Invariants (ARCHITECTURE.md): "The bot's own Markdown never links outside text". The
+//! Invariants (INVARIANTS.md): "The bot's own Markdown never links outside text". The
 //! property tested below: for any text without NUL, rendering `escape_markdown(text)` gives
 //! back `text` as plain text, with no tag at all, apart from trailing whitespace, which the
 //! renderer trims from the whole reply.

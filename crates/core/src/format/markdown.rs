@@ -1,6 +1,6 @@
 //! Markdown (as the model writes it) to Telegram's HTML parse mode, with pulldown-cmark.
 //!
-//! Invariants (ARCHITECTURE.md): "Formatting". Property-tested against
+//! Invariants (INVARIANTS.md): "Formatting". Property-tested against
 //! [`super::html::validate`]:
 //! - the tags Telegram accepts are `b i s u code pre a blockquote tg-spoiler`; every tag is
 //!   opened and closed through one stack;

@@ -3,7 +3,7 @@
 //! structured by headings) is rendered to Telegram's rich HTML and split within the rich
 //! limits; every other answer stays an ordinary message ([`super::render_reply`]).
 //!
-//! Invariants (ARCHITECTURE.md): "Rich answers fall back once". Also:
+//! Invariants (INVARIANTS.md): "Rich answers fall back once". Also:
 //! - [`needs_rich`] decides; [`render_rich`] renders, or says no (`None`) when one block alone
 //!   is over a limit (a table of more than [`RICH_COLUMN_LIMIT`] columns or too many rows, a
 //!   nesting deeper than [`RICH_DEPTH_LIMIT`]): the answer then goes as today's HTML.

@@ -3,7 +3,7 @@
 //! of code points), cut at a paragraph, then a line, then a word boundary, and never inside an
 //! HTML entity, a surrogate pair or an emoji sequence.
 //!
-//! Invariants (ARCHITECTURE.md): "Formatting". Also: every chunk is valid HTML on its own
+//! Invariants (INVARIANTS.md): "Formatting". Also: every chunk is valid HTML on its own
 //! (tags open at a cut are closed at the end of the chunk and reopened, with their
 //! attributes, at the start of the next: a code block split in two is two code blocks of the
 //! same language), and no chunk is empty or blank.

@@ -13,7 +13,7 @@
 //!
 //! History is cut by an estimated-token budget, newest kept; the cut is reported, never silent.
 //!
-//! Invariants (ARCHITECTURE.md): "No metadata impersonation", "History order". How: names,
+//! Invariants (INVARIANTS.md): "No metadata impersonation", "History order". How: names,
 //! forwarded-from labels and excerpts in `[meta]` are JSON-quoted (newlines and quotes
 //! escaped); text that starts like a `[meta]` header is shown as `[quoted meta]`
 //! ([`escape_meta_lookalikes`]); in the compact format every line break inside a message (any

@@ -1,7 +1,7 @@
 //! What consolidation reads: the conversation's messages, with text that is not the chat's
 //! people's own words left out (issue 35 item 8).
 //!
-//! Invariants (ARCHITECTURE.md): "Outside words never become memories" (forwarded text and a
+//! Invariants (INVARIANTS.md): "Outside words never become memories" (forwarded text and a
 //! document's contents: its description, what it says). The line stays (ids, order, who
 //! posted it), marked as left out: the model still sees that something was forwarded or
 //! shared, only not what it says.

@@ -4,7 +4,7 @@
 //! reads), [`schema`], [`merge`](mod@merge), [`render`](mod@render), [`search`], [`scope`] (the
 //! privacy scope every query over `memories` and `notes` takes its `WHERE` from).
 //!
-//! Invariants (ARCHITECTURE.md): "Memory privacy is one rule" ([`scope`]), "Outside words never
+//! Invariants (INVARIANTS.md): "Memory privacy is one rule" ([`scope`]), "Outside words never
 //! become memories" ([`input`]), "Only people seen in the conversation" ([`schema`]). Merging's
 //! own rules are [`merge`](mod@merge)'s. Also: operator notes are not touched by consolidation.
 

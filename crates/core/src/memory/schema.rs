@@ -2,7 +2,7 @@
 //! episodes, commitments, aliases) and its JSON schemas, the memory kinds (the `CHECK` of
 //! migration 0005), and a stored memory.
 //!
-//! Invariants (ARCHITECTURE.md): "Only people seen in the conversation"
+//! Invariants (INVARIANTS.md): "Only people seen in the conversation"
 //! (`Extraction::only_seen_subjects`).
 
 use serde::{Deserialize, Serialize};

@@ -19,7 +19,7 @@
 //! - Consolidation reads and changes only what was learned in its own chat.
 //! - The operator (admin API) sees everything, narrowed by optional filters.
 //!
-//! Invariants (ARCHITECTURE.md): "Memory privacy is one rule" (the rule above is its detail),
+//! Invariants (INVARIANTS.md): "Memory privacy is one rule" (the rule above is its detail),
 //! "Every SQL value is bound" (here: the SQL text depends only on the scope's variant, and for
 //! `Erase` whether the chat is the person's private chat, the table alias and the first
 //! placeholder number).

@@ -2,7 +2,7 @@
 //! variants drive what the delivery code does next (fall back to plain text, drop the reply,
 //! wait `retry_after`, stop sending to a chat, retry with backoff).
 //!
-//! Invariants (ARCHITECTURE.md): "Secrets never print" (nothing here holds the bot token;
+//! Invariants (INVARIANTS.md): "Secrets never print" (nothing here holds the bot token;
 //! errors carry only Telegram's `description`).
 
 use serde::{Deserialize, Serialize};

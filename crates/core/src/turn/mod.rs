@@ -11,7 +11,7 @@
 //! IO goes through three small ports ([`ModelPort`], [`ToolPort`], [`Clock`]); the edge
 //! implements them over `fetch` and D1, the tests with in-memory fakes.
 //!
-//! Invariants (ARCHITECTURE.md): "A turn is bounded", "Only posted URLs are fetched", "What is
+//! Invariants (INVARIANTS.md): "A turn is bounded", "Only posted URLs are fetched", "What is
 //! in view decides", "Link previews only for posted links", "Silence on purpose", "One model
 //! port", "Instructions vs data" ([`prompt`]).
 //!

@@ -13,9 +13,9 @@
 //!   conversation), the current time in the configured time zone.
 //!
 //! A request is thus: system instruction, function declarations, history, turn context; what
-//! changes least comes first (ARCHITECTURE.md, "Request layout").
+//! changes least comes first (docs/design.md, "Request layout").
 //!
-//! Invariants (ARCHITECTURE.md): "Instructions vs data". Everything not an instruction was
+//! Invariants (INVARIANTS.md): "Instructions vs data". Everything not an instruction was
 //! written or shaped by people (notes, memories, the plan and summaries, which earlier
 //! conversation produced): it sits between [`DATA_BEGIN`] and [`DATA_END`], which the
 //! instruction names as data, one labelled JSON-quoted value per line, so no stored text can

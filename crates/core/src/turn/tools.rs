@@ -1,7 +1,7 @@
 //! What the agent can do: the Gemini function declarations, and the parsing of the model's
 //! function calls into plan steps (actions) and tool requests (which return results).
 //!
-//! Invariants (ARCHITECTURE.md): "What is in view decides" ([`WRITE_TOOLS`]: stored notes, the
+//! Invariants (INVARIANTS.md): "What is in view decides" ([`WRITE_TOOLS`]: stored notes, the
 //! plan, schedules; [`PRIVATE_READS`]; the offer per round is [`for_round`]).
 //!
 //! Also: a malformed call never fails the turn; it becomes [`ToolCall::Invalid`], whose error

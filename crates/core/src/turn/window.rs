@@ -2,7 +2,7 @@
 //! answered seq, the stored session start, the notes) and the settings, one pure function
 //! decides the history window and everything the prompt says about it.
 //!
-//! Invariants (ARCHITECTURE.md): "Dedup" (a turn with nothing new from people since the last
+//! Invariants (INVARIANTS.md): "Dedup" (a turn with nothing new from people since the last
 //! answered turn has no context, so no model call; a scheduled run is the exception: it was
 //! asked for earlier, and happens regardless), "Summaries stand in for cut history"
 //! (`last_cut`, [`summary_for`]), "History cuts stay put", "A turn that keeps failing shrinks

@@ -2,7 +2,7 @@
 //! messages a turn answers are given to Gemini as bytes (`inlineData`), with which MIME type,
 //! within which limits, and what the model is told instead when one is not viewed.
 //!
-//! Invariants (ARCHITECTURE.md): "Media bytes go only into the turn that answers them" (older
+//! Invariants (INVARIANTS.md): "Media bytes go only into the turn that answers them" (older
 //! history never re-sends bytes), "An album is one unit" (one person's messages sharing a
 //! `media_group_id`: [`join_albums`]), "Media are described once" (what can never be viewed,
 //! by its type or stated size, or whose file is gone is [`Unviewable`]: kept with its status
