@@ -44,6 +44,13 @@ pub async fn state(ctx: &Ctx, conv: &str) -> Result<Response> {
     objects::call(ctx, &key, &ChatRequest::State).await
 }
 
+/// When the chat's object next wakes (its alarm), or `null`: a reminder, a debounced burst, a
+/// retry's deadline.
+pub async fn wake(ctx: &Ctx, conv: &str) -> Result<Response> {
+    let Some(key) = ConvKey::parse(conv) else { return bad_request("bad conversation key") };
+    objects::call(ctx, &key, &ChatRequest::Wake).await
+}
+
 pub async fn notify(ctx: &Ctx, body: &Value) -> Result<Response> {
     let (Some(chat_id), Some(text)) = (body.get("chat_id").and_then(Value::as_i64), body.get("text").and_then(Value::as_str)) else {
         return bad_request("chat_id and text are required");

@@ -88,6 +88,7 @@ pub(crate) async fn dispatch(ctx: &Ctx, method: Method, segments: &[&str], url: 
         (Method::Post, ["notify"]) => chats::notify(ctx, &body).await,
         (Method::Post, ["chat"]) => chats::chat(ctx, &body).await,
         (Method::Get, ["chats", conv, "state"]) => chats::state(ctx, conv).await,
+        (Method::Get, ["chats", conv, "wake"]) => chats::wake(ctx, conv).await,
         _ => not_found(),
     }
 }

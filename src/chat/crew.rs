@@ -65,7 +65,7 @@ impl ChatObject {
             return true;
         }
         if let Some(end) = self.update(|st| st.end_crew_cycle(End::OverBudget)).await {
-            worker::console_log!("crew cycle ended: {}", end.as_str());
+            self.cycle_ended(end);
         }
         false
     }
@@ -95,7 +95,7 @@ impl ChatObject {
             worker::console_log!("turn {turn_id}: {} passed", p.name);
         }
         if let Some(end) = answered.cycle_end {
-            worker::console_log!("crew cycle ended: {}", end.as_str());
+            self.cycle_ended(end);
         }
         (answered.finish, answered.silent)
     }
@@ -105,8 +105,15 @@ impl ChatObject {
     pub(super) async fn nothing_to_answer(&self, ctx: &Ctx, turn_id: &str) {
         let crew = lineup(ctx);
         if let Some(end) = self.update(|st| st.nothing_to_answer(turn_id, &crew, now_ms())).await {
-            worker::console_log!("crew cycle ended: {}", end.as_str());
+            self.cycle_ended(end);
         }
+    }
+
+    /// Says in the log that this conversation's crew cycle ended, and why (what an operator,
+    /// and the tests, read).
+    pub(super) fn cycle_ended(&self, end: End) {
+        let conv = self.meta.borrow().as_ref().map(|m| m.conv.to_string()).unwrap_or_default();
+        worker::console_log!("crew cycle ended in {conv}: {}", end.as_str());
     }
 
     /// Sets the chat's crew switch (`None`: follow `CREW_CHATS`).

@@ -218,6 +218,10 @@ impl ChatObject {
                 let stopped = self.stop_generation(draft_id).await;
                 Response::from_json(&serde_json::json!({ "stopped": stopped }))
             }
+            ChatRequest::Wake => {
+                let at = self.state.storage().get_alarm().await?;
+                Response::from_json(&serde_json::json!({ "next_wake_ms": at }))
+            }
             ChatRequest::State => {
                 self.ensure_loaded().await;
                 Response::from_json(&self.chat.borrow().clone().unwrap_or_default())

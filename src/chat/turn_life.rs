@@ -48,6 +48,7 @@ impl ChatObject {
     pub(super) async fn run_turn(&self, ctx: &Ctx, conv: &ConvKey, turn: &TurnRun) -> std::result::Result<answer::TurnOutput, answer::TurnError> {
         let live = self.live(turn);
         self.running.borrow_mut().turn_begins(&turn.turn_id, Some(live.stop.clone()));
+        worker::console_log!("turn {} runs (attempt {})", turn.turn_id, turn.attempt);
         self.arm(ctx).await;
         let result = answer::answer_turn(ctx, conv, turn, Some(live), Some(&self.rows)).await;
         self.running.borrow_mut().turn_ends();
@@ -156,6 +157,9 @@ impl ChatObject {
         }
         match given {
             GivenUp::Persona { cycle_end } => {
+                if let Some(end) = cycle_end {
+                    self.cycle_ended(end);
+                }
                 if cycle_end == Some(agent_core::crew::End::AllFailed) {
                     worker::console_error!("crew: every persona failed; the chat gets one apology");
                     self.send_owed_messages(ctx).await;

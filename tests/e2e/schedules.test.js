@@ -66,8 +66,7 @@ test("'in a few seconds' fires once, with the text in a scheduled situation, and
   assert.equal(after.next_run_ms, null);
   const [turn] = await s.sql("SELECT trigger, status FROM turns WHERE turn_id = ?", after.last_turn_id);
   assert.deepEqual(turn, { trigger: "schedule", status: "done" });
-  const state = await s.chatState(uid);
-  assert.equal(state.next_schedule_ms, null, "nothing left to wake for");
+  assert.equal(await s.nextWake(uid, (at) => at === null), null, "nothing left to wake for");
 });
 
 test("a message of the person while a reminder fires still gets its own answer", async () => {
@@ -96,7 +95,7 @@ test("a recurring schedule fires, re-arms for its next run and is cancelled by /
   assert.equal(mid.status, "active");
   assert.equal(mid.runs, 1);
   assert.ok(mid.next_run_ms > Date.now() && mid.next_run_ms % 60_000 === 0, "the next run is the next whole minute");
-  assert.equal((await s.chatState(uid)).next_schedule_ms, mid.next_run_ms, "the object's alarm waits for it");
+  assert.equal(await s.nextWake(uid, (at) => at === mid.next_run_ms), mid.next_run_ms, "the object's alarm waits for it");
   // The second run comes from the re-armed alarm, with no message in between.
   await s.tg.waitFor(() => s.tg.sent(uid).length === 3, 75_000, "the second run");
   assert.equal(s.tg.sent(uid)[2], "Oven check #2");
@@ -109,7 +108,7 @@ test("a recurring schedule fires, re-arms for its next run and is cancelled by /
   assert.equal(s.tg.sent(uid)[4], `Cancelled reminder #${row.id}.`);
   const [end] = await s.sql("SELECT status, runs, next_run_ms FROM schedules WHERE id = ?", row.id);
   assert.deepEqual(end, { status: "cancelled", runs: 2, next_run_ms: null });
-  assert.equal((await s.chatState(uid)).next_schedule_ms, null);
+  assert.equal(await s.nextWake(uid, (at) => at === null), null, "nothing to wake for once it is cancelled");
 });
 
 test("a runtime restart between the due time and the send gives exactly one message", async () => {
@@ -178,7 +177,8 @@ test("a turn retried after its model call failed creates its schedule once", asy
   assert.equal(rows.length, 1, "one schedule, not two");
   const [again] = functionResponses(s.gemini.calls(uid)[3].body);
   assert.equal(again.id, rows[0].id, "the retry is told the schedule it already has");
-  assert.equal((await s.chatState(uid)).next_schedule_ms, (await s.sql("SELECT next_run_ms FROM schedules WHERE id = ?", rows[0].id))[0].next_run_ms);
+  const [{ next_run_ms: due }] = await s.sql("SELECT next_run_ms FROM schedules WHERE id = ?", rows[0].id);
+  assert.equal(await s.nextWake(uid, (at) => at === due), due, "the object wakes for the one reminder");
 });
 
 test("limits and bad input give the model clear function errors", async () => {
@@ -228,12 +228,12 @@ test("/reminders lists in the chat's zone; the admin API lists and cancels", asy
   assert.equal(r.status, 200);
   const { schedules } = await r.json();
   assert.deepEqual(schedules.map((x) => [x.id, x.status, x.text]), [[row.id, "active", "dentist"]]);
-  assert.equal((await s.chatState(uid)).next_schedule_ms, row.next_run_ms);
+  assert.equal(await s.nextWake(uid, (at) => at === row.next_run_ms), row.next_run_ms, "the object wakes for it");
   const d = await s.fetch(`/api/v1/schedules/${row.id}`, { method: "DELETE", headers: ADMIN_HEADERS });
   assert.equal(d.status, 200);
   assert.equal((await s.fetch(`/api/v1/schedules/${row.id}`, { method: "DELETE", headers: ADMIN_HEADERS })).status, 404);
   assert.equal((await s.fetch(`/api/v1/schedules?status=bogus`, { headers: ADMIN_HEADERS })).status, 400);
-  assert.equal((await s.chatState(uid)).next_schedule_ms, null, "the object was told");
+  assert.equal(await s.nextWake(uid, (at) => at === null), null, "the object was told");
   await s.webhook(privateText(uid, "/reminders"));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 3, 10_000, "the empty list");
   assert.match(s.tg.sent(uid)[2], /No reminders are set in this chat/);

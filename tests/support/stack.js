@@ -119,11 +119,19 @@ export async function startStack({ vars = {}, latencyMs = 0, secrets = {}, bundl
       const r = await stack.fetch(`/api/v1/${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
       return { status: r.status, json: await bodyOf(r) };
     },
-    /** A chat object's state as the admin API shows it (`GET /api/v1/chats/{conv}/state`). */
-    async chatState(conv) {
-      const r = await stack.fetch(`/api/v1/chats/${conv}/state`, { headers: ADMIN_HEADERS });
-      assert.equal(r.status, 200);
-      return r.json();
+    /** When a chat's object next wakes (`GET /api/v1/chats/{conv}/wake`: its alarm, or null),
+     *  once `want(ms)` holds of it (waiting up to 5 s for the object to arm after its work);
+     *  the last answer otherwise. */
+    async nextWake(conv, want = () => true) {
+      let at;
+      for (let i = 0; i < 50; i++) {
+        const r = await stack.fetch(`/api/v1/chats/${conv}/wake`, { headers: ADMIN_HEADERS });
+        assert.equal(r.status, 200);
+        at = (await r.json()).next_wake_ms;
+        if (want(at)) break;
+        await sleep(100);
+      }
+      return at;
     },
     /** Runs the cron, then waits until no conversation is being consolidated and none has
      *  messages left to consolidate (at most 30 s). */
