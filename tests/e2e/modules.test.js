@@ -5,7 +5,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { execFileSync } from "node:child_process";
-import { graph, cycles, roomGraph, siblingGraphs, layerViolations, sealedViolations, longFunctions, sqlLiterals, hasModuleDoc, findings } from "../../scripts/check-modules.mjs";
+import { graph, cycles, roomGraph, siblingGraphs, jsLongFunctions, jsFindings, layerViolations, sealedViolations, longFunctions, sqlLiterals, hasModuleDoc, findings } from "../../scripts/check-modules.mjs";
 import { ROOT } from "../support/stack.js";
 
 function tree(files) {
@@ -110,6 +110,45 @@ test("long functions are measured from fn to its closing brace, braces in string
   assert.deepEqual(longFunctions(text, 80), [["long", 83, 14]]);
 });
 
+test("long JS functions are found by what they are called, their nested functions too", () => {
+  const body = (n) => Array.from({ length: n }, (_, i) => `  const x${i} = "}" + \`{\${i}}\`;`).join("\n");
+  const text = [
+    "#!/usr/bin/env node",
+    "export function short() {\n" + body(10) + "\n}",
+    "export async function long() {\n" + body(80) + "\n}",
+    "const arrow = async (a) => {\n" + body(81) + "\n};",
+    "const o = { method() {\n" + body(85) + "\n} };",
+    "class C {\n  run() {\n" + body(90) + "\n  }\n}",
+    "server.on('x', (r) => {\n  const inner = function named() {\n" + body(100) + "\n  };\n});",
+  ].join("\n");
+  assert.deepEqual(jsLongFunctions(text, 80).map(([name, lines]) => [name, lines]), [
+    ["long", 82],
+    ["arrow", 83],
+    ["method", 87],
+    ["run", 92],
+    [`<anonymous>@${text.split("\n").findIndex((l) => l.startsWith("server.on")) + 1}`, 104],
+    ["named", 102],
+  ]);
+});
+
+test("the JS rule covers scripts, tools, benchmarks and test support, and its allow-list is checked", () => {
+  const long = "export function big() {\n" + "  f();\n".repeat(90) + "}\n";
+  const dir = tree({
+    "scripts/a.mjs": long,
+    "tools/b.js": long,
+    "bench/c.mjs": "export const ok = () => 1;\n",
+    "tests/support/d.js": "this is not javascript {",
+    "tests/e2e/e.test.js": long, // tests themselves are not covered
+    "src/f.js": long,
+  });
+  const allowed = new Map([["tools/b.js:big", "a stated reason"], ["bench/c.mjs:ok", "no longer long"]]);
+  assert.deepEqual(jsFindings(dir, allowed).map((f) => f.replace(/: Unexpected.*/, ": …")), [
+    "scripts/a.mjs:1 function big is 92 lines (at most 80; a stated exception goes in JS_LONG_ALLOWED)",
+    "tests/support/d.js could not be parsed: …",
+    "JS_LONG_ALLOWED lists bench/c.mjs:ok, which is no longer over 80 lines: remove it",
+  ]);
+});
+
 test("SQL in string literals is found, prose is not", () => {
   const text = [
     'const Q: &str = "SELECT a FROM t WHERE x = ?1";',
@@ -134,5 +173,6 @@ test("the tree passes: no cycles, imports down the layers, SQL only in storage/,
     if (room !== "chat") assert.ok(!deps.has("chat"), `src/${room}/ imports crate::chat`);
   }
   assert.deepEqual(findings(path.join(ROOT, "src"), path.join(ROOT, "crates/core/src")), []);
+  assert.deepEqual(jsFindings(ROOT), []);
   execFileSync(process.execPath, [path.join(ROOT, "scripts/check-modules.mjs")], { stdio: "pipe" });
 });

@@ -358,7 +358,7 @@ export async function startFakeGemini({ key, latencyMs = 0, streamMs = 0, tokens
     return success(body, model, [{ text: `Echo: ${last.replace(/^#\d+ [^:]*: /, "")}` }]);
   }
 
-  const server = http.createServer(async (req, res) => {
+  const server = http.createServer(async function answer(req, res) {
     let raw = "";
     for await (const chunk of req) raw += chunk;
     const url = new URL(req.url, "http://x");
