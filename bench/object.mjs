@@ -6,14 +6,17 @@
 // .tmp/bundle); CPU_BEFORE=<bundle> also measures that one, in the same run, for a before and
 // after table. A bundle built before `state_asks` was counted shows none.
 import { startStack, privateText, sleep } from "../tests/support/stack.js";
-import { logDrain } from "./progress.mjs";
+import { logDrain, progress } from "./progress.mjs";
 import { median } from "./proc.mjs";
 
 const REPS = Number(process.env.OBJECT_REPS ?? 7);
 
 /** One private chat per repetition: a first message (warms the chat object up), then the
  *  measured one; the metrics lines of the measured message's invocations, by kind. */
-async function measure(bundle) {
+const P = progress("object", { plan: process.env.CPU_BEFORE ? 2 : 1 });
+
+async function measure(bundle, label) {
+  const step = P.scenario(`private messages, ${label}`, REPS);
   const s = await startStack({ bundle, vars: { METRICS_LOG: "true", DEBOUNCE_MS: "400", DEBOUNCE_MAX_MS: "2000", USER_TURNS_PER_HOUR: "0" } });
   const logs = logDrain(s);
   const byKind = {};
@@ -38,7 +41,9 @@ async function measure(bundle) {
       }
       sums.all = Object.values(sums).reduce((a, b) => ({ invocations: a.invocations + b.invocations, state_asks: a.state_asks + b.state_asks, do_rows_written: a.do_rows_written + b.do_rows_written }), { invocations: 0, state_asks: 0, do_rows_written: 0 });
       for (const [k, v] of Object.entries(sums)) (byKind[k] ??= []).push(v);
+      step.tick();
     }
+    step.done();
   } finally {
     await s.close();
   }
@@ -49,6 +54,9 @@ async function measure(bundle) {
   return out;
 }
 
-const result = { reps: REPS, after: await measure(process.argv[2]) };
-if (process.env.CPU_BEFORE) result.before = await measure(process.env.CPU_BEFORE);
+const result = { reps: REPS, after: await measure(process.argv[2], "this commit") };
+if (process.env.CPU_BEFORE) {
+  result.before = await measure(process.env.CPU_BEFORE, "before");
+  result.before_name = process.env.CPU_BEFORE_NAME ?? process.env.CPU_BEFORE;
+}
 console.log(JSON.stringify(result, null, 1));

@@ -42,6 +42,37 @@ const core = {
 const cpu = os.cpus()[0]?.model ?? "unknown CPU";
 const date = new Date().toISOString().slice(0, 10);
 
+/** The chat object's own work per answered private message (bench/object.mjs): its asks of
+ *  its state machine and its storage rows, by invocation, this commit and (with CPU_BEFORE)
+ *  the bundle measured before it; "not measured" when the file is missing. */
+function objectSection() {
+  let o;
+  try {
+    o = JSON.parse(fs.readFileSync(path.join(root, ".tmp/bench/object.json"), "utf8"));
+  } catch {
+    return "\n## The chat object per answered message\n\nNot measured (bench/object.mjs).\n";
+  }
+  const kinds = ["object arrival", "alarm", "all"];
+  const cell = (run, k, f) => (run?.[k]?.[f] == null || Number.isNaN(run[k][f]) ? "–" : fmt(run[k][f], 0));
+  const rows = kinds.map((k) => {
+    const now = `${cell(o.after, k, "state_asks")} asks, ${cell(o.after, k, "do_rows_written")} rows`;
+    const was = o.before ? ` | ${cell(o.before, k, "state_asks")} asks, ${cell(o.before, k, "do_rows_written")} rows` : "";
+    return `| ${k === "all" ? "the message in all" : k} | ${now}${was} |`;
+  });
+  return `
+## The chat object per answered message
+
+A private chat's second message (the first warms the object up), ${o.reps} chats, medians:
+how often the chat object asks its state machine (\`state_asks\`: each read or change of
+\`ChatState\`, each reading of its timing) and the rows of its own storage it writes (each key
+put, each alarm set or deleted), from the worker's metrics lines (bench/object.mjs).${o.before ? ` Before: ${o.before_name ?? "the bundle given as CPU_BEFORE"}, measured in the same run.` : ""}
+
+| invocation | this commit${o.before ? " | before" : ""} |
+|---|---|${o.before ? "---|" : ""}
+${rows.join("\n")}
+`;
+}
+
 /** Pictures (bench/image.mjs), the Mini App's page weight (bench/miniapp-weight.mjs), Stop
  *  (bench/stop.mjs) and guest mode (bench/guest.mjs), each from its JSON in .tmp/bench; "not measured" where a file is missing. */
 function extrasSection() {
@@ -230,7 +261,7 @@ conversation: "Model cost" above has what that does to the cached share and the 
 | the same, compact | ${fmt(core.compact.median_ms, 3)} ms |
 | render and split a 20,000-character Markdown answer | ${fmt(core.split.median_ms, 3)} ms |
 `;
-const all = md + cpuSections(root) + limitsSection(root);
+const all = md + cpuSections(root) + objectSection() + limitsSection(root);
 fs.writeFileSync(path.join(root, "BENCHMARKS.md"), all);
 console.log(all);
 

@@ -9,6 +9,10 @@
 # webhook's latency, the first request, the wasm's size, the answer speed, rows and every
 # Free-plan limit per message, with fewer messages) in a few minutes, written to
 # .tmp/bench/quick/BENCHMARKS.md and printed; BENCHMARKS.md is left as it is.
+#
+# CPU_BEFORE=<the prebuilt bundle of an earlier commit> (CPU_BEFORE_NAME: how to call it) also
+# measures that bundle in the same run: bench/cpu.mjs alternates it with this commit repetition by
+# repetition, bench/object.mjs measures it after this one; BENCHMARKS.md shows both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick="${BENCH_QUICK:-0}"
@@ -45,6 +49,8 @@ echo "== model cost (implicit cache replay)" >&2
 node bench/cache.mjs > .tmp/bench/cache.json
 echo "== CPU per invocation, D1 rows per message" >&2
 node bench/cpu.mjs
+echo "== the chat object's asks of its state and its rows per message" >&2
+node bench/object.mjs > .tmp/bench/object.json
 echo "== every Free-plan limit per message" >&2
 node bench/limits.mjs
 echo "== a picture turn (make and upload a 2 MB picture), the Mini App's page weight, Stop, guest mode" >&2

@@ -34,6 +34,14 @@ pub fn configured(ctx: &Ctx) -> Vec<Persona> {
     })
 }
 
+/// The context speaking as the persona of `turn_id` (crew mode): through the persona's own bot
+/// when its secret `CREW_BOT_TOKEN_<NAME>` is set and the chat is a group (a persona's bot
+/// cannot write into someone's private chat with the main bot), else the main bot.
+pub fn speaking_for(ctx: &Ctx, turn_id: &str, group: bool) -> Ctx {
+    let token = agent_core::crew::persona_of_turn(turn_id).filter(|_| group).and_then(|p| crate::config::env::crew_bot_token(&ctx.env, p));
+    Ctx { speaker_token: token, ..ctx.clone() }
+}
+
 /// Runs a turn's model work under crew mode's per-persona time limit
 /// (`crew::TURN_LIMIT_MS`); other turns run as they are (each model call has its own timeout).
 pub async fn within_limit<F>(turn: &TurnRun, work: F) -> Result<agent_core::turn::TurnResult, agent_core::turn::TurnFailure>

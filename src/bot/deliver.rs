@@ -94,7 +94,7 @@ fn is_ordinary_key(key: &str, step_key: &str) -> bool {
 /// once: the whole answer under the step's own keys when it was the first chunk, else the rest
 /// under the sub-step `{step_key}/r{i}h`; a retry that finds that sub-step started does not
 /// try the rich chunk again.
-async fn send_rich_step(ctx: &Ctx, conv: &ConvKey, step_key: &str, markdown: &str, reply_to: Option<i64>, turn_id: &str) -> Result<Option<Vec<i64>>, StepError> {
+async fn send_rich_step(ctx: &Ctx, guard: &Guard, conv: &ConvKey, step_key: &str, markdown: &str, reply_to: Option<i64>, turn_id: &str) -> Result<Option<Vec<i64>>, StepError> {
     let Some(chunks) = rich::render_rich(markdown) else { return Ok(None) };
     let retry = |e: worker::Error| StepError::Retry { error: e.to_string(), after_ms: None };
     let first_key = format!("{step_key}/r0");
@@ -118,7 +118,7 @@ async fn send_rich_step(ctx: &Ctx, conv: &ConvKey, step_key: &str, markdown: &st
         let fell_back = row.is_some_and(|r| r.status == "failed") && i > 0
             && !outbox::of_step(&ctx.db(), &sub).await.map_err(retry)?.is_empty();
         if fell_back || !rich_available() {
-            ids.extend(rich_fallback(ctx, conv, (step_key, markdown), &chunks, i, reply_to, turn_id).await?);
+            ids.extend(rich_fallback(ctx, guard, conv, (step_key, markdown), &chunks, i, reply_to, turn_id).await?);
             return Ok(Some(ids));
         }
         if ctx.meter.count() + 3 > SUBREQUEST_BUDGET {
@@ -128,13 +128,13 @@ async fn send_rich_step(ctx: &Ctx, conv: &ConvKey, step_key: &str, markdown: &st
         if key != first_key {
             record_pending(ctx, &key, step_key, conv, "sendRichMessage", &serde_json::to_string(&body).unwrap_or_default()).await.map_err(retry)?;
         }
-        if !ctx.step_wanted() {
+        if !guard.wanted() {
             return Err(StepError::Cancelled);
         }
         let mut result = tg.send_rich_message(&body).await;
         if matches!(result, Err(TelegramError::ReplyNotFound)) && body.reply_parameters.is_some() {
             body.reply_parameters = None;
-            if !ctx.step_wanted() {
+            if !guard.wanted() {
                 return Err(StepError::Cancelled);
             }
             result = tg.send_rich_message(&body).await;
@@ -151,7 +151,7 @@ async fn send_rich_step(ctx: &Ctx, conv: &ConvKey, step_key: &str, markdown: &st
                 worker::console_warn!("chat {conv}: Telegram refused rich chunk {i} ({e}); it goes as an ordinary message");
                 rich_refused(&e);
                 let _ = outbox::record_failed(&ctx.db(), &key, &format!("rich refused: {e}")).await;
-                ids.extend(rich_fallback(ctx, conv, (step_key, markdown), &chunks, i, reply_to, turn_id).await?);
+                ids.extend(rich_fallback(ctx, guard, conv, (step_key, markdown), &chunks, i, reply_to, turn_id).await?);
                 return Ok(Some(ids));
             }
             Err(e) => {
@@ -167,13 +167,14 @@ async fn send_rich_step(ctx: &Ctx, conv: &ConvKey, step_key: &str, markdown: &st
 /// Rich chunks `from..` as today's HTML messages (see [`send_rich_step`]).
 /// From the first chunk that is the whole answer, as the step would have sent it without rich
 /// answers.
-async fn rich_fallback(ctx: &Ctx, conv: &ConvKey, (step_key, markdown): (&str, &str), chunks: &[RichChunk], from: usize, reply_to: Option<i64>, turn_id: &str) -> Result<Vec<i64>, StepError> {
+#[allow(clippy::too_many_arguments)]
+async fn rich_fallback(ctx: &Ctx, guard: &Guard, conv: &ConvKey, (step_key, markdown): (&str, &str), chunks: &[RichChunk], from: usize, reply_to: Option<i64>, turn_id: &str) -> Result<Vec<i64>, StepError> {
     if from == 0 {
-        send_text_with(ctx, conv, step_key, markdown, reply_to, Some(turn_id), false).await
+        send_text_with(ctx, guard, conv, step_key, markdown, reply_to, Some(turn_id), false).await
     } else {
         let rest: Vec<&str> = chunks[from..].iter().map(|c| c.markdown.as_str()).collect();
         let rest = rest.join("\n\n");
-        send_text_with(ctx, conv, &format!("{step_key}/r{from}h"), &rest, None, Some(turn_id), false).await
+        send_text_with(ctx, guard, conv, &format!("{step_key}/r{from}h"), &rest, None, Some(turn_id), false).await
     }
 }
 
@@ -198,6 +199,22 @@ impl StepError {
             StepError::Yield => "yielded to the next invocation",
             StepError::Cancelled => "cancelled before it was sent",
         }
+    }
+}
+
+/// Whether the plan step being carried out is still wanted: the chat object's answer, asked
+/// right before every Telegram call with no await between, so a step a newer message cancelled
+/// is never sent (INVARIANTS.md, "A cancelled step is never sent"). Sends outside a plan
+/// (apologies, commands, a streamed answer's early chunks) are always wanted: `Guard::default()`.
+#[derive(Clone, Default)]
+pub struct Guard(Option<std::rc::Rc<dyn Fn() -> bool>>);
+
+impl Guard {
+    pub fn new(wanted: impl Fn() -> bool + 'static) -> Self {
+        Guard(Some(std::rc::Rc::new(wanted)))
+    }
+    pub fn wanted(&self) -> bool {
+        self.0.as_ref().is_none_or(|g| g())
     }
 }
 
@@ -244,7 +261,7 @@ async fn record_pending(ctx: &Ctx, key: &str, step_key: &str, conv: &ConvKey, me
 /// HTML) and to no reply (when the message to reply to is gone), so the same error never
 /// loops. Returns the result and whether it went as plain text.
 async fn send_with_fallbacks(
-    ctx: &Ctx,
+    guard: &Guard,
     tg: &crate::outbound::telegram::TelegramClient,
     body: &mut SendMessage,
     plain_text: &str,
@@ -265,7 +282,7 @@ async fn send_with_fallbacks(
             }
             _ => break,
         }
-        if !ctx.step_wanted() {
+        if !guard.wanted() {
             return Err(StepError::Cancelled);
         }
         result = tg.send_message(body).await;
@@ -285,14 +302,30 @@ pub async fn send_text(
     reply_to: Option<i64>,
     turn_id: Option<&str>,
 ) -> Result<Vec<i64>, StepError> {
+    send_guarded_text(ctx, &Guard::default(), conv, step_key, markdown, reply_to, turn_id).await
+}
+
+/// [`send_text`] for a plan step's own text (a picture step's line said instead): sent only
+/// while `guard` says the step is wanted.
+pub async fn send_guarded_text(
+    ctx: &Ctx,
+    guard: &Guard,
+    conv: &ConvKey,
+    step_key: &str,
+    markdown: &str,
+    reply_to: Option<i64>,
+    turn_id: Option<&str>,
+) -> Result<Vec<i64>, StepError> {
     let no_preview = agent_core::fetch::needs_preview_off(markdown, &Default::default());
-    send_text_with(ctx, conv, step_key, markdown, reply_to, turn_id, no_preview).await
+    send_text_with(ctx, guard, conv, step_key, markdown, reply_to, turn_id, no_preview).await
 }
 
 /// [`send_text`] with the link-preview decision made by the caller (a turn's send step
 /// carries the core's decision).
+#[allow(clippy::too_many_arguments)]
 async fn send_text_with(
     ctx: &Ctx,
+    guard: &Guard,
     conv: &ConvKey,
     step_key: &str,
     markdown: &str,
@@ -330,7 +363,7 @@ async fn send_text_with(
         let reply_to = reply_to.filter(|_| i == 0);
         // The first chunk under its own key is recorded already (with the read above).
         let recorded = key == first_key;
-        ids.push(send_chunk(ctx, &tg, conv, (&key, step_key), chunk, (reply_to, no_link_preview), recorded, turn_id).await?);
+        ids.push(send_chunk(ctx, guard, &tg, conv, (&key, step_key), chunk, (reply_to, no_link_preview), recorded, turn_id).await?);
     }
     Ok(ids)
 }
@@ -383,6 +416,7 @@ fn slot(done: &[OutboxRow], step_key: &str, i: usize, html: &str) -> Slot {
 #[allow(clippy::too_many_arguments)]
 async fn send_chunk(
     ctx: &Ctx,
+    guard: &Guard,
     tg: &crate::outbound::telegram::TelegramClient,
     conv: &ConvKey,
     (key, step_key): (&str, &str),
@@ -399,10 +433,10 @@ async fn send_chunk(
             .map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
     }
     // The outbox write was an await: the step may have been cancelled meanwhile.
-    if !ctx.step_wanted() {
+    if !guard.wanted() {
         return Err(StepError::Cancelled);
     }
-    let (result, plain) = send_with_fallbacks(ctx, tg, &mut body, &chunk.plain, key).await?;
+    let (result, plain) = send_with_fallbacks(guard, tg, &mut body, &chunk.plain, key).await?;
     match result {
         Ok(message_id) => {
             let sent = Sent { key, conv, message_id: Some(message_id), plain, parts: vec![Part::text(chunk.plain.clone())], turn_id };
@@ -435,10 +469,10 @@ pub async fn send_early_chunk(ctx: &Ctx, conv: &ConvKey, step_key: &str, i: usiz
     if done.iter().any(|r| r.key == key && r.status == "sent") {
         return Ok(false);
     }
-    send_chunk(ctx, &ctx.telegram(), conv, (&key, step_key), chunk, (None, no_link_preview), true, Some(turn_id)).await.map(|_| true)
+    send_chunk(ctx, &Guard::default(), &ctx.telegram(), conv, (&key, step_key), chunk, (None, no_link_preview), true, Some(turn_id)).await.map(|_| true)
 }
 
-async fn react(ctx: &Ctx, conv: &ConvKey, step_key: &str, message_id: i64, emoji: &str, turn_id: Option<&str>) -> Result<StepOutcome, StepError> {
+async fn react(ctx: &Ctx, guard: &Guard, conv: &ConvKey, step_key: &str, message_id: i64, emoji: &str, turn_id: Option<&str>) -> Result<StepOutcome, StepError> {
     let key = format!("{step_key}/0");
     let retry = |e: worker::Error| StepError::Retry { error: e.to_string(), after_ms: None };
     let body = api::SetMessageReaction {
@@ -453,7 +487,7 @@ async fn react(ctx: &Ctx, conv: &ConvKey, step_key: &str, message_id: i64, emoji
     if outbox::of_step_recording(&ctx.db(), step_key, &pending, now_ms()).await.map_err(retry)?.iter().any(|r| r.status == "sent") {
         return Ok(StepOutcome::Done);
     }
-    if !ctx.step_wanted() {
+    if !guard.wanted() {
         return Err(StepError::Cancelled);
     }
     match ctx.telegram().call("setMessageReaction", &body).await {
@@ -473,8 +507,10 @@ async fn react(ctx: &Ctx, conv: &ConvKey, step_key: &str, message_id: i64, emoji
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn sticker(
     ctx: &Ctx,
+    guard: &Guard,
     conv: &ConvKey,
     step_key: &str,
     set_name: &str,
@@ -508,7 +544,7 @@ async fn sticker(
     record_pending(ctx, &key, step_key, conv, "sendSticker", &serde_json::to_string(&body).unwrap_or_default())
         .await
         .map_err(retry)?;
-    if !ctx.step_wanted() {
+    if !guard.wanted() {
         return Err(StepError::Cancelled);
     }
     match tg.message_call("sendSticker", &body).await {
@@ -537,8 +573,9 @@ async fn sticker(
 }
 
 /// Carries out one visible step of a plan (waits are handled by the caller).
-pub async fn run_step(
+pub async fn deliver_step(
     ctx: &Ctx,
+    guard: &Guard,
     conv: &ConvKey,
     turn_id: &str,
     index: usize,
@@ -550,16 +587,16 @@ pub async fn run_step(
         Step::Send { text, reply_to, no_link_preview } => {
             let reply_to = reply_to.or(default_reply_to);
             if rich_wanted(ctx, conv, text, *no_link_preview).await {
-                if let Some(ids) = send_rich_step(ctx, conv, &step_key, text, reply_to, turn_id).await? {
+                if let Some(ids) = send_rich_step(ctx, guard, conv, &step_key, text, reply_to, turn_id).await? {
                     return Ok(StepOutcome::Sent { message_ids: ids });
                 }
             }
-            let ids = send_text_with(ctx, conv, &step_key, text, reply_to, Some(turn_id), *no_link_preview).await?;
+            let ids = send_text_with(ctx, guard, conv, &step_key, text, reply_to, Some(turn_id), *no_link_preview).await?;
             Ok(StepOutcome::Sent { message_ids: ids })
         }
-        Step::React { message_id, emoji } => react(ctx, conv, &step_key, *message_id, emoji, Some(turn_id)).await,
+        Step::React { message_id, emoji } => react(ctx, guard, conv, &step_key, *message_id, emoji, Some(turn_id)).await,
         Step::Sticker { set_name, emoji, reply_to } => {
-            sticker(ctx, conv, &step_key, set_name, emoji, reply_to.or(default_reply_to), Some(turn_id)).await
+            sticker(ctx, guard, conv, &step_key, set_name, emoji, reply_to.or(default_reply_to), Some(turn_id)).await
         }
         Step::Wait { .. } => Ok(StepOutcome::Done),
         // A picture step is `bot::image`'s (the chat object's plan calls it).

@@ -37,6 +37,8 @@ pub struct Picture<'a> {
     pub reply_to: Option<i64>,
     pub step_key: &'a str,
     pub turn_id: &'a str,
+    /// Whether the step is still wanted, asked before each Telegram call.
+    pub guard: &'a super::deliver::Guard,
 }
 
 fn retry(e: impl std::fmt::Display) -> StepError {
@@ -44,13 +46,13 @@ fn retry(e: impl std::fmt::Display) -> StepError {
 }
 
 /// Carries out a plan's picture step `index` of `turn_id` (see the module doc).
-pub async fn run_step(ctx: &Ctx, conv: &ConvKey, turn_id: &str, index: usize, step: &agent_core::chat::plan::Step, default_reply_to: Option<i64>) -> Result<StepOutcome, StepError> {
+pub async fn run_step(ctx: &Ctx, guard: &super::deliver::Guard, conv: &ConvKey, turn_id: &str, index: usize, step: &agent_core::chat::plan::Step, default_reply_to: Option<i64>) -> Result<StepOutcome, StepError> {
     let agent_core::chat::plan::Step::Image { prompt, photos, aspect_ratio, reply_to, for_user } = step else {
-        return super::deliver::run_step(ctx, conv, turn_id, index, step, default_reply_to).await;
+        return super::deliver::deliver_step(ctx, guard, conv, turn_id, index, step, default_reply_to).await;
     };
     let step_key = format!("{turn_id}/{index}");
     let ask = Ask { prompt: prompt.clone(), photos: photos.clone(), aspect_ratio: aspect_ratio.clone() };
-    let picture = Picture { ask, for_user: *for_user, reply_to: reply_to.or(default_reply_to), step_key: &step_key, turn_id };
+    let picture = Picture { ask, for_user: *for_user, reply_to: reply_to.or(default_reply_to), step_key: &step_key, turn_id, guard };
     run(ctx, conv, &picture).await
 }
 
@@ -202,7 +204,7 @@ fn no_picture(said: &str) -> StepOutcome {
 /// Sends the line said instead of a picture, under the step's own keys (once).
 async fn say(ctx: &Ctx, conv: &ConvKey, p: &Picture<'_>, line: &str) -> Result<StepOutcome, StepError> {
     let _ = images::forget(&ctx.db(), p.step_key).await;
-    super::deliver::send_text(ctx, conv, p.step_key, line, p.reply_to, Some(p.turn_id)).await?;
+    super::deliver::send_guarded_text(ctx, p.guard, conv, p.step_key, line, p.reply_to, Some(p.turn_id)).await?;
     Ok(no_picture(line))
 }
 
@@ -231,7 +233,7 @@ async fn upload(ctx: &Ctx, conv: &ConvKey, p: &Picture<'_>, picture: Stored) -> 
     let record = json!({"chat_id": conv.chat_id, "caption": picture.caption, "prompt": p.ask.prompt, "bytes": bytes.len()}).to_string();
     let pending = outbox::Pending { key: &key, step_key: p.step_key, conv, method: "sendPhoto", body: &record };
     outbox::record_pending(&ctx.db(), &pending, now_ms()).await.map_err(retry)?;
-    if !ctx.step_wanted() {
+    if !p.guard.wanted() {
         return Err(StepError::Cancelled);
     }
     match ctx.telegram().send_photo(conv.chat_id, &fields, (&picture.mime_type, &bytes)).await {

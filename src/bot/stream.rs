@@ -236,7 +236,7 @@ impl ModelPort for StreamingModel {
         let result = match &self.drafts {
             None => match Stop::unless_thrown(stop, self.client.generate(model, request)).await {
                 Some(result) => result,
-                None => return Stop::ended(stop, request, Vec::new()),
+                None => return crate::outbound::gemini_stream::ended(stop, request, Vec::new()),
             },
             Some(drafts) => {
                 let first = drafts.calls.replace(drafts.calls.get() + 1) == 0;

@@ -75,7 +75,7 @@ impl ChatObject {
     /// message), anyone else's as usual. `step_calls` stays with the plan. Returns the decision
     /// and whether nothing is to be sent.
     pub(super) async fn finish_any_turn(&self, ctx: &Ctx, turn_id: &str, steps: Vec<Step>, step_calls: Option<Vec<Option<usize>>>) -> (Finish, bool) {
-        // Its own bot speaks only in groups (as `Ctx::speaking_for` decides); else the header.
+        // Its own bot speaks only in groups (as `bot::crew::speaking_for` decides); else the header.
         let group = self.conv().is_some_and(|(_, kind)| kind.is_group());
         let crew = lineup(ctx);
         let mut persona = None;

@@ -107,15 +107,14 @@ pub struct ChatObject {
     chat: Rc<RefCell<Option<ChatState>>>,
     meta: RefCell<Option<Meta>>,
     /// The work this instance runs now: the turn in flight with its stop switch (thrown by
-    /// `stop.rs`), and whether it carries out plan steps (memory only, see `Running`).
-    running: RefCell<Running<Rc<stream::Stop>>>,
+    /// `stop.rs`), whether it carries out plan steps, and the rows the last turn loaded, so the
+    /// next reads only what is new (memory only, see `Running`).
+    running: RefCell<Running<Rc<stream::Stop>, answer::RowCacheSlot>>,
     /// Update ids being handled right now (a redelivery storm arrives concurrently).
     handling: RefCell<std::collections::HashSet<i64>>,
     /// The state as last handed to storage (writes are applied in order, so storage holds it
     /// once they are done): an update that changes nothing writes nothing. `None`: unknown.
     written: Rc<RefCell<Option<String>>>,
-    /// The rows the last turn loaded, so the next reads only what is new (in memory only).
-    rows: answer::RowCacheSlot,
     /// Counts this object's storage rows (see [`StorageMeter`]).
     storage_meter: StorageMeter,
     /// The alarm this instance last set (`Some(None)`: deleted; `None`: unknown, as after a
@@ -136,7 +135,6 @@ impl DurableObject for ChatObject {
             running: RefCell::new(Running::default()),
             handling: RefCell::new(Default::default()),
             written: Rc::new(RefCell::new(None)),
-            rows: Default::default(),
             storage_meter: StorageMeter::default(),
             armed: std::cell::Cell::new(None),
             changes: std::cell::Cell::new(0),

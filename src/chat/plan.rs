@@ -14,7 +14,6 @@ use agent_core::chat_state::ChatState;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::chat::plan::{Step, StepOutcome};
 use agent_core::chat::status::TurnStatus;
-use std::rc::Rc;
 use agent_core::chat::plan::{after_fatal, default_reply_to, AfterFailure};
 
 impl ChatObject {
@@ -97,15 +96,13 @@ impl ChatObject {
                 return None;
             }
         }
-        // Deliver asks this guard right before every Telegram call.
+        // Delivery asks this guard right before every Telegram call.
         let chat = self.chat.clone();
         let guard_turn = turn_id.clone();
-        let guarded = Ctx {
-            step_guard: Some(Rc::new(move || chat.borrow().as_ref().is_some_and(|st| st.is_current_step(&guard_turn, index)))),
-            ..ctx.speaking_for(&turn_id, self.conv().is_some_and(|(_, kind)| kind.is_group()))
-        };
+        let guard = deliver::Guard::new(move || chat.borrow().as_ref().is_some_and(|st| st.is_current_step(&guard_turn, index)));
+        let speaking = crate::bot::crew::speaking_for(ctx, &turn_id, self.conv().is_some_and(|(_, kind)| kind.is_group()));
         // `bot::image` carries out a picture step and hands every other step to delivery.
-        Some(crate::bot::image::run_step(&guarded, conv, &turn_id, index, &due.step, due.default_reply).await)
+        Some(crate::bot::image::run_step(&speaking, &guard, conv, &turn_id, index, &due.step, due.default_reply).await)
     }
 
     /// What a step's result means for the plan.

@@ -50,7 +50,8 @@ impl ChatObject {
         self.running.borrow_mut().turn_begins(&turn.turn_id, Some(live.stop.clone()));
         worker::console_log!("turn {} runs (attempt {})", turn.turn_id, turn.attempt);
         self.arm(ctx).await;
-        let result = answer::answer_turn(ctx, conv, turn, Some(live), Some(&self.rows)).await;
+        let rows = self.running.borrow().rows();
+        let result = answer::answer_turn(ctx, conv, turn, Some(live), Some(&rows)).await;
         self.running.borrow_mut().turn_ends();
         result
     }

@@ -163,10 +163,6 @@ pub struct Ctx {
     pub cfg: Rc<Config>,
     pub secrets: Rc<Secrets>,
     pub meter: Meter,
-    /// While a plan step runs: whether it is still wanted. Delivery asks right before every
-    /// Telegram call (no await between the answer and the call), so a step that a new message
-    /// cancelled is never sent.
-    pub step_guard: Option<Rc<dyn Fn() -> bool>>,
     /// Crew mode: the token of the persona bot that speaks (`CREW_BOT_TOKEN_<NAME>`), when a
     /// persona's steps and typing go through its own bot; `None` is the main bot.
     pub speaker_token: Option<agent_core::secret::Secret>,
@@ -188,7 +184,7 @@ impl Ctx {
         let (cfg, secrets) = FROM_ENV.with(|cell| {
             cell.borrow_mut().get_or_insert_with(|| (Rc::new(config_from_env(&env)), Rc::new(Secrets::from_env(&env)))).clone()
         });
-        Ctx { meter: Meter::new(cfg.metrics_log), cfg, secrets, step_guard: None, speaker_token: None, d1: Rc::default(), env }
+        Ctx { meter: Meter::new(cfg.metrics_log), cfg, secrets, speaker_token: None, d1: Rc::default(), env }
     }
 
     /// With `METRICS_LOG` set, a guard that logs this invocation's metrics line when it goes
@@ -196,20 +192,6 @@ impl Ctx {
     /// is only called when the setting is on.
     pub fn metrics(&self, kind: impl FnOnce() -> String) -> Option<Metrics> {
         self.meter.counts_rows().then(|| Metrics { meter: self.meter.clone(), kind: kind(), started_ms: worker::js_sys::Date::now() })
-    }
-
-    /// False once the plan step this context runs was cancelled (see `step_guard`).
-    pub fn step_wanted(&self) -> bool {
-        self.step_guard.as_ref().is_none_or(|g| g())
-    }
-
-    /// The same context speaking as the persona of `turn_id` (crew mode): through the
-    /// persona's own bot when its secret `CREW_BOT_TOKEN_<NAME>` is set and the chat is a group
-    /// (a persona's bot cannot write into someone's private chat with the main bot), else the
-    /// main bot.
-    pub fn speaking_for(&self, turn_id: &str, group: bool) -> Ctx {
-        let token = agent_core::crew::persona_of_turn(turn_id).filter(|_| group).and_then(|p| env::crew_bot_token(&self.env, p));
-        Ctx { speaker_token: token, ..self.clone() }
     }
 
     /// The same context with a fresh subrequest meter: each queue message is its own budget.

@@ -21,91 +21,17 @@ use super::net;
 use agent_core::gemini::{parse_error, GenerateContentRequest, GenerateContentResponse, ModelError};
 use agent_core::gemini::stream::{merge, parse_chunk, SseDecoder};
 use futures::future::{select, Either};
-use std::cell::{Cell, RefCell};
-use std::task::{Poll, Waker};
+pub use agent_core::turn::stop::{Stop, StopReason};
+use std::cell::RefCell;
 use worker::{AbortController, Method, RequestRedirect};
 
-/// Why a turn's stop switch was thrown, which decides what becomes of what the model wrote so far.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// The person pressed Stop (Telegram's Stop button): the answer so far is the answer,
-    /// marked stopped; what of it is sent is `STOP_KEEPS`'s (`core::telegram::drafts::stopped_steps`).
-    Person,
-    /// An early start a newer message overtook (`ChatObject::abandon_turn`): what it wrote is
-    /// dropped, the call fails as `ModelError::Abandoned`.
-    Abandoned,
-}
-
-/// A running turn's one stop switch: once thrown, its model call ends at once and it makes no
-/// other. The chat object throws it (`chat/stop.rs`), for the person's Stop or an abandoned
-/// early start; the first reason thrown is the one that holds.
-#[derive(Default)]
-pub struct Stop {
-    reason: Cell<Option<StopReason>>,
-    waiting: RefCell<Vec<Waker>>,
-}
-
-impl Stop {
-    /// Throws the switch for `reason` (kept if it was thrown already): every wait on it ends.
-    pub fn throw(&self, reason: StopReason) {
-        if self.reason.get().is_none() {
-            self.reason.set(Some(reason));
-        }
-        for w in self.waiting.borrow_mut().drain(..) {
-            w.wake();
-        }
-    }
-
-    pub fn is_thrown(&self) -> bool {
-        self.reason.get().is_some()
-    }
-
-    /// Why it was thrown (`None`: it was not).
-    pub fn reason(&self) -> Option<StopReason> {
-        self.reason.get()
-    }
-
-    /// Resolves once the switch is thrown.
-    pub async fn thrown(&self) {
-        futures::future::poll_fn(|cx| {
-            if self.is_thrown() {
-                return Poll::Ready(());
-            }
-            let mut waiting = self.waiting.borrow_mut();
-            if !waiting.iter().any(|w| w.will_wake(cx.waker())) {
-                waiting.push(cx.waker().clone());
-            }
-            Poll::Pending
-        })
-        .await
-    }
-
-    /// Resolves once `stop` is thrown; never without one.
-    async fn thrown_if(stop: Option<&Stop>) {
-        match stop {
-            Some(stop) => stop.thrown().await,
-            None => futures::future::pending().await,
-        }
-    }
-
-    /// Runs `work` unless the switch is thrown first (`None`), which drops it.
-    pub async fn unless_thrown<T>(stop: Option<&Stop>, work: impl std::future::Future<Output = T>) -> Option<T> {
-        let thrown = Stop::thrown_if(stop);
-        futures::pin_mut!(work, thrown);
-        match select(work, thrown).await {
-            Either::Left((out, _)) => Some(out),
-            Either::Right(_) => None,
-        }
-    }
-
-    /// What a model call the switch ended gives, `so_far` the pieces that came: the person's
-    /// Stop, the answer so far marked stopped; an abandoned start, `ModelError::Abandoned`.
-    /// Both charged what the call cost (the request sent, the text written).
-    pub fn ended(stop: Option<&Stop>, request: &GenerateContentRequest, so_far: Vec<GenerateContentResponse>) -> Result<GenerateContentResponse, ModelError> {
-        match stop.and_then(Stop::reason) {
-            Some(StopReason::Person) => Ok(stopped_answer(request, so_far)),
-            _ => Err(ModelError::Abandoned { usage: agent_core::turn::abandoned_usage(request, &so_far) }),
-        }
+/// What a model call the switch ended gives, `so_far` the pieces that came: the person's
+/// Stop, the answer so far marked stopped; an abandoned start, `ModelError::Abandoned`.
+/// Both charged what the call cost (the request sent, the text written).
+pub fn ended(stop: Option<&Stop>, request: &GenerateContentRequest, so_far: Vec<GenerateContentResponse>) -> Result<GenerateContentResponse, ModelError> {
+    match stop.and_then(Stop::reason) {
+        Some(StopReason::Person) => Ok(stopped_answer(request, so_far)),
+        _ => Err(ModelError::Abandoned { usage: agent_core::turn::abandoned_usage(request, &so_far) }),
     }
 }
 
@@ -117,7 +43,7 @@ pub trait ChunkSink {
 
 impl GeminiClient {
     /// Streams one answer, telling `sink` of every piece; returns the merged response. `stop`
-    /// thrown meanwhile: the call ends at once, as [`Stop::ended`] says (module doc).
+    /// thrown meanwhile: the call ends at once, as [`ended`] says (module doc).
     pub async fn stream_generate(&self, model: &str, request: &GenerateContentRequest, sink: &impl ChunkSink, stop: Option<&Stop>) -> Result<GenerateContentResponse, ModelError> {
         let body = serde_json::to_string(request).map_err(|e| ModelError::InvalidResponse(e.to_string()))?;
         let model = model.trim_start_matches("models/");
@@ -184,7 +110,7 @@ impl GeminiClient {
         match outcome {
             Err(e) => Err(ModelError::Network(e)),
             Ok(Err(e)) => Err(e),
-            Ok(Ok((chunks, true))) => Stop::ended(stop, request, chunks),
+            Ok(Ok((chunks, true))) => ended(stop, request, chunks),
             Ok(Ok((chunks, _))) if chunks.is_empty() => Err(ModelError::InvalidResponse("the stream had no answer".into())),
             Ok(Ok((chunks, _))) => Ok(merge(chunks)),
         }

@@ -62,7 +62,7 @@ fn hold(key: (i64, i64), seconds: u64, now: i64) {
 
 impl Ctx {
     /// The Bot API client, counting on this context's meter: the speaking persona's own bot
-    /// in crew mode (`Ctx::speaking_for`), else the main bot.
+    /// in crew mode (`bot::crew::speaking_for`), else the main bot.
     pub fn telegram(&self) -> TelegramClient {
         let token = self.speaker_token.clone().unwrap_or_else(|| self.secrets.bot_token.clone());
         TelegramClient::new(&self.cfg.telegram_api_base, token, self.meter.clone())

@@ -86,7 +86,7 @@ pub async fn answer_turn(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option
     let work = crate::bot::crew::within_limit(turn, ask_model(ctx, conv, turn, &c, &model, now, live));
     // A crew persona with its own bot shows "typing…" through it.
     let group = c.chat.as_ref().is_some_and(|ch| agent_core::conversation::ChatKind::from_telegram(&ch.kind, 0).is_group());
-    let outcome = if show_typing { typing::with_typing(&ctx.speaking_for(&turn.turn_id, group), conv, work).await } else { work.await };
+    let outcome = if show_typing { typing::with_typing(&crate::bot::crew::speaking_for(ctx, &turn.turn_id, group), conv, work).await } else { work.await };
     record::finish(ctx, conv, turn, start, outcome).await
 }
 

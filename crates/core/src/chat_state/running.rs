@@ -1,6 +1,7 @@
 //! What the chat object holds in memory while work runs, as one value with named transitions:
-//! the turn this instance drives (and its stop switch, `S`, the edge's type) and whether it is
-//! carrying out plan steps. Memory only, by design: an instance that starts after a restart
+//! the turn this instance drives (and its stop switch, `S`), whether it is carrying out plan
+//! steps, and the rows the last turn loaded (`R`, the edge's cache handle: the next turn reads
+//! only what is new). Memory only, by design: an instance that starts after a restart
 //! holds nothing, so it takes over the dead one's stored work (`ChatState::take_over`), while
 //! the instance that holds the work sees it held and only re-checks
 //! (`ChatState::next_wake_here`).
@@ -10,9 +11,10 @@
 
 /// The work this instance runs now.
 #[derive(Debug)]
-pub struct Running<S> {
+pub struct Running<S, R = ()> {
     turn: Option<InFlight<S>>,
     advancing: bool,
+    rows: R,
 }
 
 #[derive(Debug)]
@@ -22,13 +24,18 @@ struct InFlight<S> {
     switch: Option<S>,
 }
 
-impl<S> Default for Running<S> {
+impl<S, R: Default> Default for Running<S, R> {
     fn default() -> Self {
-        Running { turn: None, advancing: false }
+        Running { turn: None, advancing: false, rows: R::default() }
     }
 }
 
-impl<S: Clone> Running<S> {
+impl<S: Clone, R: Clone> Running<S, R> {
+    /// The handle of the rows the last turn loaded (shared: a turn fills it as it reads).
+    pub fn rows(&self) -> R {
+        self.rows.clone()
+    }
+
     /// This instance starts driving `turn_id` (its stop switch, if it has one).
     pub fn turn_begins(&mut self, turn_id: &str, switch: Option<S>) {
         self.turn = Some(InFlight { turn_id: turn_id.to_string(), switch });
@@ -85,6 +92,13 @@ mod tests {
         r.turn_begins("api", None);
         assert!(r.in_flight());
         assert_eq!(r.switch_of("api"), None, "an API turn has no switch");
+    }
+
+    #[test]
+    fn the_rows_handle_is_the_same_for_every_turn() {
+        let r: Running<u8, std::rc::Rc<std::cell::Cell<u32>>> = Running::default();
+        r.rows().set(42); // the first turn loaded 42 rows
+        assert_eq!(r.rows().get(), 42, "the next turn reads what the last one kept");
     }
 
     #[test]

@@ -44,6 +44,7 @@ pub mod record;
 pub mod request;
 pub mod run;
 pub mod session;
+pub mod stop;
 pub mod tools;
 pub mod window;
 
