@@ -40,7 +40,7 @@ mod turn_life;
 use crate::bot::{answer, stream};
 use crate::config::{now_ms, Ctx};
 use crate::outbound::objects::ChatRequest;
-use agent_core::chat_state::effects::{AlarmEffect, Limits};
+use agent_core::chat_state::effects::Limits;
 use agent_core::chat_state::running::Running;
 use agent_core::chat_state::{self, ChatState, Timing};
 use agent_core::conversation::{ChatKind, ConvKey};
@@ -416,45 +416,57 @@ impl ChatObject {
         }
     }
 
-    /// The alarm's work: it asks the state for the next effect (`ChatState::alarm_effect`),
-    /// carries it out, and asks again only after sending an owed message; then it arms.
+    /// The alarm's work: the core's loop (`chat_state::alarm::run`) over this object.
     async fn on_alarm(&self, ctx: &Ctx) {
-        let limits = Self::limits(ctx);
-        let mut owed_now = true;
-        loop {
-            let (now, spent, in_flight) = (now_ms(), ctx.meter.count(), self.running.borrow().in_flight());
-            let (effect, lost_step) = self.update(|st| st.alarm_effect(now, &self.timing_for(ctx, st), in_flight, spent, owed_now, &limits)).await;
-            if lost_step {
-                worker::console_warn!("a step's retry job is overdue (lost?); retrying the step here");
-            }
-            match effect {
-                AlarmEffect::SendOwed { turn_id, text } => {
-                    // One that must wait stops the owed messages of this alarm (not its other work).
-                    owed_now = self.send_owed(ctx, &turn_id, &text, &limits).await;
-                    continue;
-                }
-                AlarmEffect::Yield => {
-                    worker::console_log!("the alarm spent {spent} subrequests; continuing in the next invocation");
-                }
-                AlarmEffect::DriveTurn(turn) => {
-                    worker::console_warn!("turn {}: taking over (its instance died or its retry job is overdue)", turn.turn_id);
-                    self.drive_turn(ctx, turn).await;
-                }
-                AlarmEffect::GiveUp { turn_id, reason } => {
-                    worker::console_warn!("turn {turn_id}: {reason}; giving up");
-                    self.give_up(ctx, &turn_id, reason).await;
-                }
-                AlarmEffect::StartTurn => self.start_turn(ctx).await,
-                AlarmEffect::AdvancePlan => {
-                    if let Some(retry) = self.advance(ctx).await {
-                        self.queue_step_retry(ctx, retry).await;
-                    }
-                }
-                AlarmEffect::FireSchedules => self.fire_schedules(ctx).await,
-                AlarmEffect::Nothing => {}
-            }
-            break;
+        agent_core::chat_state::alarm::run(&Host { obj: self, ctx }, &Self::limits(ctx)).await;
+    }
+}
+
+/// The chat object as the alarm's port (`agent_core::chat_state::alarm::AlarmHost`): its state
+/// (asked through `update`, written once if it changed), the clock, the invocation's meter,
+/// and its work.
+struct Host<'a> {
+    obj: &'a ChatObject,
+    ctx: &'a Ctx,
+}
+
+impl agent_core::chat_state::alarm::AlarmHost for Host<'_> {
+    async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
+        self.obj.update(|st| f(st, &self.obj.timing_for(self.ctx, st))).await
+    }
+    fn now(&self) -> i64 {
+        now_ms()
+    }
+    fn spent(&self) -> u32 {
+        self.ctx.meter.count()
+    }
+    fn in_flight(&self) -> bool {
+        self.obj.running.borrow().in_flight()
+    }
+    async fn send_owed(&self, turn_id: &str, text: &str) -> agent_core::chat_state::effects::Owed {
+        self.obj.deliver_owed(self.ctx, turn_id, text).await
+    }
+    async fn drive_turn(&self, turn: chat_state::TurnRun) {
+        self.obj.drive_turn(self.ctx, turn).await;
+    }
+    async fn give_up(&self, turn_id: &str, reason: &'static str) {
+        self.obj.give_up(self.ctx, turn_id, reason).await;
+    }
+    async fn start_turn(&self) {
+        self.obj.start_turn(self.ctx).await;
+    }
+    async fn advance_plan(&self) {
+        if let Some(retry) = self.obj.advance(self.ctx).await {
+            self.obj.queue_step_retry(self.ctx, retry).await;
         }
-        self.arm(ctx).await;
+    }
+    async fn fire_schedules(&self) {
+        self.obj.fire_schedules(self.ctx).await;
+    }
+    async fn arm(&self) {
+        self.obj.arm(self.ctx).await;
+    }
+    fn log(&self, line: &str) {
+        worker::console_warn!("{line}");
     }
 }

@@ -12,7 +12,7 @@ use crate::config::{now_ms, random_unit, Ctx};
 use crate::storage;
 use agent_core::background::jobs::{retry_delay_ms, Job, JobOutcome};
 use agent_core::chat::status::TurnStatus;
-use agent_core::chat_state::effects::{job_deadline, turn_end, AfterTurn, Limits, Owed};
+use agent_core::chat_state::effects::{job_deadline, turn_end, AfterTurn, Owed};
 use agent_core::chat_state::{GivenUp, TurnRun};
 use agent_core::conversation::ConvKey;
 
@@ -190,28 +190,18 @@ impl ChatObject {
         }
     }
 
-    /// Sends the owed messages that are due (apologies, and scheduled runs' own texts:
-    /// `ChatState::next_owed`), while they fit in this invocation; one that must wait stays
-    /// owed and the alarm tries again.
+    /// Sends the owed messages that are due (apologies, and scheduled runs' own texts), while
+    /// they fit in this invocation: the core's loop (`chat_state::alarm::send_owed_messages`).
     pub(super) async fn send_owed_messages(&self, ctx: &Ctx) {
-        let limits = Self::limits(ctx);
-        loop {
-            let (now, spent) = (now_ms(), ctx.meter.count());
-            let Some((turn_id, text)) = self.update(|st| st.next_owed(now, spent, &limits)).await else { return };
-            if !self.send_owed(ctx, &turn_id, &text, &limits).await {
-                return;
-            }
-        }
+        agent_core::chat_state::alarm::send_owed_messages(&super::Host { obj: self, ctx }, &Self::limits(ctx)).await;
     }
 
-    /// Sends turn `turn_id`'s owed message and tells the state how it went
-    /// (`ChatState::owed_outcome`). Returns false when it must wait: one the chat can never
-    /// receive (blocked) is dropped, one that cannot go now (Telegram busy, out of room)
-    /// waits with backoff, for a day at most.
-    pub(super) async fn send_owed(&self, ctx: &Ctx, turn_id: &str, text: &str, limits: &Limits) -> bool {
-        let Some((conv, _)) = self.conv() else { return false };
+    /// Sends turn `turn_id`'s owed message and says how it went: one the chat can never
+    /// receive (blocked) is `Never`, one that cannot go now (Telegram busy, out of room) waits.
+    pub(super) async fn deliver_owed(&self, ctx: &Ctx, turn_id: &str, text: &str) -> Owed {
+        let Some((conv, _)) = self.conv() else { return Owed::Never };
         let key = format!("{turn_id}/apology");
-        let outcome = match deliver::send_text(ctx, &conv, &key, text, None, Some(turn_id)).await {
+        match deliver::send_text(ctx, &conv, &key, text, None, Some(turn_id)).await {
             Ok(_) => Owed::Sent,
             Err(e @ deliver::StepError::Fatal { .. }) => {
                 worker::console_error!("turn {turn_id}: the apology cannot be sent: {}", e.message());
@@ -224,11 +214,6 @@ impl ChatObject {
                     _ => Owed::OutOfRoom, // the next invocation has a fresh budget
                 }
             }
-        };
-        let now = now_ms();
-        if !self.update(|st| st.owed_outcome(turn_id, outcome, now, limits)).await {
-            worker::console_error!("turn {turn_id}: the apology was given up after a day of attempts");
         }
-        matches!(outcome, Owed::Sent | Owed::Never)
     }
 }

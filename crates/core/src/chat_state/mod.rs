@@ -28,6 +28,7 @@
 //!   first attempt saw (`committed_upto`).
 
 mod crew_cycle;
+pub mod alarm;
 pub mod effects;
 pub mod running;
 
