@@ -1,22 +1,23 @@
 // The alarm under a forced race (issue 35, item 15): a private chat's long answer is committed
 // (its first chunk went out while it streamed) and its plan runs in the retry job's invocation
 // (the first model call failed), its next two sendMessage calls answered 4 s late by the fake
-// Telegram while the person writes every half second. The chat object's alarm count (the
-// state's `alarms`, from the admin API) grows by how many alarms ran while that one delivery
+// Telegram while the person writes every half second. The chat object's alarm count (its
+// `alarm` metrics lines, METRICS_LOG) grows by how many alarms ran while that one delivery
 // did; before the re-check alarm it grew by hundreds (the alarm fired every millisecond).
 // Part of `npm run bench` (bench/worker.mjs); `node bench/alarms.mjs` runs it alone.
-import { startStack, privateText, sleep, ADMIN_TOKEN } from "../tests/support/stack.js";
+import { startStack, privateText, sleep } from "../tests/support/stack.js";
 
 const PARAGRAPHS = Array.from({ length: 42 }, (_, i) =>
   `Paragraph ${i + 1} of the long answer: **step ${i + 1}** is where we look at the details once more, weigh each option with care, write down what we learnt, and then move on to the next part of the plan without rushing anything at all today.`,
 );
 
 export async function alarmRace() {
-  const s = await startStack({ vars: { RETRY_BASE_MS: "300", DRAFT_INTERVAL_MS: "300" } });
+  const s = await startStack({ vars: { RETRY_BASE_MS: "300", DRAFT_INTERVAL_MS: "300", METRICS_LOG: "true" } });
   try {
     const uid = 88_000_001;
     const finals = () => s.tg.calls("sendMessage", uid).filter((r) => r.text !== undefined).length;
-    const alarms = async () => (await (await s.fetch(`/api/v1/chats/${uid}/state`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json()).alarms;
+    // Alarm invocations, from the worker's metrics lines (this chat is the only busy one).
+    const alarms = async () => s.metricsSince(0).filter((m) => m.kind === "alarm").length;
     s.gemini.script(uid, [{ status: 503 }, { text: PARAGRAPHS.join("\n\n"), streamMs: 1500 }, { text: "And the second question." }]);
     await s.webhook(privateText(uid, "tell me everything"));
     await s.tg.waitFor(() => finals() >= 1, 60_000, "the first chunk");

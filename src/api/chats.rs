@@ -39,10 +39,6 @@ pub async fn set_crew(ctx: &Ctx, id: &str, body: &Value) -> Result<Response> {
     Response::from_json(&json!({"chat_id": key.chat_id, "thread_id": key.thread_id, "enabled": enabled}))
 }
 
-pub async fn state(ctx: &Ctx, conv: &str) -> Result<Response> {
-    let Some(key) = ConvKey::parse(conv) else { return bad_request("bad conversation key") };
-    objects::call(ctx, &key, &ChatRequest::State).await
-}
 
 /// When the chat's object next wakes (its alarm), or `null`: a reminder, a debounced burst, a
 /// retry's deadline.

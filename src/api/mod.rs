@@ -5,7 +5,7 @@
 //!
 //! status, sessions (paged), a session's messages (paged), session reset, costs, memories,
 //! media descriptions, schedules, pairings, users' access, a chat's model, notify (send as the bot), chat
-//! (synchronous: text in, the bot's reply out), and the chat object's state for debugging.
+//! (synchronous: text in, the bot's reply out), and when a chat's object next wakes.
 
 mod access;
 mod activity;
@@ -87,7 +87,6 @@ pub(crate) async fn dispatch(ctx: &Ctx, method: Method, segments: &[&str], url: 
         (Method::Put, ["chats", id, "crew"]) => chats::set_crew(ctx, id, &body).await,
         (Method::Post, ["notify"]) => chats::notify(ctx, &body).await,
         (Method::Post, ["chat"]) => chats::chat(ctx, &body).await,
-        (Method::Get, ["chats", conv, "state"]) => chats::state(ctx, conv).await,
         (Method::Get, ["chats", conv, "wake"]) => chats::wake(ctx, conv).await,
         _ => not_found(),
     }

@@ -15,9 +15,9 @@
 //! parsed once by `fetch` — an arrival (a reply-asking message or reaction), a retry job
 //! (answers a `JobOutcome`), a dead-lettered job, an API chat turn, re-reading the chat's next
 //! schedule run (after a change made elsewhere, or the cron's check), the chat's crew switch
-//! ([`crew`]), and the state (for tests and debugging).
+//! ([`crew`]), when it next wakes (its alarm), and Stop.
 //!
-//! Invariants (INVARIANTS.md): "One turn at a time per conversation" (`in_flight` is memory
+//! Invariants (INVARIANTS.md): "One turn at a time per conversation" (`Running` is memory
 //! only: a stored turn this instance is not running is recovered), "An alarm fails only before
 //! its work", "Every waiting state has a deadline", "The alarm never loops", "Bounded
 //! invocations", "Turn ids never repeat", "The conversation key is a type".
@@ -219,10 +219,6 @@ impl ChatObject {
             ChatRequest::Wake => {
                 let at = self.state.storage().get_alarm().await?;
                 Response::from_json(&serde_json::json!({ "next_wake_ms": at }))
-            }
-            ChatRequest::State => {
-                self.ensure_loaded().await;
-                Response::from_json(&self.chat.borrow().clone().unwrap_or_default())
             }
         }
     }

@@ -40,9 +40,6 @@ pub enum ChatRequest {
     /// Telegram's Stop was pressed on draft `draft_id` (a `stopped_message_generation`
     /// update): the running turn whose draft it is stops; any other, nothing. Answers `ok`.
     Stop { draft_id: i64 },
-    /// The object's state (the admin API's `GET /api/v1/chats/{id}/state`, for debugging
-    /// only: its shape is not part of the contract): answers the `ChatState`.
-    State,
     /// When the object next wakes (its alarm; the admin API's `GET /api/v1/chats/{id}/wake`):
     /// answers `{"next_wake_ms"}`, `null` when nothing is due.
     Wake,
@@ -58,7 +55,6 @@ impl ChatRequest {
             ChatRequest::Chat { .. } => "chat",
             ChatRequest::Schedules => "schedules",
             ChatRequest::Crew { .. } => "crew",
-            ChatRequest::State => "state",
             ChatRequest::Wake => "wake",
             ChatRequest::Stop { .. } => "stop",
         }
