@@ -33,7 +33,8 @@ impl ChatObject {
             return None;
         }
         let switch = self.with(|st| st.crew_switch()).await;
-        (self.crew_here(ctx, switch) == crew::Here::Speaks).then(|| lineup(ctx))
+        let personas = configured(ctx);
+        (self.crew_here(ctx, switch) == crew::Here::Speaks && !personas.is_empty()).then(|| Lineup::of(&personas, ctx.cfg.crew_max_rounds))
     }
 
     /// Starts the turn that is due: the next persona's when the crew speaks here, else the

@@ -338,13 +338,14 @@ impl ChatObject {
         }
     }
 
-    /// Whether a crew speaks in this conversation (`agent_core::crew::here`): the configured
-    /// personas, the chat's switch (`switch`, from the state) and `CREW_CHATS`. An object that
-    /// does not know its conversation yet counts as a crew's (its turns never start early).
+    /// Whether a crew speaks in this conversation (`agent_core::crew::here`): `CREW` set, the
+    /// chat's switch (`switch`, from the state) and `CREW_CHATS` (a `CREW` naming an unknown
+    /// persona makes the webhook refuse, so set means configured; read on every ask, so no
+    /// persona is resolved here). An object that does not know its conversation yet counts as
+    /// a crew's (its turns never start early).
     fn crew_here(&self, ctx: &Ctx, switch: Option<bool>) -> agent_core::crew::Here {
         let Some(chat_id) = self.meta.borrow().as_ref().map(|m| m.conv.chat_id) else { return agent_core::crew::Here::Speaks };
-        let configured = !ctx.cfg.crew.is_empty() && !crate::bot::crew::configured(ctx).is_empty();
-        agent_core::crew::here(chat_id, switch, configured, &ctx.cfg.crew_chats)
+        agent_core::crew::here(chat_id, switch, !ctx.cfg.crew.is_empty(), &ctx.cfg.crew_chats)
     }
 
     /// The object's limits (`agent_core::chat_state::effects::Limits`), from the configuration.

@@ -121,7 +121,8 @@ impl Meter {
 
 /// Logs one `metrics {...}` line when dropped (at the end of an invocation, early returns
 /// included) if the meter counts rows: the invocation's kind, D1 round trips, statements,
-/// rows read and written, the bytes of the rows read into the worker, subrequests, the messages
+/// rows read and written, the bytes of the rows read into the worker, the chat object's own
+/// storage rows and its asks of its state machine (`state_asks`), subrequests, the messages
 /// it put on a queue and those its batch delivered (`queue_sent`, `queue_received`: Queues
 /// bills each message's write, read and delete), and when it started and ended (the runtime's clock, in ms). `npm run bench` reads these lines (the times
 /// tell apart the invocations of one measured window); no values of the request are in them.
