@@ -496,7 +496,7 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
       // A member of a group, as the bot sees it: a chat it knows nothing of is "chat not
       // found"; a user who is not in it is "left" (Telegram answers so for non-members).
       // The bot itself: "administrator" where setAdmin made it one, else "member" (it gets
-      // the group's messages), in any group (what `bot::private` asks before an any-time
+      // the group's messages), in any group (what `bot::to_one_person` asks before an any-time
       // ephemeral message).
       case "getChatMember": {
         const chat = members.get(Number(chatId)) ?? (body.user_id === bot.id && Number(chatId) < 0 ? new Map() : null);

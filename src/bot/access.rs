@@ -8,10 +8,10 @@
 //! creator cancels a reminder in a group", "Budgets". Also: nothing here calls the model; a
 //! refused message costs at most one short reply. In a group a refusal, a pairing message and a
 //! person's own budget notice go to that person alone where Telegram allows it
-//! (`bot::private`), else as before (silence; the group's notice).
+//! (`bot::to_one_person`), else as before (silence; the group's notice).
 
 use super::deliver;
-use super::private::{self, Today};
+use super::to_one_person::{self, Today};
 use crate::config::{now_ms, random_bytes, Ctx};
 use crate::outbound::objects::{self, ChatRequest};
 use crate::storage;
@@ -29,7 +29,7 @@ pub use crate::storage::access::Approved;
 /// Applies the access policy to a message. Returns true when the bot may answer it; otherwise
 /// the refusal is recorded and the user told at most every 10 minutes: in private chats as
 /// before; in a group only privately (an ephemeral message, the bot an admin there:
-/// `bot::private`; under `DM_POLICY=pairing` their pairing code), else nothing, as before.
+/// `bot::to_one_person`; under `DM_POLICY=pairing` their pairing code), else nothing, as before.
 pub async fn admit(ctx: &Ctx, conv: &ConvKey, kind: ChatKind, user_id: Option<i64>, name: &str, access: Option<&str>, message_id: i64) -> bool {
     let known = access.and_then(UserAccess::parse);
     match policy::decide(&ctx.cfg, kind, conv.chat_id, user_id, known) {
@@ -47,8 +47,8 @@ pub async fn admit(ctx: &Ctx, conv: &ConvKey, kind: ChatKind, user_id: Option<i6
                 (_, false, _) if kind.is_group() => {
                     let Some(user) = agent_core::telegram::private_answer::receiver(kind, user_id, false) else { return false };
                     match reason.group_notice(ctx.cfg.dm_policy) {
-                        Some(_) if !private::bot_is_admin(ctx, conv.chat_id).await => {}
-                        Some(GroupNotice::Text(text)) => private::private_answer(ctx, conv, &key, text, user, None, Today::Nothing).await,
+                        Some(_) if !to_one_person::bot_is_admin(ctx, conv.chat_id).await => {}
+                        Some(GroupNotice::Text(text)) => to_one_person::private_answer(ctx, conv, &key, text, user, None, Today::Nothing).await,
                         Some(GroupNotice::Pair) => pair(ctx, conv, user, name, message_id, None).await,
                         None => {}
                     }
@@ -70,7 +70,7 @@ pub async fn admit(ctx: &Ctx, conv: &ConvKey, kind: ChatKind, user_id: Option<i6
 /// them, as an ephemeral message (where that cannot go, nothing: there was none before).
 async fn tell(ctx: &Ctx, conv: &ConvKey, user_id: i64, key: &str, text: &str) {
     if conv.chat_id < 0 {
-        private::private_answer(ctx, conv, key, text, user_id, None, Today::Nothing).await;
+        to_one_person::private_answer(ctx, conv, key, text, user_id, None, Today::Nothing).await;
     } else {
         let _ = deliver::send_text(ctx, conv, key, text, None, None).await;
     }
@@ -259,7 +259,7 @@ pub async fn within_budget(ctx: &Ctx, conv: &ConvKey, kind: ChatKind, user_id: O
                 // allows it (`bot::ephemeral`), else the group message of before. The chat's
                 // and the bot's day concern everyone there: the group message.
                 match (scope, user_id.filter(|_| kind.is_group())) {
-                    (Scope::User, Some(user)) => private::private_answer(ctx, conv, &key, scope.message(), user, None, Today::Group).await,
+                    (Scope::User, Some(user)) => to_one_person::private_answer(ctx, conv, &key, scope.message(), user, None, Today::Group).await,
                     _ => {
                         let _ = deliver::send_text(ctx, conv, &key, scope.message(), None, None).await;
                     }

@@ -2,7 +2,7 @@
 //! marked ephemeral in the menu (`core::telegram::commands::EPHEMERAL`: `/memory`, `/usage`,
 //! ...) sent in a group reaches the bot as a message only its sender and the bot see
 //! (`message_id` 0, `ephemeral_message_id`). Its answer goes to that person alone
-//! (`bot::private`: replying within Telegram's 15 s window, or at any time when the bot is an
+//! (`bot::to_one_person`: replying within Telegram's 15 s window, or at any time when the bot is an
 //! admin of the group), else as today: a message in the group, never showing more.
 //!
 //! Also: neither the command nor its ephemeral answer enters the group's history, prompts or
@@ -10,7 +10,7 @@
 //! lost answer is simply lost: the person repeats the command, nothing is owed. An ephemeral
 //! message that is not a private-answer command is acknowledged and ignored.
 
-use super::private::{private_answer, Today};
+use super::to_one_person::{private_answer, Today};
 use crate::config::{now_ms, Ctx};
 use agent_core::conversation::InboundMessage;
 use agent_core::telegram::api::ephemeral_in_window;

@@ -38,7 +38,7 @@ impl ChatObject {
         self.running.borrow_mut().turn_ends();
         self.update(|st| st.end_turn(&turn.turn_id)).await;
         let answer = match result {
-            Ok(answer::TurnOutput::Planned { steps, schedules_changed, .. }) => {
+            Ok(answer::Answer::Planned { steps, schedules_changed, .. }) => {
                 if schedules_changed {
                     self.refresh_schedules(ctx).await;
                 }
@@ -55,9 +55,9 @@ impl ChatObject {
                 let _ = storage::turns::set_turn_status(&ctx.db(), &turn.turn_id, TurnStatus::Done, None, now_ms()).await;
                 (200, json!({"reply": texts.join("\n\n"), "messages": texts, "turn_id": turn.turn_id}))
             }
-            Ok(answer::TurnOutput::NothingToDo | answer::TurnOutput::Abandoned) => (200, json!({"reply": null, "messages": [], "turn_id": turn.turn_id})),
-            Err(answer::TurnError::Transient { error, .. }) => (503, json!({"error": error})),
-            Err(answer::TurnError::Permanent { error }) => (502, json!({"error": error})),
+            Ok(answer::Answer::NothingToDo | answer::Answer::Abandoned) => (200, json!({"reply": null, "messages": [], "turn_id": turn.turn_id})),
+            Err(answer::AnswerError::Transient { error, .. }) => (503, json!({"error": error})),
+            Err(answer::AnswerError::Permanent { error }) => (502, json!({"error": error})),
         };
         answer
     }

@@ -1,16 +1,17 @@
-//! Retry jobs and dead letters that reach the object: a turn's or a step's next attempt, the
-//! queueing of a step's retry, and giving up when a job ran out of attempts.
+//! Queueing the next attempt of work that failed in the object (a turn, a step), or giving it
+//! up when it ran out of attempts. The jobs themselves, when they come back, and their dead
+//! letters are the core's loop (`chat_state::job`, over `chat::Host`).
 //!
 //! Invariants (INVARIANTS.md): "Every waiting state has a deadline" (a step retry that
 //! cannot be queued comes back through the alarm at its deadline). Also: a job for work that
 //! finished or was superseded meanwhile does nothing.
 
-use super::{ChatObject, StepRetry};
+use super::ChatObject;
+use agent_core::chat_state::job::StepRetry;
 use crate::config::{now_ms, random_unit, Ctx};
 use crate::outbound::queues;
 use crate::storage;
 use agent_core::background::jobs::{max_attempts, next_move, Job, JobOutcome, NextMove};
-use agent_core::chat_state::effects::job_deadline;
 
 impl ChatObject {
     /// Queues the retry of a failed step (see [`Self::retry_or_give_up`]).
@@ -42,48 +43,6 @@ impl ChatObject {
                     worker::console_error!("job {}: retry not queued; the alarm takes it over at its deadline", job.key());
                 }
             }
-        }
-    }
-
-    pub(super) async fn job(&self, ctx: &Ctx, job: Job) -> JobOutcome {
-        let Some((conv, _)) = self.conv() else { return JobOutcome::Done };
-        match job {
-            Job::Turn { turn_id, attempt, .. } => {
-                let Some(turn) = self.update(|st| st.resume_turn(&turn_id, attempt, now_ms())).await else {
-                    return JobOutcome::Done; // finished or superseded meanwhile
-                };
-                let result = self.run_turn(ctx, &conv, &turn).await;
-                self.after_turn(ctx, &conv, &turn_id, result).await
-            }
-            Job::Step { turn_id, step, attempt, .. } => {
-                if !self.update(|st| st.resume_step(&turn_id, step)).await {
-                    return JobOutcome::Done;
-                }
-                let outcome = match self.advance(ctx).await {
-                    Some(retry) if retry.turn_id == turn_id && retry.step == step => {
-                        // The consumer backs off by this job's attempt: so does the deadline.
-                        let deadline = job_deadline(now_ms(), attempt, retry.after_ms, &Self::limits(ctx));
-                        self.update(|st| st.step_waiting(&turn_id, step, deadline)).await;
-                        JobOutcome::Retry { error: retry.error, after_ms: retry.after_ms }
-                    }
-                    Some(other) => {
-                        self.queue_step_retry(ctx, other).await;
-                        JobOutcome::Done
-                    }
-                    None => JobOutcome::Done,
-                };
-                outcome
-            }
-            Job::Consolidate { .. } | Job::Guest { .. } => JobOutcome::Done,
-        }
-    }
-
-    pub(super) async fn dead(&self, ctx: &Ctx, job: Job) {
-        match &job {
-            Job::Turn { turn_id, .. } | Job::Step { turn_id, .. } => {
-                self.give_up(ctx, turn_id, "gave up after the last attempt").await;
-            }
-            Job::Consolidate { .. } | Job::Guest { .. } => {}
         }
     }
 }

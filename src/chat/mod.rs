@@ -40,7 +40,9 @@ mod turn_life;
 use crate::bot::{answer, stream};
 use crate::config::{now_ms, Ctx};
 use crate::outbound::objects::ChatRequest;
+use agent_core::background::jobs::JobOutcome;
 use agent_core::chat_state::effects::Limits;
+use agent_core::chat_state::job::StepRetry;
 use agent_core::chat_state::running::Running;
 use agent_core::chat_state::{self, ChatState, Timing};
 use agent_core::conversation::{ChatKind, ConvKey};
@@ -90,14 +92,6 @@ impl StorageMeter {
     fn set(&self, meter: &crate::config::Meter) {
         *self.0.borrow_mut() = meter.clone();
     }
-}
-
-/// A step that is waiting for a retry job.
-struct StepRetry {
-    turn_id: String,
-    step: usize,
-    error: String,
-    after_ms: Option<u64>,
 }
 
 #[durable_object]
@@ -195,13 +189,13 @@ impl ChatObject {
                 self.take_arrival(ctx, arrival).await;
                 Response::ok("ok")
             }
-            ChatRequest::Job(job) => Response::from_json(&self.job(ctx, job).await),
+            ChatRequest::Job(job) => Response::from_json(&chat_state::job::run(&Host { obj: self, ctx }, job, &Self::limits(ctx)).await),
             ChatRequest::Chat { text, name } => {
                 let (status, value) = self.api_chat(ctx, &text, &name).await;
                 Ok(Response::from_json(&value)?.with_status(status))
             }
             ChatRequest::Dead(job) => {
-                self.dead(ctx, job).await;
+                chat_state::job::dead(&Host { obj: self, ctx }, &job).await;
                 Response::ok("ok")
             }
             ChatRequest::Schedules => {
@@ -272,21 +266,27 @@ impl ChatObject {
         f(guard.get_or_insert_with(ChatState::default))
     }
 
-    /// Changes the state and writes it to storage.
+    /// Changes the state and writes it to storage (through one untyped function, so each
+    /// caller's closure adds only this wrapper to the worker's size).
     async fn update<R>(&self, f: impl FnOnce(&mut ChatState) -> R) -> R {
+        let (mut f, mut out) = (Some(f), None);
+        self.update_dyn(&mut |st| out = f.take().map(|f| f(st))).await;
+        out.expect("update_dyn runs its closure once")
+    }
+
+    async fn update_dyn(&self, f: &mut dyn FnMut(&mut ChatState)) {
         self.ensure_loaded().await;
         self.storage_meter.ask();
-        let (r, snapshot) = {
+        let snapshot = {
             let mut guard = self.chat.borrow_mut();
             let st = guard.get_or_insert_with(ChatState::default);
-            let r = f(st);
-            (r, chat_state::stored(st))
+            f(st);
+            chat_state::stored(st)
         };
         if self.written.borrow().as_deref() != Some(snapshot.as_str()) {
             self.changes.set(self.changes.get() + 1);
             persist(&self.state.storage(), &self.written, &self.storage_meter, snapshot).await;
         }
-        r
     }
 
     /// Changes the loaded state in memory only: the change is written with the next `update`
@@ -419,21 +419,44 @@ impl ChatObject {
     }
 }
 
-/// The chat object as the alarm's port (`agent_core::chat_state::alarm::AlarmHost`): its state
-/// (asked through `update`, written once if it changed), the clock, the invocation's meter,
-/// and its work.
-struct Host<'a> {
-    obj: &'a ChatObject,
-    ctx: &'a Ctx,
+/// The chat object as its events' ports (`agent_core::chat_state::{port, alarm, job}`): its
+/// state (asked through `update`, written once if it changed), the clock, the invocation's
+/// meter, and its work. (An arrival's port is `inbox::Arriving`, which also holds the arrival.)
+pub(super) struct Host<'a> {
+    pub(super) obj: &'a ChatObject,
+    pub(super) ctx: &'a Ctx,
 }
 
-impl agent_core::chat_state::alarm::AlarmHost for Host<'_> {
+impl chat_state::port::StatePort for Host<'_> {
     async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
         self.obj.update(|st| f(st, &self.obj.timing_for(self.ctx, st))).await
     }
     fn now(&self) -> i64 {
         now_ms()
     }
+    fn log(&self, line: &str) {
+        worker::console_warn!("{line}");
+    }
+}
+
+impl chat_state::job::JobHost for Host<'_> {
+    async fn answer_turn(&self, turn: chat_state::TurnRun) -> JobOutcome {
+        let Some((conv, _)) = self.obj.conv() else { return JobOutcome::Done };
+        let result = self.obj.run_turn(self.ctx, &conv, &turn).await;
+        self.obj.after_turn(self.ctx, &conv, &turn.turn_id, result).await
+    }
+    async fn advance_plan(&self) -> Option<StepRetry> {
+        self.obj.advance(self.ctx).await
+    }
+    async fn queue_step_retry(&self, retry: StepRetry) {
+        self.obj.queue_step_retry(self.ctx, retry).await;
+    }
+    async fn give_up(&self, turn_id: &str, reason: &str) {
+        self.obj.give_up(self.ctx, turn_id, reason).await;
+    }
+}
+
+impl chat_state::alarm::AlarmHost for Host<'_> {
     fn spent(&self) -> u32 {
         self.ctx.meter.count()
     }
@@ -462,8 +485,5 @@ impl agent_core::chat_state::alarm::AlarmHost for Host<'_> {
     }
     async fn arm(&self) {
         self.obj.arm(self.ctx).await;
-    }
-    fn log(&self, line: &str) {
-        worker::console_warn!("{line}");
     }
 }

@@ -6,7 +6,8 @@
 //! guard; a step carried out is recorded truthfully even if a new message cancelled the plan
 //! while Telegram answered).
 
-use super::{ChatObject, StepRetry};
+use super::ChatObject;
+use agent_core::chat_state::job::StepRetry;
 use crate::bot::{answer, deliver};
 use crate::config::{now_ms, Ctx};
 use agent_core::chat_state::effects::{job_deadline, StepStart};
@@ -35,17 +36,23 @@ impl ChatObject {
         let (conv, kind) = self.conv()?;
         let mut step_calls: Option<(String, Vec<Option<usize>>)> = None;
         let limits = Self::limits(ctx);
+        // The step just carried out, to be marked done in the same write as the next step's
+        // start (one write per step; the step's outcome is already in D1 and the outbox).
+        let mut done: Option<(String, usize, i64)> = None;
         loop {
-            if !limits.room_for(ctx.meter.count(), STEP_COST) {
-                // Enough for this invocation: the alarm (due now) carries on.
-                return None;
-            }
+            // Enough for this invocation: the alarm (due now) carries on.
+            let room = limits.room_for(ctx.meter.count(), STEP_COST);
             let now = now_ms();
             let known = step_calls.as_ref().map(|(t, _)| t.clone());
-            // One ask: the due step, and its start when nothing is to be read before it.
+            // One ask: the last step done, the due step, and its start when nothing is to be
+            // read before it.
+            let last = done.take();
             let (due, started) = self
                 .update(|st| {
-                    let due = DueStep::of(st, now, kind)?;
+                    if let Some((turn_id, index, not_before)) = &last {
+                        st.step_done(turn_id, *index, *not_before);
+                    }
+                    let due = DueStep::of(st, now, kind).filter(|_| room)?;
                     let ready = due.step_calls.is_some() || known.as_deref() == Some(due.turn_id.as_str());
                     let started = (ready && !matches!(due.step, Step::Wait { .. })).then(|| st.step_start(&due.turn_id, due.index, &limits));
                     Some((due, started))
@@ -68,7 +75,7 @@ impl ChatObject {
             }
             let result = self.send_step(ctx, &conv, &due, started).await?;
             match self.after_step(ctx, &due, &calls, result).await {
-                Next::Continue => {}
+                Next::Done => done = Some((due.turn_id.clone(), due.index, now_ms())),
                 Next::Stop => return None,
                 Next::Retry(retry) => return Some(retry),
             }
@@ -125,8 +132,7 @@ impl ChatObject {
                 // crash before the state's write repeats the step, which the outbox skips).
                 let done = (index + 1 >= due.len).then_some((TurnStatus::Done, None));
                 answer::record_steps(ctx, turn_id, calls, &[(index, outcome)], done).await;
-                self.update(|st| st.step_done(turn_id, index, now_ms())).await;
-                Next::Continue
+                Next::Done
             }
             Err(deliver::StepError::Yield) => {
                 worker::console_log!("turn {turn_id} step {index}: continuing in the next invocation");
@@ -149,8 +155,7 @@ impl ChatObject {
                     }
                     AfterFailure::Skip => {
                         answer::record_steps(ctx, turn_id, calls, &failed, None).await;
-                        self.update(|st| st.step_done(turn_id, index, now_ms())).await;
-                        Next::Continue
+                        Next::Done
                     }
                 }
             }
@@ -184,7 +189,8 @@ impl DueStep {
 
 /// What the plan does after a step.
 enum Next {
-    Continue,
+    /// Carried out (or skipped): marked done with the next step's start, in one write.
+    Done,
     Stop,
     Retry(StepRetry),
 }

@@ -10,9 +10,9 @@ use super::ChatObject;
 use crate::bot::{answer, deliver};
 use crate::config::{now_ms, random_unit, Ctx};
 use crate::storage;
-use agent_core::background::jobs::{retry_delay_ms, Job, JobOutcome};
+use agent_core::background::jobs::{Job, JobOutcome};
 use agent_core::chat::status::TurnStatus;
-use agent_core::chat_state::effects::{job_deadline, turn_end, AfterTurn, Owed};
+use agent_core::chat_state::effects::{turn_end, AfterTurn, Owed, Transient};
 use agent_core::chat_state::{GivenUp, TurnRun};
 use agent_core::conversation::ConvKey;
 
@@ -45,7 +45,7 @@ impl ChatObject {
     /// Runs a turn here (the bot answers it), holding it as this instance's turn in flight
     /// with its stop switch while it runs; armed first for the re-check, in case this instance
     /// dies mid-turn.
-    pub(super) async fn run_turn(&self, ctx: &Ctx, conv: &ConvKey, turn: &TurnRun) -> std::result::Result<answer::TurnOutput, answer::TurnError> {
+    pub(super) async fn run_turn(&self, ctx: &Ctx, conv: &ConvKey, turn: &TurnRun) -> std::result::Result<answer::Answer, answer::AnswerError> {
         let live = self.live(turn);
         self.running.borrow_mut().turn_begins(&turn.turn_id, Some(live.stop.clone()));
         worker::console_log!("turn {} runs (attempt {})", turn.turn_id, turn.attempt);
@@ -63,10 +63,10 @@ impl ChatObject {
         ctx: &Ctx,
         conv: &ConvKey,
         turn_id: &str,
-        result: std::result::Result<answer::TurnOutput, answer::TurnError>,
+        result: std::result::Result<answer::Answer, answer::AnswerError>,
     ) -> JobOutcome {
         match result {
-            Ok(answer::TurnOutput::Planned { steps, schedules_changed, step_calls }) => {
+            Ok(answer::Answer::Planned { steps, schedules_changed, step_calls }) => {
                 // The state first (no await before it: the turn is not in flight any more, and
                 // an alarm in between would take it for a dead one), then the schedules' hint.
                 // A crew persona's answer also moves the cycle on (a pass sends nothing).
@@ -98,47 +98,35 @@ impl ChatObject {
                 }
                 JobOutcome::Done
             }
-            Ok(answer::TurnOutput::Abandoned) => {
+            Ok(answer::Answer::Abandoned) => {
                 // An early start a newer message abandoned (recorded as stale, its call charged):
                 // the state already holds the burst for its own turn.
                 worker::console_log!("turn {turn_id}: early start abandoned for a newer message; the burst gets its own turn");
                 JobOutcome::Done
             }
-            Ok(answer::TurnOutput::NothingToDo) => {
+            Ok(answer::Answer::NothingToDo) => {
                 self.nothing_to_answer(ctx, turn_id).await;
                 let _ = storage::turns::set_turn_status(&ctx.db(), turn_id, TurnStatus::Done, Some("nothing new".into()), now_ms()).await;
                 JobOutcome::Done
             }
-            Err(answer::TurnError::Transient { error, after_ms }) => {
-                let attempt = self.with(|st| st.turn().map_or(1, |t| t.attempt)).await;
-                if self.scheduled_falls_back(ctx, turn_id, attempt, after_ms).await {
+            Err(answer::AnswerError::Transient { error, after_ms }) => {
+                let (lim, fallback_ms) = (Self::limits(ctx), ctx.cfg.schedule_limits.fallback_ms);
+                if self.update(|st| st.turn_failed(turn_id, now_ms(), after_ms, fallback_ms, &lim)).await == Transient::FallBack {
                     // A reminder does not wait for the whole retry budget: its own text goes
                     // out now, and the turn is over, so no model-written version follows.
                     worker::console_warn!("turn {turn_id}: the scheduled run's model failed ({error}); sending its text");
                     self.give_up(ctx, turn_id, &format!("the model failed; the reminder's own text was sent: {error}")).await;
                     return JobOutcome::Done;
                 }
-                let deadline = job_deadline(now_ms(), attempt, after_ms, &Self::limits(ctx));
-                self.update(|st| st.turn_waiting(turn_id, deadline)).await;
                 JobOutcome::Retry { error, after_ms }
             }
-            Err(answer::TurnError::Permanent { error }) => {
+            Err(answer::AnswerError::Permanent { error }) => {
                 worker::console_error!("turn {turn_id} failed for good: {error}");
                 let _ = storage::failures::record_failure(&ctx.db(), "error", Some(&format!("turn:{turn_id}")), Some(conv), &error, None, now_ms()).await;
                 self.give_up(ctx, turn_id, &error).await;
                 JobOutcome::Done
             }
         }
-    }
-
-    /// Whether the scheduled run of turn `turn_id`, whose attempt `attempt` just failed, sends
-    /// its own text now (`schedule::falls_back`): its next attempt would come past
-    /// `SCHEDULE_FALLBACK_SECONDS` after its due time. False for any other turn.
-    async fn scheduled_falls_back(&self, ctx: &Ctx, turn_id: &str, attempt: u32, after_ms: Option<u64>) -> bool {
-        let due = self.with(|st| st.turn_of(turn_id).and_then(|t| t.scheduled.as_ref().map(|r| r.due_ms))).await;
-        let Some(due) = due else { return false };
-        let retry_in = retry_delay_ms(attempt, ctx.cfg.retry_base_ms, after_ms, 1.0);
-        agent_core::chat::schedule::falls_back(due, now_ms(), retry_in as i64, ctx.cfg.schedule_limits.fallback_ms)
     }
 
     /// Ends a turn or plan that cannot be completed, and tells the user (once): the apology is

@@ -18,7 +18,7 @@ const FAILURES: &str = "SELECT date(created_at / 1000, 'unixepoch') AS day, SUM(
      FROM failures WHERE created_at >= ?1 GROUP BY day ORDER BY day";
 
 #[derive(Debug, Default, Deserialize, Serialize)]
-pub struct TurnDay {
+pub struct DayActivity {
     pub day: String,
     pub turns: i64,
     pub done: i64,
@@ -41,7 +41,7 @@ pub struct FailureDay {
 }
 
 /// Turns, messages and failures per day since `since_ms`.
-pub async fn per_day(db: &Db, since_ms: i64) -> Result<(Vec<TurnDay>, Vec<MessageDay>, Vec<FailureDay>)> {
+pub async fn per_day(db: &Db, since_ms: i64) -> Result<(Vec<DayActivity>, Vec<MessageDay>, Vec<FailureDay>)> {
     let r = db
         .batch(vec![db.stmt(TURNS, args![since_ms])?, db.stmt(MESSAGES, args![since_ms])?, db.stmt(FAILURES, args![since_ms])?])
         .await?;

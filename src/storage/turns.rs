@@ -51,7 +51,7 @@ struct LastTurnRow {
 
 /// What a turn loads before it calls the model.
 #[derive(Debug, Clone, Default)]
-pub struct TurnContext {
+pub struct ContextRows {
     pub conversation: ConversationRow,
     pub chat: Option<ChatRow>,
     /// Newest last.
@@ -110,7 +110,7 @@ const SELECT_TURNS: &str = "SELECT turn_id, contents, step_outcomes FROM turns
 /// `copy`: the chat object's copy of the rows (`RowCache`) when it may serve this load; the
 /// messages then are only those after it, and those of it edited since, if it still holds
 /// (the caller merges them).
-pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str, rows_limit: usize, copy: Option<RowCache>) -> Result<TurnContext> {
+pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str, rows_limit: usize, copy: Option<RowCache>) -> Result<ContextRows> {
     let (after, version, start) = copy.as_ref().map_or((-1, None, None), |c| (c.upto, Some(c.version), Some(c.session_start)));
     let mut stmts = vec![
         db.stmt(SELECT_CONVERSATION, args![conv])?,
@@ -140,7 +140,7 @@ pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str,
     let rev = conversation.edit_rev.unwrap_or(0);
     let kept = RowCache::keep(conv, conversation.history_version, conversation.session_start_seq, rev, &messages, rows_limit);
     let answered_seq = rows::<LastTurnRow>(&r[3])?.into_iter().next().and_then(|r| r.upto_seq).unwrap_or(0);
-    Ok(TurnContext { conversation, chat, messages, answered_seq, kept })
+    Ok(ContextRows { conversation, chat, messages, answered_seq, kept })
 }
 
 #[derive(Deserialize)]
@@ -200,7 +200,7 @@ const UPSERT_CONVERSATION: &str = "INSERT INTO conversations (conv, chat_id, thr
        OR conversations.history_cut_seq IS NOT excluded.history_cut_seq";
 
 #[derive(Debug, Clone)]
-pub struct TurnStart<'a> {
+pub struct NewTurnRow<'a> {
     pub turn_id: &'a str,
     pub conv: &'a ConvKey,
     pub trigger: &'a str,
@@ -231,7 +231,7 @@ impl StartRecord {
     }
 }
 
-pub fn start_turn_stmts(db: &Db, t: &TurnStart<'_>) -> Result<StartRecord> {
+pub fn start_turn_stmts(db: &Db, t: &NewTurnRow<'_>) -> Result<StartRecord> {
     let conv = t.conv.to_string();
     Ok(StartRecord {
         turn: args![
@@ -254,7 +254,7 @@ pub fn start_turn_stmts(db: &Db, t: &TurnStart<'_>) -> Result<StartRecord> {
     })
 }
 
-pub struct TurnEnd<'a> {
+pub struct FinishedTurnRow<'a> {
     pub turn_id: &'a str,
     pub status: TurnStatus,
     pub contents: Option<String>,
@@ -274,7 +274,7 @@ pub struct TurnEnd<'a> {
 /// trip.
 /// Writes the turn's row (its start and end in one statement), the session window and the
 /// model calls, in one round trip.
-pub async fn finish_turn(db: &Db, start: StartRecord, end: &TurnEnd<'_>, calls: Vec<worker::D1PreparedStatement>) -> Result<()> {
+pub async fn finish_turn(db: &Db, start: StartRecord, end: &FinishedTurnRow<'_>, calls: Vec<worker::D1PreparedStatement>) -> Result<()> {
     let mut turn = start.turn;
     turn.extend(args![
         end.status.as_str(),

@@ -1,11 +1,11 @@
-//! A turn's inputs (`TurnInputs`: what its prompt is made from), loaded in two D1 round trips: first the conversation, the chat, the session's
+//! A turn's inputs (`AnswerInputs`: what its prompt is made from), loaded in two D1 round trips: first the conversation, the chat, the session's
 //! newest messages and the last answered seq; then (they depend on who and what is shown) the
 //! notes, the bot's stored turns, what is known of the window's media (put into their parts,
 //! so history shows descriptions instead of placeholders; an album is joined into one
 //! message), the described stickers `send_sticker` may send, and the recalled memories. The
 //! window itself is decided by the core (`agent_core::turn::window::window`).
 
-use super::TurnError;
+use super::AnswerError;
 use crate::bot::memory::{self, Memories};
 use crate::config::Ctx;
 use crate::storage::{self, turns::ChatRow};
@@ -18,7 +18,7 @@ use agent_core::turn::media::{self, Described, KnownSticker};
 use std::collections::BTreeMap;
 
 /// Everything a turn's prompt is made from.
-pub struct TurnInputs {
+pub struct AnswerInputs {
     pub window: Window,
     pub chat: Option<ChatRow>,
     /// The conversation's plan (`set_plan`).
@@ -44,7 +44,7 @@ pub type RowCacheSlot = std::rc::Rc<std::cell::RefCell<Option<RowCache>>>;
 /// Loads a turn's inputs; `None` when there is nothing to answer (the chat blocked the bot,
 /// or nothing new from people since the last answered turn). `copy`: the chat object's copy of
 /// the rows, used when it holds and updated after.
-pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64, copy: Option<&RowCacheSlot>) -> Result<Option<TurnInputs>, TurnError> {
+pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64, copy: Option<&RowCacheSlot>) -> Result<Option<AnswerInputs>, AnswerError> {
     let db = ctx.db();
     // A turn retried more than once loads fewer rows (it may have run out of CPU time), and
     // neither uses nor keeps the copy.
@@ -90,7 +90,7 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64, copy: Opt
     let (notes, turns, memories, (known_media, stickers)) = load_recall(ctx, conv, &window, limits.structured).await?;
     media::annotate(&mut window.messages, &known_media);
     let scheduled = turn.scheduled.clone();
-    Ok(Some(TurnInputs { window, chat: first.chat, plan: first.conversation.plan, notes, turns, memories, answered_seq, known_media, stickers, scheduled }))
+    Ok(Some(AnswerInputs { window, chat: first.chat, plan: first.conversation.plan, notes, turns, memories, answered_seq, known_media, stickers, scheduled }))
 }
 
 /// What the second round trip brings: notes, stored turns, memories, known media and stickers.
@@ -100,7 +100,7 @@ type Recalled = (Vec<Note>, BTreeMap<String, BotTurn>, Memories, (Vec<Described>
 /// the described stickers of the configured sets (only when there are some) and recall, in one
 /// round trip. A failed recall is logged and the turn goes on without
 /// memories.
-async fn load_recall(ctx: &Ctx, conv: &ConvKey, w: &Window, structured: bool) -> Result<Recalled, TurnError> {
+async fn load_recall(ctx: &Ctx, conv: &ConvKey, w: &Window, structured: bool) -> Result<Recalled, AnswerError> {
     let db = ctx.db();
     let mut stmts = vec![storage::notes::notes_stmt(&db, conv.chat_id, &w.people)?, storage::turns::bot_turns_stmt(&db, &w.messages)?];
     let media_ids = media::unique_ids(&w.messages);

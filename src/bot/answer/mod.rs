@@ -33,7 +33,7 @@ use agent_core::turn::media::{any_inline, by_message, to_describe, undescribed, 
 use agent_core::turn;
 
 /// How a turn ended.
-pub enum TurnOutput {
+pub enum Answer {
     /// The model answered (or a stored answer was found): carry out these steps.
     /// `schedules_changed`: the turn created or cancelled a schedule. `step_calls`: which
     /// function call each step came from (`None` for a stored result: its row has it).
@@ -45,14 +45,14 @@ pub enum TurnOutput {
     Abandoned,
 }
 
-pub enum TurnError {
+pub enum AnswerError {
     Transient { error: String, after_ms: Option<u64> },
     Permanent { error: String },
 }
 
-impl From<worker::Error> for TurnError {
+impl From<worker::Error> for AnswerError {
     fn from(e: worker::Error) -> Self {
-        TurnError::Transient { error: format!("storage: {e}"), after_ms: None }
+        AnswerError::Transient { error: format!("storage: {e}"), after_ms: None }
     }
 }
 
@@ -60,10 +60,10 @@ impl From<worker::Error> for TurnError {
 /// `live`: a Telegram chat's check that the turn is still current (typing and drafts are
 /// shown); `None` for the API chat.
 /// `copy`: the chat object's slot for the history rows it keeps (see `inputs::RowCacheSlot`).
-pub async fn answer_turn(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option<Live>, copy: Option<&inputs::RowCacheSlot>) -> Result<TurnOutput, TurnError> {
+pub async fn answer_turn(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option<Live>, copy: Option<&inputs::RowCacheSlot>) -> Result<Answer, AnswerError> {
     if let Some(steps) = stored_result(ctx, turn).await? {
         // Whether its tools changed a schedule is not stored: the object re-reads (once).
-        return Ok(TurnOutput::Planned { steps, schedules_changed: true, step_calls: None });
+        return Ok(Answer::Planned { steps, schedules_changed: true, step_calls: None });
     }
     let now = now_ms();
     if let Some(run) = &turn.scheduled {
@@ -71,11 +71,11 @@ pub async fn answer_turn(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option
         // the state's write and the claim still claims, and a run cancelled meanwhile is not run.
         if !storage::schedules::claim(&ctx.db(), run.schedule_id, run.due_ms, run.next_ms, &turn.turn_id, now).await? {
             worker::console_log!("turn {}: schedule #{} was cancelled or already run; nothing to do", turn.turn_id, run.schedule_id);
-            return Ok(TurnOutput::NothingToDo);
+            return Ok(Answer::NothingToDo);
         }
     }
     let Some(c) = inputs::load(ctx, conv, turn, now, copy).await? else {
-        return Ok(TurnOutput::NothingToDo);
+        return Ok(Answer::NothingToDo);
     };
     let model = request::model_of(ctx, &c, turn);
     // Written with the result, in the turn's last round trip.
@@ -92,7 +92,7 @@ pub async fn answer_turn(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option
 
 /// Fetches the media the turn answers and asks the model. If Gemini refuses the request with
 /// the files in it, it asks once more with the files named instead (both calls are recorded).
-async fn ask_model(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &inputs::TurnInputs, model: &str, now: i64, live: Option<Live>) -> Result<turn::TurnResult, turn::TurnFailure> {
+async fn ask_model(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &inputs::AnswerInputs, model: &str, now: i64, live: Option<Live>) -> Result<turn::TurnResult, turn::TurnFailure> {
     let wanted = agent_core::turn::media::wanted(&c.window.messages, c.answered_seq);
     let (items, refused) = media::load(ctx, &wanted).await;
     let request = request::build(ctx, conv, turn, c, model, &by_message(&items), now);
@@ -152,7 +152,7 @@ fn stopped(ctx: &Ctx, turn: &TurnRun, outcome: Result<turn::TurnResult, turn::Tu
 }
 
 /// Runs the core's turn loop on `request`.
-async fn call_model(ctx: &Ctx, conv: &ConvKey, run: &TurnRun, c: &inputs::TurnInputs, request: &turn::TurnRequest, port: &StreamingModel) -> Result<turn::TurnResult, turn::TurnFailure> {
+async fn call_model(ctx: &Ctx, conv: &ConvKey, run: &TurnRun, c: &inputs::AnswerInputs, request: &turn::TurnRequest, port: &StreamingModel) -> Result<turn::TurnResult, turn::TurnFailure> {
     let tools = tools::EdgeTools {
         ctx,
         conv: *conv,
@@ -175,13 +175,13 @@ async fn call_model(ctx: &Ctx, conv: &ConvKey, run: &TurnRun, c: &inputs::TurnIn
 }
 
 /// Whether the turn's chat is a private Telegram chat (drafts are shown only there).
-fn is_private(c: &inputs::TurnInputs) -> bool {
+fn is_private(c: &inputs::AnswerInputs) -> bool {
     c.chat.as_ref().is_some_and(|ch| agent_core::conversation::ChatKind::from_telegram(&ch.kind, 0) == agent_core::conversation::ChatKind::Private)
 }
 
 /// Who asked for this turn: the sender of the message it answers (else the newest person's
 /// message); for a scheduled run, who set it.
-fn asker(c: &inputs::TurnInputs, turn: &TurnRun) -> Option<i64> {
+fn asker(c: &inputs::AnswerInputs, turn: &TurnRun) -> Option<i64> {
     if let Some(run) = &c.scheduled {
         return run.creator_user_id;
     }
@@ -196,7 +196,7 @@ fn refused_media(outcome: &Result<turn::TurnResult, turn::TurnFailure>) -> bool 
 }
 
 /// A retried turn whose result is stored resumes without calling the model again.
-async fn stored_result(ctx: &Ctx, turn: &TurnRun) -> Result<Option<Vec<Step>>, TurnError> {
+async fn stored_result(ctx: &Ctx, turn: &TurnRun) -> Result<Option<Vec<Step>>, AnswerError> {
     if turn.attempt <= 1 {
         return Ok(None);
     }

@@ -9,10 +9,10 @@
 //! - A step's cancellation never overwrites a real outcome (the step may have been sent
 //!   meanwhile); a real outcome always overwrites a cancellation.
 
-use super::inputs::TurnInputs;
-use super::{TurnError, TurnOutput};
+use super::inputs::AnswerInputs;
+use super::{AnswerError, Answer};
 use crate::config::{now_ms, Ctx};
-use crate::storage::turns::{self, TurnEnd, TurnStart};
+use crate::storage::turns::{self, FinishedTurnRow, NewTurnRow};
 use crate::storage::{self, Db};
 use agent_core::chat_state::TurnRun;
 use agent_core::conversation::ConvKey;
@@ -22,11 +22,11 @@ use agent_core::chat::status::TurnStatus;
 use agent_core::turn::{self, TurnFailure, TurnResult};
 
 /// The statements recording the turn's start and the session window (run in the final batch).
-pub fn start_statements(db: &Db, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model: &str, ctx: &Ctx, now: i64) -> worker::Result<turns::StartRecord> {
+pub fn start_statements(db: &Db, conv: &ConvKey, turn: &TurnRun, c: &AnswerInputs, model: &str, ctx: &Ctx, now: i64) -> worker::Result<turns::StartRecord> {
     let w = &c.window;
     turns::start_turn_stmts(
         db,
-        &TurnStart {
+        &NewTurnRow {
             turn_id: &turn.turn_id,
             conv,
             trigger: &serde_json::to_value(turn.trigger).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
@@ -44,8 +44,8 @@ pub fn start_statements(db: &Db, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs,
 }
 
 /// The turn's end as stored: its result, or its error.
-fn end_of<'a>(turn_id: &'a str, outcome: &Result<TurnResult, TurnFailure>, now: i64) -> TurnEnd<'a> {
-    let mut end = TurnEnd {
+fn end_of<'a>(turn_id: &'a str, outcome: &Result<TurnResult, TurnFailure>, now: i64) -> FinishedTurnRow<'a> {
+    let mut end = FinishedTurnRow {
         turn_id,
         status: TurnStatus::Planned,
         contents: None,
@@ -92,7 +92,7 @@ pub async fn finish(
     turn: &TurnRun,
     start: turns::StartRecord,
     outcome: Result<TurnResult, TurnFailure>,
-) -> Result<TurnOutput, TurnError> {
+) -> Result<Answer, AnswerError> {
     let db = ctx.db();
     let done_at = now_ms();
     let calls = match &outcome {
@@ -117,18 +117,18 @@ pub async fn finish(
             } else if let Some(reason) = &result.empty_reason {
                 worker::console_warn!("turn {}: no usable answer ({reason}); sending a graceful reply", turn.turn_id);
             }
-            Ok(TurnOutput::Planned { steps: result.steps, schedules_changed: result.schedules_changed, step_calls: Some(result.step_calls) })
+            Ok(Answer::Planned { steps: result.steps, schedules_changed: result.schedules_changed, step_calls: Some(result.step_calls) })
         }
-        Err(failure) if failure.error.is_abandoned() => Ok(TurnOutput::Abandoned),
+        Err(failure) if failure.error.is_abandoned() => Ok(Answer::Abandoned),
         Err(failure) => {
             let error = failure.error.to_string();
             if failure.error.is_transient() {
-                return Err(TurnError::Transient { after_ms: failure.error.retry_after_ms(), error });
+                return Err(AnswerError::Transient { after_ms: failure.error.retry_after_ms(), error });
             }
             if matches!(failure.error, ModelError::Http { status: 400 | 403, .. }) {
                 worker::console_error!("turn {}: Gemini refused the request: {error}", turn.turn_id);
             }
-            Err(TurnError::Permanent { error })
+            Err(AnswerError::Permanent { error })
         }
     }
 }

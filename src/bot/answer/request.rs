@@ -4,7 +4,7 @@
 //! at, and last the turn context (situation, plan, memories, summary, time); and the safety
 //! the turn runs under.
 
-use super::inputs::TurnInputs;
+use super::inputs::AnswerInputs;
 use super::tools::fence_seed;
 use crate::config::{prompts, Ctx};
 use agent_core::chat_state::TurnRun;
@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 /// The model of a turn: a crew persona's own (its front matter), else the chat's own, else
 /// the configured one.
-pub fn model_of(ctx: &Ctx, c: &TurnInputs, turn: &TurnRun) -> String {
+pub fn model_of(ctx: &Ctx, c: &AnswerInputs, turn: &TurnRun) -> String {
     let persona = crate::bot::crew::persona_of(ctx, turn).and_then(|p| p.model);
     persona.or_else(|| c.chat.as_ref().and_then(|ch| ch.model.clone())).unwrap_or_else(|| ctx.cfg.gemini_model.clone())
 }
@@ -54,7 +54,7 @@ fn scheduled_situation(run: &agent_core::chat_state::ScheduledRun) -> ScheduledS
 
 /// The system instruction of a turn (the same for every turn of the chat) and its turn context
 /// (what changes every turn: the request's last part).
-fn prompt_texts(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model: &str, now: i64) -> (String, String) {
+fn prompt_texts(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &AnswerInputs, model: &str, now: i64) -> (String, String) {
     let w = &c.window;
     // The summary stands in for what the budget cut; if it does not cover all of it, the
     // prompt says so.
@@ -101,7 +101,7 @@ fn prompt_texts(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model
 
 /// Whether this turn's answer may go rich (`bot::deliver::rich_on`, with the person's setting
 /// read with the chat's row): only then is the model told about tables and maths.
-pub fn rich_answers(ctx: &Ctx, conv: &ConvKey, c: &TurnInputs) -> bool {
+pub fn rich_answers(ctx: &Ctx, conv: &ConvKey, c: &AnswerInputs) -> bool {
     let off = c.chat.as_ref().and_then(|ch| ch.rich_off).unwrap_or(0) != 0;
     crate::bot::deliver::rich_on(ctx, conv, off)
 }
@@ -128,7 +128,7 @@ fn seen_by(ctx: &Ctx, turn: &TurnRun, messages: &[history::HistoryMessage]) -> O
 }
 
 /// The whole request of a turn.
-pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &TurnInputs, model: &str, media: &BTreeMap<i64, Vec<GeminiPart>>, now: i64) -> TurnRequest {
+pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &AnswerInputs, model: &str, media: &BTreeMap<i64, Vec<GeminiPart>>, now: i64) -> TurnRequest {
     let crew_view = seen_by(ctx, turn, &c.window.messages);
     let messages = crew_view.as_deref().unwrap_or(&c.window.messages);
     let mut history = if ctx.cfg.history_format == HistoryFormat::Structured {

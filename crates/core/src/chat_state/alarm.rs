@@ -1,5 +1,5 @@
 //! The alarm's loop, behind a port: the chat object's alarm asks its state for the next effect
-//! ([`ChatState::alarm_effect`]), has the object carry it out ([`AlarmHost`]), asks again only
+//! ([`super::ChatState::alarm_effect`]), has the object carry it out ([`AlarmHost`]), asks again only
 //! after an owed message, and arms once at the end. The object implements the port over its
 //! storage, the clock, the invocation's meter and its outbound work; these tests run the loop
 //! natively with a fake one.
@@ -8,15 +8,12 @@
 //! "Bounded invocations".
 
 use super::effects::{AlarmEffect, Limits, Owed};
-use super::{ChatState, Timing, TurnRun};
+use super::port::StatePort;
+use super::TurnRun;
 
-/// What the alarm's loop needs from the chat object.
+/// What the alarm's loop needs from the chat object besides its state and clock.
 #[allow(async_fn_in_trait)] // the object runs on one thread (a Durable Object); no Send needed
-pub trait AlarmHost {
-    /// Asks the state, with the timing for it; the object writes it once if it changed.
-    async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R;
-    /// The clock (ms).
-    fn now(&self) -> i64;
+pub trait AlarmHost: StatePort {
     /// Subrequests this invocation has spent so far.
     fn spent(&self) -> u32;
     /// Whether this instance drives a turn now.
@@ -35,8 +32,6 @@ pub trait AlarmHost {
     async fn fire_schedules(&self);
     /// Sets the alarm to the state's next wake.
     async fn arm(&self);
-    /// A line for the operator's log.
-    fn log(&self, line: &str);
 }
 
 /// The alarm's work (see the module doc).
@@ -98,6 +93,7 @@ async fn send_owed<H: AlarmHost>(host: &H, turn_id: &str, text: &str, lim: &Limi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chat_state::{ChatState, Timing};
     use crate::chat_state::{Signal, JOB_GRACE_MS, TURN_WATCHDOG_MS};
     use crate::telegram::gating::Trigger;
     use futures::executor::block_on;
@@ -120,7 +116,7 @@ mod tests {
         writes: Cell<u32>,
     }
 
-    impl AlarmHost for Fake {
+    impl StatePort for Fake {
         async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
             let before = crate::chat_state::stored(&self.st.borrow());
             let r = f(&mut self.st.borrow_mut(), &T);
@@ -132,6 +128,10 @@ mod tests {
         fn now(&self) -> i64 {
             self.now.get()
         }
+        fn log(&self, _line: &str) {}
+    }
+
+    impl AlarmHost for Fake {
         fn spent(&self) -> u32 {
             self.spent.get()
         }
@@ -162,7 +162,6 @@ mod tests {
         async fn arm(&self) {
             self.done.borrow_mut().push("arm".into());
         }
-        fn log(&self, _line: &str) {}
     }
 
     fn with_burst(at: i64) -> Fake {

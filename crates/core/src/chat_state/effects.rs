@@ -120,6 +120,16 @@ pub enum AfterTurn {
     Nothing,
 }
 
+/// What a turn whose model call failed in a way that may pass does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transient {
+    /// It waits for its retry job (with a deadline, after which the alarm takes it over).
+    Wait,
+    /// A scheduled run whose next attempt would come too late: its own text goes out now and
+    /// the turn is given up (`schedule::falls_back`).
+    FallBack,
+}
+
 /// What a turn's [`Finish`] means (`silent`: the plan sends nothing).
 pub fn turn_end(finish: Finish, silent: bool) -> TurnEnd {
     match finish {
@@ -226,6 +236,23 @@ impl ChatState {
             Some(starts) if starts > lim.max_send_attempts => StepStart::GiveUp,
             Some(_) => StepStart::Go,
         }
+    }
+
+    /// Turn `turn_id`'s model call failed in a way that may pass (Gemini asked to wait
+    /// `after_ms`, if it said): a scheduled run whose next attempt would come past
+    /// `fallback_ms` after its due time falls back to its own text; any other turn waits for
+    /// its retry job, until the deadline of that job's longest backoff ([`job_deadline`]).
+    pub fn turn_failed(&mut self, turn_id: &str, now: i64, after_ms: Option<u64>, fallback_ms: i64, lim: &Limits) -> Transient {
+        let turn = self.turn_of(turn_id);
+        let attempt = turn.map_or(1, |t| t.attempt);
+        if let Some(due) = turn.and_then(|t| t.scheduled.as_ref().map(|r| r.due_ms)) {
+            let retry_in = retry_delay_ms(attempt, lim.retry_base_ms, after_ms, 1.0);
+            if crate::chat::schedule::falls_back(due, now, retry_in as i64, fallback_ms) {
+                return Transient::FallBack;
+            }
+        }
+        self.turn_waiting(turn_id, job_deadline(now, attempt, after_ms, lim));
+        Transient::Wait
     }
 }
 
@@ -350,5 +377,20 @@ mod tests {
         assert_eq!(job_deadline(1_000, 3, None, &L), 1_000 + 8_000 + 1_000 + 300_000);
         assert_eq!(job_deadline(1_000, 3, Some(60_000), &L), 1_000 + 60_000 + 1_000 + 300_000);
         assert_eq!(job_deadline(0, 1, Some(u64::MAX), &L), 43_200_000 + 1_000 + 300_000);
+    }
+
+    #[test]
+    fn a_failed_turn_waits_with_a_deadline_but_a_late_reminder_sends_its_own_text() {
+        let mut st = signalled(0);
+        let turn = st.begin_turn(1_000, "1", 7);
+        assert_eq!(st.turn_failed(&turn.turn_id, 2_000, Some(30_000), 600_000, &L), Transient::Wait);
+        assert_eq!(st.next_wake(&T, false, 2_000), Some(job_deadline(2_000, 1, Some(30_000), &L)), "waiting, with a deadline");
+        // A reminder due at 0 with a 10-minute fallback: a retry in 30 s still comes in time…
+        let mut st = ChatState::default();
+        let run = crate::chat::schedule::ScheduledRun { schedule_id: 1, due_ms: 0, next_ms: None, late_ms: 0, text: "call mum".into(), timezone: "UTC".into(), repeat: None, creator_user_id: None };
+        let turn = st.begin_scheduled_turn(1_000, "1", 7, run);
+        assert_eq!(st.turn_failed(&turn.turn_id, 2_000, Some(30_000), 600_000, &L), Transient::Wait);
+        // …one asked to wait past the fallback does not: its own text goes now.
+        assert_eq!(st.turn_failed(&turn.turn_id, 2_000, Some(700_000), 600_000, &L), Transient::FallBack);
     }
 }

@@ -29,6 +29,9 @@
 
 mod crew_cycle;
 pub mod alarm;
+pub mod arrival;
+pub mod job;
+pub mod port;
 pub mod effects;
 pub mod running;
 
