@@ -80,16 +80,8 @@ struct ConvRow {
     conv: String,
 }
 
-/// A due run as the chat object reads it.
-#[derive(Debug, Clone, Deserialize)]
-pub struct DueRow {
-    pub id: i64,
-    pub text: String,
-    pub timezone: String,
-    pub repeat: Option<String>,
-    pub next_run_ms: i64,
-    pub creator_user_id: Option<i64>,
-}
+/// A due run as the chat object reads it (the core's type: its loop decides what it does).
+pub use agent_core::chat_state::schedule_due::DueSchedule;
 
 /// The chat's own time zone (the last one a schedule named) and its active schedules, in one
 /// round trip.
@@ -137,7 +129,7 @@ pub async fn cancel(db: &Db, conv: &ConvKey, id: i64, who: Option<i64>, now: i64
 }
 
 /// What is due in the conversation at `now`, soonest first.
-pub async fn due(db: &Db, conv: &ConvKey, now: i64) -> Result<Vec<DueRow>> {
+pub async fn due(db: &Db, conv: &ConvKey, now: i64) -> Result<Vec<DueSchedule>> {
     db.all(DUE, args![conv.to_string(), now]).await
 }
 

@@ -32,6 +32,7 @@ pub mod alarm;
 pub mod arrival;
 pub mod job;
 pub mod port;
+pub mod schedule_due;
 pub mod effects;
 pub mod running;
 
