@@ -79,7 +79,7 @@ impl ChatObject {
     /// replaces whatever draft it showed, so nothing of it stays up; the burst's own turn follows.
     fn abandon_early_start(&self, ctx: &Ctx, conv: ConvKey, kind: ChatKind, turn_id: &str) {
         let here = self.abandon_turn(turn_id);
-        worker::console_log!("turn {turn_id}: stopped here: {here}");
+        worker::console_log!("turn {turn_id}: early start stopped here: {here}");
         crate::bot::stream::first_sign_soon(ctx, conv, kind, true);
     }
 
@@ -108,6 +108,9 @@ struct Arriving<'a> {
 impl StatePort for Arriving<'_> {
     async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
         Host { obj: self.obj, ctx: self.ctx }.ask(f).await
+    }
+    async fn peek<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
+        self.obj.with(f).await
     }
     fn now(&self) -> i64 {
         now_ms()

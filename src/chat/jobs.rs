@@ -3,8 +3,7 @@
 //! letters are the core's loop (`chat_state::job`, over `chat::Host`).
 //!
 //! Invariants (INVARIANTS.md): "Every waiting state has a deadline" (a step retry that
-//! cannot be queued comes back through the alarm at its deadline). Also: a job for work that
-//! finished or was superseded meanwhile does nothing.
+//! cannot be queued comes back through the alarm at its deadline).
 
 use super::ChatObject;
 use agent_core::chat_state::job::StepRetry;

@@ -6,8 +6,10 @@
 //! decides. This file is the object's shell: the requests it answers (`fetch`), its state in
 //! storage, its one alarm. The object's work is in [`inbox`] (an arrival: a reply-asking
 //! message), [`turn_life`] (a turn's life in the object: starting it, driving it, what follows
-//! it), [`plan`] (carrying out steps), [`jobs`] (retry jobs and dead letters), [`api_chat`] (the
+//! it), [`plan`] (carrying out steps), [`jobs`] (queueing a retry, or giving up), [`api_chat`] (the
 //! synchronous API chat), [`schedules`] (firing due schedules) and [`crew`] (the crew cycle).
+//! The events' loops are the core's (`agent_core::chat_state::{alarm, arrival, job,
+//! schedule_due, api_turn}`); this object is their port.
 //! What the bot does in a turn (answering it, delivery, streaming, access, commands, memory,
 //! usage, crew lineup) is the `bot` room's.
 //!
@@ -430,6 +432,9 @@ pub(super) struct Host<'a> {
 impl chat_state::port::StatePort for Host<'_> {
     async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
         self.obj.update(|st| f(st, &self.obj.timing_for(self.ctx, st))).await
+    }
+    async fn peek<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
+        self.obj.with(f).await
     }
     fn now(&self) -> i64 {
         now_ms()

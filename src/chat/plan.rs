@@ -40,8 +40,12 @@ impl ChatObject {
         // start (one write per step; the step's outcome is already in D1 and the outbox).
         let mut done: Option<(String, usize, i64)> = None;
         loop {
-            // Enough for this invocation: the alarm (due now) carries on.
+            // Enough for this invocation: the alarm (due now) carries on (the last step's done
+            // is still written).
             let room = limits.room_for(ctx.meter.count(), STEP_COST);
+            if !room && done.is_none() {
+                return None;
+            }
             let now = now_ms();
             let known = step_calls.as_ref().map(|(t, _)| t.clone());
             // One ask: the last step done, the due step, and its start when nothing is to be

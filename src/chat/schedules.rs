@@ -63,6 +63,9 @@ impl StatePort for Scheduling<'_> {
     async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
         Host { obj: self.obj, ctx: self.ctx }.ask(f).await
     }
+    async fn peek<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
+        self.obj.with(f).await
+    }
     fn now(&self) -> i64 {
         now_ms()
     }

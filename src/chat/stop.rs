@@ -5,7 +5,7 @@
 //!
 //! - Telegram's Stop button: a `stopped_message_generation` update names only the chat, the
 //!   topic and the draft id. The running turn whose drafts carry that id
-//!   (`core::telegram::drafts::stops_turn`) stops at once, keeping what it wrote (sent or not
+//!   (`ChatState::turn_to_stop`) stops at once, keeping what it wrote (sent or not
 //!   as `STOP_KEEPS` says); a Stop for any other draft (a finished turn's, a late or repeated
 //!   press) does nothing.
 //! - An early start a newer message abandoned (`inbox.rs`): it stops at once, dropping what it
@@ -13,14 +13,12 @@
 
 use super::ChatObject;
 use crate::bot::stream::StopReason;
-use agent_core::telegram::drafts::stops_turn;
 
 impl ChatObject {
     /// Stops the running turn if `draft_id` is its draft's. Returns whether it did.
     pub(super) async fn stop_generation(&self, draft_id: i64) -> bool {
-        let running = self.with(|st| st.turn().map(|t| t.turn_id.clone())).await;
-        match running {
-            Some(turn_id) if stops_turn(&turn_id, draft_id) && self.throw_stop(&turn_id, StopReason::Person) => true,
+        match self.with(|st| st.turn_to_stop(draft_id)).await {
+            Some(turn_id) if self.throw_stop(&turn_id, StopReason::Person) => true,
             _ => {
                 worker::console_log!("a Stop for draft {draft_id}, which is no running turn's: nothing to stop");
                 false

@@ -125,6 +125,9 @@ mod tests {
             }
             r
         }
+        async fn peek<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
+            f(&self.st.borrow())
+        }
         fn now(&self) -> i64 {
             self.now.get()
         }

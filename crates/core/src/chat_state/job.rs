@@ -102,6 +102,9 @@ mod tests {
         async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
             f(&mut self.st.borrow_mut(), &T)
         }
+        async fn peek<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
+            f(&self.st.borrow())
+        }
         fn now(&self) -> i64 {
             self.now.get()
         }

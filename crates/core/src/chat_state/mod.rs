@@ -29,6 +29,7 @@
 
 mod crew_cycle;
 pub mod alarm;
+pub mod api_turn;
 pub mod arrival;
 pub mod job;
 pub mod port;

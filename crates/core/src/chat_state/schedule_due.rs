@@ -2,7 +2,7 @@
 //! due). D1 holds the truth about schedules; the core decides what each due run does
 //! (`chat::schedule::on_due`: fire, late or not, or skip beyond the lateness limit; then its
 //! creator's gate, asked again now: fire, its text only, cancel, skip), starts a firing run
-//! as a scheduled turn in the state before any await, and re-reads the next run at the end.
+//! as a scheduled turn in the state before it is driven, and re-reads the next run at the end.
 //! When D1 cannot be read or written the object looks again [`REREAD_MS`] later, never in a
 //! loop.
 //!
@@ -149,6 +149,7 @@ mod tests {
     const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS, adaptive: None, early_start: false };
     const LIM: Limits = Limits { max_active: 25, min_repeat_minutes: 5, max_late_ms: 3_600_000, fallback_ms: 600_000 };
     const NOW: i64 = 10_000_000;
+    const OWED: crate::chat_state::effects::Limits = crate::chat_state::effects::Limits { max_turn_attempts: 3, max_send_attempts: 2, retry_base_ms: 2000, job_grace_ms: 300_000, subrequest_budget: 35, turn_start_max: 6 };
 
     /// A chat object in memory: the state, D1's due runs and its answers, the gates, and what
     /// was done, in order.
@@ -166,6 +167,9 @@ mod tests {
     impl StatePort for Fake {
         async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
             f(&mut self.st.borrow_mut(), &T)
+        }
+        async fn peek<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
+            f(&self.st.borrow())
         }
         fn now(&self) -> i64 {
             NOW
@@ -190,7 +194,10 @@ mod tests {
             self.gates.borrow_mut().pop_front().unwrap_or(Some(RunGate::Fire))
         }
         async fn claim(&self, run: &ScheduledRun, _turn_id: &str) -> bool {
-            self.done.borrow_mut().push(format!("claim #{}", run.schedule_id));
+            // The text is owed in the state before the run is claimed: a crash between sends
+            // it (and may fire the run once more), never neither.
+            let owed = self.st.borrow().clone().next_owed(NOW, 0, &OWED).is_some();
+            self.done.borrow_mut().push(format!("claim #{} (owed: {owed})", run.schedule_id));
             !self.claimed_by_another
         }
         async fn drive_turn(&self, turn: TurnRun) {
@@ -198,7 +205,7 @@ mod tests {
             self.done.borrow_mut().push(format!("drive #{}", id.unwrap_or(0)));
         }
         async fn send_owed_messages(&self) {
-            let owed = self.st.borrow_mut().next_owed(NOW, 0, &crate::chat_state::effects::Limits { max_turn_attempts: 3, max_send_attempts: 2, retry_base_ms: 2000, job_grace_ms: 300_000, subrequest_budget: 35, turn_start_max: 6 });
+            let owed = self.st.borrow_mut().next_owed(NOW, 0, &OWED);
             self.done.borrow_mut().push(format!("send {}", owed.map(|(_, t)| t).unwrap_or_default()));
         }
         async fn refresh(&self) {
@@ -238,14 +245,14 @@ mod tests {
         let f = with_due(vec![due(1, 0)]);
         f.gates.borrow_mut().push_back(Some(RunGate::TextOnly));
         assert!(matches!(block_on(run(&f, &UtcOnly, &LIM)), Fired::TextOnly(_)));
-        assert_eq!(*f.done.borrow(), ["gate #1", "claim #1", "send ⏰ reminder 1", "refresh"]);
+        assert_eq!(*f.done.borrow(), ["gate #1", "claim #1 (owed: true)", "send ⏰ reminder 1", "refresh"]);
         assert!(f.st.borrow().turn().is_none(), "no model call");
         // Claimed by another turn meanwhile: its text is owed no more, nothing is sent.
         let f = Fake { claimed_by_another: true, ..with_due(vec![due(1, 0)]) };
         f.gates.borrow_mut().push_back(Some(RunGate::TextOnly));
         assert_eq!(block_on(run(&f, &UtcOnly, &LIM)), Fired::Nothing);
-        assert_eq!(*f.done.borrow(), ["gate #1", "claim #1", "refresh"]);
-        assert_eq!(f.st.borrow_mut().next_owed(NOW, 0, &crate::chat_state::effects::Limits { max_turn_attempts: 3, max_send_attempts: 2, retry_base_ms: 2000, job_grace_ms: 300_000, subrequest_budget: 35, turn_start_max: 6 }), None);
+        assert_eq!(*f.done.borrow(), ["gate #1", "claim #1 (owed: true)", "refresh"]);
+        assert_eq!(f.st.borrow_mut().next_owed(NOW, 0, &OWED), None);
     }
 
     #[test]
