@@ -5,15 +5,14 @@
 //! one step, before any await, so two concurrent calls cannot both start one; a busy
 //! conversation answers 409.
 
-use super::{ChatObject, Host};
+use super::ChatObject;
 use crate::bot::answer;
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::chat::plan::Step;
 use agent_core::chat::status::TurnStatus;
 use agent_core::chat_state::api_turn::{self, ApiHost, ApiTurn};
-use agent_core::chat_state::port::StatePort;
-use agent_core::chat_state::{ChatState, Timing, TurnRun};
+use agent_core::chat_state::TurnRun;
 use agent_core::conversation::ConvKey;
 use serde_json::json;
 
@@ -63,20 +62,7 @@ struct ApiCall<'a> {
     name: &'a str,
 }
 
-impl StatePort for ApiCall<'_> {
-    async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
-        Host { obj: self.obj, ctx: self.ctx }.ask(f).await
-    }
-    async fn peek<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
-        self.obj.with(f).await
-    }
-    fn now(&self) -> i64 {
-        now_ms()
-    }
-    fn log(&self, line: &str) {
-        worker::console_log!("{line}");
-    }
-}
+state_port!(ApiCall);
 
 impl ApiHost for ApiCall<'_> {
     type Answer = std::result::Result<answer::Answer, answer::AnswerError>;

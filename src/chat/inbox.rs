@@ -9,13 +9,11 @@
 //! concurrent copies are handled once). Also: a refused or over-budget message is remembered
 //! too, so a redelivery is not refused (and notified) twice.
 
-use super::{ChatObject, Host};
+use super::ChatObject;
 use crate::outbound::objects::Arrival;
 use crate::bot::{access, answer, commands};
-use crate::config::{now_ms, Ctx};
+use crate::config::Ctx;
 use agent_core::chat_state::arrival::{self, ArrivalFacts, ArrivalHost, CommandFacts};
-use agent_core::chat_state::port::StatePort;
-use agent_core::chat_state::{ChatState, Timing};
 use agent_core::telegram::commands as core_commands;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::telegram::gating::Trigger;
@@ -105,20 +103,7 @@ struct Arriving<'a> {
     command: Option<(&'a agent_core::conversation::InboundMessage, core_commands::Command)>,
 }
 
-impl StatePort for Arriving<'_> {
-    async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
-        Host { obj: self.obj, ctx: self.ctx }.ask(f).await
-    }
-    async fn peek<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
-        self.obj.with(f).await
-    }
-    fn now(&self) -> i64 {
-        now_ms()
-    }
-    fn log(&self, line: &str) {
-        worker::console_log!("{line}");
-    }
-}
+state_port!(Arriving);
 
 impl ArrivalHost for Arriving<'_> {
     async fn admit(&self) -> bool {

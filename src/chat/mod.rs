@@ -30,6 +30,28 @@
 //! is overwritten. The key comes in every call, the chat's kind with an arrival or an API
 //! chat turn.
 
+/// `StatePort` for an event's port that holds the object (`obj`) and the invocation (`ctx`):
+/// [`Host`]'s state and clock, log lines at the log level.
+macro_rules! state_port {
+    ($port:ident) => {
+        impl agent_core::chat_state::port::StatePort for $port<'_> {
+            async fn ask<R>(&self, f: impl FnOnce(&mut agent_core::chat_state::ChatState, &agent_core::chat_state::Timing) -> R) -> R {
+                let host = super::Host { obj: self.obj, ctx: self.ctx };
+                <super::Host as agent_core::chat_state::port::StatePort>::ask(&host, f).await
+            }
+            async fn peek<R>(&self, f: impl FnOnce(&agent_core::chat_state::ChatState) -> R) -> R {
+                self.obj.with(f).await
+            }
+            fn now(&self) -> i64 {
+                crate::config::now_ms()
+            }
+            fn log(&self, line: &str) {
+                worker::console_log!("{line}");
+            }
+        }
+    };
+}
+
 mod api_chat;
 mod crew;
 mod inbox;
@@ -423,7 +445,8 @@ impl ChatObject {
 
 /// The chat object as its events' ports (`agent_core::chat_state::{port, alarm, job}`): its
 /// state (asked through `update`, written once if it changed), the clock, the invocation's
-/// meter, and its work. (An arrival's port is `inbox::Arriving`, which also holds the arrival.)
+/// meter, and its work. (The ports that also hold their event, `inbox::Arriving`,
+/// `schedules::Scheduling` and `api_chat::ApiCall`, take its state and clock: `state_port!`.)
 pub(super) struct Host<'a> {
     pub(super) obj: &'a ChatObject,
     pub(super) ctx: &'a Ctx,

@@ -15,14 +15,13 @@
 //! - The hint is re-read after every change and after every firing; when D1 cannot be read
 //!   the object looks again a minute later, never in a loop.
 
-use super::{ChatObject, Host};
+use super::ChatObject;
 use crate::bot::access;
 use crate::config::{now_ms, Ctx};
 use crate::storage;
 use agent_core::access::authority::RunGate;
-use agent_core::chat_state::port::StatePort;
 use agent_core::chat_state::schedule_due::{self, DueSchedule, ScheduleHost, REREAD_MS};
-use agent_core::chat_state::{ChatState, ScheduledRun, Timing, TurnRun};
+use agent_core::chat_state::{ScheduledRun, TurnRun};
 use agent_core::conversation::{ChatKind, ConvKey};
 
 impl ChatObject {
@@ -59,20 +58,7 @@ struct Scheduling<'a> {
     kind: ChatKind,
 }
 
-impl StatePort for Scheduling<'_> {
-    async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
-        Host { obj: self.obj, ctx: self.ctx }.ask(f).await
-    }
-    async fn peek<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
-        self.obj.with(f).await
-    }
-    fn now(&self) -> i64 {
-        now_ms()
-    }
-    fn log(&self, line: &str) {
-        worker::console_log!("{line}");
-    }
-}
+state_port!(Scheduling);
 
 impl ScheduleHost for Scheduling<'_> {
     fn new_turn(&self) -> (String, u64) {

@@ -167,6 +167,33 @@ test("POST /api/v1/chat refuses real Telegram chat ids and keeps API chats in th
   assert.equal(ok.status, 200);
 });
 
+test("POST /api/v1/chat runs one turn at a time per conversation: a concurrent call is told it is busy, and the conversation is free again after", async () => {
+  const chat_id = 2 ** 52 + 29;
+  const call = (text) =>
+    s.fetch("/api/v1/chat", {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify({ chat_id, text, name: "Ops" }),
+    });
+  s.gemini.latency = 1500; // the first call's model answer takes a while
+  try {
+    const first = call("first question");
+    await sleep(400);
+    const second = await call("second question");
+    assert.equal(second.status, 409, "the turn in flight holds the conversation");
+    assert.match((await second.json()).error, /busy/);
+    const done = await first;
+    assert.equal(done.status, 200);
+    const body = await done.json();
+    assert.ok(body.turn_id && body.messages.length >= 1, JSON.stringify(body));
+  } finally {
+    s.gemini.latency = 0;
+  }
+  const again = await call("third question");
+  assert.equal(again.status, 200, "the turn ended: the conversation takes the next call");
+  assert.notEqual((await again.json()).turn_id, undefined);
+});
+
 test("secrets are never plain [vars] in wrangler.toml", () => {
   const toml = fs.readFileSync(path.join(ROOT, "wrangler.toml"), "utf8");
   const vars = /\[vars\]([\s\S]*?)(\n\[|$)/.exec(toml)?.[1] ?? "";

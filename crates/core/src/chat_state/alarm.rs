@@ -93,46 +93,26 @@ async fn send_owed<H: AlarmHost>(host: &H, turn_id: &str, text: &str, lim: &Limi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat_state::{ChatState, Timing};
-    use crate::chat_state::{Signal, JOB_GRACE_MS, TURN_WATCHDOG_MS};
+    use crate::chat_state::fake::{state_port_over_mem, Mem, L, T};
+    use crate::chat_state::Signal;
     use crate::telegram::gating::Trigger;
     use futures::executor::block_on;
     use std::cell::{Cell, RefCell};
     use std::collections::VecDeque;
 
-    const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS, adaptive: None, early_start: false };
-    const L: Limits = Limits { max_turn_attempts: 3, max_send_attempts: 2, retry_base_ms: 2000, job_grace_ms: 300_000, subrequest_budget: 35, turn_start_max: 6 };
 
     /// A chat object in memory: the state, a clock, a meter (each send costs 3), Telegram's
     /// scripted answers to owed messages, and what was done, in order.
     #[derive(Default)]
     struct Fake {
-        st: RefCell<ChatState>,
-        now: Cell<i64>,
+        mem: Mem,
         spent: Cell<u32>,
         in_flight: bool,
         owed_answers: RefCell<VecDeque<Owed>>,
         done: RefCell<Vec<String>>,
-        writes: Cell<u32>,
     }
 
-    impl StatePort for Fake {
-        async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
-            let before = crate::chat_state::stored(&self.st.borrow());
-            let r = f(&mut self.st.borrow_mut(), &T);
-            if crate::chat_state::stored(&self.st.borrow()) != before {
-                self.writes.set(self.writes.get() + 1);
-            }
-            r
-        }
-        async fn peek<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
-            f(&self.st.borrow())
-        }
-        fn now(&self) -> i64 {
-            self.now.get()
-        }
-        fn log(&self, _line: &str) {}
-    }
+    state_port_over_mem!(Fake);
 
     impl AlarmHost for Fake {
         fn spent(&self) -> u32 {
@@ -150,7 +130,7 @@ mod tests {
             self.done.borrow_mut().push(format!("drive {} attempt {}", turn.turn_id, turn.attempt));
         }
         async fn give_up(&self, turn_id: &str, reason: &'static str) {
-            self.st.borrow_mut().give_up(turn_id, self.now.get());
+            self.mem.st.borrow_mut().give_up(turn_id, self.mem.now.get());
             self.done.borrow_mut().push(format!("give up {turn_id}: {reason}"));
         }
         async fn start_turn(&self) {
@@ -169,51 +149,52 @@ mod tests {
 
     fn with_burst(at: i64) -> Fake {
         let f = Fake::default();
-        f.st.borrow_mut().signal(&Signal { update_id: 1, target_message_id: Some(10), trigger: Trigger::Private, at_ms: at });
+        f.mem.st.borrow_mut().signal(&Signal { update_id: 1, target_message_id: Some(10), trigger: Trigger::Private, at_ms: at });
         f
     }
 
     #[test]
     fn an_alarm_sends_what_is_owed_then_starts_the_due_turn_and_arms_once() {
         let f = with_burst(0);
-        f.st.borrow_mut().owe_text("t0", "water the plants".into(), 0);
-        f.now.set(5_000);
+        f.mem.st.borrow_mut().owe_text("t0", "water the plants".into(), 0);
+        f.mem.now.set(5_000);
+        f.mem.settle();
         block_on(run(&f, &L));
         assert_eq!(*f.done.borrow(), ["send t0: ⏰ water the plants", "start turn", "arm"]);
-        assert_eq!(f.st.borrow_mut().next_owed(i64::MAX / 2, 0, &L), None, "sent: owed no more");
-        assert_eq!(f.writes.get(), 2, "the attempt counted, then the message done: the state written twice");
+        assert_eq!(f.mem.st.borrow_mut().next_owed(i64::MAX / 2, 0, &L), None, "sent: owed no more");
+        assert_eq!(f.mem.writes.get(), 2, "the attempt counted, then the message done: the state written twice");
     }
 
     #[test]
     fn an_owed_message_that_must_wait_stops_the_owed_ones_but_not_the_turn() {
         let f = with_burst(0);
-        f.st.borrow_mut().owe_text("t0", "a".into(), 0);
-        f.st.borrow_mut().owe_text("t1", "b".into(), 0);
+        f.mem.st.borrow_mut().owe_text("t0", "a".into(), 0);
+        f.mem.st.borrow_mut().owe_text("t1", "b".into(), 0);
         f.owed_answers.borrow_mut().push_back(Owed::Retry { after_ms: Some(12_000), jitter: 0.0 });
-        f.now.set(5_000);
+        f.mem.now.set(5_000);
         block_on(run(&f, &L));
         assert_eq!(*f.done.borrow(), ["send t0: ⏰ a", "start turn", "arm"], "t1 waits for the next alarm");
         // Both are still owed: t1 now, t0 after Telegram's 12 s.
-        assert_eq!(f.st.borrow_mut().next_owed(5_000, 0, &L).map(|(t, _)| t), Some("t1".into()));
+        assert_eq!(f.mem.st.borrow_mut().next_owed(5_000, 0, &L).map(|(t, _)| t), Some("t1".into()));
     }
 
     #[test]
     fn owed_messages_that_spend_the_room_leave_the_turn_to_the_next_invocation() {
         let f = with_burst(0);
-        f.st.borrow_mut().owe_text("t0", "a".into(), 0);
+        f.mem.st.borrow_mut().owe_text("t0", "a".into(), 0);
         f.spent.set(4);
-        f.now.set(5_000);
+        f.mem.now.set(5_000);
         block_on(run(&f, &L));
         assert_eq!(*f.done.borrow(), ["send t0: ⏰ a", "arm"], "7 subrequests spent: over the turn-start room of 6");
         let t = T;
-        assert_eq!(f.st.borrow().due(5_000, &t), crate::chat_state::Due::StartTurn, "the turn is still due, at once");
+        assert_eq!(f.mem.st.borrow().due(5_000, &t), crate::chat_state::Due::StartTurn, "the turn is still due, at once");
     }
 
     #[test]
     fn a_taken_over_turn_is_driven_and_one_that_keeps_dying_is_given_up() {
         let f = with_burst(0);
-        let turn = f.st.borrow_mut().begin_turn(5_000, "1", 7);
-        f.now.set(6_000);
+        let turn = f.mem.st.borrow_mut().begin_turn(5_000, "1", 7);
+        f.mem.now.set(6_000);
         block_on(run(&f, &L)); // its instance died: not in flight here
         block_on(run(&f, &L));
         block_on(run(&f, &L));
@@ -231,9 +212,9 @@ mod tests {
     #[test]
     fn a_turn_running_here_is_left_alone() {
         let mut f = with_burst(0);
-        f.st.borrow_mut().begin_turn(5_000, "1", 7);
+        f.mem.st.borrow_mut().begin_turn(5_000, "1", 7);
         f.in_flight = true;
-        f.now.set(6_000);
+        f.mem.now.set(6_000);
         block_on(run(&f, &L));
         assert_eq!(*f.done.borrow(), ["arm"]);
     }
@@ -241,9 +222,9 @@ mod tests {
     #[test]
     fn after_a_turn_is_given_up_its_apology_goes_out_at_once() {
         let f = with_burst(0);
-        let turn = f.st.borrow_mut().begin_turn(5_000, "1", 7);
-        f.st.borrow_mut().give_up(&turn.turn_id, 5_000);
-        f.now.set(5_000);
+        let turn = f.mem.st.borrow_mut().begin_turn(5_000, "1", 7);
+        f.mem.st.borrow_mut().give_up(&turn.turn_id, 5_000);
+        f.mem.now.set(5_000);
         block_on(send_owed_messages(&f, &L));
         assert_eq!(*f.done.borrow(), [format!("send {}: {}", turn.turn_id, crate::chat_state::effects::APOLOGY)]);
     }

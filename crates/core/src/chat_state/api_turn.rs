@@ -57,34 +57,23 @@ impl ChatState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat_state::{Signal, Timing, JOB_GRACE_MS, TURN_WATCHDOG_MS};
+    use crate::chat_state::fake::{state_port_over_mem, Mem};
+    use crate::chat_state::Signal;
     use crate::telegram::drafts::draft_id;
     use crate::telegram::gating::Trigger;
     use futures::executor::block_on;
     use std::cell::RefCell;
 
-    const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS, adaptive: None, early_start: false };
 
     /// A chat object in memory whose turn's run tries a second API call while it runs.
     #[derive(Default)]
     struct Fake {
-        st: RefCell<ChatState>,
+        mem: Mem,
         store_fails: bool,
         during: RefCell<Option<String>>,
     }
 
-    impl StatePort for Fake {
-        async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
-            f(&mut self.st.borrow_mut(), &T)
-        }
-        async fn peek<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
-            f(&self.st.borrow())
-        }
-        fn now(&self) -> i64 {
-            5_000
-        }
-        fn log(&self, _line: &str) {}
-    }
+    state_port_over_mem!(Fake);
 
     impl ApiHost for Fake {
         type Answer = &'static str;
@@ -93,7 +82,7 @@ mod tests {
         }
         async fn run(&self, _turn: &TurnRun) -> Result<&'static str, String> {
             // A second call while this one runs: the same claim, refused.
-            let second = self.st.borrow_mut().claim_api_turn(5_001, "7", 2);
+            let second = self.mem.st.borrow_mut().claim_api_turn(5_001, "7", 2);
             *self.during.borrow_mut() = Some(format!("{:?}", second.map(|t| t.turn_id)));
             if self.store_fails {
                 Err("D1 unavailable".into())
@@ -109,19 +98,19 @@ mod tests {
         let ran = block_on(run(&f));
         assert!(matches!(ran, ApiTurn::Ran { answer: "hello", .. }));
         assert_eq!(f.during.borrow().as_deref(), Some("None"), "a concurrent call is busy");
-        assert!(f.st.borrow().turn().is_none(), "ended");
+        assert!(f.mem.st.borrow().turn().is_none(), "ended");
         let f = Fake { store_fails: true, ..Fake::default() };
         assert_eq!(block_on(run(&f)), ApiTurn::NotStored("D1 unavailable".into()));
-        assert!(f.st.borrow().turn().is_none(), "ended though nothing ran");
+        assert!(f.mem.st.borrow().turn().is_none(), "ended though nothing ran");
     }
 
     #[test]
     fn a_busy_conversation_claims_nothing() {
         let f = Fake::default();
-        f.st.borrow_mut().signal(&Signal { update_id: 1, target_message_id: Some(10), trigger: Trigger::Private, at_ms: 0 });
-        let telegram_turn = f.st.borrow_mut().begin_turn(1_000, "7", 9);
+        f.mem.st.borrow_mut().signal(&Signal { update_id: 1, target_message_id: Some(10), trigger: Trigger::Private, at_ms: 0 });
+        let telegram_turn = f.mem.st.borrow_mut().begin_turn(1_000, "7", 9);
         assert_eq!(block_on(run(&f)), ApiTurn::Busy);
-        assert_eq!(f.st.borrow().turn().map(|t| t.turn_id.clone()), Some(telegram_turn.turn_id), "the running turn is untouched");
+        assert_eq!(f.mem.st.borrow().turn().map(|t| t.turn_id.clone()), Some(telegram_turn.turn_id), "the running turn is untouched");
     }
 
     #[test]

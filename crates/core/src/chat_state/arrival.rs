@@ -122,51 +122,29 @@ pub async fn run<H: ArrivalHost>(host: &H, a: &ArrivalFacts) -> Handled {
 mod tests {
     use super::*;
     use crate::chat::plan::Step;
-    use crate::chat_state::{ChatState, Timing, JOB_GRACE_MS, TURN_WATCHDOG_MS};
+    use crate::chat_state::fake::{state_port_over_mem, Mem};
     use futures::executor::block_on;
-    use std::cell::{Cell, RefCell};
+    use std::cell::RefCell;
 
-    const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS, adaptive: None, early_start: false };
 
-    /// A chat object in memory: the state, a clock, the access and budget answers, and what
-    /// was done, in order; the state's writes counted as the object makes them (an ask writes
-    /// whenever the state differs from what was last written, so also a change made in memory
-    /// only before it, like the alarm's count).
+    /// A chat object in memory (its state's writes counted as the object makes them: `Mem`),
+    /// the access and budget answers, and what was done, in order.
     struct Fake {
-        st: RefCell<ChatState>,
-        written: RefCell<String>,
-        now: Cell<i64>,
+        mem: Mem,
         admits: bool,
         within_budget: bool,
         done: RefCell<Vec<String>>,
-        writes: Cell<u32>,
     }
 
     impl Default for Fake {
         fn default() -> Self {
-            let written = RefCell::new(crate::chat_state::stored(&ChatState::default()));
-            Fake { st: Default::default(), written, now: Cell::new(1_000), admits: true, within_budget: true, done: Default::default(), writes: Cell::new(0) }
+            let mem = Mem::default();
+            mem.now.set(1_000);
+            Fake { mem, admits: true, within_budget: true, done: Default::default() }
         }
     }
 
-    impl StatePort for Fake {
-        async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
-            let r = f(&mut self.st.borrow_mut(), &T);
-            let now = crate::chat_state::stored(&self.st.borrow());
-            if now != *self.written.borrow() {
-                self.writes.set(self.writes.get() + 1);
-                *self.written.borrow_mut() = now;
-            }
-            r
-        }
-        async fn peek<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
-            f(&self.st.borrow())
-        }
-        fn now(&self) -> i64 {
-            self.now.get()
-        }
-        fn log(&self, _line: &str) {}
-    }
+    state_port_over_mem!(Fake);
 
     impl ArrivalHost for Fake {
         async fn admit(&self) -> bool {
@@ -180,7 +158,7 @@ mod tests {
         async fn run_command(&self) {
             // What the state says when the answer goes: the update is seen first, so a
             // redelivery after a crash here is not answered twice.
-            let seen: Vec<i64> = (1..=3).filter(|id| self.st.borrow().has_seen(*id)).collect();
+            let seen: Vec<i64> = (1..=3).filter(|id| self.mem.st.borrow().has_seen(*id)).collect();
             self.done.borrow_mut().push(format!("command (seen {seen:?})"));
         }
         async fn refresh_schedules(&self) {
@@ -208,22 +186,22 @@ mod tests {
     #[test]
     fn a_message_is_handled_once_however_often_it_is_delivered() {
         let f = Fake::default();
-        f.st.borrow_mut().count_alarm(); // changed in memory only, as the alarm leaves it
+        f.mem.st.borrow_mut().count_alarm(); // changed in memory only, as the alarm leaves it
         assert_eq!(block_on(run(&f, &message(1))), Handled::Signalled { first: true });
         assert_eq!(block_on(run(&f, &message(1))), Handled::Redelivered);
         assert_eq!(*f.done.borrow(), ["admit", "budget", "sign"], "checked and signed once");
-        assert_eq!(f.writes.get(), 1, "the signal and the burst's start: one write (the check for a redelivery reads)");
-        assert_eq!(f.st.borrow().pending().map(|p| p.count), Some(1));
+        assert_eq!(f.mem.writes.get(), 1, "the signal and the burst's start: one write (the check for a redelivery reads)");
+        assert_eq!(f.mem.st.borrow().pending().map(|p| p.count), Some(1));
     }
 
     #[test]
     fn the_second_message_of_a_burst_shows_no_new_sign() {
         let f = Fake::default();
         block_on(run(&f, &message(1)));
-        f.now.set(1_500);
+        f.mem.now.set(1_500);
         assert_eq!(block_on(run(&f, &message(2))), Handled::Signalled { first: false });
         assert_eq!(*f.done.borrow(), ["admit", "budget", "sign", "admit", "budget"]);
-        assert_eq!(f.st.borrow().pending().map(|p| (p.count, p.last_ms)), Some((2, 1_500)), "the debounce runs on the object's clock");
+        assert_eq!(f.mem.st.borrow().pending().map(|p| (p.count, p.last_ms)), Some((2, 1_500)), "the debounce runs on the object's clock");
     }
 
     #[test]
@@ -236,18 +214,18 @@ mod tests {
         assert_eq!(block_on(run(&f, &message(1))), Handled::OverBudget);
         assert_eq!(block_on(run(&f, &message(1))), Handled::Redelivered);
         assert_eq!(*f.done.borrow(), ["admit", "budget"], "one notice, never two");
-        assert!(f.st.borrow().pending().is_none(), "no turn for it");
+        assert!(f.mem.st.borrow().pending().is_none(), "no turn for it");
     }
 
     #[test]
     fn a_command_is_answered_and_its_effect_on_the_state_is_one_write() {
         let f = Fake::default();
         block_on(run(&f, &message(1)));
-        f.writes.set(0);
+        f.mem.writes.set(0);
         let new = ArrivalFacts { command: Some(CommandFacts { starts_over: true, crew_switch: Some(true), ..Default::default() }), ..message(2) };
         assert_eq!(block_on(run(&f, &new)), Handled::Command);
-        assert!(f.st.borrow().pending().is_none(), "/new forgets the burst");
-        assert_eq!(f.writes.get(), 1, "seen, started over and the crew switched: one write");
+        assert!(f.mem.st.borrow().pending().is_none(), "/new forgets the burst");
+        assert_eq!(f.mem.writes.get(), 1, "seen, started over and the crew switched: one write");
         assert_eq!(block_on(run(&f, &new)), Handled::Redelivered, "a redelivered command is not answered twice");
         let cancel = ArrivalFacts { command: Some(CommandFacts { cancels_schedule: true, ..Default::default() }), ..message(3) };
         block_on(run(&f, &cancel));
@@ -258,20 +236,20 @@ mod tests {
     fn a_new_message_cancels_the_plan_in_progress_and_stops_an_early_start() {
         let f = Fake::default();
         block_on(run(&f, &message(1)));
-        let turn = f.st.borrow_mut().begin_turn(2_000, "1", 7);
-        f.st.borrow_mut().finish_turn(&turn.turn_id, vec![send("a"), send("b")], 3_000);
+        let turn = f.mem.st.borrow_mut().begin_turn(2_000, "1", 7);
+        f.mem.st.borrow_mut().finish_turn(&turn.turn_id, vec![send("a"), send("b")], 3_000);
         f.done.borrow_mut().clear();
-        f.now.set(4_000);
+        f.mem.now.set(4_000);
         block_on(run(&f, &message(2)));
         assert_eq!(*f.done.borrow(), ["admit", "budget", "sign", format!("cancelled {} from 0", turn.turn_id).as_str()]);
-        assert!(f.st.borrow().plan().is_none(), "the cancelled steps are never sent");
+        assert!(f.mem.st.borrow().plan().is_none(), "the cancelled steps are never sent");
 
-        let early = f.st.borrow_mut().begin_turn(5_000, "1", 8);
-        f.st.borrow_mut().turn.as_mut().unwrap().early_until_ms = Some(9_000);
+        let early = f.mem.st.borrow_mut().begin_turn(5_000, "1", 8);
+        f.mem.st.borrow_mut().turn.as_mut().unwrap().early_until_ms = Some(9_000);
         f.done.borrow_mut().clear();
-        f.now.set(6_000);
+        f.mem.now.set(6_000);
         block_on(run(&f, &message(3)));
         assert_eq!(*f.done.borrow(), ["admit", "budget", format!("stop {}", early.turn_id).as_str()], "no new sign: the burst is not new");
-        assert!(f.st.borrow().turn().is_none() && f.st.borrow().pending().is_some(), "the burst waits for its own turn");
+        assert!(f.mem.st.borrow().turn().is_none() && f.mem.st.borrow().pending().is_some(), "the burst waits for its own turn");
     }
 }

@@ -78,38 +78,25 @@ pub async fn dead<H: JobHost>(host: &H, job: &Job) {
 mod tests {
     use super::*;
     use crate::chat::plan::Step;
-    use crate::chat_state::{ChatState, Signal, Timing, JOB_GRACE_MS, TURN_WATCHDOG_MS};
+    use crate::chat_state::fake::{state_port_over_mem, Mem, L, T};
+    use crate::chat_state::Signal;
     use crate::conversation::ConvKey;
     use crate::telegram::gating::Trigger;
     use futures::executor::block_on;
-    use std::cell::{Cell, RefCell};
+    use std::cell::RefCell;
 
-    const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS, adaptive: None, early_start: false };
-    const L: Limits = Limits { max_turn_attempts: 3, max_send_attempts: 2, retry_base_ms: 2000, job_grace_ms: 300_000, subrequest_budget: 35, turn_start_max: 6 };
 
     /// A chat object in memory: the state, a clock, what the turn and the plan's steps do, and
     /// what was done, in order.
     #[derive(Default)]
     struct Fake {
-        st: RefCell<ChatState>,
-        now: Cell<i64>,
+        mem: Mem,
         turn_outcome: Option<JobOutcome>,
         step_fails: RefCell<Option<StepRetry>>,
         done: RefCell<Vec<String>>,
     }
 
-    impl StatePort for Fake {
-        async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
-            f(&mut self.st.borrow_mut(), &T)
-        }
-        async fn peek<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
-            f(&self.st.borrow())
-        }
-        fn now(&self) -> i64 {
-            self.now.get()
-        }
-        fn log(&self, _line: &str) {}
-    }
+    state_port_over_mem!(Fake);
 
     impl JobHost for Fake {
         async fn answer_turn(&self, turn: TurnRun) -> JobOutcome {
@@ -136,9 +123,9 @@ mod tests {
     /// for its retry job.
     fn with_turn() -> (Fake, TurnRun) {
         let f = Fake::default();
-        f.st.borrow_mut().signal(&Signal { update_id: 1, target_message_id: Some(10), trigger: Trigger::Private, at_ms: 0 });
-        let turn = f.st.borrow_mut().begin_turn(1_000, "1", 7);
-        f.st.borrow_mut().turn_waiting(&turn.turn_id, 400_000);
+        f.mem.st.borrow_mut().signal(&Signal { update_id: 1, target_message_id: Some(10), trigger: Trigger::Private, at_ms: 0 });
+        let turn = f.mem.st.borrow_mut().begin_turn(1_000, "1", 7);
+        f.mem.st.borrow_mut().turn_waiting(&turn.turn_id, 400_000);
         (f, turn)
     }
 
@@ -149,11 +136,11 @@ mod tests {
     #[test]
     fn a_turn_job_runs_the_next_attempt_and_one_for_a_finished_turn_does_nothing() {
         let (f, turn) = with_turn();
-        f.now.set(10_000);
+        f.mem.now.set(10_000);
         let job = Job::Turn { conv: conv(), turn_id: turn.turn_id.clone(), attempt: 2 };
         assert_eq!(block_on(run(&f, job.clone(), &L)), JobOutcome::Done);
         assert_eq!(*f.done.borrow(), [format!("answer {} attempt 2", turn.turn_id)]);
-        f.st.borrow_mut().end_turn(&turn.turn_id);
+        f.mem.st.borrow_mut().end_turn(&turn.turn_id);
         assert_eq!(block_on(run(&f, job, &L)), JobOutcome::Done);
         assert_eq!(f.done.borrow().len(), 1, "finished meanwhile: not run again");
     }
@@ -169,18 +156,18 @@ mod tests {
     #[test]
     fn a_step_that_fails_again_waits_for_the_next_job_with_a_deadline() {
         let (f, turn) = with_turn();
-        f.st.borrow_mut().resume_turn(&turn.turn_id, 2, 2_000);
-        f.st.borrow_mut().finish_turn(&turn.turn_id, vec![send("a")], 2_000);
-        assert!(f.st.borrow_mut().start_step(&turn.turn_id, 0).is_some());
-        f.st.borrow_mut().step_waiting(&turn.turn_id, 0, 400_000); // its first attempt failed
-        f.now.set(10_000);
+        f.mem.st.borrow_mut().resume_turn(&turn.turn_id, 2, 2_000);
+        f.mem.st.borrow_mut().finish_turn(&turn.turn_id, vec![send("a")], 2_000);
+        assert!(f.mem.st.borrow_mut().start_step(&turn.turn_id, 0).is_some());
+        f.mem.st.borrow_mut().step_waiting(&turn.turn_id, 0, 400_000); // its first attempt failed
+        f.mem.now.set(10_000);
         *f.step_fails.borrow_mut() = Some(StepRetry { turn_id: turn.turn_id.clone(), step: 0, error: "429".into(), after_ms: Some(30_000) });
         let job = Job::Step { conv: conv(), turn_id: turn.turn_id.clone(), step: 0, attempt: 2 };
         assert_eq!(block_on(run(&f, job.clone(), &L)), JobOutcome::Retry { error: "429".into(), after_ms: Some(30_000) });
         // The step waits until its job is overdue by the grace: then the alarm takes it over.
         let deadline = job_deadline(10_000, 2, Some(30_000), &L);
         assert!(deadline >= 10_000 + 30_000 + 300_000, "Telegram's wait and the grace, at least");
-        let wake = f.st.borrow().next_wake(&T, false, 10_000);
+        let wake = f.mem.st.borrow().next_wake(&T, false, 10_000);
         assert_eq!(wake, Some(deadline), "the waiting step has a deadline the alarm wakes for");
         // Another step's failure is its own job; this one is done.
         *f.step_fails.borrow_mut() = Some(StepRetry { turn_id: turn.turn_id.clone(), step: 1, error: "429".into(), after_ms: None });

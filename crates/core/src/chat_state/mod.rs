@@ -35,6 +35,8 @@ pub mod job;
 pub mod port;
 pub mod schedule_due;
 pub mod effects;
+#[cfg(test)]
+mod fake;
 pub mod running;
 
 pub use crew_cycle::{Answered, GivenUp};

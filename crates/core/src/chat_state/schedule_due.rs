@@ -140,22 +140,19 @@ async fn text_only<H: ScheduleHost>(host: &H, run: ScheduledRun, conv: &str, non
 mod tests {
     use super::*;
     use crate::access::policy::Refusal;
-    use crate::chat_state::{ChatState, Timing, JOB_GRACE_MS, TURN_WATCHDOG_MS};
+    use crate::chat_state::fake::{state_port_over_mem, Mem, L as OWED, T};
     use crate::time_zone::UtcOnly;
     use futures::executor::block_on;
     use std::cell::{Cell, RefCell};
     use std::collections::VecDeque;
 
-    const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS, adaptive: None, early_start: false };
     const LIM: Limits = Limits { max_active: 25, min_repeat_minutes: 5, max_late_ms: 3_600_000, fallback_ms: 600_000 };
     const NOW: i64 = 10_000_000;
-    const OWED: crate::chat_state::effects::Limits = crate::chat_state::effects::Limits { max_turn_attempts: 3, max_send_attempts: 2, retry_base_ms: 2000, job_grace_ms: 300_000, subrequest_budget: 35, turn_start_max: 6 };
 
     /// A chat object in memory: the state, D1's due runs and its answers, the gates, and what
     /// was done, in order.
-    #[derive(Default)]
     struct Fake {
-        st: RefCell<ChatState>,
+        mem: Mem,
         due: Option<Vec<DueSchedule>>,
         gates: RefCell<VecDeque<Option<RunGate>>>,
         skip_fails: bool,
@@ -164,18 +161,15 @@ mod tests {
         nonce: Cell<u64>,
     }
 
-    impl StatePort for Fake {
-        async fn ask<R>(&self, f: impl FnOnce(&mut ChatState, &Timing) -> R) -> R {
-            f(&mut self.st.borrow_mut(), &T)
+    impl Default for Fake {
+        fn default() -> Self {
+            let mem = Mem::default();
+            mem.now.set(NOW);
+            Fake { mem, due: None, gates: Default::default(), skip_fails: false, claimed_by_another: false, done: Default::default(), nonce: Cell::new(0) }
         }
-        async fn peek<R>(&self, f: impl FnOnce(&ChatState) -> R) -> R {
-            f(&self.st.borrow())
-        }
-        fn now(&self) -> i64 {
-            NOW
-        }
-        fn log(&self, _line: &str) {}
     }
+
+    state_port_over_mem!(Fake);
 
     impl ScheduleHost for Fake {
         fn new_turn(&self) -> (String, u64) {
@@ -196,7 +190,7 @@ mod tests {
         async fn claim(&self, run: &ScheduledRun, _turn_id: &str) -> bool {
             // The text is owed in the state before the run is claimed: a crash between sends
             // it (and may fire the run once more), never neither.
-            let owed = self.st.borrow().clone().next_owed(NOW, 0, &OWED).is_some();
+            let owed = self.mem.st.borrow().clone().next_owed(NOW, 0, &OWED).is_some();
             self.done.borrow_mut().push(format!("claim #{} (owed: {owed})", run.schedule_id));
             !self.claimed_by_another
         }
@@ -205,7 +199,7 @@ mod tests {
             self.done.borrow_mut().push(format!("drive #{}", id.unwrap_or(0)));
         }
         async fn send_owed_messages(&self) {
-            let owed = self.st.borrow_mut().next_owed(NOW, 0, &OWED);
+            let owed = self.mem.st.borrow_mut().next_owed(NOW, 0, &OWED);
             self.done.borrow_mut().push(format!("send {}", owed.map(|(_, t)| t).unwrap_or_default()));
         }
         async fn refresh(&self) {
@@ -227,7 +221,7 @@ mod tests {
         let fired = block_on(run(&f, &UtcOnly, &LIM));
         assert!(matches!(fired, Fired::Turn(_)));
         assert_eq!(*f.done.borrow(), ["gate #1", "drive #1", "refresh"], "#2 waits for the next alarm");
-        let st = f.st.borrow();
+        let st = f.mem.st.borrow();
         let turn = st.turn().expect("the scheduled turn is in the state");
         assert_eq!(turn.scheduled.as_ref().map(|r| (r.schedule_id, r.late_ms)), Some((1, 60_000)));
     }
@@ -246,13 +240,13 @@ mod tests {
         f.gates.borrow_mut().push_back(Some(RunGate::TextOnly));
         assert!(matches!(block_on(run(&f, &UtcOnly, &LIM)), Fired::TextOnly(_)));
         assert_eq!(*f.done.borrow(), ["gate #1", "claim #1 (owed: true)", "send ⏰ reminder 1", "refresh"]);
-        assert!(f.st.borrow().turn().is_none(), "no model call");
+        assert!(f.mem.st.borrow().turn().is_none(), "no model call");
         // Claimed by another turn meanwhile: its text is owed no more, nothing is sent.
         let f = Fake { claimed_by_another: true, ..with_due(vec![due(1, 0)]) };
         f.gates.borrow_mut().push_back(Some(RunGate::TextOnly));
         assert_eq!(block_on(run(&f, &UtcOnly, &LIM)), Fired::Nothing);
         assert_eq!(*f.done.borrow(), ["gate #1", "claim #1 (owed: true)", "refresh"]);
-        assert_eq!(f.st.borrow_mut().next_owed(NOW, 0, &OWED), None);
+        assert_eq!(f.mem.st.borrow_mut().next_owed(NOW, 0, &OWED), None);
     }
 
     #[test]
@@ -261,7 +255,7 @@ mod tests {
             f.gates.borrow_mut().push_back(None); // the gate's write failed (the third case)
             assert_eq!(block_on(run(&f, &UtcOnly, &LIM)), Fired::LookAgain);
             assert!(!f.done.borrow().iter().any(|d| d == "refresh" || d.starts_with("drive")));
-            assert_eq!(f.st.borrow().next_wake(&T, false, NOW), Some(NOW + REREAD_MS));
+            assert_eq!(f.mem.st.borrow().next_wake(&T, false, NOW), Some(NOW + REREAD_MS));
         }
     }
 }
