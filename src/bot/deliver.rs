@@ -302,28 +302,20 @@ pub async fn send_text(
     reply_to: Option<i64>,
     turn_id: Option<&str>,
 ) -> Result<Vec<i64>, StepError> {
-    send_guarded_text(ctx, &Guard::default(), conv, step_key, markdown, reply_to, turn_id).await
+    send_text_with(ctx, &Guard::default(), conv, step_key, markdown, reply_to, turn_id, no_preview_of(markdown)).await
 }
 
-/// [`send_text`] for a plan step's own text (a picture step's line said instead): sent only
-/// while `guard` says the step is wanted.
-pub async fn send_guarded_text(
-    ctx: &Ctx,
-    guard: &Guard,
-    conv: &ConvKey,
-    step_key: &str,
-    markdown: &str,
-    reply_to: Option<i64>,
-    turn_id: Option<&str>,
-) -> Result<Vec<i64>, StepError> {
-    let no_preview = agent_core::fetch::needs_preview_off(markdown, &Default::default());
-    send_text_with(ctx, guard, conv, step_key, markdown, reply_to, turn_id, no_preview).await
+/// Whether a text the bot sends outside a turn's plan goes without link previews: any link in
+/// it is one no person posted (`fetch::needs_preview_off` with no posted links).
+pub fn no_preview_of(markdown: &str) -> bool {
+    agent_core::fetch::needs_preview_off(markdown, &Default::default())
 }
 
-/// [`send_text`] with the link-preview decision made by the caller (a turn's send step
-/// carries the core's decision).
+/// [`send_text`] under a plan step's `guard` (sent only while the step is wanted) and with the
+/// link-preview decision made by the caller (a turn's send step carries the core's decision;
+/// a picture step's line said instead, [`no_preview_of`]).
 #[allow(clippy::too_many_arguments)]
-async fn send_text_with(
+pub async fn send_text_with(
     ctx: &Ctx,
     guard: &Guard,
     conv: &ConvKey,

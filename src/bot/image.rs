@@ -204,7 +204,8 @@ fn no_picture(said: &str) -> StepOutcome {
 /// Sends the line said instead of a picture, under the step's own keys (once).
 async fn say(ctx: &Ctx, conv: &ConvKey, p: &Picture<'_>, line: &str) -> Result<StepOutcome, StepError> {
     let _ = images::forget(&ctx.db(), p.step_key).await;
-    super::deliver::send_guarded_text(ctx, p.guard, conv, p.step_key, line, p.reply_to, Some(p.turn_id)).await?;
+    let no_preview = super::deliver::no_preview_of(line);
+    super::deliver::send_text_with(ctx, p.guard, conv, p.step_key, line, p.reply_to, Some(p.turn_id), no_preview).await?;
     Ok(no_picture(line))
 }
 

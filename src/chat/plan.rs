@@ -10,7 +10,7 @@ use super::ChatObject;
 use agent_core::chat_state::job::StepRetry;
 use crate::bot::{answer, deliver};
 use crate::config::{now_ms, Ctx};
-use agent_core::chat_state::effects::{job_deadline, StepStart};
+use agent_core::chat_state::effects::StepStart;
 use agent_core::chat_state::ChatState;
 use agent_core::conversation::{ChatKind, ConvKey};
 use agent_core::chat::plan::{Step, StepOutcome};
@@ -144,8 +144,8 @@ impl ChatObject {
             }
             Err(deliver::StepError::Retry { error, after_ms }) => {
                 worker::console_warn!("turn {turn_id} step {index}: {error}");
-                let deadline = job_deadline(now_ms(), 1, after_ms, &Self::limits(ctx));
-                self.update(|st| st.step_waiting(turn_id, index, deadline)).await;
+                let (now, lim) = (now_ms(), Self::limits(ctx));
+                self.update(|st| st.step_failed(turn_id, index, 1, now, after_ms, &lim)).await;
                 Next::Retry(StepRetry { turn_id: turn_id.to_string(), step: index, error, after_ms })
             }
             Err(deliver::StepError::Fatal { error, blocked }) => {

@@ -238,6 +238,13 @@ impl ChatState {
         }
     }
 
+    /// Step `step` of `turn_id`'s plan failed in a way that may pass (Telegram asked to wait
+    /// `after_ms`, if it said) on its job's `attempt`: it waits for its retry job until the
+    /// deadline of that job's longest backoff ([`job_deadline`]), then the alarm takes it over.
+    pub fn step_failed(&mut self, turn_id: &str, step: usize, attempt: u32, now: i64, after_ms: Option<u64>, lim: &Limits) {
+        self.step_waiting(turn_id, step, job_deadline(now, attempt, after_ms, lim));
+    }
+
     /// Turn `turn_id`'s model call failed in a way that may pass (Gemini asked to wait
     /// `after_ms`, if it said): a scheduled run whose next attempt would come past
     /// `fallback_ms` after its due time falls back to its own text; any other turn waits for

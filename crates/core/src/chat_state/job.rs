@@ -4,11 +4,11 @@
 //! meanwhile: nothing is done); a step that fails again waits for the next job with a
 //! deadline, after which the alarm takes it over.
 //!
-//! Invariants (INVARIANTS.md): "Every waiting state has a deadline" ([`job_deadline`]), "The
+//! Invariants (INVARIANTS.md): "Every waiting state has a deadline" (`ChatState::step_failed`), "The
 //! state decides; the object asks". Also: a job for work that finished or was superseded
 //! meanwhile does nothing.
 
-use super::effects::{job_deadline, Limits};
+use super::effects::Limits;
 use super::port::StatePort;
 use super::TurnRun;
 use crate::background::jobs::{Job, JobOutcome};
@@ -52,8 +52,8 @@ pub async fn run<H: JobHost>(host: &H, job: Job, lim: &Limits) -> JobOutcome {
             match host.advance_plan().await {
                 Some(retry) if retry.turn_id == turn_id && retry.step == step => {
                     // The consumer backs off by this job's attempt: so does the deadline.
-                    let deadline = job_deadline(host.now(), attempt, retry.after_ms, lim);
-                    host.ask(|st, _| st.step_waiting(&turn_id, step, deadline)).await;
+                    let now = host.now();
+                    host.ask(|st, _| st.step_failed(&turn_id, step, attempt, now, retry.after_ms, lim)).await;
                     JobOutcome::Retry { error: retry.error, after_ms: retry.after_ms }
                 }
                 Some(other) => {
@@ -78,6 +78,7 @@ pub async fn dead<H: JobHost>(host: &H, job: &Job) {
 mod tests {
     use super::*;
     use crate::chat::plan::Step;
+    use crate::chat_state::effects::job_deadline;
     use crate::chat_state::fake::{state_port_over_mem, Mem, L, T};
     use crate::chat_state::Signal;
     use crate::conversation::ConvKey;
