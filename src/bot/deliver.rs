@@ -141,7 +141,7 @@ async fn send_rich_step(ctx: &Ctx, guard: &Guard, conv: &ConvKey, step_key: &str
         }
         match result {
             Ok(message_id) => {
-                let sent = Sent { key: &key, conv, message_id: Some(message_id), plain: false, parts: vec![Part::text(chunk.markdown.clone())], turn_id: Some(turn_id) };
+                let sent = Sent { key: &key, conv, message_id: Some(message_id), plain: false, parts: vec![Part::text(chunk.markdown.clone())], turn_id: Some(turn_id), unrecorded: false };
                 if let Err(e) = record_sent(ctx, sent).await {
                     worker::console_error!("outbox {key}: sent as {message_id} but not recorded: {e}");
                 }
@@ -327,21 +327,13 @@ pub async fn send_text_with(
 ) -> Result<Vec<i64>, StepError> {
     let chunks = render_reply(markdown, TELEGRAM_LIMIT);
     let retry = |e: worker::Error| StepError::Retry { error: e.to_string(), after_ms: None };
-    // What the step sent before, read with its first chunk recorded as pending (a no-op when
-    // that chunk was sent): a step's first try then goes straight to Telegram.
-    let first_key = format!("{step_key}/0");
-    let done = match chunks.first() {
-        Some(first) => {
-            let body = serde_json::to_string(&chunk_body(conv, first, reply_to, no_link_preview)).unwrap_or_default();
-            let pending = outbox::Pending { key: &first_key, step_key, conv, method: "sendMessage", body: &body };
-            outbox::of_step_recording(&ctx.db(), step_key, &pending, now_ms()).await.map_err(retry)?
-        }
-        None => already_sent(ctx, step_key).await.map_err(retry)?,
-    };
+    // What the step sent before (nothing is written before a chunk's send: its message, stored
+    // under its key once sent, is its record).
+    let done = already_sent(ctx, step_key).await.map_err(retry)?;
     let tg = ctx.telegram();
     let mut ids = Vec::new();
     for (i, chunk) in chunks.iter().enumerate() {
-        let key = match slot(&done, step_key, i, &chunk.html) {
+        let key = match slot(&done, step_key, i, chunk) {
             Slot::Sent(id) => {
                 ids.extend(id);
                 continue;
@@ -353,9 +345,7 @@ pub async fn send_text_with(
             return Err(StepError::Yield);
         }
         let reply_to = reply_to.filter(|_| i == 0);
-        // The first chunk under its own key is recorded already (with the read above).
-        let recorded = key == first_key;
-        ids.push(send_chunk(ctx, guard, &tg, conv, (&key, step_key), chunk, (reply_to, no_link_preview), recorded, turn_id).await?);
+        ids.push(send_chunk(ctx, guard, &tg, conv, &key, chunk, (reply_to, no_link_preview), turn_id).await?);
     }
     Ok(ids)
 }
@@ -380,21 +370,25 @@ enum Slot {
     Free(String),
 }
 
-/// The outbox slot of chunk `i` (`html`) of a step. A key sent with another text holds a chunk
-/// sent early while an answer streamed (`bot/stream.rs`) that this answer does not have (the
+/// The outbox slot of chunk `i` of a step. A key sent with another text holds a chunk sent
+/// early while an answer streamed (`bot/stream.rs`) that this answer does not have (the
 /// stream was cut and the retried turn answered anew, or the answer was refused at its end):
 /// this chunk then goes out under the key's replacement (`{key}r`), never lost and never
-/// mixed into an answer it is not part of.
-fn slot(done: &[OutboxRow], step_key: &str, i: usize, html: &str) -> Slot {
+/// mixed into an answer it is not part of. A chunk's text is its request's (an outbox row) or
+/// its stored message's (a chunk recorded by its message alone).
+fn slot(done: &[OutboxRow], step_key: &str, i: usize, chunk: &Chunk) -> Slot {
     let key = format!("{step_key}/{i}");
     let sent = |k: &str| done.iter().find(|r| r.key == k && r.status == "sent");
-    let text_of = |r: &OutboxRow| -> Option<String> {
-        let body: serde_json::Value = serde_json::from_str(r.body.as_deref()?).ok()?;
-        body.get("text")?.as_str().map(str::to_string)
+    let same = |r: &OutboxRow| -> bool {
+        if let Some(text) = &r.sent_text {
+            return *text == outbox::stored_text(&[Part::text(chunk.plain.clone())]);
+        }
+        let body: Option<serde_json::Value> = r.body.as_deref().and_then(|b| serde_json::from_str(b).ok());
+        body.and_then(|b| b.get("text")?.as_str().map(str::to_string)).is_none_or(|t| t == chunk.html)
     };
     match sent(&key) {
         None => Slot::Free(key),
-        Some(row) if text_of(row).is_none_or(|t| t == html) => Slot::Sent(row.tg_message_id),
+        Some(row) if same(row) => Slot::Sent(row.tg_message_id),
         Some(_) => {
             let again = format!("{key}r");
             sent(&again).map_or(Slot::Free(again), |r| Slot::Sent(r.tg_message_id))
@@ -402,36 +396,28 @@ fn slot(done: &[OutboxRow], step_key: &str, i: usize, html: &str) -> Slot {
     }
 }
 
-/// Sends one chunk under `key` (of step `step_key`): written to the outbox first (unless
-/// `recorded`: the caller wrote it), marked sent (and stored as the bot's message) after;
-/// returns Telegram's message id.
+/// Sends one chunk under `key`: nothing is written before the send (a crash then sends it
+/// again, as it would a chunk that was at Telegram); once sent, the bot's message is stored
+/// under the key, which is what a re-run of the step finds. Returns Telegram's message id.
 #[allow(clippy::too_many_arguments)]
 async fn send_chunk(
     ctx: &Ctx,
     guard: &Guard,
     tg: &crate::outbound::telegram::TelegramClient,
     conv: &ConvKey,
-    (key, step_key): (&str, &str),
+    key: &str,
     chunk: &Chunk,
     (reply_to, no_link_preview): (Option<i64>, bool),
-    recorded: bool,
     turn_id: Option<&str>,
 ) -> Result<i64, StepError> {
     let mut body = chunk_body(conv, chunk, reply_to, no_link_preview);
-    if !recorded {
-        let body_json = serde_json::to_string(&body).unwrap_or_default();
-        record_pending(ctx, key, step_key, conv, "sendMessage", &body_json)
-            .await
-            .map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
-    }
-    // The outbox write was an await: the step may have been cancelled meanwhile.
     if !guard.wanted() {
         return Err(StepError::Cancelled);
     }
     let (result, plain) = send_with_fallbacks(guard, tg, &mut body, &chunk.plain, key).await?;
     match result {
         Ok(message_id) => {
-            let sent = Sent { key, conv, message_id: Some(message_id), plain, parts: vec![Part::text(chunk.plain.clone())], turn_id };
+            let sent = Sent { key, conv, message_id: Some(message_id), plain, parts: vec![Part::text(chunk.plain.clone())], turn_id, unrecorded: true };
             if let Err(e) = record_sent(ctx, sent).await {
                 // Sent but not recorded: log loudly; a retry could send this chunk again.
                 worker::console_error!("outbox {key}: sent as {message_id} but not recorded: {e}");
@@ -453,15 +439,12 @@ async fn send_chunk(
 /// turn's first send step replies to nothing, so neither does this chunk.
 pub async fn send_early_chunk(ctx: &Ctx, conv: &ConvKey, step_key: &str, i: usize, chunk: &Chunk, no_link_preview: bool, turn_id: &str) -> Result<bool, StepError> {
     let key = format!("{step_key}/{i}");
-    // The step's rows read with this chunk recorded as pending (left as it is when sent), as
-    // the step's own delivery does.
-    let body = serde_json::to_string(&chunk_body(conv, chunk, None, no_link_preview)).unwrap_or_default();
-    let pending = outbox::Pending { key: &key, step_key, conv, method: "sendMessage", body: &body };
-    let done = outbox::of_step_recording(&ctx.db(), step_key, &pending, now_ms()).await.map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
+    // The step's rows, read as the step's own delivery reads them.
+    let done = already_sent(ctx, step_key).await.map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
     if done.iter().any(|r| r.key == key && r.status == "sent") {
         return Ok(false);
     }
-    send_chunk(ctx, &Guard::default(), &ctx.telegram(), conv, (&key, step_key), chunk, (None, no_link_preview), true, Some(turn_id)).await.map(|_| true)
+    send_chunk(ctx, &Guard::default(), &ctx.telegram(), conv, &key, chunk, (None, no_link_preview), Some(turn_id)).await.map(|_| true)
 }
 
 async fn react(ctx: &Ctx, guard: &Guard, conv: &ConvKey, step_key: &str, message_id: i64, emoji: &str, turn_id: Option<&str>) -> Result<StepOutcome, StepError> {
@@ -485,7 +468,7 @@ async fn react(ctx: &Ctx, guard: &Guard, conv: &ConvKey, step_key: &str, message
     match ctx.telegram().call("setMessageReaction", &body).await {
         Ok(_) => {
             let parts = vec![Part::Event { kind: "reaction".into(), detail: format!("{emoji} to #{message_id}") }];
-            let sent = Sent { key: &key, conv, message_id: None, plain: false, parts, turn_id };
+            let sent = Sent { key: &key, conv, message_id: None, plain: false, parts, turn_id, unrecorded: false };
             if let Err(e) = record_sent(ctx, sent).await {
                 worker::console_error!("outbox {key}: reaction set but not recorded: {e}");
             }
@@ -550,7 +533,7 @@ async fn sticker(
                 thumb_file_id: None,
                 size: None,
             }];
-            let sent = Sent { key: &key, conv, message_id: Some(id), plain: false, parts, turn_id };
+            let sent = Sent { key: &key, conv, message_id: Some(id), plain: false, parts, turn_id, unrecorded: false };
             if let Err(e) = record_sent(ctx, sent).await {
                 worker::console_error!("outbox {key}: sticker sent but not recorded: {e}");
             }

@@ -252,7 +252,7 @@ async fn upload(ctx: &Ctx, conv: &ConvKey, p: &Picture<'_>, picture: Stored) -> 
                 thumb_file_id: None,
                 size: sent.file_size,
             }];
-            let s = Sent { key: &key, conv, message_id: Some(sent.message_id), plain: false, parts, turn_id: Some(p.turn_id) };
+            let s = Sent { key: &key, conv, message_id: Some(sent.message_id), plain: false, parts, turn_id: Some(p.turn_id), unrecorded: false };
             if let Err(e) = outbox::record_sent(&ctx.db(), s, &bot_row(ctx), now_ms()).await {
                 worker::console_error!("outbox {key}: picture sent as {} but not recorded: {e}", sent.message_id);
             }

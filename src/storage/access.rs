@@ -141,13 +141,26 @@ pub struct NoticeRow {
 }
 
 /// The budget figures. Rows read stay bounded by the chat's own day, whatever the bot's: the
-/// chat's tokens are its model calls since midnight (`model_calls_by_chat`), the bot's one
-/// counter row (`token_days`, kept by a trigger on `model_calls`, migration 0025); `?4` is
-/// `limits::day_start`, the counter's key.
+/// person's hour is their own row's charges (migration 0037) and their keyed charges; the
+/// chat's tokens are its calls outside turns since midnight (`model_calls_by_chat`) and its
+/// turns since midnight, found by their key (`usage::turn_ranges`, ?5..?8); the bot's one
+/// counter row (`token_days`, migration 0025); `?4` is `limits::day_start`, the counter's key.
+/// The old form's rows (`budget_charges` without a key, a turn's calls in `model_calls`) are
+/// read too: they are the previous release's (migration 0037 is the additive step).
 const SELECT_USAGE: &str = "SELECT
-       (SELECT COUNT(*) FROM budget_charges WHERE user_id = ?1 AND created_at > ?3) AS user_turns,
-       (SELECT SUM(total_tokens) FROM model_calls WHERE chat_id = ?2 AND created_at >= ?4) AS chat_tokens,
+       (SELECT COUNT(*) FROM budget_charges WHERE user_id = ?1 AND created_at > ?3)
+         + (SELECT COUNT(*) FROM users u, json_each(u.charged) c WHERE u.user_id = ?1 AND u.charged IS NOT NULL AND c.value > ?3) AS user_turns,
+       (SELECT COALESCE(SUM(total_tokens), 0) FROM model_calls WHERE chat_id = ?2 AND created_at >= ?4)
+         + (SELECT COALESCE(SUM(tokens), 0) FROM turns WHERE (turn_id >= ?5 AND turn_id < ?6) OR (turn_id > ?7 AND turn_id < ?8 AND created_at >= ?4)) AS chat_tokens,
        (SELECT tokens FROM token_days WHERE day_ms = ?4) AS global_tokens";
+
+/// The arguments of `SELECT_USAGE`.
+fn usage_args(chat_id: i64, user_id: Option<i64>, now: i64) -> Vec<crate::storage::Arg> {
+    let day = limits::day_start(now);
+    let mut values = args![user_id, chat_id, now - limits::HOUR_MS, day];
+    values.extend(crate::storage::usage::turn_ranges(chat_id, day).into_iter().map(crate::storage::Arg::from));
+    values
+}
 const SELECT_NOTICES: &str = "SELECT reason, MAX(created_at) AS at FROM refusals
      WHERE chat_id = ?1 AND created_at >= ?3
        AND (reason IN ('budget_chat', 'budget_global') OR (reason = 'budget_user' AND user_id = ?2))
@@ -155,7 +168,7 @@ const SELECT_NOTICES: &str = "SELECT reason, MAX(created_at) AS at FROM refusals
 
 /// Budget figures for a person in a chat (the person's hour, the chat's and the bot's day).
 pub async fn budget_usage(db: &Db, chat_id: i64, user_id: Option<i64>, now: i64) -> Result<Usage> {
-    let c: Option<UsageCounts> = db.first(SELECT_USAGE, args![user_id, chat_id, now - limits::HOUR_MS, limits::day_start(now)]).await?;
+    let c: Option<UsageCounts> = db.first(SELECT_USAGE, usage_args(chat_id, user_id, now)).await?;
     Ok(c.unwrap_or_default().usage())
 }
 
@@ -164,7 +177,7 @@ pub async fn budget_state(db: &Db, chat_id: i64, user_id: Option<i64>, now: i64)
     let since = (now - limits::HOUR_MS).min(limits::day_start(now));
     let r = db
         .batch(vec![
-            db.stmt(SELECT_USAGE, args![user_id, chat_id, now - limits::HOUR_MS, limits::day_start(now)])?,
+            db.stmt(SELECT_USAGE, usage_args(chat_id, user_id, now))?,
             db.stmt(SELECT_NOTICES, args![chat_id, user_id, since])?,
         ])
         .await?;
@@ -185,7 +198,7 @@ pub async fn run_state(db: &Db, chat_id: i64, user_id: Option<i64>, now: i64) ->
     let r = db
         .batch(vec![
             db.stmt(SELECT_ACCESS, args![user_id])?,
-            db.stmt(SELECT_USAGE, args![user_id, chat_id, now - limits::HOUR_MS, limits::day_start(now)])?,
+            db.stmt(SELECT_USAGE, usage_args(chat_id, user_id, now))?,
         ])
         .await?;
     let level = rows::<Level>(&r[0])?.into_iter().next().and_then(|l| l.access);
@@ -205,8 +218,29 @@ pub async fn author_of(db: &Db, chat_id: i64, message_id: i64) -> Result<Option<
 
 /// Charges a person one reply-asking message, or one run of work taken before an await
 /// (`key`: the run's own key, so the same run taken up again after a crash charges nothing
-/// more; migration 0036).
+/// more; migration 0036). An unkeyed charge is a time added to the person's own row, whose
+/// charges older than the hour are dropped by the same write (one row written, nothing for the
+/// cron to delete; migration 0037); a keyed one a row of `budget_charges`, found by its key.
 pub async fn charge(db: &Db, chat_id: i64, user_id: i64, now: i64, key: Option<&str>) -> Result<()> {
-    db.run("INSERT OR IGNORE INTO budget_charges (chat_id, user_id, created_at, charge_key) VALUES (?1, ?2, ?3, ?4)", args![chat_id, user_id, now, key]).await?;
+    match key {
+        Some(key) => {
+            db.run("INSERT OR IGNORE INTO budget_charges (chat_id, user_id, created_at, charge_key) VALUES (?1, ?2, ?3, ?4)", args![chat_id, user_id, now, key]).await?;
+        }
+        None => {
+            db.run(CHARGE_ROW, args![user_id, now, now - limits::HOUR_MS, MAX_CHARGES_KEPT]).await?;
+        }
+    }
     Ok(())
 }
+
+/// At most this many of a person's charges of the hour are kept in their row (the newest): far
+/// above any hourly budget worth setting, and what bounds the row.
+const MAX_CHARGES_KEPT: i64 = 1000;
+
+/// A charge at ?2 added to person ?1's row, with their charges up to ?3 (an hour before)
+/// dropped; a person with no row yet gets one (their name is written by their next message).
+const CHARGE_ROW: &str = "INSERT INTO users (user_id, name, updated_at, charged) VALUES (?1, '', ?2, json_array(?2))
+     ON CONFLICT (user_id) DO UPDATE SET charged = json_insert(
+       (SELECT json_group_array(value) FROM
+          (SELECT value FROM json_each(COALESCE(users.charged, '[]')) WHERE value > ?3 ORDER BY value DESC LIMIT ?4 - 1)),
+       '$[#]', ?2)";

@@ -17,6 +17,9 @@ pub struct OutboxRow {
     /// The request as written before the send (for a message: its text as first tried).
     #[serde(default)]
     pub body: Option<String>,
+    /// A chunk recorded by the bot's message alone (`Sent::unrecorded`): the message's text.
+    #[serde(default)]
+    pub sent_text: Option<String>,
 }
 
 /// The rows of one step (all its chunks).
@@ -26,8 +29,12 @@ pub async fn of_step(db: &Db, step_key: &str) -> Result<Vec<OutboxRow>> {
 
 /// A step's rows, found by their keys (`<step_key>/<chunk>`) on the key's own index: the range
 /// from `<step_key>/` to `<step_key>0` ('0' follows '/') holds exactly the keys that start with
-/// `<step_key>/` (migration 0023 dropped `outbox_by_step`, an index entry per row written).
-const SELECT_STEP: &str = "SELECT key, status, tg_message_id, body FROM outbox WHERE key > ?2 AND key < ?3 AND step_key = ?1";
+/// `<step_key>/` (migration 0023 dropped `outbox_by_step`, an index entry per row written);
+/// and the chunks recorded by the bot's message alone, found the same way on its `send_key`
+/// (migration 0037).
+const SELECT_STEP: &str = "SELECT key, status, tg_message_id, body, NULL AS sent_text FROM outbox WHERE key > ?2 AND key < ?3 AND step_key = ?1
+     UNION ALL
+     SELECT send_key, 'sent', message_id, NULL, text FROM messages WHERE send_key > ?2 AND send_key < ?3";
 
 fn step_args(step_key: &str) -> Vec<crate::storage::Arg> {
     args![step_key, format!("{step_key}/"), format!("{step_key}0")]
@@ -82,19 +89,30 @@ pub struct Sent<'a> {
     pub plain: bool,
     pub parts: Vec<Part>,
     pub turn_id: Option<&'a str>,
+    /// No outbox row was written before the send: the bot's message, stored under the key, is
+    /// the record (a message chunk; migration 0037).
+    pub unrecorded: bool,
 }
 
-/// Marks an outbox row sent and stores what was sent as a bot message, in one round trip.
+/// The text a bot message is stored with (`messages.text`), which a step's re-run compares.
+pub fn stored_text(parts: &[Part]) -> String {
+    parts.iter().map(Part::render_compact).collect::<Vec<_>>().join(" ")
+}
+
+/// Stores what was sent as a bot message and marks its outbox row sent (a row written before
+/// the send; with none, `unrecorded`, the message carries the key), in one round trip.
 pub async fn record_sent(db: &Db, s: Sent<'_>, bot: &BotRow, now: i64) -> Result<()> {
-    let text = s.parts.iter().map(Part::render_compact).collect::<Vec<_>>().join(" ");
-    db.batch(vec![
-        db.stmt(
+    let text = stored_text(&s.parts);
+    let mut stmts = Vec::new();
+    if !s.unrecorded {
+        stmts.push(db.stmt(
             "UPDATE outbox SET status = 'sent', tg_message_id = ?2, plain = ?3, sent_at = ?4, error = NULL WHERE key = ?1",
             args![s.key, s.message_id, s.plain, now],
-        )?,
-        db.stmt(
-            "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot, parts, text, date, turn_id)
-             VALUES (?1, ?2, ?3, 'bot', ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10)
+        )?);
+    }
+    stmts.push(db.stmt(
+            "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot, parts, text, date, turn_id, send_key)
+             VALUES (?1, ?2, ?3, 'bot', ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?11)
              ON CONFLICT (chat_id, message_id) DO NOTHING",
             args![
                 s.conv.to_string(),
@@ -106,11 +124,11 @@ pub async fn record_sent(db: &Db, s: Sent<'_>, bot: &BotRow, now: i64) -> Result
                 serde_json::to_string(&s.parts).unwrap_or_default(),
                 text,
                 now / 1000,
-                s.turn_id
+                s.turn_id,
+                s.unrecorded.then_some(s.key)
             ],
-        )?,
-    ])
-    .await?;
+        )?);
+    db.batch(stmts).await?;
     Ok(())
 }
 

@@ -175,18 +175,24 @@ pub fn bot_turns(result: &crate::storage::D1Rows) -> Result<BTreeMap<String, Bot
 }
 
 /// The turn's row, start and end in one statement (one row written: the table is its key,
-/// migration 0024). ?1..?11 what the start knew (?11 its time), ?12..?23 the end.
+/// migration 0024), with its model calls (migration 0037: a retried turn's row keeps the calls
+/// of every attempt). ?1..?11 what the start knew (?11 its time), ?12..?22 the end, ?23 the
+/// attempt's calls (a JSON array), ?24 their tokens.
 const UPSERT_TURN: &str = "INSERT INTO turns (turn_id, conv, chat_id, trigger, target_message_id, upto_seq,
        model, history_format, attempts, history_cut_seq, created_at,
-       status, contents, plan, step_calls, finish_reason, empty_reason, error, subrequests, updated_at, d1_round_trips, d1_statements)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)
+       status, contents, plan, step_calls, finish_reason, empty_reason, error, subrequests, updated_at, d1_round_trips, d1_statements,
+       calls, tokens)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)
      ON CONFLICT (turn_id) DO UPDATE SET target_message_id = excluded.target_message_id,
        upto_seq = excluded.upto_seq, model = excluded.model, history_format = excluded.history_format,
        attempts = excluded.attempts, history_cut_seq = excluded.history_cut_seq,
        status = excluded.status, contents = excluded.contents, plan = excluded.plan, step_calls = excluded.step_calls,
        finish_reason = excluded.finish_reason, empty_reason = excluded.empty_reason, error = excluded.error,
        subrequests = excluded.subrequests, updated_at = excluded.updated_at, d1_round_trips = excluded.d1_round_trips,
-       d1_statements = excluded.d1_statements";
+       d1_statements = excluded.d1_statements,
+       calls = (SELECT json_group_array(json(value)) FROM (SELECT value FROM json_each(COALESCE(turns.calls, '[]'))
+                                                           UNION ALL SELECT value FROM json_each(excluded.calls))),
+       tokens = turns.tokens + excluded.tokens";
 /// The session window; rewritten only when it moved (a turn that leaves it as it was writes
 /// no row).
 const UPSERT_CONVERSATION: &str = "INSERT INTO conversations (conv, chat_id, thread_id, session_start_seq, session_started_at,
@@ -254,6 +260,21 @@ pub fn start_turn_stmts(db: &Db, t: &NewTurnRow<'_>) -> Result<StartRecord> {
     })
 }
 
+/// A turn attempt's model calls, as its row keeps them (`usage::call_json`).
+pub struct TurnCalls {
+    /// A JSON array.
+    pub json: String,
+    /// Their total tokens.
+    pub tokens: u64,
+}
+
+impl TurnCalls {
+    /// The statements the turn's batch adds for them (the token counter's, if any).
+    pub fn statements(&self) -> usize {
+        usize::from(self.tokens > 0)
+    }
+}
+
 pub struct FinishedTurnRow<'a> {
     pub turn_id: &'a str,
     pub status: TurnStatus,
@@ -270,11 +291,9 @@ pub struct FinishedTurnRow<'a> {
     pub now: i64,
 }
 
-/// Stores a turn (its start statements first), its result and its model calls, in one round
-/// trip.
-/// Writes the turn's row (its start and end in one statement), the session window and the
-/// model calls, in one round trip.
-pub async fn finish_turn(db: &Db, start: StartRecord, end: &FinishedTurnRow<'_>, calls: Vec<worker::D1PreparedStatement>) -> Result<()> {
+/// Writes the turn's row (its start, its end and its model calls in one statement), the session
+/// window and the bot's daily token counter, in one round trip.
+pub async fn finish_turn(db: &Db, start: StartRecord, end: &FinishedTurnRow<'_>, calls: &TurnCalls) -> Result<()> {
     let mut turn = start.turn;
     turn.extend(args![
         end.status.as_str(),
@@ -287,10 +306,12 @@ pub async fn finish_turn(db: &Db, start: StartRecord, end: &FinishedTurnRow<'_>,
         end.subrequests,
         end.now,
         end.d1_round_trips,
-        end.d1_statements
+        end.d1_statements,
+        calls.json.clone(),
+        calls.tokens as i64
     ]);
     let mut stmts = vec![db.stmt(UPSERT_TURN, turn)?, start.conversation];
-    stmts.extend(calls);
+    stmts.extend(crate::storage::usage::token_day_stmt(db, end.now, calls.tokens)?);
     db.batch(stmts).await?;
     Ok(())
 }

@@ -11,6 +11,8 @@ const INSERT_MODEL_CALL: &str = "INSERT INTO model_calls (turn_id, conv, chat_id
        search_queries, persona, image_tokens)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
 
+/// A call outside a turn (consolidation, media, a picture, a guest answer): a row of
+/// `model_calls`. A turn's own calls go in its row instead (`call_json`, migration 0037).
 pub fn model_call_stmt(
     db: &Db,
     turn_id: Option<&str>,
@@ -46,6 +48,85 @@ pub fn model_call_stmt(
             agent_core::image::image_tokens(u)
         ],
     )
+}
+
+/// A turn's call as its row keeps it (`turns.calls`, migration 0037): the columns of
+/// `model_calls` by name, so the `calls` view and the totals below read both forms alike.
+pub fn call_json(turn_id: &str, purpose: &str, call: &agent_core::turn::CallRecord, now: i64) -> serde_json::Value {
+    let u = &call.usage;
+    serde_json::json!({
+        "purpose": purpose,
+        "model": call.model,
+        "status": call.status,
+        "prompt_tokens": u.prompt_token_count,
+        "candidates_tokens": u.candidates_token_count,
+        "cached_tokens": u.cached_content_token_count,
+        "thoughts_tokens": u.thoughts_token_count,
+        "total_tokens": u.total_token_count,
+        "finish_reason": call.finish_reason,
+        "error": call.error,
+        "duration_ms": call.duration_ms,
+        "created_at": now,
+        "search_queries": call.search_queries,
+        "persona": agent_core::crew::persona_of_turn(turn_id),
+        "image_tokens": agent_core::image::image_tokens(u),
+    })
+}
+
+/// The bot's daily token counter (`token_days`, what the global budget reads) raised by a
+/// turn's calls: `model_calls` raises it by a trigger, a turn's row by this statement in the
+/// same batch. `None` when the calls used no token.
+pub fn token_day_stmt(db: &Db, now: i64, tokens: u64) -> Result<Option<worker::D1PreparedStatement>> {
+    if tokens == 0 {
+        return Ok(None);
+    }
+    let day = agent_core::limits::day_start(now);
+    Ok(Some(db.stmt(
+        "INSERT INTO token_days (day_ms, tokens) VALUES (?1, ?2) ON CONFLICT (day_ms) DO UPDATE SET tokens = tokens + excluded.tokens",
+        args![day, tokens as i64],
+    )?))
+}
+
+/// The key ranges of one chat's turns from `since` (ms), on the turns' own key: a turn id
+/// begins with its conversation (`chat_state::turn_id`: `<chat>/<ms>-<nonce>`, a topic's
+/// `<chat>:<topic>/<ms>-...`). The chat's own conversation is `[0] <= id < [1]` (its ids from
+/// `since` on: the time is 13 digits until the year 2286); its topics `[2] < id < [3]` ('0'
+/// follows '/', ';' follows ':'), whose time is then read from the row.
+pub fn turn_ranges(chat_id: i64, since: i64) -> [String; 4] {
+    [format!("{chat_id}/{since:013}"), format!("{chat_id}0"), format!("{chat_id}:"), format!("{chat_id};")]
+}
+
+/// The turns' calls as rows with `model_calls`' columns, for `FROM (...)`: those of one chat
+/// (`?2`) found by its key ranges (`?3`..`?6`, `turn_ranges`), or, with `?2` NULL, all turns
+/// (the costs API, an operator's read); from `?1` (ms).
+const TURN_CALLS: &str = "SELECT t.chat_id AS chat_id, json_extract(c.value, '$.model') AS model,
+         json_extract(c.value, '$.created_at') AS created_at, json_extract(c.value, '$.persona') AS persona,
+         json_extract(c.value, '$.prompt_tokens') AS prompt_tokens, json_extract(c.value, '$.candidates_tokens') AS candidates_tokens,
+         json_extract(c.value, '$.thoughts_tokens') AS thoughts_tokens, json_extract(c.value, '$.cached_tokens') AS cached_tokens,
+         json_extract(c.value, '$.search_queries') AS search_queries, json_extract(c.value, '$.image_tokens') AS image_tokens
+       FROM turns t, json_each(t.calls) c
+       WHERE t.calls IS NOT NULL AND json_extract(c.value, '$.created_at') >= ?1";
+const OLD_CALLS: &str = "SELECT chat_id, model, created_at, persona, prompt_tokens, candidates_tokens, thoughts_tokens, cached_tokens,
+         search_queries, image_tokens
+       FROM model_calls WHERE created_at >= ?1 AND (?2 IS NULL OR chat_id = ?2)";
+
+/// Every call from `?1`, of one chat (`?2`) or all, in both forms (`model_calls` and the turns'
+/// rows), as one `FROM` source; its arguments are `calls_args`.
+fn all_calls(chat: bool) -> String {
+    let turns = if chat {
+        format!("{TURN_CALLS} AND ((t.turn_id >= ?3 AND t.turn_id < ?4) OR (t.turn_id > ?5 AND t.turn_id < ?6))")
+    } else {
+        TURN_CALLS.to_string()
+    };
+    format!("({OLD_CALLS} UNION ALL {turns})")
+}
+
+fn calls_args(chat_id: Option<i64>, since_ms: i64) -> Vec<Arg> {
+    let mut values = args![since_ms, chat_id];
+    if let Some(chat) = chat_id {
+        values.extend(turn_ranges(chat, since_ms.max(0)).into_iter().map(Arg::from));
+    }
+    values
 }
 
 /// How usage rows are grouped in time: per UTC day (the costs API), or per stretch between
@@ -95,13 +176,14 @@ pub struct UsageTotal {
 }
 
 pub async fn totals(db: &Db, chat_id: Option<i64>, since_ms: i64, by: Grouping<'_>) -> Result<Vec<UsageTotal>> {
-    let (day, key) = by.sql(3);
-    let mut values = args![since_ms, chat_id];
+    let mut values = calls_args(chat_id, since_ms);
+    let (day, key) = by.sql(values.len() + 1);
     values.extend(by.args());
+    let from = all_calls(chat_id.is_some());
     db.all(
         &format!(
             "SELECT chat_id, {day} AS day, model, {TOTALS}
-             FROM model_calls WHERE created_at >= ?1 AND (?2 IS NULL OR chat_id = ?2)
+             FROM {from}
              GROUP BY chat_id, {key}, model ORDER BY day DESC, chat_id, model LIMIT 1000"
         ),
         values,
@@ -120,13 +202,14 @@ pub struct PersonaTotal {
 
 pub async fn persona_totals(db: &Db, chat_id: Option<i64>, since_ms: i64, boundaries: &[i64]) -> Result<Vec<PersonaTotal>> {
     let by = Grouping::PricePeriods(boundaries);
-    let (day, key) = by.sql(3);
-    let mut values = args![since_ms, chat_id];
+    let mut values = calls_args(chat_id, since_ms);
+    let (day, key) = by.sql(values.len() + 1);
     values.extend(by.args());
+    let from = all_calls(chat_id.is_some());
     db.all(
         &format!(
             "SELECT persona, model, {day} AS day, {TOTALS}
-             FROM model_calls WHERE persona IS NOT NULL AND created_at >= ?1 AND (?2 IS NULL OR chat_id = ?2)
+             FROM {from} WHERE persona IS NOT NULL
              GROUP BY persona, model, {key} ORDER BY persona, model, day LIMIT 1000"
         ),
         values,

@@ -95,7 +95,7 @@ test("a reminder's run counts against its creator's hourly budget; over it a one
     assert.match(sent[2], /second run/, "a reminder set once is not lost: its own text");
     assert.doesNotMatch(sent[2], /Reminder: second run/, "no model-written version");
     assert.equal(b.gemini.calls(uid).length, 3, "no model call for the run over the budget");
-    const charges = await b.sql("SELECT COUNT(*) AS n FROM budget_charges WHERE user_id = ?", uid);
+    const charges = await b.sql("SELECT COUNT(*) AS n FROM charges WHERE user_id = ?", uid);
     assert.equal(charges[0].n, 2, "the message and the first run");
     const [one] = await b.sql("SELECT status, runs FROM schedules WHERE id = ?", first.id);
     assert.deepEqual(one, { status: "done", runs: 1 });
@@ -113,7 +113,7 @@ test("consolidation makes no model call for a chat over its daily tokens", async
     const uid = uniqueId();
     await b.webhook(privateText(uid, "I have a cat named Tofu and I live in Lisbon."));
     await b.tg.waitFor(() => b.tg.sent(uid).length === 1, 10_000, "the answer");
-    const [used] = await b.sql("SELECT SUM(total_tokens) AS n FROM model_calls WHERE chat_id = ?", uid);
+    const [used] = await b.sql("SELECT SUM(total_tokens) AS n FROM calls WHERE chat_id = ?", uid);
     assert.ok(used.n > 500, `the chat used ${used.n} tokens`);
     // A group within its budget (its chatter asked for no turn): consolidated as usual.
     const group = -1_000_000_000_000 - uniqueId();
@@ -144,7 +144,7 @@ test("a crew's continuation turns count against the budget of the person whose m
     for (let i = 0; i < 100 && ends().length === 0; i++) await sleep(200);
     assert.deepEqual(ends(), [`crew cycle ended in ${uid}: over_budget`], "the cycle ended at the person's budget");
     assert.equal(b.gemini.calls(uid).length, 2, "the first persona (the message's turn) and one continuation");
-    const charges = await b.sql("SELECT COUNT(*) AS n FROM budget_charges WHERE user_id = ?", uid);
+    const charges = await b.sql("SELECT COUNT(*) AS n FROM charges WHERE user_id = ?", uid);
     assert.equal(charges[0].n, 2, "the message and the continuation");
   } finally {
     await b.close();

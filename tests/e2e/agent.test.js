@@ -115,7 +115,7 @@ test("fetch_url: one round against a page, its text fenced as untrusted, then th
   assert.match(content, /The north path is closed until May\./);
   assert.doesNotMatch(content, /evil\(\)/, "scripts are dropped");
   assert.equal(s.tg.sent(uid)[0], "The north path is closed until May.");
-  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM model_calls WHERE chat_id = ?", uid))[0].n, 2);
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM calls WHERE chat_id = ?", uid))[0].n, 2);
 });
 
 test("a SAFETY finish gets a short graceful reply and the reason is recorded", async () => {
@@ -138,7 +138,7 @@ test("a 400 about the history's shape is repaired and retried once", async () =>
   await s.webhook(privateText(uid, "hello"));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "the reply");
   assert.equal(s.tg.sent(uid)[0], "Recovered.");
-  const calls = await s.sql("SELECT status FROM model_calls WHERE chat_id = ? ORDER BY id", uid);
+  const calls = await s.sql("SELECT status FROM calls WHERE chat_id = ? ORDER BY created_at, n", uid);
   assert.deepEqual(calls.map((c) => c.status), [400, 200]);
 });
 
@@ -150,7 +150,7 @@ test("a chat's model override is used for its turns", async () => {
   await s.webhook(privateText(uid, "second"));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 2, 10_000, "the second reply");
   assert.equal(s.gemini.calls(uid)[1].model, "gemini-3.6-flash");
-  const calls = await s.sql("SELECT model FROM model_calls WHERE chat_id = ? ORDER BY id", uid);
+  const calls = await s.sql("SELECT model FROM calls WHERE chat_id = ? ORDER BY created_at, n", uid);
   assert.deepEqual(calls.map((c) => c.model), ["gemini-3.8-flash", "gemini-3.6-flash"]);
 });
 

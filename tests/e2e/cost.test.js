@@ -87,7 +87,7 @@ test("repeated prefixes are reported as cached, priced at the cached rate and sh
   // Long enough messages that the shared prefix passes Gemini's minimum cacheable size.
   const long = (i) => `part ${i} of my notes: ` + "the quick brown fox jumps over the lazy dog; ".repeat(80);
   for (let i = 1; i <= 3; i++) await say(uid, long(i), i);
-  const calls = await s.sql("SELECT prompt_tokens, cached_tokens FROM model_calls WHERE chat_id = ? ORDER BY id", uid);
+  const calls = await s.sql("SELECT prompt_tokens, cached_tokens FROM calls WHERE chat_id = ? ORDER BY created_at, n", uid);
   assert.equal(calls.length, 3);
   assert.ok(calls.at(-1).cached_tokens > 0, `the last turn had cached input: ${JSON.stringify(calls)}`);
   assert.ok(calls.at(-1).cached_tokens < calls.at(-1).prompt_tokens);
@@ -119,7 +119,7 @@ test("/usage and the costs API price a recorded turn as a hand calculation from 
   const usageMetadata = { promptTokenCount: 400_000, cachedContentTokenCount: 300_000, candidatesTokenCount: 20_000, thoughtsTokenCount: 10_000, totalTokenCount: 430_000 };
   s.gemini.script(uid, [{ raw: { candidates: [{ content: { role: "model", parts: [{ text: "Priced." }] }, finishReason: "STOP", index: 0 }], usageMetadata, modelVersion: "gemini-3.8-flash" } }]);
   await say(uid, "what does this cost?", 1);
-  const [call] = await s.sql("SELECT model, prompt_tokens, cached_tokens, candidates_tokens, thoughts_tokens, created_at FROM model_calls WHERE chat_id = ?", uid);
+  const [call] = await s.sql("SELECT model, prompt_tokens, cached_tokens, candidates_tokens, thoughts_tokens, created_at FROM calls WHERE chat_id = ?", uid);
   assert.equal(call.model, "gemini-3.8-flash");
   // By hand: fresh input at the input price, cached input at the cached price, output and
   // thinking at the output price.

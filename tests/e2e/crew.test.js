@@ -83,7 +83,7 @@ test("personas answer in order, each seeing the whole conversation; the moderato
   assert.deepEqual(sends.map((r) => r.from.username), ["edge_test_bot", "edge_test_bot"]);
   assert.equal(sends[1].text, "Builder\nBudget: 50 euros.");
   // Model calls record the persona, and the costs API breaks them down by persona.
-  const rows = await s.sql("SELECT persona FROM model_calls WHERE turn_id LIKE ? ORDER BY id", `${uid}/%`);
+  const rows = await s.sql("SELECT persona FROM calls WHERE turn_id LIKE ? ORDER BY created_at, n", `${uid}/%`);
   assert.deepEqual(rows.map((r) => r.persona), ["critic", "builder", "moderator"]);
   const costs = await (await s.fetch(`/api/v1/costs?chat_id=${uid}`, { headers: ADMIN_HEADERS })).json();
   assert.deepEqual(Object.keys(costs.by_persona ?? {}).sort(), ["builder", "critic", "moderator"], JSON.stringify(costs));

@@ -70,7 +70,7 @@ test("a burst: at most one abandoned early start, charged; one final answer that
   const turns = await turnsOf(uid);
   assert.deepEqual(turns.map((t) => t.status), ["stale", "done"]);
   assert.match(turns[0].error, /abandoned early start/);
-  const rows = await s.sql("SELECT turn_id, prompt_tokens, candidates_tokens, total_tokens, error FROM model_calls WHERE chat_id = ? ORDER BY id", uid);
+  const rows = await s.sql("SELECT turn_id, prompt_tokens, candidates_tokens, total_tokens, error FROM calls WHERE chat_id = ? ORDER BY created_at, n", uid);
   assert.equal(rows.length, 2);
   const abandoned = rows.find((r) => r.turn_id === turns[0].turn_id);
   assert.ok(abandoned.prompt_tokens > 0 && abandoned.total_tokens >= abandoned.prompt_tokens, `the abandoned call's tokens are charged: ${JSON.stringify(abandoned)}`);

@@ -87,15 +87,15 @@ test("a guest query is answered once from the update alone: placeholder, then th
   assert.equal((await s.sql("SELECT COUNT(*) AS n FROM messages WHERE chat_id = ?", ALLOWED_GROUP))[0].n, 0);
   assert.equal((await s.sql("SELECT COUNT(*) AS n FROM outbox WHERE chat_id = ? OR body LIKE ?", ALLOWED_GROUP, `%${ALLOWED_GROUP}%`))[0].n, 0);
   assert.equal((await s.sql("SELECT COUNT(*) AS n FROM chats WHERE chat_id = ?", ALLOWED_GROUP))[0].n, 0);
-  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM model_calls WHERE chat_id = ? AND purpose = 'guest'", uid))[0].n, 1, "the usage record is the caller's");
-  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM budget_charges WHERE user_id = ?", uid))[0].n, 2, "the private message and the guest call");
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM calls WHERE chat_id = ? AND purpose = 'guest'", uid))[0].n, 1, "the usage record is the caller's");
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM charges WHERE user_id = ?", uid))[0].n, 2, "the private message and the guest call");
   // Telegram redelivers the update: nothing goes twice, no second model call.
   await s.webhook(u);
   await sleep(2500);
   assert.equal(answersTo(u).length, 1);
   assert.equal(editsOf(inline).length, 1);
   assert.equal(s.gemini.calls(uid).length, calls.length);
-  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM budget_charges WHERE user_id = ?", uid))[0].n, 2, "charged once");
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM charges WHERE user_id = ?", uid))[0].n, 2, "charged once");
 });
 
 test("a slow model: the placeholder goes out at once, within Telegram's window, and the answer comes later", async () => {

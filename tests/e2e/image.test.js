@@ -46,7 +46,7 @@ test("a request for a picture sends one photo made from the image model's bytes,
   assert.equal(calls[0].model, "gemini-nano-banana-2.1");
   assert.equal(calls[0].body.tools, undefined);
   assert.equal(calls[0].body.contents[0].parts.at(-1).text, "a red fox in the snow");
-  const [call] = await s.sql("SELECT purpose, image_tokens, candidates_tokens FROM model_calls WHERE chat_id = ? AND purpose = 'image'", uid);
+  const [call] = await s.sql("SELECT purpose, image_tokens, candidates_tokens FROM calls WHERE chat_id = ? AND purpose = 'image'", uid);
   assert.equal(call.image_tokens, IMAGE_TOKENS);
   const costs = await s.api("GET", "costs?period=today");
   const row = costs.json.rows.find((r) => r.chat_id === uid && r.model === "gemini-nano-banana-2.1");
@@ -162,7 +162,7 @@ test("a safety refusal of the image model is a short honest answer, never a retr
   assert.equal(s.gemini.imageCalls().length - before, 1, "asked once");
   assert.equal(s.tg.sent(uid).filter((t) => t === SAFETY_LINE).length, 1);
   assert.equal(s.tg.calls("sendPhoto", uid).length, 0);
-  const [call] = await s.sql("SELECT finish_reason FROM model_calls WHERE chat_id = ? AND purpose = 'image'", uid);
+  const [call] = await s.sql("SELECT finish_reason FROM calls WHERE chat_id = ? AND purpose = 'image'", uid);
   assert.equal(call.finish_reason, "IMAGE_SAFETY", "the refused call is recorded");
   // The next turn's history does not pretend a picture went out: the call's answer says so.
   s.gemini.script(uid, [{ text: "Understood." }]);
@@ -204,7 +204,7 @@ test("crew mode: the persona that asked sends the picture through its own bot, a
     const sent = c.tg.calls("sendPhoto", chat).filter((r) => r.photo);
     assert.equal(sent.length, 1);
     assert.equal(sent[0].from.username, "builder_test_bot", "sent by the persona's own bot");
-    const [call] = await c.sql("SELECT persona, image_tokens FROM model_calls WHERE chat_id = ? AND purpose = 'image'", chat);
+    const [call] = await c.sql("SELECT persona, image_tokens FROM calls WHERE chat_id = ? AND purpose = 'image'", chat);
     assert.deepEqual({ ...call }, { persona: "builder", image_tokens: IMAGE_TOKENS });
     const costs = await c.api("GET", `costs?chat_id=${chat}`);
     assert.equal(costs.json.by_persona.builder.image_tokens, IMAGE_TOKENS);

@@ -354,7 +354,7 @@ test("consolidation describes the media of the messages it reads that no turn de
   assert.deepEqual(photos.map((b) => describeCalls(b).length), [0, 1, 1, 1, 1]);
   const text = requestText(consolidation().body);
   for (const b of photos.slice(1)) assert.ok(text.includes(`image/jpeg of ${b.length} bytes`), text);
-  const calls = await s.sql(`SELECT COUNT(*) AS n FROM model_calls WHERE chat_id = ? AND purpose = 'media' AND turn_id IS NULL`, chat);
+  const calls = await s.sql(`SELECT COUNT(*) AS n FROM calls WHERE chat_id = ? AND purpose = 'media' AND turn_id IS NULL`, chat);
   assert.equal(calls[0].n, 4, "recorded as media calls of no turn");
   const rar = await s.sql(`SELECT status, reason FROM media WHERE file_unique_id = 'cru-${bob}'`);
   assert.deepEqual(rar[0], { status: "unsupported", reason: "a document of a type I cannot read (application/vnd.rar)" });

@@ -255,7 +255,7 @@ test("a consolidation that lost its lease commits nothing", async () => {
   await s.sql("UPDATE conversations SET consolidating_until = ? WHERE conv = ?", lease + 1, String(X));
   for (let i = 0; i < 100; i++) {
     await sleep(200);
-    if ((await s.sql("SELECT COUNT(*) AS n FROM model_calls WHERE conv = ? AND purpose = 'consolidate'", String(X)))[0].n > 0) break;
+    if ((await s.sql("SELECT COUNT(*) AS n FROM calls WHERE conv = ? AND purpose = 'consolidate'", String(X)))[0].n > 0) break;
   }
   await sleep(500);
   assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memories WHERE about_user_id = ?", X))[0].n, 0, "no memory committed");

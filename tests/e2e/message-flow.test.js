@@ -32,7 +32,7 @@ test("a DM gets a reply, and both sides are stored in D1", async () => {
   assert.equal(rows[0].text, "Hello there, bot!");
   assert.equal(rows[1].text, "Echo: Hello there, bot!");
   assert.ok(rows[1].turn_id, "the bot message names its turn");
-  const calls = await s.sql("SELECT purpose, status, prompt_tokens FROM model_calls WHERE chat_id = ?", uid);
+  const calls = await s.sql("SELECT purpose, status, prompt_tokens FROM calls WHERE chat_id = ?", uid);
   assert.equal(calls.length, 1);
   assert.equal(calls[0].status, 200);
   assert.ok(calls[0].prompt_tokens > 0, "usage is recorded");

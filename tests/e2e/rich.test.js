@@ -111,7 +111,7 @@ test("Telegram refusing the rich payload (over a limit): today's HTML message, e
   assert.match(final[0].body.text, /<pre>/);
   await sleep(500);
   assert.equal(s.finalSent(uid).length, 1, "and nothing more");
-  const rows = await s.sql("SELECT key, method, status FROM outbox WHERE chat_id = ? ORDER BY key", uid);
+  const rows = await s.sql("SELECT key, method, status FROM sends WHERE chat_id = ? ORDER BY key", uid);
   assert.deepEqual(rows.map((r) => [r.method, r.status]), [["sendMessage", "sent"], ["sendRichMessage", "failed"]]);
 });
 

@@ -81,12 +81,12 @@ test("an answered private message writes no more rows than README.md states, in 
   // history, the model call's cost, the turn's record, the delivery's record.
   const rows = await s.sql("SELECT role FROM messages WHERE chat_id = ? ORDER BY seq", uid);
   assert.deepEqual(rows.map((r) => r.role), ["user", "bot", "user", "bot"]);
-  const calls = await s.sql("SELECT COUNT(*) AS n, SUM(total_tokens) AS t FROM model_calls WHERE chat_id = ?", uid);
+  const calls = await s.sql("SELECT COUNT(*) AS n, SUM(total_tokens) AS t FROM calls WHERE chat_id = ?", uid);
   assert.equal(calls[0].n, 2);
   assert.ok(calls[0].t > 0);
   const turns = await s.sql("SELECT status FROM turns WHERE chat_id = ?", uid);
   assert.deepEqual(turns.map((t) => t.status), ["done", "done"]);
-  const outbox = await s.sql("SELECT status FROM outbox WHERE chat_id = ?", uid);
+  const outbox = await s.sql("SELECT status FROM sends WHERE chat_id = ?", uid);
   assert.deepEqual(outbox.map((o) => o.status), ["sent", "sent"]);
 });
 
@@ -137,7 +137,7 @@ test("the budget check before a turn reads no more rows as the day's turns grow"
   assert.ok(b.d1Read <= a.d1Read + 3, `rows read grew with the day's turns: ${a.d1Read} then ${b.d1Read}\n${showRead(a)}\nthen\n${showRead(b)}`);
   // The counter is what summing the day's calls says.
   const day = Date.now() - (Date.now() % 86_400_000);
-  const [sum] = await s.sql("SELECT SUM(total_tokens) AS t FROM model_calls WHERE created_at >= ?", day);
+  const [sum] = await s.sql("SELECT SUM(total_tokens) AS t FROM calls WHERE created_at >= ?", day);
   const [counter] = await s.sql("SELECT tokens AS t FROM token_days WHERE day_ms = ?", day);
   assert.ok(sum.t > 0);
   assert.equal(counter.t, sum.t);

@@ -319,7 +319,7 @@ test("web search: the request carries Google Search grounding and the reply link
   assert.match(call.body.text, /<a href="https:\/\/vertexaisearch\.cloud\.google\.com\/grounding-api-redirect\/AbC">weather\.gov<\/a>/);
   assert.match(call.body.text, /Wikipedia &lt;Utqiagvik&gt;<\/a>/);
   assert.equal(call.body.link_preview_options?.is_disabled, true, "no preview for links no person posted");
-  const [cost] = await s.sql("SELECT prompt_tokens, candidates_tokens, search_queries FROM model_calls WHERE chat_id = ?", uid);
+  const [cost] = await s.sql("SELECT prompt_tokens, candidates_tokens, search_queries FROM calls WHERE chat_id = ?", uid);
   assert.deepEqual(cost, { prompt_tokens: 1200, candidates_tokens: 30, search_queries: 1 }, "the grounded call's usage is recorded like any call, and its search");
   const costs = await (await s.fetch("/api/v1/costs?period=today", { headers: ADMIN_HEADERS })).json();
   const row = costs.rows.find((r) => r.chat_id === uid);
@@ -337,7 +337,7 @@ test("over the chat's token budget a reminder goes out as its text, with no mode
     b.gemini.script(uid, [{ calls: [{ name: "schedule_message", args: { text: "take the *pills*", in_minutes: 0.05 } }] }, { text: "Will do." }]);
     await b.webhook(privateText(uid, "remind me to take my pills in a moment"));
     await b.tg.waitFor(() => b.tg.sent(uid).length === 1, 15_000, "the confirmation");
-    const [used] = await b.sql("SELECT SUM(total_tokens) AS n FROM model_calls WHERE chat_id = ?", uid);
+    const [used] = await b.sql("SELECT SUM(total_tokens) AS n FROM calls WHERE chat_id = ?", uid);
     assert.ok(used.n > 500, `the chat used ${used.n} tokens`);
     await b.tg.waitFor(() => b.tg.sent(uid).length === 2, 15_000, "the reminder");
     await sleep(1500);

@@ -83,7 +83,7 @@ test("Stop mid-answer: the turn stops at once (its stream no longer read), the p
   assert.equal(textDrafts(uid).filter((d) => d.at > pressed + 300).length, 0, "no draft after the Stop");
   const [turn] = await s.sql("SELECT status, finish_reason FROM turns WHERE chat_id = ?", uid);
   assert.deepEqual(turn, { status: "done", finish_reason: "STOPPED_BY_USER" });
-  const [usage] = await s.sql("SELECT prompt_tokens, candidates_tokens FROM model_calls WHERE chat_id = ? AND purpose = 'turn'", uid);
+  const [usage] = await s.sql("SELECT prompt_tokens, candidates_tokens FROM calls WHERE chat_id = ? AND purpose = 'turn'", uid);
   assert.ok(usage.prompt_tokens > 0, "the prompt is charged");
   assert.ok(usage.candidates_tokens > 0 && usage.candidates_tokens < LONG_ANSWER.length / 4, `only the output written (${usage.candidates_tokens} tokens)`);
 });
@@ -116,7 +116,7 @@ test("Stop while the turn has shown only its first sign (Thinking…, no text ye
   assert.equal(textDrafts(uid).length, 0, "no draft of the answer");
   assert.deepEqual(s.finalSent(uid), [], "no answer and no apology");
   assert.equal(s.tg.calls("sendMessage", uid).length, 0, "nothing sent at all");
-  const [usage] = await s.sql("SELECT prompt_tokens, candidates_tokens FROM model_calls WHERE chat_id = ? AND purpose = 'turn'", uid);
+  const [usage] = await s.sql("SELECT prompt_tokens, candidates_tokens FROM calls WHERE chat_id = ? AND purpose = 'turn'", uid);
   assert.ok(usage.prompt_tokens > 0, "the prompt sent is charged");
   assert.equal(usage.candidates_tokens, 0, "no output was written: none charged");
 });

@@ -62,7 +62,7 @@ test("a single private message: the sign at once, the answer streaming in, then 
   assert.equal(final.length, 1, "exactly one final message");
   assert.equal(final[0].text, "Here is the plan for today: first we walk to the market, then we cook soup together, and at the end we rest in the garden with a cup of tea.");
   assert.ok(final[0].at > texts.at(-1).at, "the final message comes after the drafts");
-  const outbox = await s.sql("SELECT status FROM outbox WHERE chat_id = ?", uid);
+  const outbox = await s.sql("SELECT status FROM sends WHERE chat_id = ?", uid);
   assert.deepEqual(outbox.map((r) => r.status), ["sent"], "the final message went through the outbox");
   const [turn] = await s.sql("SELECT subrequests FROM turns WHERE chat_id = ?", uid);
   assert.ok(turn.subrequests <= 30, `drafts keep the turn well inside the 50-subrequest limit (${turn.subrequests})`);
@@ -154,7 +154,7 @@ test("a non-streamed answer over the 4 MiB cap fails like a broken connection: r
   assert.equal(s.gemini.calls(uid).length, 2, "the oversized answer is retried once");
   // The first answer was never read whole: its call is recorded as failed at the cap (read
   // whole, it used to be taken as an answer and cut down afterwards).
-  const calls = await s.sql("SELECT status, error FROM model_calls WHERE chat_id = ? ORDER BY id", chat);
+  const calls = await s.sql("SELECT status, error FROM calls WHERE chat_id = ? ORDER BY created_at, n", chat);
   assert.equal(calls.length, 2, JSON.stringify(calls).slice(0, 300));
   assert.match(calls[0].error ?? "", /over 4194304 bytes/);
   assert.equal(calls[1].status, 200);
@@ -213,7 +213,7 @@ test("a long answer: its first chunk is a message before the stream ends, the re
   // One outbox row per chunk, under the keys the plan's delivery uses (step 0, chunks 0..2).
   const [turn] = await s.sql("SELECT turn_id AS id, status FROM turns WHERE chat_id = ?", uid);
   assert.equal(turn.status, "done");
-  const rows = await s.sql("SELECT key, status FROM outbox WHERE chat_id = ? ORDER BY key", uid);
+  const rows = await s.sql("SELECT key, status FROM sends WHERE chat_id = ? ORDER BY key", uid);
   assert.deepEqual(rows, [0, 1, 2].map((i) => ({ key: `${turn.id}/0/${i}`, status: "sent" })));
   const bot = await s.sql("SELECT message_id FROM messages WHERE chat_id = ? AND role = 'bot'", uid);
   assert.equal(new Set(bot.map((m) => m.message_id)).size, 3, "each chunk is in history once");
@@ -274,7 +274,7 @@ test("an instance reset after a chunk went out: the retried turn's new answer co
   assert.equal(new Set(texts).size, 5, "nothing twice");
   assert.equal(s.gemini.calls(uid).length, 3);
   assert.doesNotMatch(JSON.stringify(s.gemini.calls(uid)[1].body.contents), /a second question/, "the committed turn did not take the newer message in");
-  const keys = (await s.sql("SELECT key FROM outbox WHERE chat_id = ? AND status = 'sent'", uid)).map((r) => r.key.split("/").slice(-2).join("/"));
+  const keys = (await s.sql("SELECT key FROM sends WHERE chat_id = ? AND status = 'sent'", uid)).map((r) => r.key.split("/").slice(-2).join("/"));
   assert.deepEqual(keys.filter((k) => k.startsWith("0/")).sort(), ["0/0", "0/0", "0/0r", "0/1", "0/2"], "the new first chunk went under the replacement key");
 });
 

@@ -26,7 +26,7 @@ test("Gemini fails 503 for the first 3 attempts, then answers: exactly one reply
   log(`503 ×3 then success: reply after ${Date.now() - t0} ms`);
   await sleep(1500);
   assert.deepEqual(s.tg.sent(uid), ["Finally!"]);
-  const calls = await s.sql("SELECT status FROM model_calls WHERE chat_id = ? ORDER BY id", uid);
+  const calls = await s.sql("SELECT status FROM calls WHERE chat_id = ? ORDER BY created_at, n", uid);
   assert.deepEqual(calls.map((c) => c.status), [503, 503, 503, 200]);
   const [turn] = await s.sql("SELECT status, attempts FROM turns WHERE chat_id = ?", uid);
   assert.equal(turn.attempts, 4);

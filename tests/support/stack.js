@@ -86,22 +86,29 @@ export async function startStack({ vars = {}, latencyMs = 0, secrets = {}, bundl
     async webhook(update, { secret = WEBHOOK_SECRET, raw } = {}) {
       const headers = { "content-type": "application/json" };
       if (secret !== null) headers["X-Telegram-Bot-Api-Secret-Token"] = secret;
-      return worker.fetch("http://edge.test/telegram/webhook", {
+      return stack.worker.fetch("http://edge.test/telegram/webhook", {
         method: "POST",
         headers,
         body: raw ?? JSON.stringify(update),
       });
     },
     async fetch(pathname, init) {
-      return worker.fetch(`http://edge.test${pathname}`, init);
+      return stack.worker.fetch(`http://edge.test${pathname}`, init);
     },
     /** Runs SQL against the worker's D1 and returns the rows. */
     async sql(query, ...params) {
       const r = await stack.env.DB.prepare(query).bind(...params).all();
       return r.results;
     },
+    /** Deploys another prebuilt bundle over the same storage (D1, the objects' storage, the
+     *  queues), as an upload does after `migrations apply`; the fakes stay. */
+    async deploy(bundle) {
+      await server.update((o) => ({ ...o, workers: o.workers.map((w) => ({ ...w, prebuiltWorkerDir: bundle })) }));
+      stack.worker = server.getWorker();
+      stack.env = await stack.worker.getEnv();
+    },
     async scheduled(cron = "*/30 * * * *") {
-      return worker.scheduled({ cron, scheduledTime: new Date() });
+      return stack.worker.scheduled({ cron, scheduledTime: new Date() });
     },
     logs() {
       return server.getLogs();

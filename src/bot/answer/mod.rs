@@ -87,7 +87,7 @@ pub async fn answer_turn(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, live: Option
     // A crew persona with its own bot shows "typing…" through it.
     let group = c.chat.as_ref().is_some_and(|ch| agent_core::conversation::ChatKind::from_telegram(&ch.kind, 0).is_group());
     let outcome = if show_typing { typing::with_typing(&crate::bot::crew::speaking_for(ctx, &turn.turn_id, group), conv, work).await } else { work.await };
-    record::finish(ctx, conv, turn, start, outcome).await
+    record::finish(ctx, turn, start, outcome).await
 }
 
 /// Fetches the media the turn answers and asks the model. If Gemini refuses the request with

@@ -88,7 +88,6 @@ fn end_of<'a>(turn_id: &'a str, outcome: &Result<TurnResult, TurnFailure>, now: 
 /// Stores the turn (start, end, model calls) in one round trip and says how it ended.
 pub async fn finish(
     ctx: &Ctx,
-    conv: &ConvKey,
     turn: &TurnRun,
     start: turns::StartRecord,
     outcome: Result<TurnResult, TurnFailure>,
@@ -99,17 +98,16 @@ pub async fn finish(
         Ok(r) => &r.calls,
         Err(f) => &f.calls,
     };
-    let conv_s = conv.to_string();
-    let call_stmts = calls
-        .iter()
-        .map(|c| storage::usage::model_call_stmt(&db, Some(&turn.turn_id), Some(&conv_s), Some(conv.chat_id), "turn", c, done_at))
-        .collect::<worker::Result<Vec<_>>>()?;
+    let calls = turns::TurnCalls {
+        json: serde_json::Value::Array(calls.iter().map(|c| storage::usage::call_json(&turn.turn_id, "turn", c, done_at)).collect()).to_string(),
+        tokens: calls.iter().map(|c| c.usage.total_token_count).sum(),
+    };
     let mut end = end_of(&turn.turn_id, &outcome, done_at);
     // This final batch counts too.
     end.subrequests = ctx.meter.count() + 1;
     end.d1_round_trips = ctx.meter.d1_round_trips() + 1;
-    end.d1_statements = ctx.meter.d1_statements() + (start.statements() + call_stmts.len()) as u32;
-    turns::finish_turn(&db, start, &end, call_stmts).await?;
+    end.d1_statements = ctx.meter.d1_statements() + (start.statements() + calls.statements()) as u32;
+    turns::finish_turn(&db, start, &end, &calls).await?;
     match outcome {
         Ok(result) => {
             if result.silent && !result.steps.iter().any(agent_core::chat::plan::Step::is_visible) {

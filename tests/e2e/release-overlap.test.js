@@ -1,0 +1,76 @@
+// A deploy applies the migrations before it uploads the new worker, and can stop between the two
+// (migrations/README.md): the previous release then runs on the new schema, and the new release
+// reads what the previous one wrote. Both are run here for real: the previous release's worker
+// (the commit before the newest migration, built by scripts/bundle-previous.sh as the benchmarks
+// build their "before") on today's schema, then today's worker deployed over the same storage.
+// Migration 0037 moved a turn's model calls into the turn's row, a person's charges into their
+// own row and a message chunk's send record into the bot's message; what users and operators
+// rely on (an answer sent once, every call priced, a person's budget) must hold across it.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { startStack, privateText, uniqueId, sleep, ROOT } from "../support/stack.js";
+
+const PREVIOUS = path.join(ROOT, ".tmp/bundle-previous");
+const TODAY = process.env.TEST_BUNDLE ?? "./.tmp/bundle";
+
+let s;
+before(async () => {
+  assert.ok(existsSync(path.join(PREVIOUS, ".rev")), "the previous release's bundle is built (bash scripts/bundle-previous.sh; npm test builds it)");
+  s = await startStack({ bundle: PREVIOUS, vars: { USER_TURNS_PER_HOUR: "5" } });
+});
+after(async () => {
+  await s?.close();
+});
+
+async function answered(uid, text) {
+  const before = s.finalSent(uid).length;
+  const r = await s.webhook(privateText(uid, text));
+  assert.equal(r.status, 200);
+  await s.tg.waitFor(() => s.finalSent(uid).length > before, 30_000, `the answer to "${text}"`);
+  await sleep(500);
+}
+
+/** Where the person and their chat stand, and the chat's priced calls, as the costs API says. */
+async function standing(uid) {
+  const r = await s.api("GET", `costs?period=today&chat_id=${uid}&user_id=${uid}`);
+  assert.equal(r.status, 200, JSON.stringify(r.json));
+  const calls = r.json.rows.filter((i) => i.chat_id === uid).reduce((n, i) => n + i.calls, 0);
+  return { turns: r.json.budgets.user_turns_last_hour, tokens: r.json.budgets.chat_tokens_today, calls };
+}
+
+test("the previous release answers on today's schema, and today's release counts what it wrote", async () => {
+  const rev = readFileSync(path.join(PREVIOUS, ".rev"), "utf8").trim();
+  console.log(`previous release: ${rev}`);
+  const uid = uniqueId();
+  // The previous release, on the new schema: two questions, each answered once.
+  await answered(uid, "first, under the previous release");
+  await answered(uid, "second, under the previous release");
+  const old = await standing(uid);
+  assert.equal(old.turns, 2, "the previous release charged both messages");
+  assert.equal(old.calls, 2, "and priced both model calls");
+  assert.ok(old.tokens > 0);
+
+  // Today's release over the same storage: its answer, its charge and its call are added to the
+  // previous release's, not counted instead of them.
+  await s.deploy(TODAY);
+  await answered(uid, "third, under today's release");
+  const now = await standing(uid);
+  assert.equal(now.turns, 3, "the person's hour: two charges in the old form, one in the new");
+  assert.equal(now.calls, 3, "the chat's calls: two in model_calls, one in the turn's row");
+  assert.ok(now.tokens > old.tokens, `the chat's tokens grew: ${old.tokens} → ${now.tokens}`);
+  const texts = s.finalSent(uid).map((r) => r.text);
+  assert.equal(texts.length, 3, "one answer per question, none twice");
+  const [row] = await s.sql("SELECT COUNT(*) AS n FROM calls WHERE chat_id = ?", uid);
+  assert.equal(row.n, 3, "the operator's audit view lists all three calls");
+
+  // The budget counts both forms: two more messages reach the hourly limit of 5, the next is
+  // refused with a notice and no model call.
+  await answered(uid, "fourth");
+  await answered(uid, "fifth");
+  const calls = s.gemini.calls(uid).length;
+  await s.webhook(privateText(uid, "sixth, over the budget"));
+  await s.tg.waitFor(() => s.tg.sent(uid).some((t) => /this hour/.test(t)), 15_000, "the budget notice");
+  assert.equal(s.gemini.calls(uid).length, calls, "no model call over the budget");
+});
