@@ -12,6 +12,8 @@ cargo test -p agent-core --quiet
 
 echo "== worker: build" >&2
 bash scripts/bundle.sh
+# The previous release's worker, which tests/e2e/release-overlap.test.js runs on today's schema.
+bash scripts/bundle-previous.sh
 bash scripts/setup-browser.sh
 
 echo "== end to end" >&2

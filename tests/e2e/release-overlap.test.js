@@ -62,6 +62,13 @@ test("the previous release answers on today's schema, and today's release counts
   assert.ok(now.tokens > old.tokens, `the chat's tokens grew: ${old.tokens} → ${now.tokens}`);
   const texts = s.finalSent(uid).map((r) => r.text);
   assert.equal(texts.length, 3, "one answer per question, none twice");
+  // Both forms are there, so the figures above were read across them.
+  const [forms] = await s.sql(
+    "SELECT (SELECT COUNT(*) FROM model_calls WHERE chat_id = ?) AS old, (SELECT COUNT(*) FROM turns WHERE chat_id = ? AND calls IS NOT NULL) AS new",
+    uid,
+    uid,
+  );
+  assert.deepEqual({ ...forms }, { old: 2, new: 1 }, "two calls in the old form, one in the new");
   const [row] = await s.sql("SELECT COUNT(*) AS n FROM calls WHERE chat_id = ?", uid);
   assert.equal(row.n, 3, "the operator's audit view lists all three calls");
 
