@@ -35,7 +35,11 @@ const MODEL_MS = 1000;
 const STREAM_MS = 1000;
 const GROUP_TICK_EVERY = 20;
 const PASS = { calls: [{ name: "pass", args: {} }] };
-const p = progress(`limits${QUICK ? " (quick)" : ""}`, { plan: 3 });
+// CPU_BEFORE=<a prebuilt bundle of an earlier commit> measures it too, each workload right
+// after this commit's (the same machine, minutes apart): the before → after of the table.
+const BEFORE = process.env.CPU_BEFORE ? path.resolve(process.env.CPU_BEFORE) : null;
+let bundle; // this commit's (.tmp/bundle, or TEST_BUNDLE) unless a before run sets it
+const p = progress(`limits${QUICK ? " (quick)" : ""}`, { plan: BEFORE ? 6 : 3 });
 
 const recording = JSON.parse(fs.readFileSync(path.join(ROOT, "tests/fixtures/conversations/group_500.json"), "utf8"));
 const people = recording.messages.filter((m) => !m.bot && m.user_id);
@@ -51,7 +55,7 @@ async function until(check, ms, what) {
 
 /** A stack with the drain of its metrics lines and a wait for quiet. */
 async function stackFor(vars, secrets) {
-  const s = await startStack({ latencyMs: MODEL_MS, vars: { METRICS_LOG: "true", USER_TURNS_PER_HOUR: "0", DEBOUNCE_MS: "", DEBOUNCE_MAX_MS: "8000", ...vars }, secrets });
+  const s = await startStack({ bundle, latencyMs: MODEL_MS, vars: { METRICS_LOG: "true", USER_TURNS_PER_HOUR: "0", DEBOUNCE_MS: "", DEBOUNCE_MAX_MS: "8000", ...vars }, secrets });
   s.gemini.streamMs = STREAM_MS;
   const logs = logDrain(s);
   const activity = () => logs.count + s.gemini.requests.length + s.tg.requests.length;
@@ -228,9 +232,20 @@ async function group(n) {
 }
 
 const out = { quick: QUICK, model_ms: MODEL_MS, stream_ms: STREAM_MS, workloads: {} };
-out.workloads.dm = await privateChats(QUICK ? { users: 2, each: 4 } : { users: 4, each: 5 });
-out.workloads.group = await group(QUICK ? 65 : people.length);
-out.workloads.crew = await privateChats(QUICK ? { users: 1, each: 3, crew: true } : { users: 2, each: 4, crew: true });
+if (BEFORE) out.before = { name: process.env.CPU_BEFORE_NAME ?? BEFORE, workloads: {} };
+const runs = {
+  dm: () => privateChats(QUICK ? { users: 2, each: 4 } : { users: 4, each: 5 }),
+  group: () => group(QUICK ? 65 : people.length),
+  crew: () => privateChats(QUICK ? { users: 1, each: 3, crew: true } : { users: 2, each: 4, crew: true }),
+};
+for (const [k, run] of Object.entries(runs)) {
+  bundle = undefined;
+  out.workloads[k] = await run();
+  if (BEFORE) {
+    bundle = BEFORE;
+    out.before.workloads[k] = await run();
+  }
+}
 const dir = path.join(ROOT, QUICK ? ".tmp/bench/quick" : ".tmp/bench");
 fs.mkdirSync(dir, { recursive: true });
 fs.writeFileSync(path.join(dir, "limits.json"), JSON.stringify(out, null, 1));

@@ -40,27 +40,39 @@ export function perDay(w, fixed) {
 
 export function limitsTables(r) {
   const keys = ["dm", "group", "crew"].filter((k) => r.workloads[k]);
+  const days = daysOf(r.workloads, keys);
+  const was = r.before ? daysOf(r.before.workloads, keys) : null;
   const ws = keys.map((k) => r.workloads[k]);
-  const fixed = fixedDaily(ws);
-  const days = ws.map((w) => perDay(w, fixed));
   const cell = (v, d = 1) => (v == null ? "–" : fmt(v, d));
+  // With a before run: "after (before)" in each cell.
+  const pair = (i, f) => (was ? `${f(days[i])} (${f(was[i])})` : f(days[i]));
   const head = keys.map((k) => NAMES[k]);
-  const perRows = FREE.map((l, i) => `| [${l.name}](${l.src}) | ${days.map((d) => cell(d.per[l.key], l.digits ?? 1)).join(" | ")} | ${int(l.limit)} |`);
-  const sub = `| [subrequests, most in one invocation](${SUBREQUESTS.src}) | ${ws.map((w) => `${w.subrequests_max} (\`${w.subrequests_max_kind}\`)`).join(" | ")} | ${SUBREQUESTS.limit} per invocation |`;
+  const perRows = FREE.map((l) => `| [${l.name}](${l.src}) | ${keys.map((_, i) => pair(i, (d) => cell(d.per[l.key], l.digits ?? 1))).join(" | ")} | ${int(l.limit)} |`);
+  const subOf = (w) => `${w.subrequests_max} (\`${w.subrequests_max_kind}\`)`;
+  const sub = `| [subrequests, most in one invocation](${SUBREQUESTS.src}) | ${keys.map((k, i) => (was ? `${subOf(ws[i])} (${subOf(r.before.workloads[k])})` : subOf(ws[i]))).join(" | ")} | ${SUBREQUESTS.limit} per invocation |`;
   const dayRows = keys.map((k, i) => {
     const d = days[i];
     const w = ws[i];
     const msgs = k === "group" ? ` (${int((d.binds.n * w.messages) / w.answered)} messages in all)` : "";
-    return `| ${NAMES[k]} | ${d.binds ? int(d.binds.n) + msgs : "–"} | ${d.binds?.name ?? "–"} | ${d.next ? `${d.next.name} (${int(d.next.n)})` : "–"} |`;
+    const before = was ? ` | ${was[i].binds ? `${int(was[i].binds.n)}, ${was[i].binds.name}` : "–"}` : "";
+    return `| ${NAMES[k]} | ${d.binds ? int(d.binds.n) + msgs : "–"} | ${d.binds?.name ?? "–"} | ${d.next ? `${d.next.name} (${int(d.next.n)})` : "–"}${before} |`;
   });
-  return `| per answered message | ${head.join(" | ")} | Free plan, a day |
+  const beforeHead = was ? ` | before (${r.before.name}): a day, binds first` : "";
+  return `| per answered message${was ? " (before in brackets)" : ""} | ${head.join(" | ")} | Free plan, a day |
 |---|${keys.map(() => "---").join("|")}|---|
 ${perRows.join("\n")}
 ${sub}
 
-| workload | answered messages a day | binds first | next |
-|---|---|---|---|
+| workload | answered messages a day | binds first | next${beforeHead} |
+|---|---|---|---|${was ? "---|" : ""}
 ${dayRows.join("\n")}`;
+}
+
+/** Each workload's figures per answered message and a day (the ticks' fixed cost taken off). */
+function daysOf(workloads, keys) {
+  const ws = keys.map((k) => workloads[k]);
+  const fixed = fixedDaily(ws);
+  return ws.map((w) => perDay(w, fixed));
 }
 
 export function limitsSection(root) {
@@ -107,6 +119,6 @@ export function readmeLimits(root) {
   if (!fs.existsSync(file)) return null;
   const r = JSON.parse(fs.readFileSync(file, "utf8"));
   if (r.quick) return null;
-  const t = limitsTables(r);
+  const t = limitsTables({ ...r, before: undefined });
   return t.slice(t.indexOf("| workload |"));
 }

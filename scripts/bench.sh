@@ -12,7 +12,8 @@
 #
 # CPU_BEFORE=<the prebuilt bundle of an earlier commit> (CPU_BEFORE_NAME: how to call it) also
 # measures that bundle in the same run: bench/cpu.mjs alternates it with this commit repetition by
-# repetition, bench/object.mjs measures it after this one; BENCHMARKS.md shows both.
+# repetition, bench/object.mjs measures it after this one, bench/limits.mjs each workload after
+# this commit's; BENCHMARKS.md shows both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick="${BENCH_QUICK:-0}"

@@ -132,10 +132,11 @@ impl ChatObject {
                     answer::record_step_outcome(ctx, turn_id, calls, index, &outcome).await;
                     return Next::Stop;
                 }
-                // The plan's last step: its outcome and the turn's end in one round trip (a
-                // crash before the state's write repeats the step, which the outbox skips).
-                let done = (index + 1 >= due.len).then_some((TurnStatus::Done, None));
-                answer::record_steps(ctx, turn_id, calls, &[(index, outcome)], done).await;
+                // Its outcome, for the model's later turns (nothing to write for a step that
+                // answers no function call): the turn's row says `done` since its answer was
+                // recorded, and its sends are recorded by their keys (a crash before the
+                // state's write repeats the step, which finds them).
+                answer::record_steps(ctx, turn_id, calls, &[(index, outcome)], None).await;
                 Next::Done
             }
             Err(deliver::StepError::Yield) => {
@@ -176,8 +177,6 @@ struct DueStep {
     index: usize,
     step: Step,
     default_reply: Option<i64>,
-    /// Steps in the plan.
-    len: usize,
     /// The plan's step → function-call mapping, when the state has it.
     step_calls: Option<Vec<Option<usize>>>,
 }
@@ -187,7 +186,7 @@ impl DueStep {
         let p = st.plan().filter(|p| !p.waiting_job && now >= p.not_before_ms)?;
         let step = p.current()?.clone();
         let default_reply = default_reply_to(kind.is_group(), &p.steps, p.next, p.target_message_id);
-        Some(DueStep { turn_id: p.turn_id.clone(), index: p.next, step, default_reply, len: p.steps.len(), step_calls: p.step_calls.clone() })
+        Some(DueStep { turn_id: p.turn_id.clone(), index: p.next, step, default_reply, step_calls: p.step_calls.clone() })
     }
 }
 

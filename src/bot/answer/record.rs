@@ -47,7 +47,9 @@ pub fn start_statements(db: &Db, conv: &ConvKey, turn: &TurnRun, c: &AnswerInput
 fn end_of<'a>(turn_id: &'a str, outcome: &Result<TurnResult, TurnFailure>, now: i64) -> FinishedTurnRow<'a> {
     let mut end = FinishedTurnRow {
         turn_id,
-        status: TurnStatus::Planned,
+        // Done when the model answered: the plan's sends are recorded by their keys, and the
+        // row is not written again when they have gone (migration 0037; `planned` before).
+        status: TurnStatus::Done,
         contents: None,
         plan: None,
         step_calls: None,

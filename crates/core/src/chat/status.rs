@@ -2,7 +2,10 @@
 //! `CHECK` constraint on `turns.status` (migration 0007) lists exactly [`TurnStatus::ALL`];
 //! a test keeps the two in step.
 //!
-//! Life of a turn: `running` → `planned` (the model answered; the plan runs) → `done`; or
+//! Life of a turn: `running` → `done` (the model answered; its plan's sends are recorded by
+//! their keys, and the row is not written again when they have gone; until migration 0037 it
+//! said `planned` here and `done` after the plan's last step, which a turn recorded by the
+//! previous release during a deploy may still say); or
 //! `running` → `retrying` (a transient failure; a retry job or the deadline brings it back)
 //! → `running` …; `stale` (new messages arrived during the call: replanned); `failed` (a
 //! permanent error, or a step that could not be sent); `dead` (given up: the user got an
