@@ -28,7 +28,7 @@ const RUNS = 5;
 
 /** Model calls of `chat` as stored: all, and the abandoned early starts with their tokens. */
 async function callsOf(s, chat) {
-  const rows = await s.sql("SELECT total_tokens, error FROM model_calls WHERE chat_id = ? AND purpose = 'turn'", chat);
+  const rows = await s.sql("SELECT total_tokens, error FROM calls WHERE chat_id = ? AND purpose = 'turn'", chat);
   const abandoned = rows.filter((r) => /abandoned/.test(r.error ?? ""));
   return { calls: rows.length, tokens: rows.reduce((a, r) => a + r.total_tokens, 0), abandoned: abandoned.length, abandoned_tokens: abandoned.reduce((a, r) => a + r.total_tokens, 0) };
 }

@@ -44,7 +44,7 @@ async function replay(format, chatId) {
       }
     }
     step.done();
-    const calls = await s.sql("SELECT prompt_tokens, cached_tokens FROM model_calls WHERE chat_id = ? AND purpose = 'turn' ORDER BY id", chatId);
+    const calls = await s.sql("SELECT prompt_tokens, cached_tokens FROM calls WHERE chat_id = ? AND purpose = 'turn' ORDER BY created_at, n", chatId);
     const res = await s.fetch("/api/v1/costs?period=all", { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
     const costs = await res.json();
     const row = costs.rows.filter((r) => r.chat_id === chatId);

@@ -123,7 +123,7 @@ function answerTable(a) {
   const rec = a.recorded;
   return `A private chat; the fake Gemini's first token comes 300 ms after the request and the answer
 streams over 2 s. Medians of ${a.early.single.runs} runs each (most final messages, model calls and
-abandoned early starts: the largest of the runs; tokens: the median run's, as \`model_calls\` records them).
+abandoned early starts: the largest of the runs; tokens: the median run's, as the calls' records say, the \`calls\` view).
 This bot starts a burst's first message at once ("early start"); a second message within the
 quiet window abandons that start (its call stopped and charged) and the burst gets one
 debounced answer. The baseline is the same stack with the quiet window at zero, a bot that
@@ -186,7 +186,7 @@ message, so a failed hand-off is redelivered rather than lost.
 | the same with DEBOUNCE_MS 4000 | ${w.bursts.debounce_4000_ms.model_calls} | 200 |
 | subrequests per turn (context, notes and memories, typing, Gemini, result) | mean ${fmt(w.turn.subrequests.mean, 1)}, max ${w.turn.subrequests.max} | < 50 |
 | D1 round trips per turn | mean ${fmt(w.turn.d1_round_trips.mean, 1)}, max ${w.turn.d1_round_trips.max} (${w.turn.d1_statements.max} statements) | |
-| per message sent | 1 Telegram call + 2 D1 round trips (before: the step's outbox rows read with its pending record; after: sent + stored); the plan's end 1 more (the turn's status, with the last step's outcome) | |
+| per message sent | 1 Telegram call + 2 D1 round trips (before: the step's sends read by their keys; after: the message stored under its key); a step's outcome 1 more where it answers a function call | |
 | alarms while one delivery runs (two sendMessage calls 4 s late, a message every 0.5 s meanwhile: ${w.alarm_race ? `${w.alarm_race.messages_meanwhile} messages over ${fmt(w.alarm_race.delivery_ms / 1000, 1)} s` : "not measured"}) | ${w.alarm_race?.alarms_during_delivery ?? "–"} (a re-check every 3 s) | ≤ 5 ${w.alarm_race ? mark(w.alarm_race.alarms_during_delivery <= 5) : ""} |
 
 ${cacheSection(cache, tokens)}

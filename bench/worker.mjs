@@ -181,7 +181,8 @@ async function bursts(stack, base, label) {
 const burstsDefault = QUICK ? null : await bursts(s, 82_000_000, "bursts, DEBOUNCE_MS 1500");
 
 const turns = await s.sql("SELECT subrequests, d1_round_trips, d1_statements FROM turns WHERE status = 'done' AND subrequests IS NOT NULL");
-const outbox = await s.sql("SELECT COUNT(*) AS n FROM outbox WHERE status = 'sent'");
+// Every send in either form (migration 0037: a message chunk is recorded by its message).
+const outbox = await s.sql("SELECT COUNT(*) AS n FROM sends WHERE status = 'sent'");
 if (turns.length) {
   P.table("Turns", pairs([
     [`subrequests per turn (${turns.length} turns)`, `mean ${f1(mean(turns.map((r) => r.subrequests)))}, max ${Math.max(...turns.map((r) => r.subrequests))}`],

@@ -7,9 +7,9 @@
 -- anyway: no row of their own, no index entry (`model_calls` wrote 3 rows per call: the row, its
 -- `model_calls_by_chat` entry, the `token_days` counter, which the turn's batch now bumps itself).
 -- A chat's turns are found by their key: a turn id begins with its conversation
--- (`<chat>/<ms>-<nonce>`, `<chat>:<topic>/...`), so a chat's turns of a day are a range of the
--- key (storage::usage::turn_ranges). Calls outside a turn (consolidation, media, pictures,
--- guest answers) stay in `model_calls`.
+-- (`<chat>/<ms>-<nonce>`, `<chat>:<topic>/...`), so a conversation's turns of a day are a range
+-- of the key, read from each of the chat's conversations (storage::usage::turns_since).
+-- Calls outside a turn (consolidation, media, pictures, guest answers) stay in `model_calls`.
 ALTER TABLE turns ADD COLUMN calls TEXT;
 ALTER TABLE turns ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0;
 

@@ -234,7 +234,8 @@ fn bot_row(ctx: &Ctx) -> BotRow {
     }
 }
 
-/// Marks an outbox row sent and stores what was sent as a bot message, in one round trip.
+/// Stores what was sent as a bot message (under its key, or marking its outbox row sent), in
+/// one round trip.
 async fn record_sent(ctx: &Ctx, s: Sent<'_>) -> worker::Result<()> {
     outbox::record_sent(&ctx.db(), s, &bot_row(ctx), now_ms()).await
 }

@@ -13,7 +13,7 @@
 //! chunks", "A turn is bounded" (`MAX_DRAFTS_PER_TURN`, `MAX_EARLY_CHUNKS`).
 //!
 //! Also:
-//! - Only the early chunks write the outbox (through `deliver::send_early_chunk`) and the
+//! - Only the early chunks record sends (through `deliver::send_early_chunk`) and the
 //!   state (the commit, through [`Live::commit`], refused once a newer message came: then
 //!   nothing goes out and the turn replans as before). Early chunks are step 0 of the turn:
 //!   only in the port's first call, whose text is the plan's first step. A committed turn is

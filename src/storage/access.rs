@@ -143,22 +143,31 @@ pub struct NoticeRow {
 /// The budget figures. Rows read stay bounded by the chat's own day, whatever the bot's: the
 /// person's hour is their own row's charges (migration 0037) and their keyed charges; the
 /// chat's tokens are its calls outside turns since midnight (`model_calls_by_chat`) and its
-/// turns since midnight, found by their key (`usage::turn_ranges`, ?5..?8); the bot's one
-/// counter row (`token_days`, migration 0025); `?4` is `limits::day_start`, the counter's key.
-/// The old form's rows (`budget_charges` without a key, a turn's calls in `model_calls`) are
-/// read too: they are the previous release's (migration 0037 is the additive step).
-const SELECT_USAGE: &str = "SELECT
+/// turns since midnight, found by their key from each of the chat's conversations
+/// (`usage::chat_turn_tokens_sql`, ?5 ?6); the bot's one counter row (`token_days`, migration
+/// 0025); `?4` is `limits::day_start`, the counter's key. The old form's rows (`budget_charges`
+/// without a key, a turn's calls in `model_calls`) are read too: the previous release writes
+/// them during a deploy (migration 0037 is the additive step).
+fn select_usage() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        format!(
+            "SELECT
        (SELECT COUNT(*) FROM budget_charges WHERE user_id = ?1 AND created_at > ?3)
          + (SELECT COUNT(*) FROM users u, json_each(u.charged) c WHERE u.user_id = ?1 AND u.charged IS NOT NULL AND c.value > ?3) AS user_turns,
        (SELECT COALESCE(SUM(total_tokens), 0) FROM model_calls WHERE chat_id = ?2 AND created_at >= ?4)
-         + (SELECT COALESCE(SUM(tokens), 0) FROM turns WHERE (turn_id >= ?5 AND turn_id < ?6) OR (turn_id > ?7 AND turn_id < ?8 AND created_at >= ?4)) AS chat_tokens,
-       (SELECT tokens FROM token_days WHERE day_ms = ?4) AS global_tokens";
+         + ({}) AS chat_tokens,
+       (SELECT tokens FROM token_days WHERE day_ms = ?4) AS global_tokens",
+            crate::storage::usage::chat_turn_tokens_sql(5)
+        )
+    })
+}
 
-/// The arguments of `SELECT_USAGE`.
+/// The arguments of `select_usage`.
 fn usage_args(chat_id: i64, user_id: Option<i64>, now: i64) -> Vec<crate::storage::Arg> {
     let day = limits::day_start(now);
     let mut values = args![user_id, chat_id, now - limits::HOUR_MS, day];
-    values.extend(crate::storage::usage::turn_ranges(chat_id, day).into_iter().map(crate::storage::Arg::from));
+    values.extend(crate::storage::usage::chat_turn_tokens_args(chat_id, day));
     values
 }
 const SELECT_NOTICES: &str = "SELECT reason, MAX(created_at) AS at FROM refusals
@@ -168,7 +177,7 @@ const SELECT_NOTICES: &str = "SELECT reason, MAX(created_at) AS at FROM refusals
 
 /// Budget figures for a person in a chat (the person's hour, the chat's and the bot's day).
 pub async fn budget_usage(db: &Db, chat_id: i64, user_id: Option<i64>, now: i64) -> Result<Usage> {
-    let c: Option<UsageCounts> = db.first(SELECT_USAGE, usage_args(chat_id, user_id, now)).await?;
+    let c: Option<UsageCounts> = db.first(select_usage(), usage_args(chat_id, user_id, now)).await?;
     Ok(c.unwrap_or_default().usage())
 }
 
@@ -177,7 +186,7 @@ pub async fn budget_state(db: &Db, chat_id: i64, user_id: Option<i64>, now: i64)
     let since = (now - limits::HOUR_MS).min(limits::day_start(now));
     let r = db
         .batch(vec![
-            db.stmt(SELECT_USAGE, usage_args(chat_id, user_id, now))?,
+            db.stmt(select_usage(), usage_args(chat_id, user_id, now))?,
             db.stmt(SELECT_NOTICES, args![chat_id, user_id, since])?,
         ])
         .await?;
@@ -198,7 +207,7 @@ pub async fn run_state(db: &Db, chat_id: i64, user_id: Option<i64>, now: i64) ->
     let r = db
         .batch(vec![
             db.stmt(SELECT_ACCESS, args![user_id])?,
-            db.stmt(SELECT_USAGE, usage_args(chat_id, user_id, now))?,
+            db.stmt(select_usage(), usage_args(chat_id, user_id, now))?,
         ])
         .await?;
     let level = rows::<Level>(&r[0])?.into_iter().next().and_then(|l| l.access);

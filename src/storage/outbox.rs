@@ -1,6 +1,8 @@
-//! The outbox: every outgoing Telegram action is written here (pending) before it is sent and
-//! marked sent (with what was sent stored as the bot's message) or failed after, under a key
-//! made of the step and the chunk. What is marked sent is never sent again.
+//! Sends under keys made of the step and the chunk; what is recorded sent is never sent again.
+//! A message chunk is recorded once sent, by the bot's message stored under its key
+//! (`messages.send_key`, migration 0037: no row before the send, none to mark after); every
+//! other action is written to the outbox (pending) before it is sent and marked sent (with
+//! what was sent stored as the bot's message) or failed after.
 
 use crate::args;
 use crate::storage::Db;
@@ -31,10 +33,11 @@ pub async fn of_step(db: &Db, step_key: &str) -> Result<Vec<OutboxRow>> {
 /// from `<step_key>/` to `<step_key>0` ('0' follows '/') holds exactly the keys that start with
 /// `<step_key>/` (migration 0023 dropped `outbox_by_step`, an index entry per row written);
 /// and the chunks recorded by the bot's message alone, found the same way on its `send_key`
-/// (migration 0037).
+/// (migration 0037), the step's own (`<step_key>/<chunk>`, no further `/`: not a sub-step's).
 const SELECT_STEP: &str = "SELECT key, status, tg_message_id, body, NULL AS sent_text FROM outbox WHERE key > ?2 AND key < ?3 AND step_key = ?1
      UNION ALL
-     SELECT send_key, 'sent', message_id, NULL, text FROM messages WHERE send_key > ?2 AND send_key < ?3";
+     SELECT send_key, 'sent', message_id, NULL, text FROM messages
+      WHERE send_key > ?2 AND send_key < ?3 AND instr(substr(send_key, length(?2) + 1), '/') = 0";
 
 fn step_args(step_key: &str) -> Vec<crate::storage::Arg> {
     args![step_key, format!("{step_key}/"), format!("{step_key}0")]

@@ -87,25 +87,59 @@ pub fn token_day_stmt(db: &Db, now: i64, tokens: u64) -> Result<Option<worker::D
     )?))
 }
 
-/// The key ranges of one chat's turns from `since` (ms), on the turns' own key: a turn id
-/// begins with its conversation (`chat_state::turn_id`: `<chat>/<ms>-<nonce>`, a topic's
-/// `<chat>:<topic>/<ms>-...`). The chat's own conversation is `[0] <= id < [1]` (its ids from
-/// `since` on: the time is 13 digits until the year 2286); its topics `[2] < id < [3]` ('0'
-/// follows '/', ';' follows ':'), whose time is then read from the row.
-pub fn turn_ranges(chat_id: i64, since: i64) -> [String; 4] {
-    [format!("{chat_id}/{since:013}"), format!("{chat_id}0"), format!("{chat_id}:"), format!("{chat_id};")]
+/// A conversation's turns from a time, joined on the turns' key: a turn id begins with its
+/// conversation and its start time (`chat_state::turn_id`: `<conv>/<ms>-<nonce>`, the time 13
+/// digits until the year 2286), so they are the range from `<conv>/<time>` to `<conv>0` ('0'
+/// follows '/'); `c` a `conversations` row, `?S` the time as 13 digits.
+const TURNS_OF_CONV: &str = "t.turn_id >= c.conv || '/' || ?S AND t.turn_id < c.conv || '0'";
+
+/// The conversations of one chat (`?C` its id as text): its own and its topics' (`<chat>:<topic>`;
+/// ';' follows ':'), on the conversations' key.
+const CONVS_OF_CHAT: &str = "(c.conv = ?C OR (c.conv > ?C || ':' AND c.conv < ?C || ';'))";
+
+/// The turns of one chat (`chat`) or of every chat from a time: the `FROM` of `conversations c`
+/// joined with `turns t` on the key ranges of each conversation's turns from that time, and
+/// the `WHERE` condition. What they read grows with the period's turns and the chat's (or the
+/// bot's) conversations, not with every turn ever kept (turns are not pruned). `first` numbers
+/// their two arguments (`turn_args`).
+fn turns_since(first: usize, chat: bool) -> (String, String) {
+    let (s, c) = (first, first + 1);
+    let from = format!("FROM conversations c JOIN turns t ON {}", TURNS_OF_CONV.replace("?S", &format!("?{s}")));
+    let cond = if chat { CONVS_OF_CHAT.replace("?C", &format!("?{c}")) } else { format!("?{c} IS NULL") };
+    (from, cond)
+}
+
+/// The arguments of `turns_since`: the time as 13 digits and the chat's id as text (NULL: all).
+fn turn_args(chat_id: Option<i64>, since: i64) -> Vec<Arg> {
+    args![format!("{:013}", since.max(0)), chat_id.map(|c| c.to_string())]
+}
+
+/// A chat's tokens in its turns since a time, for the budget check (`SELECT_USAGE`), its
+/// arguments from `?first` (`chat_turn_tokens_args`).
+pub fn chat_turn_tokens_sql(first: usize) -> String {
+    let (from, cond) = turns_since(first, true);
+    format!("SELECT COALESCE(SUM(t.tokens), 0) {from} WHERE {cond}")
+}
+
+pub fn chat_turn_tokens_args(chat_id: i64, since: i64) -> Vec<Arg> {
+    turn_args(Some(chat_id), since)
 }
 
 /// The turns' calls as rows with `model_calls`' columns, for `FROM (...)`: those of one chat
-/// (`?2`) found by its key ranges (`?3`..`?6`, `turn_ranges`), or, with `?2` NULL, all turns
-/// (the costs API, an operator's read); from `?1` (ms).
-const TURN_CALLS: &str = "SELECT t.chat_id AS chat_id, json_extract(c.value, '$.model') AS model,
-         json_extract(c.value, '$.created_at') AS created_at, json_extract(c.value, '$.persona') AS persona,
-         json_extract(c.value, '$.prompt_tokens') AS prompt_tokens, json_extract(c.value, '$.candidates_tokens') AS candidates_tokens,
-         json_extract(c.value, '$.thoughts_tokens') AS thoughts_tokens, json_extract(c.value, '$.cached_tokens') AS cached_tokens,
-         json_extract(c.value, '$.search_queries') AS search_queries, json_extract(c.value, '$.image_tokens') AS image_tokens
-       FROM turns t, json_each(t.calls) c
-       WHERE t.calls IS NOT NULL AND json_extract(c.value, '$.created_at') >= ?1";
+/// (`?2`) or, with `?2` NULL, every chat, from `?1` (ms), found by the conversations' key
+/// ranges (`turns_since`, `?3` `?4`).
+fn turn_calls(chat: bool) -> String {
+    let (from, cond) = turns_since(3, chat);
+    format!(
+        "SELECT t.chat_id AS chat_id, json_extract(j.value, '$.model') AS model,
+         json_extract(j.value, '$.created_at') AS created_at, json_extract(j.value, '$.persona') AS persona,
+         json_extract(j.value, '$.prompt_tokens') AS prompt_tokens, json_extract(j.value, '$.candidates_tokens') AS candidates_tokens,
+         json_extract(j.value, '$.thoughts_tokens') AS thoughts_tokens, json_extract(j.value, '$.cached_tokens') AS cached_tokens,
+         json_extract(j.value, '$.search_queries') AS search_queries, json_extract(j.value, '$.image_tokens') AS image_tokens
+       {from}, json_each(t.calls) j
+       WHERE {cond} AND t.calls IS NOT NULL AND json_extract(j.value, '$.created_at') >= ?1"
+    )
+}
 const OLD_CALLS: &str = "SELECT chat_id, model, created_at, persona, prompt_tokens, candidates_tokens, thoughts_tokens, cached_tokens,
          search_queries, image_tokens
        FROM model_calls WHERE created_at >= ?1 AND (?2 IS NULL OR chat_id = ?2)";
@@ -113,19 +147,12 @@ const OLD_CALLS: &str = "SELECT chat_id, model, created_at, persona, prompt_toke
 /// Every call from `?1`, of one chat (`?2`) or all, in both forms (`model_calls` and the turns'
 /// rows), as one `FROM` source; its arguments are `calls_args`.
 fn all_calls(chat: bool) -> String {
-    let turns = if chat {
-        format!("{TURN_CALLS} AND ((t.turn_id >= ?3 AND t.turn_id < ?4) OR (t.turn_id > ?5 AND t.turn_id < ?6))")
-    } else {
-        TURN_CALLS.to_string()
-    };
-    format!("({OLD_CALLS} UNION ALL {turns})")
+    format!("({OLD_CALLS} UNION ALL {})", turn_calls(chat))
 }
 
 fn calls_args(chat_id: Option<i64>, since_ms: i64) -> Vec<Arg> {
     let mut values = args![since_ms, chat_id];
-    if let Some(chat) = chat_id {
-        values.extend(turn_ranges(chat, since_ms.max(0)).into_iter().map(Arg::from));
-    }
+    values.extend(turn_args(chat_id, since_ms));
     values
 }
 

@@ -41,6 +41,14 @@ test("each private topic is its own conversation, answered in the topic; an impl
   // The other topic's model call saw none of the first topic's messages.
   const third = JSON.stringify(s.gemini.calls(uid)[2].body.contents);
   assert.doesNotMatch(third, /Lisbon/);
+  // The chat's tokens of the day (its budget) and its usage count every topic's turns: each
+  // topic's turns are read by their own key range, from the chat's conversations.
+  const [all] = await s.sql("SELECT SUM(total_tokens) AS t, COUNT(*) AS n FROM calls WHERE chat_id = ?", uid);
+  assert.equal(all.n, 3);
+  const r = await s.api("GET", `costs?period=today&chat_id=${uid}`);
+  assert.equal(r.status, 200);
+  assert.equal(r.json.budgets.chat_tokens_today, all.t, "the budget's figure is every topic's");
+  assert.equal(r.json.rows.filter((x) => x.chat_id === uid).reduce((n, x) => n + x.calls, 0), 3, "the costs count every topic's calls");
 });
 
 test("a rename Telegram refuses (the topic is gone) is not tried again; the answer still comes", async () => {

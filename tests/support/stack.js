@@ -162,7 +162,7 @@ export async function startStack({ vars = {}, latencyMs = 0, secrets = {}, bundl
     /** Restarts the runtime with storage kept: every instance in flight dies, as in a reset. */
     async restart() {
       await server.update((options) => ({ ...options }));
-      stack.env = await worker.getEnv();
+      stack.env = await stack.worker.getEnv();
     },
     async close() {
       await server.close();
