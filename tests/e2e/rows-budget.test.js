@@ -142,3 +142,24 @@ test("the budget check before a turn reads no more rows as the day's turns grow"
   assert.ok(sum.t > 0);
   assert.equal(counter.t, sum.t);
 });
+
+test("the budget check reads a chat's turns of the day, not every turn its topics ever had", async () => {
+  // A budget test (rows read). Two people with the same history; one also has a topic with 300
+  // turns from long ago (turns are never pruned). Their next answered messages read the same
+  // rows within a few: each conversation's turns are read from the day's start on their key.
+  const plain = uniqueId();
+  const topical = uniqueId();
+  await answeredPrivate(plain, "hello there");
+  await answeredPrivate(topical, "hello there");
+  const conv = `${topical}:7`;
+  await s.sql("INSERT INTO conversations (conv, chat_id, thread_id, updated_at) VALUES (?, ?, 7, 1)", conv, topical);
+  for (let i = 0; i < 300; i += 50) {
+    const values = Array.from({ length: 50 }, (_, j) => `('${conv}/${String(1_000_000 + i + j).padStart(13, "0")}-00000000', '${conv}', ${topical}, 'done', 1, 1, 100)`);
+    await s.sql(`INSERT INTO turns (turn_id, conv, chat_id, status, created_at, updated_at, tokens) VALUES ${values.join(", ")}`);
+  }
+  const a = await answeredPrivate(plain, "a question");
+  const b = await answeredPrivate(topical, "a question");
+  console.log(`rows read by an answered private message: ${a.d1Read}; with 300 old topic turns: ${b.d1Read}`);
+  assert.ok(a.d1Read > 0, show(a));
+  assert.ok(b.d1Read <= a.d1Read + 3, `rows read grew with the topic's old turns: ${a.d1Read} then ${b.d1Read}\n${showRead(a)}\nthen\n${showRead(b)}`);
+});
