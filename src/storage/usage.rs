@@ -114,7 +114,7 @@ fn turn_args(chat_id: Option<i64>, since: i64) -> Vec<Arg> {
     args![format!("{:013}", since.max(0)), chat_id.map(|c| c.to_string())]
 }
 
-/// A chat's tokens in its turns since a time, for the budget check (`SELECT_USAGE`), its
+/// A chat's tokens in its turns since a time, for the budget check (`access::select_usage`), its
 /// arguments from `?first` (`chat_turn_tokens_args`).
 pub fn chat_turn_tokens_sql(first: usize) -> String {
     let (from, cond) = turns_since(first, true);
