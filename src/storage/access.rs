@@ -242,9 +242,9 @@ pub async fn charge(db: &Db, chat_id: i64, user_id: i64, now: i64, key: Option<&
     Ok(())
 }
 
-/// At most this many of a person's charges of the hour are kept in their row (the newest): far
-/// above any hourly budget worth setting, and what bounds the row.
-const MAX_CHARGES_KEPT: i64 = 1000;
+/// At most this many of a person's charges of the hour are kept in their row (the newest): the
+/// highest hourly budget that can be set, and what bounds the row.
+const MAX_CHARGES_KEPT: i64 = limits::MAX_USER_TURNS_PER_HOUR as i64;
 
 /// A charge at ?2 added to person ?1's row, with their charges up to ?3 (an hour before)
 /// dropped; a person with no row yet gets one (their name is written by their next message).

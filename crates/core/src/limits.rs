@@ -15,6 +15,11 @@ use std::collections::HashMap;
 pub const HOUR_MS: i64 = 3_600_000;
 pub const DAY_MS: i64 = 86_400_000;
 
+/// The highest `USER_TURNS_PER_HOUR` (a higher setting is read as this): a person's row keeps
+/// at most this many charges of the hour (`users.charged`, migration 0037), so it bounds the
+/// row and the count stays exact up to any budget that can be set.
+pub const MAX_USER_TURNS_PER_HOUR: u64 = 1000;
+
 /// Shared secrets (`TELEGRAM_WEBHOOK_SECRET`, `ADMIN_TOKEN`) must be at least this long.
 pub const MIN_SECRET_LEN: usize = 32;
 

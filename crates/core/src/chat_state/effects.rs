@@ -133,7 +133,8 @@ pub enum Transient {
 /// What a turn's [`Finish`] means (`silent`: the plan sends nothing).
 pub fn turn_end(finish: Finish, silent: bool) -> TurnEnd {
     match finish {
-        Finish::Execute if silent => TurnEnd { status: Some(TurnStatus::Done), then: AfterTurn::Nothing },
+        // Silence on purpose: the turn's record already says done (the answer was recorded).
+        Finish::Execute if silent => TurnEnd { status: None, then: AfterTurn::Nothing },
         Finish::Execute => TurnEnd { status: None, then: AfterTurn::Advance },
         Finish::Stale => TurnEnd { status: Some(TurnStatus::Stale), then: AfterTurn::Replan },
         Finish::Superseded => TurnEnd { status: None, then: AfterTurn::Nothing },
@@ -367,7 +368,7 @@ mod tests {
     #[test]
     fn what_a_finished_turn_means() {
         assert_eq!(turn_end(Finish::Execute, false), TurnEnd { status: None, then: AfterTurn::Advance });
-        assert_eq!(turn_end(Finish::Execute, true), TurnEnd { status: Some(TurnStatus::Done), then: AfterTurn::Nothing });
+        assert_eq!(turn_end(Finish::Execute, true), TurnEnd { status: None, then: AfterTurn::Nothing });
         assert_eq!(turn_end(Finish::Stale, false), TurnEnd { status: Some(TurnStatus::Stale), then: AfterTurn::Replan });
         assert_eq!(turn_end(Finish::Superseded, false), TurnEnd { status: None, then: AfterTurn::Nothing });
     }

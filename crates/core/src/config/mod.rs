@@ -314,6 +314,16 @@ mod tests {
     }
 
     #[test]
+    fn an_hourly_budget_is_at_most_what_a_persons_row_keeps() {
+        // A person's charges of the hour are kept in their row, at most
+        // MAX_USER_TURNS_PER_HOUR: a higher budget could never be reached, so it is read as that.
+        let c = Config::from_vars(&vars(&[("USER_TURNS_PER_HOUR", "5000")]));
+        assert_eq!(c.budgets.user_turns_per_hour, crate::limits::MAX_USER_TURNS_PER_HOUR);
+        let c = Config::from_vars(&vars(&[("USER_TURNS_PER_HOUR", "999")]));
+        assert_eq!(c.budgets.user_turns_per_hour, 999);
+    }
+
+    #[test]
     fn each_setting_is_declared_once_with_sane_bounds_and_choices() {
         let mut names: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
         names.sort();
