@@ -290,7 +290,8 @@ pub fn load(stored: Option<serde_json::Value>) -> Loaded {
             Ok(state) => Loaded { state, error: None },
             Err(e) => Loaded { state: ChatState::default(), error: Some(format!("stored chat state unreadable: {e}")) },
         },
-        Some(v) => match serde_json::from_value::<ChatState>(v) {
+        // (Read from its text, as the newer form is: one reader of the state, not two.)
+        Some(v) => match serde_json::from_str::<ChatState>(&v.to_string()) {
             Ok(state) => Loaded { state, error: None },
             Err(e) => Loaded { state: ChatState::default(), error: Some(format!("stored chat state unreadable: {e}")) },
         },

@@ -79,7 +79,9 @@ pub fn parse_chunk(data: &str) -> Result<GenerateContentResponse, String> {
         let message = error.get("message").and_then(serde_json::Value::as_str).unwrap_or("no message");
         return Err(format!("the stream failed: {message}"));
     }
-    serde_json::from_value(value).map_err(|e| format!("a streamed chunk is not a response: {e}"))
+    // Read again from the text, as a whole response is (`outbound::gemini`): a second reader
+    // of the response from a `Value` would be as much code again (issue 50: the wasm budget).
+    serde_json::from_str(data).map_err(|e| format!("a streamed chunk is not a response: {e}"))
 }
 
 /// Whether a part is text that the next text part may be appended to.
