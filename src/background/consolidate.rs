@@ -186,14 +186,14 @@ async fn consolidate(ctx: &Ctx, db: &Db, conv: &ConvKey, watermark: i64, lease: 
         Ok(s) => s,
         Err(f) => {
             if !calls.is_empty() {
-                rows::record_calls(db, conv, &calls, now_ms()).await;
+                rows::record_calls(db, conv, &calls, now_ms(), rows::CallsKept::at(now_ms(), ctx.cfg.retention_days)).await;
             }
             return f.outcome;
         }
     };
     // The watermark moves (and the lease is given up) last: every statement before it checks
     // the lease, which the commit then clears. It says whether the lease held.
-    match rows::commit(db, conv, stmts, last_seq, now, lease, &calls).await {
+    match rows::commit(db, conv, stmts, last_seq, now, lease, &calls, rows::CallsKept::at(now, ctx.cfg.retention_days)).await {
         Ok(true) => {}
         Ok(false) => {
             worker::console_warn!("consolidation of {conv}: the lease moved to another job; nothing committed");

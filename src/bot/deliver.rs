@@ -438,10 +438,11 @@ async fn send_chunk(
 /// step's delivery uses for it, so that delivery skips it. `Ok(false)`: that key was already
 /// sent (an earlier attempt of the turn): nothing is sent early any more. In a private chat a
 /// turn's first send step replies to nothing, so neither does this chunk.
-pub async fn send_early_chunk(ctx: &Ctx, conv: &ConvKey, step_key: &str, i: usize, chunk: &Chunk, no_link_preview: bool, turn_id: &str) -> Result<bool, StepError> {
+pub async fn send_early_chunk(ctx: &Ctx, conv: &ConvKey, step_key: &str, i: usize, chunk: &Chunk, (no_link_preview, after_seq): (bool, i64), turn_id: &str) -> Result<bool, StepError> {
     let key = format!("{step_key}/{i}");
-    // The step's rows, read as the step's own delivery reads them.
-    let done = already_sent(ctx, step_key).await.map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
+    // The step's rows, read as the step's own delivery reads them, after the newest message
+    // the attempt saw (the turn's row may not be written yet).
+    let done = outbox::of_step_after(&ctx.db(), step_key, after_seq).await.map_err(|e| StepError::Retry { error: e.to_string(), after_ms: None })?;
     if done.iter().any(|r| r.key == key && r.status == "sent") {
         return Ok(false);
     }

@@ -303,7 +303,7 @@ impl Sink<'_> {
                 return;
             }
             let (step_key, no_preview) = (format!("{}/0", d.live.turn_id), agent_core::fetch::needs_preview_off(text, &Default::default()));
-            match super::deliver::send_early_chunk(&d.ctx, &d.conv, &step_key, i, &settled[i], no_preview, &d.live.turn_id).await {
+            match super::deliver::send_early_chunk(&d.ctx, &d.conv, &step_key, i, &settled[i], (no_preview, d.newest_seq), &d.live.turn_id).await {
                 Ok(true) => d.early.set(i + 1),
                 Ok(false) => d.early_over.set(true),
                 Err(e) => {

@@ -142,10 +142,10 @@ pub struct NoticeRow {
 
 /// The budget figures. Rows read stay bounded by the chat's own day, whatever the bot's: the
 /// person's hour is their own row's charges (migration 0037) and their keyed charges; the
-/// chat's tokens are its calls outside turns since midnight (`model_calls_by_chat`) and its
-/// turns since midnight, found by their key from each of the chat's conversations
-/// (`usage::chat_turn_tokens_sql`, ?5 ?6); the bot's one counter row (`token_days`, migration
-/// 0025); `?4` is `limits::day_start`, the counter's key. The old form's rows (`budget_charges`
+/// chat's tokens are its calls outside turns since midnight (`model_calls_by_chat`), its
+/// turns since midnight, found by their key from each of the chat's conversations, and those
+/// conversations' own calls (consolidation's, migration 0038; `usage::chat_tokens_sql`, ?5
+/// ?6); the bot's one counter row (`token_days`, migration 0025); `?4` is `limits::day_start`, the counter's key. The old form's rows (`budget_charges`
 /// without a key, a turn's calls in `model_calls`) are read too: the previous release writes
 /// them during a deploy (migration 0037 is the additive step).
 fn select_usage() -> &'static str {
@@ -156,9 +156,9 @@ fn select_usage() -> &'static str {
        (SELECT COUNT(*) FROM budget_charges WHERE user_id = ?1 AND created_at > ?3)
          + (SELECT COUNT(*) FROM users u, json_each(u.charged) c WHERE u.user_id = ?1 AND u.charged IS NOT NULL AND c.value > ?3) AS user_turns,
        (SELECT COALESCE(SUM(total_tokens), 0) FROM model_calls WHERE chat_id = ?2 AND created_at >= ?4)
-         + ({}) AS chat_tokens,
+         + {} AS chat_tokens,
        (SELECT tokens FROM token_days WHERE day_ms = ?4) AS global_tokens",
-            crate::storage::usage::chat_turn_tokens_sql(5)
+            crate::storage::usage::chat_tokens_sql(5)
         )
     })
 }
@@ -167,7 +167,7 @@ fn select_usage() -> &'static str {
 fn usage_args(chat_id: i64, user_id: Option<i64>, now: i64) -> Vec<crate::storage::Arg> {
     let day = limits::day_start(now);
     let mut values = args![user_id, chat_id, now - limits::HOUR_MS, day];
-    values.extend(crate::storage::usage::chat_turn_tokens_args(chat_id, day));
+    values.extend(crate::storage::usage::chat_tokens_args(chat_id, day));
     values
 }
 const SELECT_NOTICES: &str = "SELECT reason, MAX(created_at) AS at FROM refusals

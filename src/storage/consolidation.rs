@@ -228,35 +228,84 @@ pub fn summary_statement(db: &Db, conv: &ConvKey, summary: &str, until_seq: i64,
 }
 
 /// Commits a consolidation in one batch (a transaction): the merge and summary statements,
-/// then the watermark (which also gives the lease up), then the model calls (unguarded: they
-/// happened whatever becomes of the commit). Whether the lease held (else nothing changed).
-pub async fn commit(db: &Db, conv: &ConvKey, mut stmts: Vec<D1PreparedStatement>, last_seq: i64, now: i64, lease: Lease, calls: &[CallRecord]) -> Result<bool> {
+/// then the watermark (which also gives the lease up) with the job's model calls appended to
+/// the conversation's row; where the lease no longer held, the calls alone (they happened
+/// whatever becomes of the commit): either way the row is written once. Whether the lease held
+/// (else nothing else changed).
+pub async fn commit(db: &Db, conv: &ConvKey, mut stmts: Vec<D1PreparedStatement>, last_seq: i64, now: i64, lease: Lease, calls: &[CallRecord], keep: CallsKept) -> Result<bool> {
+    let (json, tokens) = calls_json(calls, now);
+    // Only where the lease did not hold: before the watermark, which clears it.
+    if !calls.is_empty() {
+        stmts.push(db.stmt(&append_calls("conv = ?1 AND consolidating_until IS NOT ?2", 3), args![conv.to_string(), lease.until, json.clone(), keep.since, keep.most])?);
+    }
     let watermark_at = stmts.len();
     stmts.push(db.stmt(
         // The pointer is set again from the messages: since migration 0023 a message moves it
         // only while the conversation has nothing to consolidate, so one that came during this
         // consolidation (after what it read) is found by the next cron through it.
-        "UPDATE conversations SET consolidated_seq = MAX(consolidated_seq, ?2), consolidating_until = NULL, updated_at = ?3,
-           last_seq = (SELECT seq FROM messages WHERE conv = ?1 AND role != 'bot' AND excluded = 0 ORDER BY seq DESC LIMIT 1)
-         WHERE conv = ?1 AND consolidating_until = ?4 RETURNING conv",
-        args![conv.to_string(), last_seq, now, lease.until],
+        &format!(
+            "UPDATE conversations SET consolidated_seq = MAX(consolidated_seq, ?2), consolidating_until = NULL, updated_at = ?3,
+               last_seq = (SELECT seq FROM messages WHERE conv = ?1 AND role != 'bot' AND excluded = 0 ORDER BY seq DESC LIMIT 1),
+               calls = {}
+             WHERE conv = ?1 AND consolidating_until = ?4 RETURNING conv",
+            calls_appended(5)
+        ),
+        args![conv.to_string(), last_seq, now, lease.until, json, keep.since, keep.most],
     )?);
-    stmts.extend(call_statements(db, conv, calls, now));
+    stmts.extend(super::usage::token_day_stmt(db, now, tokens)?);
     let results = db.batch(stmts).await?;
     Ok(results.get(watermark_at).and_then(|r| rows::<Value>(r).ok()).is_some_and(|r| !r.is_empty()))
 }
 
-fn call_statements(db: &Db, conv: &ConvKey, calls: &[CallRecord], now: i64) -> Vec<D1PreparedStatement> {
-    let conv_s = conv.to_string();
-    calls
-        .iter()
-        .filter_map(|c| super::usage::model_call_stmt(db, None, Some(&conv_s), Some(conv.chat_id), "consolidate", c, now).ok())
-        .collect()
+/// How much of a conversation's own calls its row keeps: those from `since` (the retention
+/// cutoff, `RETENTION_DAYS`, as `model_calls` is pruned; 0 with none), at most `most` (the
+/// newest), so the row stays far under D1's row size whatever the setting.
+#[derive(Clone, Copy, Debug)]
+pub struct CallsKept {
+    pub since: i64,
+    pub most: i64,
 }
 
-/// Records model calls of a consolidation that does not commit.
-pub async fn record_calls(db: &Db, conv: &ConvKey, calls: &[CallRecord], now: i64) {
-    let _ = db.batch(call_statements(db, conv, calls, now)).await;
+impl CallsKept {
+    /// At most 1,500 calls: 30 days of a consolidation every half hour (the cron's pace), about
+    /// 500 KB of JSON at the most.
+    pub fn at(now: i64, retention_days: u32) -> Self {
+        let since = if retention_days == 0 { 0 } else { now - i64::from(retention_days) * 86_400_000 };
+        CallsKept { since, most: 1_500 }
+    }
+}
+
+/// The calls as the conversation's row keeps them (`usage::call_json`, as a turn's row does)
+/// and their tokens.
+fn calls_json(calls: &[CallRecord], now: i64) -> (String, u64) {
+    let json = Value::Array(calls.iter().map(|c| super::usage::call_json("", "consolidate", c, now)).collect()).to_string();
+    (json, calls.iter().map(|c| c.usage.total_token_count).sum())
+}
+
+/// `conversations.calls` with the calls `?{j}` appended, those before `?{j+1}` dropped and at
+/// most the newest `?{j+2}` kept, oldest first (migration 0038).
+fn calls_appended(j: usize) -> String {
+    let (since, most) = (j + 1, j + 2);
+    format!(
+        "(SELECT json_group_array(json(value)) FROM (SELECT value, at FROM (
+           SELECT value, json_extract(value, '$.created_at') AS at FROM json_each(COALESCE(conversations.calls, '[]'))
+             WHERE json_extract(value, '$.created_at') >= ?{since}
+           UNION ALL SELECT value, json_extract(value, '$.created_at') FROM json_each(?{j})
+           ORDER BY at DESC LIMIT ?{most}) ORDER BY at))"
+    )
+}
+
+/// The conversation's calls appended where `cond` holds (`?{j}`.. as `calls_appended`).
+fn append_calls(cond: &str, j: usize) -> String {
+    format!("UPDATE conversations SET calls = {} WHERE {cond}", calls_appended(j))
+}
+
+/// Records the model calls of a consolidation that does not commit, on the conversation's row.
+pub async fn record_calls(db: &Db, conv: &ConvKey, calls: &[CallRecord], now: i64, keep: CallsKept) {
+    let (json, tokens) = calls_json(calls, now);
+    let mut stmts: Vec<D1PreparedStatement> = db.stmt(&append_calls("conv = ?1", 2), args![conv.to_string(), json, keep.since, keep.most]).into_iter().collect();
+    stmts.extend(super::usage::token_day_stmt(db, now, tokens).ok().flatten());
+    let _ = db.batch(stmts).await;
 }
 
 /// A memory without an embedding yet, as the text to embed.

@@ -26,21 +26,36 @@ pub struct OutboxRow {
 
 /// The rows of one step (all its chunks).
 pub async fn of_step(db: &Db, step_key: &str) -> Result<Vec<OutboxRow>> {
-    db.all(SELECT_STEP, step_args(step_key)).await
+    db.all(SELECT_STEP, step_args(step_key, None)).await
+}
+
+/// The rows of one step of a turn whose row may not be written yet (a chunk sent early while
+/// the answer streams): its chunks are after `after_seq` (the newest message the attempt saw,
+/// which is at most what the turn's first commit saw).
+pub async fn of_step_after(db: &Db, step_key: &str, after_seq: i64) -> Result<Vec<OutboxRow>> {
+    db.all(SELECT_STEP, step_args(step_key, Some(after_seq))).await
 }
 
 /// A step's rows, found by their keys (`<step_key>/<chunk>`) on the key's own index: the range
 /// from `<step_key>/` to `<step_key>0` ('0' follows '/') holds exactly the keys that start with
 /// `<step_key>/` (migration 0023 dropped `outbox_by_step`, an index entry per row written);
-/// and the chunks recorded by the bot's message alone, found the same way on its `send_key`
-/// (migration 0037), the step's own (`<step_key>/<chunk>`, no further `/`: not a sub-step's).
+/// the chunks recorded by the bot's message alone, found the same way on its `send_key`
+/// (migration 0037), the step's own (`<step_key>/<chunk>`, no further `/`: not a sub-step's);
+/// and those of a turn's send step recorded by their message's `chunk_key`, which has no index
+/// (migration 0038): among the conversation's messages (`?4`) after the turn's `upto_seq` (or
+/// `?5`), which every chunk of the turn comes after (`chat_state::chunk_anchor`).
 const SELECT_STEP: &str = "SELECT key, status, tg_message_id, body, NULL AS sent_text FROM outbox WHERE key > ?2 AND key < ?3 AND step_key = ?1
      UNION ALL
      SELECT send_key, 'sent', message_id, NULL, text FROM messages
-      WHERE send_key > ?2 AND send_key < ?3 AND instr(substr(send_key, length(?2) + 1), '/') = 0";
+      WHERE send_key > ?2 AND send_key < ?3 AND instr(substr(send_key, length(?2) + 1), '/') = 0
+     UNION ALL
+     SELECT chunk_key, 'sent', message_id, NULL, text FROM messages
+      WHERE conv = ?4 AND seq > COALESCE(?5, (SELECT upto_seq FROM turns WHERE turn_id = ?6))
+        AND chunk_key > ?2 AND chunk_key < ?3 AND instr(substr(chunk_key, length(?2) + 1), '/') = 0";
 
-fn step_args(step_key: &str) -> Vec<crate::storage::Arg> {
-    args![step_key, format!("{step_key}/"), format!("{step_key}0")]
+fn step_args(step_key: &str, after_seq: Option<i64>) -> Vec<crate::storage::Arg> {
+    let (conv, turn) = agent_core::chat_state::chunk_anchor(step_key).unzip();
+    args![step_key, format!("{step_key}/"), format!("{step_key}0"), conv, after_seq, turn]
 }
 
 /// Writes an action as pending (a repeat counts an attempt); a row already sent is left as it
@@ -70,7 +85,7 @@ pub async fn record_pending(db: &Db, p: &Pending<'_>, now: i64) -> Result<()> {
 pub async fn of_step_recording(db: &Db, step_key: &str, first: &Pending<'_>, now: i64) -> Result<Vec<OutboxRow>> {
     let p = first;
     let stmts = vec![
-        db.stmt(SELECT_STEP, step_args(step_key))?,
+        db.stmt(SELECT_STEP, step_args(step_key, None))?,
         db.stmt(UPSERT_PENDING, args![p.key, p.step_key, p.conv.to_string(), p.conv.chat_id, p.method, p.body, now])?,
     ];
     let results = db.batch(stmts).await?;
@@ -93,7 +108,8 @@ pub struct Sent<'a> {
     pub parts: Vec<Part>,
     pub turn_id: Option<&'a str>,
     /// No outbox row was written before the send: the bot's message, stored under the key, is
-    /// the record (a message chunk; migration 0037).
+    /// the record (a message chunk; migration 0037): as its `chunk_key` where the key is a
+    /// turn's send step's (`chat_state::chunk_anchor`, migration 0038), else its `send_key`.
     pub unrecorded: bool,
 }
 
@@ -106,6 +122,7 @@ pub fn stored_text(parts: &[Part]) -> String {
 /// the send; with none, `unrecorded`, the message carries the key), in one round trip.
 pub async fn record_sent(db: &Db, s: Sent<'_>, bot: &BotRow, now: i64) -> Result<()> {
     let text = stored_text(&s.parts);
+    let anchored = agent_core::chat_state::chunk_anchor(s.key).is_some();
     let mut stmts = Vec::new();
     if !s.unrecorded {
         stmts.push(db.stmt(
@@ -114,8 +131,8 @@ pub async fn record_sent(db: &Db, s: Sent<'_>, bot: &BotRow, now: i64) -> Result
         )?);
     }
     stmts.push(db.stmt(
-            "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot, parts, text, date, turn_id, send_key)
-             VALUES (?1, ?2, ?3, 'bot', ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?11)
+            "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot, parts, text, date, turn_id, send_key, chunk_key)
+             VALUES (?1, ?2, ?3, 'bot', ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?11, ?12)
              ON CONFLICT (chat_id, message_id) DO NOTHING",
             args![
                 s.conv.to_string(),
@@ -128,7 +145,8 @@ pub async fn record_sent(db: &Db, s: Sent<'_>, bot: &BotRow, now: i64) -> Result
                 text,
                 now / 1000,
                 s.turn_id,
-                s.unrecorded.then_some(s.key)
+                s.unrecorded.then_some(s.key).filter(|_| !anchored),
+                s.unrecorded.then_some(s.key).filter(|_| anchored)
             ],
         )?);
     db.batch(stmts).await?;

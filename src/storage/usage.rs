@@ -114,30 +114,48 @@ fn turn_args(chat_id: Option<i64>, since: i64) -> Vec<Arg> {
     args![format!("{:013}", since.max(0)), chat_id.map(|c| c.to_string())]
 }
 
-/// A chat's tokens in its turns since a time, for the budget check (`access::select_usage`), its
-/// arguments from `?first` (`chat_turn_tokens_args`).
-pub fn chat_turn_tokens_sql(first: usize) -> String {
+/// A chat's tokens since a time, in its turns and its conversations' own calls (consolidation's,
+/// migration 0038), for the budget check (`access::select_usage`), its arguments from `?first`
+/// (`chat_tokens_args`), as one expression.
+pub fn chat_tokens_sql(first: usize) -> String {
     let (from, cond) = turns_since(first, true);
-    format!("SELECT COALESCE(SUM(t.tokens), 0) {from} WHERE {cond}")
+    format!(
+        "(SELECT COALESCE(SUM(t.tokens), 0) {from} WHERE {cond}) + (SELECT COALESCE(SUM(json_extract(j.value, '$.total_tokens')), 0)
+           FROM conversations c, json_each(c.calls) j
+           WHERE {cond} AND c.calls IS NOT NULL AND json_extract(j.value, '$.created_at') >= CAST(?{first} AS INTEGER))"
+    )
 }
 
-pub fn chat_turn_tokens_args(chat_id: i64, since: i64) -> Vec<Arg> {
+pub fn chat_tokens_args(chat_id: i64, since: i64) -> Vec<Arg> {
     turn_args(Some(chat_id), since)
+}
+
+/// A call kept as JSON (`j`, a turn's or a conversation's) as a row with `model_calls`'
+/// columns, its chat `t.chat_id` or `c.chat_id`.
+fn json_call_columns(chat: &str) -> String {
+    format!(
+        "SELECT {chat} AS chat_id, json_extract(j.value, '$.model') AS model,
+         json_extract(j.value, '$.created_at') AS created_at, json_extract(j.value, '$.persona') AS persona,
+         json_extract(j.value, '$.prompt_tokens') AS prompt_tokens, json_extract(j.value, '$.candidates_tokens') AS candidates_tokens,
+         json_extract(j.value, '$.thoughts_tokens') AS thoughts_tokens, json_extract(j.value, '$.cached_tokens') AS cached_tokens,
+         json_extract(j.value, '$.search_queries') AS search_queries, json_extract(j.value, '$.image_tokens') AS image_tokens"
+    )
 }
 
 /// The turns' calls as rows with `model_calls`' columns, for `FROM (...)`: those of one chat
 /// (`?2`) or, with `?2` NULL, every chat, from `?1` (ms), found by the conversations' key
-/// ranges (`turns_since`, `?3` `?4`).
+/// ranges (`turns_since`, `?3` `?4`); then the conversations' own calls (consolidation's,
+/// `conversations.calls`, migration 0038) of the same conversations.
 fn turn_calls(chat: bool) -> String {
     let (from, cond) = turns_since(3, chat);
     format!(
-        "SELECT t.chat_id AS chat_id, json_extract(j.value, '$.model') AS model,
-         json_extract(j.value, '$.created_at') AS created_at, json_extract(j.value, '$.persona') AS persona,
-         json_extract(j.value, '$.prompt_tokens') AS prompt_tokens, json_extract(j.value, '$.candidates_tokens') AS candidates_tokens,
-         json_extract(j.value, '$.thoughts_tokens') AS thoughts_tokens, json_extract(j.value, '$.cached_tokens') AS cached_tokens,
-         json_extract(j.value, '$.search_queries') AS search_queries, json_extract(j.value, '$.image_tokens') AS image_tokens
-       {from}, json_each(t.calls) j
-       WHERE {cond} AND t.calls IS NOT NULL AND json_extract(j.value, '$.created_at') >= ?1"
+        "{} {from}, json_each(t.calls) j
+       WHERE {cond} AND t.calls IS NOT NULL AND json_extract(j.value, '$.created_at') >= ?1
+       UNION ALL
+       {} FROM conversations c, json_each(c.calls) j
+       WHERE {cond} AND c.calls IS NOT NULL AND json_extract(j.value, '$.created_at') >= ?1",
+        json_call_columns("t.chat_id"),
+        json_call_columns("c.chat_id")
     )
 }
 const OLD_CALLS: &str = "SELECT chat_id, model, created_at, persona, prompt_tokens, candidates_tokens, thoughts_tokens, cached_tokens,

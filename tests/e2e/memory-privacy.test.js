@@ -258,6 +258,8 @@ test("a consolidation that lost its lease commits nothing", async () => {
     if ((await s.sql("SELECT COUNT(*) AS n FROM calls WHERE conv = ? AND purpose = 'consolidate'", String(X)))[0].n > 0) break;
   }
   await sleep(500);
+  // The call happened and is priced, though the job committed nothing.
+  assert.equal((await s.sql("SELECT COUNT(*) AS n FROM calls WHERE conv = ? AND purpose = 'consolidate'", String(X)))[0].n, 1, "the job's model call is recorded once");
   assert.equal((await s.sql("SELECT COUNT(*) AS n FROM memories WHERE about_user_id = ?", X))[0].n, 0, "no memory committed");
   const [c] = await s.sql("SELECT consolidated_seq, consolidating_until FROM conversations WHERE conv = ?", String(X));
   assert.equal(c.consolidated_seq, 0, "the watermark did not move");

@@ -3,9 +3,11 @@
 // reads what the previous one wrote. Both are run here for real: the previous release's worker
 // (the commit before the newest migration, built by scripts/bundle-previous.sh as the benchmarks
 // build their "before") on today's schema, then today's worker deployed over the same storage.
-// Migration 0037 moved a turn's model calls into the turn's row, a person's charges into their
-// own row and a message chunk's send record into the bot's message; what users and operators
-// rely on (an answer sent once, every call priced, a person's budget) must hold across it.
+// Migrations 0037 and 0038 moved a turn's model calls into the turn's row, a person's charges
+// into their own row, consolidation's model calls into the conversation's row and a message
+// chunk's send record into the bot's message; what users and operators rely on (an answer sent
+// once, every call priced, a person's budget) must hold across the deploy, whichever release
+// wrote what.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
@@ -40,40 +42,59 @@ async function standing(uid) {
   return { turns: r.json.budgets.user_turns_last_hour, tokens: r.json.budgets.chat_tokens_today, calls };
 }
 
+/** The chat's consolidation calls, each form apart: `model_calls` (the previous release), the
+ *  conversation's row (today's). */
+async function consolidationForms(uid) {
+  const [f] = await s.sql(
+    `SELECT (SELECT COUNT(*) FROM model_calls WHERE chat_id = ? AND purpose = 'consolidate') AS old,
+            (SELECT COUNT(*) FROM conversations c, json_each(c.calls) WHERE c.conv = ?) AS new`,
+    uid,
+    String(uid),
+  );
+  return { ...f };
+}
+
 test("the previous release answers on today's schema, and today's release counts what it wrote", async () => {
   const rev = readFileSync(path.join(PREVIOUS, ".rev"), "utf8").trim();
   console.log(`previous release: ${rev}`);
   const uid = uniqueId();
-  // The previous release, on the new schema: two questions, each answered once.
+  // The previous release, on the new schema: two questions, each answered once, then the cron's
+  // consolidation of them.
   await answered(uid, "first, under the previous release");
   await answered(uid, "second, under the previous release");
+  await s.consolidate();
   const old = await standing(uid);
   assert.equal(old.turns, 2, "the previous release charged both messages");
-  assert.equal(old.calls, 2, "and priced both model calls");
+  assert.equal(old.calls, 3, "and priced both turns' model calls and the consolidation's");
   assert.ok(old.tokens > 0);
+  assert.deepEqual(await consolidationForms(uid), { old: 1, new: 0 }, "the previous release's consolidation call is in model_calls");
 
-  // Today's release over the same storage: its answer, its charge and its call are added to the
+  // Today's release over the same storage: its answer, its charge, its calls are added to the
   // previous release's, not counted instead of them.
   await s.deploy(TODAY);
   await answered(uid, "third, under today's release");
+  await s.consolidate();
   const now = await standing(uid);
-  assert.equal(now.turns, 3, "the person's hour: two charges in the old form, one in the new");
-  assert.equal(now.calls, 3, "the chat's calls: two in model_calls, one in the turn's row");
+  assert.equal(now.turns, 3, "the person's hour counts all three charges");
+  assert.equal(now.calls, 5, "the chat's calls: three turns' and two consolidations', one of them in each form");
+  assert.deepEqual(await consolidationForms(uid), { old: 1, new: 1 }, "both forms are there, so the figures above were read across them");
   assert.ok(now.tokens > old.tokens, `the chat's tokens grew: ${old.tokens} → ${now.tokens}`);
   const texts = s.finalSent(uid).map((r) => r.text);
   assert.equal(texts.length, 3, "one answer per question, none twice");
-  // Both forms are there, so the figures above were read across them.
-  const [forms] = await s.sql(
-    "SELECT (SELECT COUNT(*) FROM model_calls WHERE chat_id = ?) AS old, (SELECT COUNT(*) FROM turns WHERE chat_id = ? AND calls IS NOT NULL) AS new",
+  const [row] = await s.sql("SELECT COUNT(*) AS n FROM calls WHERE chat_id = ?", uid);
+  assert.equal(row.n, 5, "the operator's audit view lists all five calls");
+  // Each answer's send is on record, the previous release's by its indexed key, today's by its
+  // unindexed one; the audit view lists the three.
+  const [sends] = await s.sql(
+    "SELECT (SELECT COUNT(*) FROM messages WHERE chat_id = ? AND send_key IS NOT NULL) AS old, (SELECT COUNT(*) FROM messages WHERE chat_id = ? AND chunk_key IS NOT NULL) AS new, (SELECT COUNT(*) FROM sends WHERE chat_id = ? AND status = 'sent') AS listed",
+    uid,
     uid,
     uid,
   );
-  assert.deepEqual({ ...forms }, { old: 2, new: 1 }, "two calls in the old form, one in the new");
-  const [row] = await s.sql("SELECT COUNT(*) AS n FROM calls WHERE chat_id = ?", uid);
-  assert.equal(row.n, 3, "the operator's audit view lists all three calls");
+  assert.deepEqual({ ...sends }, { old: 2, new: 1, listed: 3 });
 
-  // The budget counts both forms: two more messages reach the hourly limit of 5, the next is
-  // refused with a notice and no model call.
+  // The budget counts both releases' charges: two more messages reach the hourly limit of 5,
+  // the next is refused with a notice and no model call.
   await answered(uid, "fourth");
   await answered(uid, "fifth");
   const calls = s.gemini.calls(uid).length;

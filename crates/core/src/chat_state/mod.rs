@@ -304,6 +304,25 @@ pub fn turn_id(conv: &str, now: i64, nonce: u64) -> String {
     format!("{conv}/{now}-{:08x}", nonce & 0xffff_ffff)
 }
 
+/// The conversation and the turn of a turn's send step's key or of one of its chunks' keys
+/// (`<conv>/<ms>-<nonce>[~persona]/<step>[/...]`, the step a number), by which such a chunk's
+/// message is found again: among its conversation's messages after the turn's `upto_seq`
+/// (migration 0038). `None` for any other key (a command's, a notice's, a turn's apology,
+/// whose turn may have no row): those chunks keep the indexed key.
+pub fn chunk_anchor(key: &str) -> Option<(&str, &str)> {
+    let (conv, rest) = key.split_once('/')?;
+    let (turn, step) = rest.split_once('/')?;
+    let (ms, nonce) = turn.split_once('-')?;
+    let nonce = nonce.split_once('~').map_or(nonce, |(n, _)| n);
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let ok = crate::conversation::ConvKey::parse(conv).is_some()
+        && digits(ms)
+        && nonce.len() == 8
+        && nonce.bytes().all(|b| b.is_ascii_hexdigit())
+        && step.starts_with(|c: char| c.is_ascii_digit());
+    ok.then(|| (conv, &key[..conv.len() + 1 + turn.len()]))
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Finish {
     /// Carry out the plan.
@@ -880,6 +899,18 @@ impl ChatState {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_turn_steps_chunk_keys_have_an_anchor_and_no_other_key_has() {
+        let t = turn_id("-100123:7", 1_780_000_000_000, 0xabc);
+        assert_eq!(chunk_anchor(&format!("{t}/0")), Some(("-100123:7", t.as_str())));
+        assert_eq!(chunk_anchor(&format!("{t}/2/1r")), Some(("-100123:7", t.as_str())));
+        let crew = format!("{}~critic", turn_id("42", 1_780_000_000_000, 1));
+        assert_eq!(chunk_anchor(&format!("{crew}/1/0")), Some(("42", crew.as_str())));
+        for other in [format!("{t}/apology/0"), format!("{t}"), "cmd:42:7/0".into(), "refusal:42:7/group/0".into(), "notify:abc/0".into(), "42/group/0".into(), format!("x{t}/0")] {
+            assert_eq!(chunk_anchor(&other), None, "{other}");
+        }
+    }
+
     use super::*;
 
     const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS, adaptive: None, early_start: false };
