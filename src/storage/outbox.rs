@@ -122,7 +122,10 @@ pub fn stored_text(parts: &[Part]) -> String {
 /// the send; with none, `unrecorded`, the message carries the key), in one round trip.
 pub async fn record_sent(db: &Db, s: Sent<'_>, bot: &BotRow, now: i64) -> Result<()> {
     let text = stored_text(&s.parts);
-    let anchored = agent_core::chat_state::chunk_anchor(s.key).is_some();
+    // Found again by the anchor only in the conversation the key names (a send elsewhere keeps
+    // the indexed key).
+    let conv = s.conv.to_string();
+    let anchored = agent_core::chat_state::chunk_anchor(s.key).is_some_and(|(c, _)| c == conv);
     let mut stmts = Vec::new();
     if !s.unrecorded {
         stmts.push(db.stmt(
@@ -135,7 +138,7 @@ pub async fn record_sent(db: &Db, s: Sent<'_>, bot: &BotRow, now: i64) -> Result
              VALUES (?1, ?2, ?3, 'bot', ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?11, ?12)
              ON CONFLICT (chat_id, message_id) DO NOTHING",
             args![
-                s.conv.to_string(),
+                conv,
                 s.conv.chat_id,
                 s.message_id,
                 bot.id,
