@@ -7,10 +7,14 @@
 -- lost, by one that writes only them): no row of their own and no index entry (`model_calls`
 -- wrote 3 rows per call, and 2 more when the cron pruned it). The write that appends keeps
 -- those of the retention window (`RETENTION_DAYS`) and at most the newest 1,500
--- (`storage::consolidation::CallsKept`). The `token_days` counter is bumped by a statement in
--- the same batch, as a turn's batch does. Calls of media, pictures and guest answers stay in
--- `model_calls`.
+-- (`storage::consolidation::CallsKept`); an idle conversation keeps its calls until it is
+-- consolidated again. The same write counts the day's tokens of those calls (`call_tokens` of
+-- the UTC day `call_day`, ms), which the budget check reads without opening the calls. The
+-- `token_days` counter is bumped by a statement in the same batch, as a turn's batch does.
+-- Calls of media, pictures and guest answers stay in `model_calls`.
 ALTER TABLE conversations ADD COLUMN calls TEXT;
+ALTER TABLE conversations ADD COLUMN call_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conversations ADD COLUMN call_day INTEGER;
 
 -- Every model call, in each form (0037's view, with the conversations' calls).
 DROP VIEW calls;

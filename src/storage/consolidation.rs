@@ -236,7 +236,10 @@ pub async fn commit(db: &Db, conv: &ConvKey, mut stmts: Vec<D1PreparedStatement>
     let (json, tokens) = calls_json(calls, now);
     // Only where the lease did not hold: before the watermark, which clears it.
     if !calls.is_empty() {
-        stmts.push(db.stmt(&append_calls("conv = ?1 AND consolidating_until IS NOT ?2", 3), args![conv.to_string(), lease.until, json.clone(), keep.since, keep.most])?);
+        stmts.push(db.stmt(
+            &append_calls("conv = ?1 AND consolidating_until IS NOT ?2", 3),
+            args![conv.to_string(), lease.until, json.clone(), keep.since, keep.most, keep.day, tokens as i64],
+        )?);
     }
     let watermark_at = stmts.len();
     stmts.push(db.stmt(
@@ -246,32 +249,36 @@ pub async fn commit(db: &Db, conv: &ConvKey, mut stmts: Vec<D1PreparedStatement>
         &format!(
             "UPDATE conversations SET consolidated_seq = MAX(consolidated_seq, ?2), consolidating_until = NULL, updated_at = ?3,
                last_seq = (SELECT seq FROM messages WHERE conv = ?1 AND role != 'bot' AND excluded = 0 ORDER BY seq DESC LIMIT 1),
-               calls = {}
+               {}
              WHERE conv = ?1 AND consolidating_until = ?4 RETURNING conv",
-            calls_appended(5)
+            calls_set(5)
         ),
-        args![conv.to_string(), last_seq, now, lease.until, json, keep.since, keep.most],
+        args![conv.to_string(), last_seq, now, lease.until, json, keep.since, keep.most, keep.day, tokens as i64],
     )?);
     stmts.extend(super::usage::token_day_stmt(db, now, tokens)?);
     let results = db.batch(stmts).await?;
     Ok(results.get(watermark_at).and_then(|r| rows::<Value>(r).ok()).is_some_and(|r| !r.is_empty()))
 }
 
-/// How much of a conversation's own calls its row keeps: those from `since` (the retention
-/// cutoff, `RETENTION_DAYS`, as `model_calls` is pruned; 0 with none), at most `most` (the
-/// newest), so the row stays far under D1's row size whatever the setting.
+/// How much of a conversation's own calls its row keeps, trimmed by the write that appends:
+/// those from `since` (the retention cutoff, `RETENTION_DAYS`, as `model_calls` is pruned; 0
+/// with none), at most `most` (the newest), so the row stays far under D1's 2 MB whatever the
+/// setting; and the day (`limits::day_start`) whose tokens the row counts for the budget check.
 #[derive(Clone, Copy, Debug)]
 pub struct CallsKept {
     pub since: i64,
     pub most: i64,
+    pub day: i64,
 }
 
 impl CallsKept {
-    /// At most 1,500 calls: 30 days of a consolidation every half hour (the cron's pace), about
-    /// 500 KB of JSON at the most.
+    /// At most 1,500 calls (each at most about 600 bytes of JSON, an error's text capped:
+    /// `usage::call_json`): a month of a job every half hour with one call each; a conversation
+    /// consolidated more often keeps fewer days. An idle conversation keeps its calls until it
+    /// is consolidated again.
     pub fn at(now: i64, retention_days: u32) -> Self {
         let since = if retention_days == 0 { 0 } else { now - i64::from(retention_days) * 86_400_000 };
-        CallsKept { since, most: 1_500 }
+        CallsKept { since, most: 1_500, day: agent_core::limits::day_start(now) }
     }
 }
 
@@ -295,15 +302,27 @@ fn calls_appended(j: usize) -> String {
     )
 }
 
-/// The conversation's calls appended where `cond` holds (`?{j}`.. as `calls_appended`).
+/// The calls appended (`calls_appended`) and the day's tokens counted: `?{j+3}` the day,
+/// `?{j+4}` the calls' tokens (`conversations.call_tokens` of `call_day`, what the budget check
+/// reads without opening the calls).
+fn calls_set(j: usize) -> String {
+    let (day, tokens) = (j + 3, j + 4);
+    format!(
+        "calls = {}, call_tokens = CASE WHEN call_day IS ?{day} THEN call_tokens + ?{tokens} ELSE ?{tokens} END, call_day = ?{day}",
+        calls_appended(j)
+    )
+}
+
+/// The conversation's calls appended where `cond` holds (`?{j}`.. as `calls_set`).
 fn append_calls(cond: &str, j: usize) -> String {
-    format!("UPDATE conversations SET calls = {} WHERE {cond}", calls_appended(j))
+    format!("UPDATE conversations SET {} WHERE {cond}", calls_set(j))
 }
 
 /// Records the model calls of a consolidation that does not commit, on the conversation's row.
 pub async fn record_calls(db: &Db, conv: &ConvKey, calls: &[CallRecord], now: i64, keep: CallsKept) {
     let (json, tokens) = calls_json(calls, now);
-    let mut stmts: Vec<D1PreparedStatement> = db.stmt(&append_calls("conv = ?1", 2), args![conv.to_string(), json, keep.since, keep.most]).into_iter().collect();
+    let mut stmts: Vec<D1PreparedStatement> =
+        db.stmt(&append_calls("conv = ?1", 2), args![conv.to_string(), json, keep.since, keep.most, keep.day, tokens as i64]).into_iter().collect();
     stmts.extend(super::usage::token_day_stmt(db, now, tokens).ok().flatten());
     let _ = db.batch(stmts).await;
 }

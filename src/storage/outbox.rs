@@ -1,6 +1,7 @@
 //! Sends under keys made of the step and the chunk; what is recorded sent is never sent again.
-//! A message chunk is recorded once sent, by the bot's message stored under its key
-//! (`messages.send_key`, migration 0037: no row before the send, none to mark after); every
+//! A message chunk is recorded once sent, by the bot's message stored under its key (no row
+//! before the send, none to mark after): a turn's send step's chunk under `messages.chunk_key`
+//! (migration 0038, no index), any other under `messages.send_key` (migration 0037); every
 //! other action is written to the outbox (pending) before it is sent and marked sent (with
 //! what was sent stored as the bot's message) or failed after.
 

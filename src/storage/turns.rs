@@ -178,6 +178,12 @@ pub fn bot_turns(result: &crate::storage::D1Rows) -> Result<BTreeMap<String, Bot
 /// migration 0024), with its model calls (migration 0037: a retried turn's row keeps the calls
 /// of every attempt). ?1..?11 what the start knew (?11 its time), ?12..?22 the end, ?23 the
 /// attempt's calls (a JSON array), ?24 their tokens.
+///
+/// Each attempt writes it again (its calls appended), with the attempt's `upto_seq`: a turn's
+/// answer chunks are found again after it (`outbox::SELECT_STEP`, migration
+/// 0038), which holds because no chunk of a turn goes out before its answer is committed
+/// (`ChatState::commit_turn`) and a committed turn's retry answers nothing newer than its first
+/// commit saw (`answer::inputs`), so a later attempt never writes an `upto_seq` past a sent chunk.
 const UPSERT_TURN: &str = "INSERT INTO turns (turn_id, conv, chat_id, trigger, target_message_id, upto_seq,
        model, history_format, attempts, history_cut_seq, created_at,
        status, contents, plan, step_calls, finish_reason, empty_reason, error, subrequests, updated_at, d1_round_trips, d1_statements,

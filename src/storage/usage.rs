@@ -11,8 +11,9 @@ const INSERT_MODEL_CALL: &str = "INSERT INTO model_calls (turn_id, conv, chat_id
        search_queries, persona, image_tokens)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)";
 
-/// A call outside a turn (consolidation, media, a picture, a guest answer): a row of
-/// `model_calls`. A turn's own calls go in its row instead (`call_json`, migration 0037).
+/// A call outside a turn and outside consolidation (media, a picture, a guest answer): a row of
+/// `model_calls`. A turn's own calls go in its row instead (`call_json`, migration 0037), a
+/// consolidation's in its conversation's (migration 0038).
 pub fn model_call_stmt(
     db: &Db,
     turn_id: Option<&str>,
@@ -51,7 +52,8 @@ pub fn model_call_stmt(
 }
 
 /// A turn's call as its row keeps it (`turns.calls`, migration 0037): the columns of
-/// `model_calls` by name, so the `calls` view and the totals below read both forms alike.
+/// `model_calls` by name, so the `calls` view and the totals below read every form alike (a
+/// conversation's row keeps its consolidations' calls the same way, migration 0038).
 pub fn call_json(turn_id: &str, purpose: &str, call: &agent_core::turn::CallRecord, now: i64) -> serde_json::Value {
     let u = &call.usage;
     serde_json::json!({
@@ -64,7 +66,8 @@ pub fn call_json(turn_id: &str, purpose: &str, call: &agent_core::turn::CallReco
         "thoughts_tokens": u.thoughts_token_count,
         "total_tokens": u.total_token_count,
         "finish_reason": call.finish_reason,
-        "error": call.error,
+        // Capped: the row keeps many calls (Gemini's messages are far shorter).
+        "error": call.error.as_deref().map(|e| e.chars().take(300).collect::<String>()),
         "duration_ms": call.duration_ms,
         "created_at": now,
         "search_queries": call.search_queries,
@@ -73,9 +76,9 @@ pub fn call_json(turn_id: &str, purpose: &str, call: &agent_core::turn::CallReco
     })
 }
 
-/// The bot's daily token counter (`token_days`, what the global budget reads) raised by a
-/// turn's calls: `model_calls` raises it by a trigger, a turn's row by this statement in the
-/// same batch. `None` when the calls used no token.
+/// The bot's daily token counter (`token_days`, what the global budget reads) raised by calls
+/// kept in a row of their own (a turn's, a conversation's): `model_calls` raises it by a
+/// trigger, those rows by this statement in the same batch. `None` when the calls used no token.
 pub fn token_day_stmt(db: &Db, now: i64, tokens: u64) -> Result<Option<worker::D1PreparedStatement>> {
     if tokens == 0 {
         return Ok(None);
@@ -114,15 +117,15 @@ fn turn_args(chat_id: Option<i64>, since: i64) -> Vec<Arg> {
     args![format!("{:013}", since.max(0)), chat_id.map(|c| c.to_string())]
 }
 
-/// A chat's tokens since a time, in its turns and its conversations' own calls (consolidation's,
-/// migration 0038), for the budget check (`access::select_usage`), its arguments from `?first`
+/// A chat's tokens of a day (`since`, its start), in its turns and its conversations' own calls
+/// (consolidation's, migration 0038: the day's count each row keeps, not the calls themselves),
+/// for the budget check (`access::select_usage`), its arguments from `?first`
 /// (`chat_tokens_args`), as one expression.
 pub fn chat_tokens_sql(first: usize) -> String {
     let (from, cond) = turns_since(first, true);
     format!(
-        "(SELECT COALESCE(SUM(t.tokens), 0) {from} WHERE {cond}) + (SELECT COALESCE(SUM(json_extract(j.value, '$.total_tokens')), 0)
-           FROM conversations c, json_each(c.calls) j
-           WHERE {cond} AND c.calls IS NOT NULL AND json_extract(j.value, '$.created_at') >= CAST(?{first} AS INTEGER))"
+        "(SELECT COALESCE(SUM(t.tokens), 0) {from} WHERE {cond})
+           + (SELECT COALESCE(SUM(c.call_tokens), 0) FROM conversations c WHERE {cond} AND c.call_day = CAST(?{first} AS INTEGER))"
     )
 }
 
@@ -162,8 +165,8 @@ const OLD_CALLS: &str = "SELECT chat_id, model, created_at, persona, prompt_toke
          search_queries, image_tokens
        FROM model_calls WHERE created_at >= ?1 AND (?2 IS NULL OR chat_id = ?2)";
 
-/// Every call from `?1`, of one chat (`?2`) or all, in both forms (`model_calls` and the turns'
-/// rows), as one `FROM` source; its arguments are `calls_args`.
+/// Every call from `?1`, of one chat (`?2`) or all, in every form (`model_calls`, the turns'
+/// rows and the conversations'), as one `FROM` source; its arguments are `calls_args`.
 fn all_calls(chat: bool) -> String {
     format!("({OLD_CALLS} UNION ALL {})", turn_calls(chat))
 }

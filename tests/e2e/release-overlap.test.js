@@ -79,6 +79,14 @@ test("the previous release answers on today's schema, and today's release counts
   assert.equal(now.calls, 5, "the chat's calls: three turns' and two consolidations', one of them in each form");
   assert.deepEqual(await consolidationForms(uid), { old: 1, new: 1 }, "both forms are there, so the figures above were read across them");
   assert.ok(now.tokens > old.tokens, `the chat's tokens grew: ${old.tokens} → ${now.tokens}`);
+  // The chat's budget counts every call of the day, in every form (today's consolidation by the
+  // day's count its conversation's row keeps).
+  const day = new Date();
+  day.setUTCHours(0, 0, 0, 0);
+  const [all] = await s.sql("SELECT SUM(total_tokens) AS t FROM calls WHERE chat_id = ? AND created_at >= ?", uid, day.getTime());
+  const [conv] = await s.sql("SELECT call_tokens FROM conversations WHERE conv = ?", String(uid));
+  assert.ok(conv.call_tokens > 0, "today's consolidation used tokens");
+  assert.equal(now.tokens, all.t, "the chat's tokens today are its calls' in every form");
   const texts = s.finalSent(uid).map((r) => r.text);
   assert.equal(texts.length, 3, "one answer per question, none twice");
   const [row] = await s.sql("SELECT COUNT(*) AS n FROM calls WHERE chat_id = ?", uid);
