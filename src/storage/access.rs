@@ -145,9 +145,10 @@ pub struct NoticeRow {
 /// chat's tokens are its calls outside turns since midnight (`model_calls_by_chat`), its
 /// turns since midnight, found by their key from each of the chat's conversations, and those
 /// conversations' own calls (consolidation's, migration 0038; `usage::chat_tokens_sql`, ?5
-/// ?6); the bot's one counter row (`token_days`, migration 0025); `?4` is `limits::day_start`, the counter's key. The old form's rows (`budget_charges`
-/// without a key, a turn's calls in `model_calls`) are read too: the previous release writes
-/// them during a deploy (migration 0037 is the additive step).
+/// ?6); the bot's one counter row (`token_days`, migration 0025); `?4` is
+/// `limits::day_start`, the counter's key. The old form's rows (`budget_charges` without a
+/// key, a turn's calls and consolidation's in `model_calls`) are read too: the previous release
+/// writes them during a deploy (migrations 0037 and 0038 are additive steps).
 fn select_usage() -> &'static str {
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     SQL.get_or_init(|| {

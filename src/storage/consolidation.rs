@@ -285,7 +285,7 @@ impl CallsKept {
 /// The calls as the conversation's row keeps them (`usage::call_json`, as a turn's row does)
 /// and their tokens.
 fn calls_json(calls: &[CallRecord], now: i64) -> (String, u64) {
-    let json = Value::Array(calls.iter().map(|c| super::usage::call_json("", "consolidate", c, now)).collect()).to_string();
+    let json = Value::Array(calls.iter().map(|c| super::usage::call_json(None, "consolidate", c, now)).collect()).to_string();
     (json, calls.iter().map(|c| c.usage.total_token_count).sum())
 }
 

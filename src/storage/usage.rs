@@ -54,7 +54,8 @@ pub fn model_call_stmt(
 /// A turn's call as its row keeps it (`turns.calls`, migration 0037): the columns of
 /// `model_calls` by name, so the `calls` view and the totals below read every form alike (a
 /// conversation's row keeps its consolidations' calls the same way, migration 0038).
-pub fn call_json(turn_id: &str, purpose: &str, call: &agent_core::turn::CallRecord, now: i64) -> serde_json::Value {
+/// `turn_id`: the turn whose call it is (its persona, in crew mode); `None` for a conversation's.
+pub fn call_json(turn_id: Option<&str>, purpose: &str, call: &agent_core::turn::CallRecord, now: i64) -> serde_json::Value {
     let u = &call.usage;
     serde_json::json!({
         "purpose": purpose,
@@ -71,7 +72,7 @@ pub fn call_json(turn_id: &str, purpose: &str, call: &agent_core::turn::CallReco
         "duration_ms": call.duration_ms,
         "created_at": now,
         "search_queries": call.search_queries,
-        "persona": agent_core::crew::persona_of_turn(turn_id),
+        "persona": turn_id.and_then(agent_core::crew::persona_of_turn),
         "image_tokens": agent_core::image::image_tokens(u),
     })
 }

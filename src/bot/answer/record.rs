@@ -101,7 +101,7 @@ pub async fn finish(
         Err(f) => &f.calls,
     };
     let calls = turns::TurnCalls {
-        json: serde_json::Value::Array(calls.iter().map(|c| storage::usage::call_json(&turn.turn_id, "turn", c, done_at)).collect()).to_string(),
+        json: serde_json::Value::Array(calls.iter().map(|c| storage::usage::call_json(Some(&turn.turn_id), "turn", c, done_at)).collect()).to_string(),
         tokens: calls.iter().map(|c| c.usage.total_token_count).sum(),
     };
     let mut end = end_of(&turn.turn_id, &outcome, done_at);

@@ -899,6 +899,8 @@ impl ChatState {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_turn_steps_chunk_keys_have_an_anchor_and_no_other_key_has() {
         let t = turn_id("-100123:7", 1_780_000_000_000, 0xabc);
@@ -910,8 +912,6 @@ mod tests {
             assert_eq!(chunk_anchor(&other), None, "{other}");
         }
     }
-
-    use super::*;
 
     const T: Timing = Timing { debounce_ms: 1000, debounce_max_ms: 5000, watchdog_ms: TURN_WATCHDOG_MS, job_grace_ms: JOB_GRACE_MS, adaptive: None, early_start: false };
 
