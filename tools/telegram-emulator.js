@@ -213,6 +213,10 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   // reference states no answer window: the emulator assumes inline queries' 10 s
   // (GUEST_QUERY_WINDOW_MS) and edits of the sent message at any time.
   const guest = { enabled: false, queries: new Map(), messages: new Map(), nextId: 1 };
+  // Telegram Business: connections by id, as getBusinessConnection answers them (it answers a
+  // disabled one too, from its cache; an unknown or empty id: "business connection not found",
+  // the Bot API server's wording, tdlib/telegram-bot-api Client.cpp).
+  const business = { connections: new Map(), nextMessageId: 1 };
   const draftKey = (chat, thread, id) => `${chat}:${thread ?? ""}:${id}`;
   function showDraft(body) {
     const key = draftKey(body.chat_id, body.message_thread_id, body.draft_id);
@@ -327,6 +331,11 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
       }
       case "answerGuestQuery":
         return answerGuestQuery(body, res, entry);
+      case "getBusinessConnection": {
+        const c = business.connections.get(String(body.business_connection_id ?? ""));
+        if (!c) return fail(res, 400, "Bad Request: business connection not found");
+        return ok(res, c);
+      }
       case "editMessageText":
         return editMessageText(body, res, entry);
       case "sendMessage": {
@@ -755,6 +764,27 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     /** Every guest message the bot sent into `chatId`, with its inline_message_id. */
     guestMessages(chatId) {
       return [...guest.messages.entries()].filter(([, m]) => m.chat === chatId).map(([id, m]) => ({ inline_message_id: id, ...m }));
+    },
+    /** A person connects the bot to their Telegram Business account (Settings → Telegram
+     *  Business → Chatbots), or changes or removes the connection: returns the
+     *  `business_connection` update Telegram sends. `rights`: BusinessBotRights (omitted when
+     *  null: no rights); `enabled` false for a removal. */
+    connectBusiness(owner, { id = `bc${owner}x${Math.floor(Math.random() * 1e9)}`, rights = { can_reply: true, can_read_messages: true }, enabled = true, update_id, name = `Owner${owner}` } = {}) {
+      const c = { id, user: { id: owner, is_bot: false, first_name: name }, user_chat_id: owner, date: Math.floor(Date.now() / 1000), is_enabled: enabled };
+      if (rights) c.rights = rights;
+      // The server still sends the pre-9.0 field, a copy of rights.can_reply.
+      c.can_reply = Boolean(rights?.can_reply);
+      business.connections.set(id, c);
+      return { update_id: update_id ?? Math.floor(Math.random() * 1e9), business_connection: c };
+    },
+    /** A message in a business chat of connection `id`: from the contact (`from` = the chat),
+     *  or, with `fromOwner`, the owner's own. Returns the `business_message` update. */
+    businessMessage(id, contact, text, { fromOwner = false, update_id, name = `Contact${contact}` } = {}) {
+      const c = business.connections.get(id);
+      const owner = c?.user ?? { id: 1, is_bot: false, first_name: "Owner" };
+      const from = fromOwner ? owner : { id: contact, is_bot: false, first_name: name };
+      const message = { business_connection_id: id, message_id: business.nextMessageId++, from, chat: { id: contact, type: "private", first_name: name }, date: Math.floor(Date.now() / 1000), text };
+      return { update_id: update_id ?? Math.floor(Math.random() * 1e9), business_message: message };
     },
     /** The bot is an admin of `chatId` (ephemeral messages at any time). */
     setAdmin(chatId, admin = true) {

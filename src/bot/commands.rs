@@ -103,6 +103,8 @@ pub(crate) async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: C
         }
         Command::Rich(_) if user_id.is_none() => "Rich answers are a person's own setting.".to_string(),
         Command::Rich(on) => rich_setting(ctx, m, user_id.unwrap_or_default(), on).await?,
+        Command::Business(_) if user_id.is_none() => "Business settings are a person's own.".to_string(),
+        Command::Business(arg) => business_setting(ctx, m, user_id.unwrap_or_default(), arg).await?,
         Command::Approve(code) => {
             let is_admin = user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
             if !is_admin {
@@ -142,6 +144,25 @@ async fn rich_setting(ctx: &Ctx, m: &InboundMessage, uid: i64, on: Option<bool>)
         storage::prefs::set_rich_off(&db, uid, &m.speaker.name, !on, now_ms()).await?;
     }
     Ok(commands::rich_text(on, was_off, ctx.cfg.rich_messages, !m.chat.kind.is_group()))
+}
+
+/// `/business [draft|away|auto|off]`: the owner's mode (kept in their row whether or not a
+/// connection exists yet) and what their connection allows.
+async fn business_setting(ctx: &Ctx, m: &InboundMessage, uid: i64, arg: agent_core::business::Arg) -> worker::Result<String> {
+    use agent_core::business::{status_text, Arg, Connected, Mode, Status};
+    let private = m.chat.kind == agent_core::conversation::ChatKind::Private;
+    let db = ctx.db();
+    let mut status = Status { feature_on: ctx.cfg.business, private, arg, mode: Mode::Draft, connection: None };
+    if !status.feature_on || !private {
+        return Ok(status_text(&status));
+    }
+    status.mode = Mode::stored(storage::business::mode(&db, uid).await?.as_deref());
+    if let Arg::Set(mode) = arg {
+        storage::business::set_mode(&db, uid, &m.speaker.name, mode.as_str(), now_ms()).await?;
+        status.mode = mode;
+    }
+    let connected = storage::business::of_owner(&db, uid).await?.map(|c| Connected { enabled: c.enabled(), rights: c.rights() });
+    Ok(status_text(&Status { connection: connected.as_ref(), ..status }))
 }
 
 /// The line under a group's `/memory` that opens its shared memories in the Mini App: the

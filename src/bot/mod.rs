@@ -11,6 +11,7 @@
 
 pub mod access;
 pub mod answer;
+pub mod business;
 pub mod commands;
 pub mod crew;
 pub mod deliver;

@@ -126,6 +126,12 @@ impl TelegramClient {
         Ok(user)
     }
 
+    /// `getBusinessConnection`: a Telegram Business connection the bot has not heard of yet.
+    pub async fn business_connection(&self, id: &str) -> Result<agent_core::telegram::BusinessConnection, TelegramError> {
+        let v = self.call("getBusinessConnection", &serde_json::json!({ "business_connection_id": id })).await?;
+        serde_json::from_value(v).map_err(|e| TelegramError::Server(200, format!("unexpected getBusinessConnection: {e}")))
+    }
+
     /// `getFile`: where a file can be downloaded, and its size.
     pub async fn get_file(&self, file_id: &str) -> Result<api::TgFile, TelegramError> {
         let v = self.call("getFile", &serde_json::json!({ "file_id": file_id })).await?;

@@ -12,6 +12,7 @@
 
 pub mod access;
 pub mod activity;
+pub mod business;
 pub mod chats;
 pub mod consolidation;
 pub mod conversations;

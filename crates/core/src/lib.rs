@@ -41,6 +41,7 @@
 
 pub mod access;
 pub mod background;
+pub mod business;
 pub mod chat;
 pub mod chat_state;
 pub mod config;

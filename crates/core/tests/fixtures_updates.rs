@@ -58,6 +58,23 @@ fn unknown_and_ignored_kinds() {
 }
 
 #[test]
+fn a_business_connection_is_typed_and_missing_rights_are_none() {
+    let raw = std::fs::read(dir().join("066_business_connection.json")).unwrap();
+    let UpdateKind::BusinessConnection(c) = parse_update(&raw).unwrap().kind else { panic!("not a business connection") };
+    assert_eq!((c.user.id, c.user_chat_id, c.is_enabled), (5123456789, 5123456789, true));
+    assert!(c.rights().can_reply && c.rights().can_read_messages);
+    let bare = br#"{"update_id":1,"business_connection":{"id":"x","user":{"id":7,"first_name":"A"},"user_chat_id":7,"date":1,"is_enabled":true}}"#;
+    let UpdateKind::BusinessConnection(c) = parse_update(bare).unwrap().kind else { panic!("not a business connection") };
+    assert!(!c.rights().can_reply && !c.rights().can_read_messages, "no rights field: no rights");
+    let null = br#"{"update_id":1,"business_connection":{"id":"x","user":{"id":7,"first_name":"A"},"user_chat_id":7,"date":1,"rights":null}}"#;
+    let UpdateKind::BusinessConnection(c) = parse_update(null).unwrap().kind else { panic!("not a business connection") };
+    assert!(!c.is_enabled && !c.rights().can_reply);
+    let no_user = br#"{"update_id":1,"business_connection":{"id":"x","user_chat_id":7,"date":1}}"#;
+    assert!(parse_update(no_user).is_err(), "a connection without its owner is malformed");
+    assert!(matches!(load("066"), Inbound::Ignored { ref kind, .. } if kind == "business_connection"));
+}
+
+#[test]
 fn malformed_bodies_are_errors_not_panics() {
     assert!(parse_update(b"{not json").is_err());
     assert!(parse_update(b"[]").is_err());

@@ -92,6 +92,9 @@ pub struct Config {
     /// `STOP_KEEPS=partial`: a turn stopped with Telegram's Stop button sends what it wrote so
     /// far, marked as stopped; `nothing`: nothing.
     pub stop_keeps_partial: bool,
+    /// `BUSINESS=on`: Telegram Business connections are kept and `/business` works
+    /// (`crate::business`); `off`: business updates are acknowledged and ignored.
+    pub business: bool,
     /// `NEW_OPENS_TOPIC=on`: `/new` in a private chat with topics opens a fresh topic
     /// (`telegram::new_topic`); `off`: it resets the current conversation.
     pub new_opens_topic: bool,
@@ -227,6 +230,7 @@ impl Config {
             stream_drafts: false,
             rich_messages: false,
             stop_keeps_partial: false,
+            business: false,
             new_opens_topic: false,
             draft_interval_ms: 0,
             timezone: String::new(),

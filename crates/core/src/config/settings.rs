@@ -78,6 +78,7 @@ pub const SETTINGS: &[Setting] = &[
     Setting { name: "STOP_KEEPS", doc: "what a turn stopped with Telegram's Stop button sends: what it wrote so far, marked stopped (partial), or nothing", kind: Kind::Choice {
         options: &["partial", "nothing"], default: "partial", fallback: "partial",
         set: |c, v| c.stop_keeps_partial = v != "nothing" } },
+    flag("BUSINESS", true, "the bot acts for owners who connect it to their Telegram Business account (on) or ignores business updates (off)", |c, b| c.business = b),
     flag("NEW_OPENS_TOPIC", true, "/new in a private chat with topics opens a fresh topic (on) or resets the current conversation (off)", |c, b| c.new_opens_topic = b),
     num("DRAFT_INTERVAL_MS", 500, 100, 10_000, "the least time between two draft updates of one answer", |c, n| c.draft_interval_ms = n),
     custom("SESSION_IDLE_HOURS", "24", "idle hours after which the next message starts a new session", |c, r| {

@@ -28,6 +28,8 @@ pub enum Command {
     Crew(Option<bool>),
     /// `/rich on|off`: the speaker's own rich answers (`None`: unclear; says what it is now).
     Rich(Option<bool>),
+    /// `/business [draft|away|auto|off]`: the owner's Telegram Business mode.
+    Business(crate::business::Arg),
 }
 
 /// What `/forget` names: everything about the speaker, one note (`n12`) or memory (`m7`) as
@@ -111,6 +113,7 @@ pub fn parse(m: &InboundMessage, bot_username: &str) -> Option<Command> {
             "off" => Some(false),
             _ => None,
         }),
+        "business" => Command::Business(crate::business::parse_arg(&args)),
         _ => return None,
     })
 }
@@ -270,6 +273,7 @@ mod tests {
         assert_eq!(parse(&text("/rich OFF"), "edge_bot"), Some(Command::Rich(Some(false))));
         assert_eq!(parse(&text("/rich on"), "edge_bot"), Some(Command::Rich(Some(true))));
         assert_eq!(parse(&text("/rich"), "edge_bot"), Some(Command::Rich(None)));
+        assert_eq!(parse(&text("/business Away"), "edge_bot"), Some(Command::Business(crate::business::Arg::Set(crate::business::Mode::Away))));
         assert!(rich_text(Some(false), false, true, true).starts_with("Rich answers off"));
         assert!(rich_text(None, true, true, false).contains("private chat"));
         assert_eq!(parse(&text("hello /start"), "edge_bot"), None);

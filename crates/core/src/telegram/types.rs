@@ -34,6 +34,9 @@ pub enum UpdateKind {
     /// `guest_message` (Bot API 10.0): the bot summoned into a chat it is not a member of
     /// (`core::guest`); never a message of that chat's conversation.
     GuestMessage(Message),
+    /// `business_connection`: the bot connected to, changed on or removed from a person's
+    /// Telegram Business account (`core::business`).
+    BusinessConnection(BusinessConnection),
     /// A known or unknown kind the bot does not act on, by its field name
     /// (`callback_query`, `chat_boost`, `new_update_kind`, ...).
     Other(String),
@@ -52,6 +55,7 @@ impl UpdateKind {
             UpdateKind::MessageReaction(_) => "message_reaction",
             UpdateKind::StoppedGeneration(_) => "stopped_message_generation",
             UpdateKind::GuestMessage(_) => "guest_message",
+            UpdateKind::BusinessConnection(_) => "business_connection",
             UpdateKind::Other(name) => name,
         }
     }
@@ -135,6 +139,10 @@ pub fn parse_update(body: &[u8]) -> Result<Update, ParseError> {
         let m = Message::deserialize(v).map_err(|e| malformed("guest_message", e))?;
         return Ok(Update { update_id, kind: UpdateKind::GuestMessage(m) });
     }
+    if let Some(v) = map.remove("business_connection") {
+        let c = BusinessConnection::deserialize(v).map_err(|e| malformed("business_connection", e))?;
+        return Ok(Update { update_id, kind: UpdateKind::BusinessConnection(c) });
+    }
     let name = map.keys().next().cloned().unwrap_or_else(|| "empty".to_string());
     Ok(Update { update_id, kind: UpdateKind::Other(name) })
 }
@@ -152,6 +160,37 @@ pub struct MessageGenerationStopped {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct StoppedChat {
     pub id: i64,
+}
+
+/// `BusinessConnection`. `rights` (BusinessBotRights, Bot API 9.0) missing means no rights;
+/// only the two the bot uses are read, every other right is ignored.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct BusinessConnection {
+    pub id: String,
+    pub user: User,
+    pub user_chat_id: i64,
+    pub date: i64,
+    #[serde(default)]
+    pub rights: Option<BusinessBotRights>,
+    #[serde(default)]
+    pub is_enabled: bool,
+}
+
+impl BusinessConnection {
+    /// The rights, none when Telegram sent none.
+    pub fn rights(&self) -> BusinessBotRights {
+        self.rights.unwrap_or_default()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+pub struct BusinessBotRights {
+    /// Send and edit messages in private chats that had incoming messages in the last 24 hours.
+    #[serde(default)]
+    pub can_reply: bool,
+    /// Mark incoming private messages as read.
+    #[serde(default)]
+    pub can_read_messages: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -1,0 +1,179 @@
+//! Telegram Business (issue 49): the bot connected to a person's own account (Settings →
+//! Telegram Business → Chatbots). The decisions, pure: the owner's mode (`/business
+//! draft|away|auto|off`), what a connection's rights allow, when the owner is told the bot
+//! cannot act for them, and the texts. The edge is `bot::business`.
+//!
+//! What this part does: the connection is kept (`business_connection` updates, an unknown id
+//! looked up with `getBusinessConnection`), an owner the access policy refuses is told once
+//! why, and the owner picks a mode. Contacts' messages are acknowledged and not yet answered
+//! (README, "Telegram Business").
+
+use crate::telegram::BusinessBotRights;
+
+/// How the bot handles its owner's business chats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// A suggested reply for each burst, in the owner's private chat, to approve.
+    #[default]
+    Draft,
+    /// Answers a contact itself once the owner has been quiet in that chat for a while.
+    Away,
+    /// Answers after its usual quiet window.
+    Auto,
+    /// Nothing.
+    Off,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Option<Mode> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "draft" => Mode::Draft,
+            "away" => Mode::Away,
+            "auto" => Mode::Auto,
+            "off" => Mode::Off,
+            _ => return None,
+        })
+    }
+
+    /// As stored (`users.business_mode`) and typed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Draft => "draft",
+            Mode::Away => "away",
+            Mode::Auto => "auto",
+            Mode::Off => "off",
+        }
+    }
+
+    /// The stored mode, `draft` when none or unknown.
+    pub fn stored(s: Option<&str>) -> Mode {
+        s.and_then(Mode::parse).unwrap_or_default()
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Mode::Draft => "I suggest a reply to each contact here, for you to send or skip",
+            Mode::Away => "I answer a contact myself when you have not answered them for a while",
+            Mode::Auto => "I answer contacts myself",
+            Mode::Off => "I leave your business chats alone",
+        }
+    }
+}
+
+/// `/business`'s argument: only asked, a mode, or something else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arg {
+    Show,
+    Set(Mode),
+    Unclear,
+}
+
+pub fn parse_arg(args: &str) -> Arg {
+    match args.trim() {
+        "" => Arg::Show,
+        a => Mode::parse(a).map(Arg::Set).unwrap_or(Arg::Unclear),
+    }
+}
+
+/// A stored connection as `/business` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connected {
+    pub enabled: bool,
+    pub rights: BusinessBotRights,
+}
+
+/// What the answer to `/business` says.
+pub struct Status<'a> {
+    /// `BUSINESS` is not `off`.
+    pub feature_on: bool,
+    /// Said in the person's private chat with the bot.
+    pub private: bool,
+    pub arg: Arg,
+    /// The mode after the command.
+    pub mode: Mode,
+    pub connection: Option<&'a Connected>,
+}
+
+/// `/business`'s answer (Markdown, as every command's). Says plainly what the mode will do,
+/// what the connection allows and that the contacts' side is not answered yet.
+pub fn status_text(s: &Status) -> String {
+    if !s.feature_on {
+        return "Telegram Business is turned off for this bot by its operator.".to_string();
+    }
+    if !s.private {
+        return "Business settings are yours alone: send /business in our private chat.".to_string();
+    }
+    let mut text = match s.arg {
+        Arg::Unclear => "Use /business draft, /business away, /business auto or /business off.\n\n".to_string(),
+        Arg::Set(m) => format!("Business mode set to {}.\n\n", m.as_str()),
+        Arg::Show => String::new(),
+    };
+    text.push_str(&format!("Mode: {} ({}).", s.mode.as_str(), s.mode.describe()));
+    match s.connection {
+        None => text.push_str(
+            "\n\nNo Telegram Business account is connected to me. In Telegram: Settings → Telegram Business → Chatbots, then add me.",
+        ),
+        Some(c) if !c.enabled => text.push_str("\n\nYour Telegram Business connection is turned off: I do nothing in your business chats."),
+        Some(c) => {
+            let reply = if c.rights.can_reply { "may reply in your chats" } else { "may not reply (only suggestions, without Send)" };
+            let read = if c.rights.can_read_messages { "may mark messages as read" } else { "may not mark messages as read" };
+            text.push_str(&format!("\n\nConnected: I {reply}, and {read}."));
+        }
+    }
+    text.push_str("\n\nThis version keeps your connection and mode; it does not answer your contacts yet.");
+    text
+}
+
+/// What an owner the access policy refuses is told, once, in their private chat with the bot.
+pub const REFUSED_OWNER: &str = "You connected me to your Telegram Business account, but I cannot act for you: \
+     this bot only works for the people its operator admits. Ask the operator, or remove me in Settings → \
+     Telegram Business → Chatbots.";
+
+/// Whether an owner is to be told [`REFUSED_OWNER`] now: refused by the access policy, the
+/// connection on (a removal needs no explanation), and not told before.
+pub fn tell_refused(admitted: bool, enabled: bool, told: bool) -> bool {
+    !admitted && enabled && !told
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse_in_any_case_and_default_to_draft() {
+        assert_eq!(parse_arg(""), Arg::Show);
+        assert_eq!(parse_arg(" AWAY "), Arg::Set(Mode::Away));
+        assert_eq!(parse_arg("auto"), Arg::Set(Mode::Auto));
+        assert_eq!(parse_arg("off"), Arg::Set(Mode::Off));
+        assert_eq!(parse_arg("sometimes"), Arg::Unclear);
+        assert_eq!(Mode::stored(None), Mode::Draft);
+        assert_eq!(Mode::stored(Some("nonsense")), Mode::Draft);
+        assert_eq!(Mode::stored(Some("away")), Mode::Away);
+    }
+
+    #[test]
+    fn status_says_what_the_connection_allows() {
+        let rights = BusinessBotRights { can_reply: false, can_read_messages: true };
+        let c = Connected { enabled: true, rights };
+        let s = Status { feature_on: true, private: true, arg: Arg::Set(Mode::Away), mode: Mode::Away, connection: Some(&c) };
+        let t = status_text(&s);
+        assert!(t.starts_with("Business mode set to away."), "{t}");
+        assert!(t.contains("may not reply"), "{t}");
+        assert!(t.contains("may mark messages as read"), "{t}");
+        let none = status_text(&Status { connection: None, arg: Arg::Show, ..s });
+        assert!(none.contains("No Telegram Business account"), "{none}");
+        let off = Connected { enabled: false, ..c };
+        assert!(status_text(&Status { connection: Some(&off), ..s }).contains("turned off"));
+        assert!(status_text(&Status { feature_on: false, ..s }).contains("turned off for this bot"));
+        assert!(status_text(&Status { private: false, ..s }).contains("private chat"));
+        assert!(status_text(&Status { arg: Arg::Unclear, ..s }).starts_with("Use /business draft"));
+    }
+
+    #[test]
+    fn only_a_refused_owner_of_a_live_connection_is_told_and_only_once() {
+        assert!(tell_refused(false, true, false));
+        assert!(!tell_refused(false, true, true));
+        assert!(!tell_refused(false, false, false));
+        assert!(!tell_refused(true, true, false));
+    }
+}
