@@ -5,9 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// One action of a plan.
+/// One action of a plan. Written as `{"kind": "send", ...}`; read through [`StepFields`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case", try_from = "StepFields")]
 pub enum Step {
     /// Send a message (Markdown; rendered and split at send time).
     Send {
@@ -43,6 +43,44 @@ pub enum Step {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         for_user: Option<i64>,
     },
+}
+
+/// A [`Step`] as stored, read as one flat struct: serde's internally tagged enums buffer every
+/// field before they choose the variant, which cost the wasm about 10 KB (as `jobs::JobFields`).
+/// The same rules: a variant's missing field or an unknown kind is an error; other fields are
+/// ignored; the defaults are the variants'.
+#[derive(Deserialize)]
+struct StepFields {
+    kind: String,
+    text: Option<String>,
+    reply_to: Option<i64>,
+    #[serde(default)]
+    no_link_preview: bool,
+    message_id: Option<i64>,
+    emoji: Option<String>,
+    set_name: Option<String>,
+    seconds: Option<u32>,
+    prompt: Option<String>,
+    #[serde(default)]
+    photos: Vec<i64>,
+    aspect_ratio: Option<String>,
+    for_user: Option<i64>,
+}
+
+impl TryFrom<StepFields> for Step {
+    type Error = String;
+
+    fn try_from(f: StepFields) -> Result<Step, String> {
+        use crate::conversation::need;
+        Ok(match f.kind.as_str() {
+            "send" => Step::Send { text: need(f.text, "text")?, reply_to: f.reply_to, no_link_preview: f.no_link_preview },
+            "react" => Step::React { message_id: need(f.message_id, "message_id")?, emoji: need(f.emoji, "emoji")? },
+            "sticker" => Step::Sticker { set_name: need(f.set_name, "set_name")?, emoji: need(f.emoji, "emoji")?, reply_to: f.reply_to },
+            "wait" => Step::Wait { seconds: need(f.seconds, "seconds")? },
+            "image" => Step::Image { prompt: need(f.prompt, "prompt")?, photos: f.photos, aspect_ratio: f.aspect_ratio, reply_to: f.reply_to, for_user: f.for_user },
+            other => return Err(format!("unknown variant `{other}`, expected one of `send`, `react`, `sticker`, `wait`, `image`")),
+        })
+    }
 }
 
 /// Sets whose pictures a plan's picture steps are (see [`Step::Image`]).
@@ -166,6 +204,26 @@ pub enum StepOutcome {
 #[cfg(test)]
 mod rule_tests {
     use super::*;
+
+    #[test]
+    fn every_step_reads_back_as_written_and_bad_ones_are_refused() {
+        let steps = vec![
+            Step::Send { text: "hi".into(), reply_to: Some(3), no_link_preview: true },
+            Step::Send { text: "plain".into(), reply_to: None, no_link_preview: false },
+            Step::React { message_id: 4, emoji: "👍".into() },
+            Step::Sticker { set_name: "s".into(), emoji: "🙂".into(), reply_to: None },
+            Step::Wait { seconds: 2 },
+            Step::Image { prompt: "a cat".into(), photos: vec![1, 2], aspect_ratio: Some("1:1".into()), reply_to: Some(5), for_user: Some(6) },
+            Step::Image { prompt: "a dog".into(), photos: vec![], aspect_ratio: None, reply_to: None, for_user: None },
+        ];
+        let text = serde_json::to_string(&steps).unwrap();
+        assert_eq!(serde_json::from_str::<Vec<Step>>(&text).unwrap(), steps);
+        assert_eq!(serde_json::from_value::<Vec<Step>>(serde_json::from_str(&text).unwrap()).unwrap(), steps);
+        let extra: Step = serde_json::from_str(r#"{"kind":"wait","seconds":1,"later_field":true}"#).unwrap();
+        assert_eq!(extra, Step::Wait { seconds: 1 });
+        assert!(serde_json::from_str::<Step>(r#"{"kind":"send"}"#).unwrap_err().to_string().contains("missing field `text`"));
+        assert!(serde_json::from_str::<Step>(r#"{"kind":"dance"}"#).unwrap_err().to_string().contains("unknown variant `dance`"));
+    }
 
     fn send() -> Step {
         Step::Send { text: "hi".into(), reply_to: None, no_link_preview: false }
