@@ -74,12 +74,12 @@ ${rows.join("\n")}
 }
 
 /** Pictures (bench/image.mjs), the Mini App's page weight (bench/miniapp-weight.mjs), Stop
- *  (bench/stop.mjs) and guest mode (bench/guest.mjs), each from its JSON in .tmp/bench; "not measured" where a file is missing. */
+ *  (bench/stop.mjs), guest mode (bench/guest.mjs) and Business suggestions (bench/business.mjs), each from its JSON in .tmp/bench; "not measured" where a file is missing. */
 function extrasSection() {
   const read = (f) => {
     try { return JSON.parse(fs.readFileSync(path.join(root, ".tmp/bench", f), "utf8")); } catch { return null; }
   };
-  const img = read("image.json"), app = read("miniapp.json"), stop = read("stop.json"), guest = read("guest.json");
+  const img = read("image.json"), app = read("miniapp.json"), stop = read("stop.json"), guest = read("guest.json"), business = read("business.json");
   const out = ["## Pictures, the Mini App, Stop", ""];
   if (img) {
     out.push(`A private turn that makes a picture of ${kb(img.picture_bytes)} (the fake Gemini answers with a PNG of random
@@ -104,6 +104,9 @@ Pictures are off by default (\`IMAGE_MODEL\` unset): a picture turn's CPU is ove
   if (guest) {
     out.push(`Guest mode (bench/guest.mjs; a summons into a chat the bot is not in, the fake Gemini answering after ${guest.model_ms} ms; ${guest.runs} runs): from the webhook request to the placeholder (\`answerGuestQuery\`) p50 ${fmt(guest.webhook_to_placeholder_ms.p50, 0)} ms, max ${fmt(guest.webhook_to_placeholder_ms.max, 0)} ms; to the answer edited in (\`editMessageText\`, from the queued job) p50 ${fmt(guest.webhook_to_final_edit_ms.p50, 0)} ms, max ${fmt(guest.webhook_to_final_edit_ms.max, 0)} ms.`, "");
   } else out.push("Guest mode: not measured in this run.", "");
+  if (business) {
+    out.push(`Telegram Business, draft mode (bench/business.mjs; the fake Gemini answering after ${business.model_ms} ms; ${business.runs} runs): from a contact's webhook request to the suggestion shown in the owner's chat (a queued job after the ${fmt(business.quiet_ms / 1000, 0)} s quiet window) p50 ${fmt(business.webhook_to_suggestion_ms.p50, 0)} ms, p99 ${fmt(business.webhook_to_suggestion_ms.p99, 0)} ms; from the owner's Send press to the message sent to the contact (\`business_connection_id\`) p50 ${fmt(business.send_press_to_message_ms.p50, 0)} ms, p99 ${fmt(business.send_press_to_message_ms.p99, 0)} ms (with ${business.runs} runs, p99 is the slowest).`, "");
+  } else out.push("Telegram Business: not measured in this run.", "");
   return out.join("\n");
 }
 

@@ -9,6 +9,7 @@
 CREATE TABLE business_connections (
   id               TEXT PRIMARY KEY,
   owner_id         INTEGER NOT NULL,
+  owner_name       TEXT NOT NULL DEFAULT '',
   user_chat_id     INTEGER NOT NULL,
   rights           TEXT NOT NULL DEFAULT '{}',
   is_enabled       INTEGER NOT NULL DEFAULT 0,
@@ -20,3 +21,44 @@ CREATE INDEX business_connections_by_owner ON business_connections (owner_id, da
 
 -- `/business draft|away|auto|off`: the owner's mode (NULL: draft, the default).
 ALTER TABLE users ADD COLUMN business_mode TEXT;
+
+-- The business chats' messages (owner × contact), apart from `messages`: nothing that reads a
+-- conversation (history, memory consolidation, exports, /status) ever sees them, so a business
+-- chat is never taken for the contact's private chat with the bot, nor for the owner's. One
+-- row per message, keyed by the chat and Telegram's id (a redelivery writes nothing; an edit
+-- rewrites the text; a deletion removes it). `side`: contact, owner, bot, offline
+-- (`core::business::suggest::Side`); `name`: the sender's, as the message carried it; `text`
+-- at most 4,096 characters.
+CREATE TABLE business_messages (
+  owner_id    INTEGER NOT NULL,
+  contact_id  INTEGER NOT NULL,
+  message_id  INTEGER NOT NULL,
+  side        TEXT NOT NULL,
+  name        TEXT NOT NULL DEFAULT '',
+  text        TEXT NOT NULL,
+  date        INTEGER NOT NULL,
+  PRIMARY KEY (owner_id, contact_id, message_id)
+) WITHOUT ROWID;
+
+-- A suggested reply (draft mode), one per contact's burst (`upto`: the burst's last message).
+-- `status`: pending (shown with its buttons), sending (a Send claimed at `updated_at`), sent,
+-- skipped, answered (the owner answered themself), replaced (a newer burst's), disconnected,
+-- failed (Telegram refused the send). `html`: the reply as the contact gets it.
+CREATE TABLE business_suggestions (
+  id             INTEGER PRIMARY KEY,
+  owner_id       INTEGER NOT NULL,
+  contact_id     INTEGER NOT NULL,
+  connection_id  TEXT NOT NULL,
+  upto           INTEGER NOT NULL,
+  contact_name   TEXT NOT NULL,
+  quoted         TEXT NOT NULL,
+  html           TEXT NOT NULL,
+  status         TEXT NOT NULL DEFAULT 'pending',
+  shown_message_id INTEGER,
+  sent_message_id  INTEGER,
+  created_at     INTEGER NOT NULL,
+  updated_at     INTEGER NOT NULL,
+  UNIQUE (owner_id, contact_id, upto)
+);
+-- What BUSINESS_DAILY_LIMIT counts: an owner's suggestions of the day.
+CREATE INDEX business_suggestions_by_day ON business_suggestions (owner_id, created_at);

@@ -54,9 +54,10 @@ echo "== the chat object's asks of its state and its rows per message" >&2
 node bench/object.mjs > .tmp/bench/object.json
 echo "== every Free-plan limit per message" >&2
 node bench/limits.mjs
-echo "== a picture turn (make and upload a 2 MB picture), the Mini App's page weight, Stop, guest mode" >&2
+echo "== a picture turn (make and upload a 2 MB picture), the Mini App's page weight, Stop, guest mode, Business suggestions" >&2
 node bench/image.mjs > .tmp/bench/image.json
 node bench/miniapp-weight.mjs > .tmp/bench/miniapp.json
 node bench/stop.mjs > .tmp/bench/stop.json
 node bench/guest.mjs > .tmp/bench/guest.json
+node bench/business.mjs > .tmp/bench/business.json
 node bench/report.mjs

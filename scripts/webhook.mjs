@@ -18,7 +18,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { readVars } from "../tools/util.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-export const ALLOWED_UPDATES = ["message", "edited_message", "message_reaction", "my_chat_member", "stopped_message_generation", "guest_message", "business_connection", "business_message", "edited_business_message", "deleted_business_messages"];
+export const ALLOWED_UPDATES = ["message", "edited_message", "message_reaction", "my_chat_member", "stopped_message_generation", "guest_message", "business_connection", "business_message", "edited_business_message", "deleted_business_messages", "callback_query"];
 
 /** A failure with a message meant for the person running the script. */
 export class ScriptError extends Error {}

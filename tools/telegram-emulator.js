@@ -216,7 +216,18 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   // Telegram Business: connections by id, as getBusinessConnection answers them (it answers a
   // disabled one too, from its cache; an unknown or empty id: "business connection not found",
   // the Bot API server's wording, tdlib/telegram-bot-api Client.cpp).
-  const business = { connections: new Map(), nextMessageId: 1 };
+  // `incoming`: when each contact (by "connection:chat") last wrote, for the 24-hour rule
+  // (BUSINESS_PEER_USAGE_MISSING past it); a connection off or without can_reply refuses a
+  // send with BOT_ACCESS_FORBIDDEN (assumed: Telegram's own code, which the Bot API server
+  // passes through; the reference states none).
+  const business = { connections: new Map(), nextMessageId: 1, incoming: new Map() };
+  // Inline buttons' presses (callback queries) by id: {at, answered, text}. Telegram's clients
+  // wait about 15 s for an answer (assumed: the reference says only "must be called"); later,
+  // a second time, or an unknown id: "query is too old…" (the Bot API server's wording).
+  const callbacks = new Map();
+  let nextCallbackId = 1;
+  // The bot's sent messages by "chat:message_id": {text, html} (editMessageText of a chat message).
+  const sentTexts = new Map();
   const draftKey = (chat, thread, id) => `${chat}:${thread ?? ""}:${id}`;
   function showDraft(body) {
     const key = draftKey(body.chat_id, body.message_thread_id, body.draft_id);
@@ -331,6 +342,13 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
       }
       case "answerGuestQuery":
         return answerGuestQuery(body, res, entry);
+      case "answerCallbackQuery": {
+        const q = callbacks.get(String(body.callback_query_id ?? ""));
+        if (!q || q.answered || Date.now() - q.at > 15_000) return fail(res, 400, "Bad Request: query is too old and response timeout expired or query ID is invalid");
+        if (body.text !== undefined && [...String(body.text)].length > 200) return fail(res, 400, "Bad Request: MESSAGE_TOO_LONG");
+        Object.assign(q, { answered: true, text: body.text ?? "" });
+        return ok(res, true);
+      }
       case "getBusinessConnection": {
         const c = business.connections.get(String(body.business_connection_id ?? ""));
         if (!c) return fail(res, 400, "Bad Request: business connection not found");
@@ -351,6 +369,16 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         text = text.trim();
         if (!text) return fail(res, 400, "Bad Request: text must be non-empty");
         if ([...text].length > 4096) return fail(res, 400, "Bad Request: message is too long");
+        const badButton = (body.reply_markup?.inline_keyboard ?? []).flat().find((b) => b.callback_data !== undefined && !(Buffer.byteLength(String(b.callback_data)) >= 1 && Buffer.byteLength(String(b.callback_data)) <= 64));
+        if (badButton) return fail(res, 400, "Bad Request: BUTTON_DATA_INVALID");
+        if (body.business_connection_id !== undefined) {
+          const c = business.connections.get(String(body.business_connection_id));
+          if (!c) return fail(res, 400, "Bad Request: business connection not found");
+          if (!c.is_enabled || !c.rights?.can_reply) return fail(res, 400, "Bad Request: BOT_ACCESS_FORBIDDEN");
+          const last = business.incoming.get(`${c.id}:${chatId}`);
+          if (last === undefined || Date.now() - last > 24 * 3600 * 1000) return fail(res, 400, "Bad Request: BUSINESS_PEER_USAGE_MISSING");
+          entry.business = c.id;
+        }
         if (body.ephemeral_message_parameters) {
           // Only the receiver sees it. Groups only; without admin rights, only as a reply to
           // the receiver's ephemeral message within 15 s of it. The reference states no error
@@ -377,6 +405,10 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         entry.text = text;
         const message = { message_id: nextMessageId++, from: { ...(entry.from ?? bot), is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), text };
         if (body.message_thread_id) message.message_thread_id = body.message_thread_id;
+        if (entry.business) message.business_connection_id = entry.business;
+        entry.message_id = message.message_id;
+        sentTexts.set(`${chatId}:${message.message_id}`, { text, html: body.parse_mode ? body.text : null });
+        if (body.reply_markup?.inline_keyboard) markups.set(`${chatId}:${message.message_id}`, JSON.stringify(body.reply_markup));
         endDrafts(chatId);
         emit({ type: "message", chat_id: chatId, from: message.from.username, message_id: message.message_id, text, html: body.parse_mode ? body.text : null, reply_to: body.reply_parameters?.message_id ?? null, thread: body.message_thread_id ?? null });
         return ok(res, message);
@@ -596,8 +628,28 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   /** `editMessageText`, for inline messages (`inline_message_id`: the guest messages the bot
    *  sent) only; the same text again is "message is not modified", an unknown id
    *  "MESSAGE_ID_INVALID". Returns true, as for inline messages. */
+  /** editMessageText of a chat message the bot sent: the text, and the buttons as given (none
+   *  given: none left, as Telegram removes an inline keyboard an edit does not repeat). */
+  function editChatMessage(body, res, entry) {
+    const key = `${body.chat_id}:${body.message_id}`;
+    const m = sentTexts.get(key);
+    if (!m) return fail(res, 400, "Bad Request: message to edit not found");
+    if (typeof body.text !== "string" || !body.text) return fail(res, 400, "Bad Request: message text is empty");
+    const checked = checkText(body.text, body.parse_mode);
+    if (checked.error) return fail(res, 400, checked.error);
+    const html = body.parse_mode ? body.text : null;
+    const markup = body.reply_markup ? JSON.stringify(body.reply_markup) : undefined;
+    if (checked.text === m.text && html === m.html && markup === markups.get(key)) return fail(res, 400, "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message");
+    Object.assign(m, { text: checked.text, html });
+    if (markup === undefined) markups.delete(key);
+    else markups.set(key, markup);
+    entry.text = checked.text;
+    emit({ type: "edit", chat_id: body.chat_id, message_id: body.message_id, text: checked.text, html });
+    return ok(res, { message_id: body.message_id, chat: { id: body.chat_id }, date: Math.floor(Date.now() / 1000), text: checked.text });
+  }
+
   function editMessageText(body, res, entry) {
-    if (body.inline_message_id === undefined) return fail(res, 400, "Bad Request: this emulator edits inline messages only");
+    if (body.inline_message_id === undefined) return editChatMessage(body, res, entry);
     const m = guest.messages.get(body.inline_message_id);
     if (!m) return fail(res, 400, "Bad Request: MESSAGE_ID_INVALID");
     if (typeof body.text !== "string") return fail(res, 400, "Bad Request: message text is empty");
@@ -779,12 +831,34 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
     },
     /** A message in a business chat of connection `id`: from the contact (`from` = the chat),
      *  or, with `fromOwner`, the owner's own. Returns the `business_message` update. */
-    businessMessage(id, contact, text, { fromOwner = false, update_id, name = `Contact${contact}` } = {}) {
+    businessMessage(id, contact, text, { fromOwner = false, offline = false, agoMs = 0, update_id, name = `Contact${contact}` } = {}) {
       const c = business.connections.get(id);
       const owner = c?.user ?? { id: 1, is_bot: false, first_name: "Owner" };
       const from = fromOwner ? owner : { id: contact, is_bot: false, first_name: name };
-      const message = { business_connection_id: id, message_id: business.nextMessageId++, from, chat: { id: contact, type: "private", first_name: name }, date: Math.floor(Date.now() / 1000), text };
+      const message = { business_connection_id: id, message_id: business.nextMessageId++, from, chat: { id: contact, type: "private", first_name: name }, date: Math.floor((Date.now() - agoMs) / 1000), text };
+      if (offline) message.is_from_offline = true;
+      if (!fromOwner) business.incoming.set(`${id}:${contact}`, Date.now() - agoMs);
       return { update_id: update_id ?? Math.floor(Math.random() * 1e9), business_message: message };
+    },
+    /** The person presses inline button `data` under the bot's message `messageId` in `chatId`
+     *  (it must be there): returns the `callback_query` update. `userId`: who pressed. */
+    pressButton(chatId, messageId, userId, data, { update_id } = {}) {
+      const markup = markups.get(`${chatId}:${messageId}`);
+      const buttons = markup ? JSON.parse(markup).inline_keyboard.flat() : [];
+      if (!buttons.some((b) => b.callback_data === data)) throw new Error(`no button ${data} under message ${messageId} in ${chatId}`);
+      const id = `cq${nextCallbackId++}x${Math.floor(Math.random() * 1e9)}`;
+      callbacks.set(id, { at: Date.now(), answered: false });
+      const message = { message_id: messageId, chat: { id: chatId, type: "private" }, date: Math.floor(Date.now() / 1000), text: sentTexts.get(`${chatId}:${messageId}`)?.text ?? "" };
+      return { update_id: update_id ?? Math.floor(Math.random() * 1e9), callback_query: { id, from: { id: userId, is_bot: false, first_name: `User${userId}` }, message, chat_instance: String(chatId), data } };
+    },
+    /** How a press was answered (answerCallbackQuery): {answered, text}. */
+    callbackAnswer(queryId) {
+      return callbacks.get(queryId);
+    },
+    /** A message the bot sent to a chat, as it now reads (after edits), with its buttons. */
+    message(chatId, messageId) {
+      const m = sentTexts.get(`${chatId}:${messageId}`);
+      return m && { ...m, reply_markup: markups.has(`${chatId}:${messageId}`) ? JSON.parse(markups.get(`${chatId}:${messageId}`)) : undefined };
     },
     /** The bot is an admin of `chatId` (ephemeral messages at any time). */
     setAdmin(chatId, admin = true) {

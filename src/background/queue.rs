@@ -31,6 +31,7 @@ async fn run_job(ctx: &Ctx, job: &Job) -> JobOutcome {
         },
         Job::Consolidate { conv, .. } => super::consolidate::run(ctx, *conv).await,
         Job::Guest { .. } => crate::bot::guest::run(ctx, job).await,
+        Job::Business { .. } => crate::bot::business::run(ctx, job).await,
     }
 }
 

@@ -9,19 +9,33 @@
 //!   negative time while in flight), kept after it, released when the send fails; a claim
 //!   left by a crash lapses after [`TELL_LEASE_MS`], so the notice goes at least once and,
 //!   short of that crash, exactly once.
-//! - Nothing reaches a contact: their messages (and the owner's own in those chats) are
-//!   acknowledged and not stored or answered yet. A business chat's id is the contact's own
-//!   user id, so nothing here touches the contact's private chat with the bot.
+//! - A business chat's messages (the contact's, the owner's, the bot's, Telegram's offline
+//!   ones) are kept apart from every conversation of the bot (`business_messages`), keyed by
+//!   owner and contact: a business chat's id is the contact's own user id, and it is never
+//!   taken for the contact's private chat with the bot, nor for the owner's. Edits and
+//!   deletions apply. Nothing is kept for a refused owner or a connection that is off.
+//! - Draft mode: each contact's message queues a `Job::Business` after
+//!   `suggest::QUIET_SECS`; the job of the burst's last message, if nobody from the owner's side
+//!   answered since, asks the model (no functions; this chat only) and shows the owner one
+//!   suggestion with Send and Skip ([`run`]). Only the owner's presses count; Send goes out
+//!   once with `business_connection_id` (claimed before the send, lapsing after a crash),
+//!   whoever presses how many times ([`press`]). A suggestion is withdrawn when the owner
+//!   answers the contact themself, when a newer burst's replaces it, and when the connection
+//!   is turned off. Away and auto modes draft as draft mode does for now (README).
 //!
 //! `BUSINESS=off`: every business update is acknowledged and ignored.
 
 use crate::config::{now_ms, Ctx};
-use crate::storage::business::{self as rows, ConnRow};
+use crate::outbound::queues;
+use crate::storage::business::{self as rows, ConnRow, Suggestion};
 use agent_core::access::policy::{admitted_at, admitted_by_level};
-use agent_core::business;
+use agent_core::background::jobs::{Job, JobOutcome};
+use agent_core::business::suggest::{self, Line, Press, PressVerdict, Side};
+use agent_core::business::{self, Mode};
 use agent_core::conversation::ChatKind;
 use agent_core::telegram::api::SendMessage;
-use agent_core::telegram::{Update, UpdateKind};
+use agent_core::telegram::{CallbackQuery, Message, Update, UpdateKind};
+use serde_json::json;
 
 /// How long a claim to tell a refused owner holds before another update may try again.
 pub const TELL_LEASE_MS: i64 = 60_000;
@@ -39,6 +53,7 @@ pub async fn handle(ctx: &Ctx, update: &Update) -> worker::Result<()> {
             Some(id) => known(ctx, id).await?,
             None => None,
         },
+        UpdateKind::DeletedBusinessMessages(d) => known(ctx, &d.business_connection_id).await?,
         _ => None,
     };
     let Some(row) = row else {
@@ -50,10 +65,83 @@ pub async fn handle(ctx: &Ctx, update: &Update) -> worker::Result<()> {
     if business::tell_refused(admitted, row.enabled(), told) {
         tell_refused(ctx, &row).await?;
     }
-    if !matches!(update.kind, UpdateKind::BusinessConnection(_)) {
-        worker::console_log!("business message acknowledged: contacts are not answered in this version");
+    if !admitted || !row.enabled() {
+        // Nothing of a refused owner's or a switched-off connection's chats is kept; a
+        // connection turned off withdraws what waits for the owner.
+        if !row.enabled() {
+            for s in rows::open_of_owner(&db, row.owner_id).await? {
+                withdraw(ctx, &row, &s, "disconnected").await?;
+            }
+        }
+        return Ok(());
+    }
+    match &update.kind {
+        UpdateKind::BusinessMessage(m) => arrived(ctx, &row, m).await,
+        UpdateKind::EditedBusinessMessage(m) => rows::edit_message(&db, row.owner_id, m.chat.id, m.message_id, &text_of(m)).await,
+        UpdateKind::DeletedBusinessMessages(d) => rows::delete_messages(&db, row.owner_id, d.chat_id, &d.message_ids).await,
+        _ => Ok(()),
+    }
+}
+
+/// A business message's text as kept: its text or caption, or a note of what it is, at most
+/// `suggest::TEXT_CAP` characters.
+fn text_of(m: &Message) -> String {
+    let text = m.text.as_deref().or(m.caption.as_deref()).unwrap_or("[a message without text]");
+    text.chars().take(suggest::TEXT_CAP).collect()
+}
+
+/// A new business message: kept; a contact's queues the burst's draft, the owner's own
+/// withdraws the chat's open suggestion.
+async fn arrived(ctx: &Ctx, row: &ConnRow, m: &Message) -> worker::Result<()> {
+    let db = ctx.db();
+    let contact = m.chat.id;
+    let side = Side::of(m.from.as_ref().map(|u| u.id), row.owner_id, m.sender_business_bot.is_some(), m.is_from_offline);
+    let name = m.from.as_ref().map(|u| u.display_name()).unwrap_or_default();
+    let stored = rows::Stored { owner: row.owner_id, contact, message_id: m.message_id, side: side.as_str(), name: &name, text: &text_of(m), date: m.date };
+    // A redelivery (the message kept before) does what follows again: the webhook failed after
+    // the message was kept, before its job was queued. The job is the same burst's (it drafts
+    // once); a withdrawal again changes nothing.
+    rows::store_message(&db, &stored).await?;
+    match side {
+        Side::Contact => {
+            if Mode::stored(rows::mode(&db, row.owner_id).await?.as_deref()) == Mode::Off {
+                return Ok(());
+            }
+            let job = Job::Business { owner: row.owner_id, contact, upto: m.message_id, connection: row.id.clone(), attempt: 1 };
+            queues::enqueue(ctx, &job, suggest::QUIET_SECS).await
+        }
+        Side::Owner => {
+            for s in rows::open_in_chat(&db, row.owner_id, contact, 0).await? {
+                withdraw(ctx, row, &s, "answered").await?;
+            }
+            Ok(())
+        }
+        Side::Bot | Side::Offline => Ok(()),
+    }
+}
+
+/// Ends an open suggestion (`status`: why) and shows why under it, without its buttons.
+async fn withdraw(ctx: &Ctx, row: &ConnRow, s: &Suggestion, status: &str) -> worker::Result<()> {
+    if rows::settle(&ctx.db(), s.id, "pending", status, now_ms()).await? {
+        show_ended(ctx, row.user_chat_id, s, status, None).await;
     }
     Ok(())
+}
+
+/// Rewrites a shown suggestion with the line that says how it ended (no buttons left).
+async fn show_ended(ctx: &Ctx, owner_chat: i64, s: &Suggestion, status: &str, line: Option<String>) {
+    let Some(shown) = s.shown_message_id.filter(|id| *id > 0) else { return };
+    let Some(line) = line.or_else(|| suggest::ended_line(status, &s.contact_name)) else { return };
+    let body = json!({
+        "chat_id": owner_chat,
+        "message_id": shown,
+        "text": suggest::suggestion_html(&s.contact_name, &s.quoted, &s.html, Some(&line)),
+        "parse_mode": "HTML",
+        "link_preview_options": {"is_disabled": true},
+    });
+    if let Err(e) = ctx.telegram().call("editMessageText", &body).await {
+        worker::console_warn!("suggestion {}: the owner's copy was not updated ({e})", s.id);
+    }
 }
 
 /// The stored connection, or Telegram's answer to `getBusinessConnection` kept (a refusal or
@@ -83,12 +171,224 @@ async fn tell_refused(ctx: &Ctx, row: &ConnRow) -> worker::Result<()> {
     if !rows::claim_tell(&db, &row.id, now, now - TELL_LEASE_MS).await? {
         return Ok(());
     }
-    let body = SendMessage { chat_id: row.user_chat_id, message_thread_id: None, text: business::REFUSED_OWNER.to_string(), parse_mode: None, reply_parameters: None, link_preview_options: None };
+    let body = SendMessage::text(row.user_chat_id, business::REFUSED_OWNER.to_string());
     match ctx.telegram().send_message(&body).await {
         Ok(_) => rows::told_refused(&db, &row.id, now).await,
         Err(e) => {
             worker::console_warn!("the refused business owner was not told ({e}); the next business update tries again");
             rows::release_tell(&db, &row.id, now).await
+        }
+    }
+}
+
+/// How long a claimed Send or showing holds before a retry may take it over (a crash while it
+/// was at Telegram).
+const CLAIM_LEASE_MS: i64 = 60_000;
+
+/// Whether the owner's connection still serves: the feature on, the connection on, the owner
+/// admitted.
+fn serves(ctx: &Ctx, row: &ConnRow) -> bool {
+    let admitted = admitted_at(admitted_by_level(&ctx.cfg, ChatKind::Private, row.owner_id, Some(row.owner_id)), row.owner_access.as_deref());
+    ctx.cfg.business && row.enabled() && admitted
+}
+
+/// Runs a burst's job: drafts the suggestion (once per burst: a retry reuses the stored one)
+/// and shows it to the owner, replacing the chat's older open one.
+pub async fn run(ctx: &Ctx, job: &Job) -> JobOutcome {
+    let Job::Business { owner, contact, upto, connection, .. } = job else {
+        return JobOutcome::Failed { error: "not a business job".into() };
+    };
+    match draft(ctx, *owner, *contact, *upto, connection).await {
+        Ok(outcome) => outcome,
+        Err(e) => JobOutcome::Retry { error: e.to_string(), after_ms: None },
+    }
+}
+
+async fn draft(ctx: &Ctx, owner: i64, contact: i64, upto: i64, connection: &str) -> worker::Result<JobOutcome> {
+    let db = ctx.db();
+    let Some(row) = rows::get(&db, connection).await?.filter(|r| serves(ctx, r) && r.owner_id == owner) else {
+        return Ok(JobOutcome::Done);
+    };
+    let mode = Mode::stored(rows::mode(&db, owner).await?.as_deref());
+    let lines = rows::lines(&db, owner, contact, suggest::HISTORY_LINES).await?;
+    let newest_contact = lines.iter().filter(|l| Side::parse(&l.side) == Side::Contact).map(|l| l.message_id).max();
+    let answered = lines.iter().any(|l| l.message_id > upto && matches!(Side::parse(&l.side), Side::Owner | Side::Bot));
+    if !suggest::drafts_now(upto, newest_contact, answered, mode) {
+        return Ok(JobOutcome::Done);
+    }
+    let s = match rows::suggestion_for(&db, owner, contact, upto).await? {
+        Some(s) => s,
+        None => {
+            let drafted = rows::drafted_since(&db, owner, agent_core::limits::day_start(now_ms())).await?;
+            if drafted >= ctx.cfg.business_daily_limit as i64 {
+                worker::console_log!("business: owner's daily limit of {} suggestions reached", ctx.cfg.business_daily_limit);
+                return Ok(JobOutcome::Done);
+            }
+            // The owner pays: their budgets allow it, and the suggestion is charged to them once
+            // (keyed by the burst, so a retried job is not charged again).
+            let used = crate::storage::access::budget_usage(&db, row.user_chat_id, Some(owner), now_ms()).await?;
+            if !suggest::within_budget(&ctx.cfg, &used, owner, now_ms()) {
+                worker::console_log!("business: the owner's budget is spent; no suggestion");
+                return Ok(JobOutcome::Done);
+            }
+            if !ctx.cfg.admin_user_ids.contains(&owner) {
+                crate::storage::access::charge(&db, row.user_chat_id, owner, now_ms(), Some(&format!("business:{owner}:{contact}:{upto}"))).await?;
+            }
+            let name = contact_name(&lines, contact);
+            let Some(html) = (match ask(ctx, &row, &name, contact, &lines).await {
+                Ok(html) => html,
+                Err(retry) => return Ok(retry),
+            }) else {
+                return Ok(JobOutcome::Done);
+            };
+            let quoted = lines.iter().rev().find(|l| l.message_id == upto).map(|l| l.text.clone()).unwrap_or_default();
+            let new = rows::NewSuggestion { owner, contact, connection, upto, contact_name: &name, quoted: &quoted, html: &html };
+            match rows::add_suggestion(&db, &new, now_ms()).await? {
+                Some(s) => s,
+                None => return Ok(JobOutcome::Retry { error: "the suggestion was not stored".into(), after_ms: None }),
+            }
+        }
+    };
+    if s.status == "pending" && s.shown_message_id.is_none_or(|id| id < 0) {
+        if let Some(retry) = show(ctx, &row, &s).await? {
+            return Ok(retry);
+        }
+    }
+    for old in rows::open_in_chat(&db, owner, contact, s.id).await? {
+        withdraw(ctx, &row, &old, "replaced").await?;
+    }
+    Ok(JobOutcome::Done)
+}
+
+/// The contact's name, as their newest message in the chat carried it.
+fn contact_name(lines: &[rows::LineRow], contact: i64) -> String {
+    lines
+        .iter()
+        .rev()
+        .find(|l| Side::parse(&l.side) == Side::Contact && !l.name.is_empty())
+        .map(|l| l.name.clone())
+        .unwrap_or_else(|| format!("Contact {contact}"))
+}
+
+/// The model's suggestion for the chat, as the contact would get it (`None`: a blank answer);
+/// `Err` with the job's outcome when the model failed in a way that may pass.
+async fn ask(ctx: &Ctx, row: &ConnRow, name: &str, contact: i64, lines: &[rows::LineRow]) -> Result<Option<String>, JobOutcome> {
+    let chat: Vec<Line> = lines.iter().map(|l| Line { side: Side::parse(&l.side), text: l.text.clone() }).collect();
+    let request = suggest::request(&row.owner_name, name, contact, &chat);
+    // The owner pays: the call is theirs, under their private chat with the bot.
+    match super::one_shot::ask(ctx, &request, row.user_chat_id, "business").await {
+        Ok(Some(text)) => {
+            let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+            Ok(suggest::reply_html(&text, &texts))
+        }
+        Ok(None) => Ok(None),
+        Err(e) if e.is_transient() => Err(JobOutcome::Retry { error: e.to_string(), after_ms: e.retry_after_ms() }),
+        Err(e) => {
+            worker::console_warn!("a business suggestion failed: {e}");
+            Ok(None)
+        }
+    }
+}
+
+/// Shows the suggestion to the owner with its buttons, once (claimed in its row before the
+/// send; a claim left by a crash lapses after `CLAIM_LEASE_MS`). `Some(retry)`: try again.
+async fn show(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<Option<JobOutcome>> {
+    let db = ctx.db();
+    let now = now_ms();
+    if !rows::claim_show(&db, s.id, now, now - CLAIM_LEASE_MS).await? {
+        return Ok(None);
+    }
+    let body = SendMessage {
+        reply_markup: Some(suggest::keyboard(s.id, row.rights().can_reply)),
+        ..SendMessage::html(row.user_chat_id, suggest::suggestion_html(&s.contact_name, &s.quoted, &s.html, None))
+    };
+    match ctx.telegram().send_message(&body).await {
+        Ok(id) => {
+            rows::shown(&db, s.id, id).await?;
+            Ok(None)
+        }
+        Err(e) => {
+            rows::release_show(&db, s.id, now).await?;
+            if e.is_transient() {
+                Ok(Some(JobOutcome::Retry { error: e.to_string(), after_ms: e.retry_after_ms() }))
+            } else {
+                worker::console_warn!("suggestion {}: the owner could not be shown it ({e})", s.id);
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// A press on a suggestion's button: always answered (`answerCallbackQuery`); only the owner's
+/// presses count, and Send goes out once.
+pub async fn press(ctx: &Ctx, q: &CallbackQuery) -> worker::Result<()> {
+    let answer = match pressed(ctx, q).await {
+        Ok(text) => text,
+        Err(e) => {
+            worker::console_error!("a button press failed: {e}");
+            "Something went wrong; press again in a moment.".to_string()
+        }
+    };
+    let body = json!({ "callback_query_id": q.id, "text": answer });
+    if let Err(e) = ctx.telegram().call("answerCallbackQuery", &body).await {
+        worker::console_warn!("answerCallbackQuery failed: {e}");
+    }
+    Ok(())
+}
+
+async fn pressed(ctx: &Ctx, q: &CallbackQuery) -> worker::Result<String> {
+    let Some((id, what)) = q.data.as_deref().and_then(suggest::parse_button) else {
+        return Ok(String::new());
+    };
+    let db = ctx.db();
+    let s = rows::suggestion(&db, id).await?;
+    let row = match &s {
+        Some(s) => rows::get(&db, &s.connection_id).await?,
+        None => None,
+    };
+    let can_reply = row.as_ref().is_some_and(|r| serves(ctx, r) && r.rights().can_reply);
+    let verdict = suggest::on_press(q.from.id, s.as_ref().map(|s| s.owner_id), s.as_ref().map(|s| s.status.as_str()), what, can_reply);
+    let (Some(s), Some(row)) = (s, row) else {
+        return Ok(match verdict {
+            PressVerdict::Refuse(t) | PressVerdict::Closed(t) => t.to_string(),
+            PressVerdict::Go => String::new(),
+        });
+    };
+    match verdict {
+        PressVerdict::Refuse(t) | PressVerdict::Closed(t) => Ok(t.to_string()),
+        PressVerdict::Go if what == Press::Skip => {
+            if rows::settle(&db, s.id, "pending", "skipped", now_ms()).await? {
+                show_ended(ctx, row.user_chat_id, &s, "skipped", None).await;
+            }
+            Ok(suggest::press_done(Press::Skip).to_string())
+        }
+        PressVerdict::Go => send(ctx, &row, &s).await,
+    }
+}
+
+/// Sends an approved suggestion to the contact, once.
+async fn send(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<String> {
+    let db = ctx.db();
+    let now = now_ms();
+    if !rows::claim_send(&db, s.id, now, now - CLAIM_LEASE_MS).await? {
+        return Ok("Already being sent.".to_string());
+    }
+    let body = SendMessage { business_connection_id: Some(row.id.clone()), ..SendMessage::html(s.contact_id, s.html.clone()) };
+    match ctx.telegram().send_message(&body).await {
+        Ok(message_id) => {
+            rows::sent(&db, s, message_id, &suggest::plain_of(&s.html), now_ms()).await?;
+            show_ended(ctx, row.user_chat_id, s, "sent", None).await;
+            Ok(suggest::press_done(Press::Send).to_string())
+        }
+        Err(e) if e.is_transient() => {
+            rows::settle(&db, s.id, "sending", "pending", now_ms()).await?;
+            Ok("Telegram is busy: press Send again in a moment.".to_string())
+        }
+        Err(e) => {
+            // Refused for good (past the 24 hours, rights taken away): said once, not retried.
+            rows::settle(&db, s.id, "sending", "failed", now_ms()).await?;
+            show_ended(ctx, row.user_chat_id, s, "failed", Some(suggest::refused_line(&e.to_string()))).await;
+            Ok("Telegram refused to send it.".to_string())
         }
     }
 }

@@ -161,7 +161,7 @@ async fn business_setting(ctx: &Ctx, m: &InboundMessage, uid: i64, arg: agent_co
         storage::business::set_mode(&db, uid, &m.speaker.name, mode.as_str(), now_ms()).await?;
         status.mode = mode;
     }
-    let connected = storage::business::of_owner(&db, uid).await?.map(|c| Connected { enabled: c.enabled(), rights: c.rights() });
+    let connected = storage::business::of_owner(&db, uid).await?.map(|c| Connected { enabled: c.enabled(), can_reply: c.rights().can_reply, can_read: c.rights().can_read_messages });
     Ok(status_text(&Status { connection: connected.as_ref(), ..status }))
 }
 

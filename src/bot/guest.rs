@@ -27,15 +27,13 @@
 
 use crate::config::{now_ms, Ctx};
 use crate::outbound::queues;
-use crate::storage::{access as rows, outbox, usage};
+use crate::storage::{access as rows, outbox};
 use agent_core::access::policy::UserAccess;
 use agent_core::background::jobs::{Job, JobOutcome};
 use agent_core::conversation::ConvKey;
-use agent_core::gemini::Outcome;
 use agent_core::guest::{self, GuestJob, GuestQuery, GuestVerdict};
 use agent_core::telegram::api::TelegramError;
 use agent_core::telegram::Message;
-use agent_core::turn::{CallRecord, ModelPort};
 use serde_json::Value;
 
 fn step(query_id: &str, what: &str) -> String {
@@ -165,26 +163,10 @@ pub async fn run(ctx: &Ctx, job: &Job) -> JobOutcome {
         (Some(body), None) => body,
         (_, Some(sorry)) => guest::edit_body(&g.inline_message_id, &guest::plain_html(sorry), &asked),
         (None, None) => {
-            let request = guest::request(&g.query(query_id, *caller));
-            let model = ctx.cfg.gemini_model.clone();
-            let started = now_ms();
-            let result = ctx.gemini().generate(&model, &request).await;
-            let call = CallRecord::of(&model, &result, now_ms() - started);
             // The caller's usage record: under their own private chat, never the host chat.
-            let conv = ConvKey::chat(*caller).to_string();
-            match usage::model_call_stmt(&db, None, Some(&conv), Some(*caller), "guest", &call, now_ms()) {
-                Ok(stmt) => {
-                    if let Err(e) = db.batch(vec![stmt]).await {
-                        worker::console_error!("a guest call's usage was not recorded: {e}");
-                    }
-                }
-                Err(e) => worker::console_error!("a guest call's usage was not recorded: {e}"),
-            }
-            let html = match result {
-                Ok(resp) => match resp.outcome() {
-                    Outcome::Content(c) => guest::answer_html(&c.visible_text()),
-                    Outcome::Empty { .. } => guest::plain_html(guest::FAILED_TEXT),
-                },
+            let html = match super::one_shot::ask(ctx, &guest::request(&g.query(query_id, *caller)), *caller, "guest").await {
+                Ok(Some(text)) => guest::answer_html(&text),
+                Ok(None) => guest::plain_html(guest::FAILED_TEXT),
                 Err(e) if e.is_transient() => return JobOutcome::Retry { error: e.to_string(), after_ms: e.retry_after_ms() },
                 Err(e) => {
                     worker::console_warn!("a guest answer failed: {e}");

@@ -19,6 +19,7 @@ pub mod image;
 pub mod ephemeral;
 pub mod guest;
 pub mod memory;
+pub mod one_shot;
 pub mod to_one_person;
 pub mod stream;
 pub mod topics;

@@ -91,12 +91,20 @@ async fn special(ctx: &Ctx, update: &Update) -> Option<Result<Response>> {
         }),
         // Telegram Business (`bot::business`): connections, and the chats of the owners' contacts,
         // never stored as anyone's private chat with the bot.
-        UpdateKind::BusinessConnection(_) | UpdateKind::BusinessMessage(_) | UpdateKind::EditedBusinessMessage(_) => {
+        UpdateKind::BusinessConnection(_)
+        | UpdateKind::BusinessMessage(_)
+        | UpdateKind::EditedBusinessMessage(_)
+        | UpdateKind::DeletedBusinessMessages(_) => {
             Some(match crate::bot::business::handle(ctx, update).await {
                 Ok(()) => ok(ctx),
                 Err(e) => Err(e),
             })
         }
+        // A press on a suggestion's button (always answered).
+        UpdateKind::CallbackQuery(q) => Some(match crate::bot::business::press(ctx, q).await {
+            Ok(()) => ok(ctx),
+            Err(e) => Err(e),
+        }),
         UpdateKind::Message(raw) => {
             let ephemeral_id = raw.ephemeral_message_id?;
             if let Inbound::Message(m) = normalize(update) {

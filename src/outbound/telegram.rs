@@ -11,6 +11,8 @@
 //! forgets it (the next 429 sets it again) and the worker's own isolate (command replies,
 //! notices) keeps its own.
 
+use std::future::Future;
+use std::pin::Pin;
 use crate::config::{Ctx, Meter};
 use super::net;
 use agent_core::secret::Secret;
@@ -76,25 +78,33 @@ impl TelegramClient {
 
     /// Calls a Bot API method.
     pub async fn call<B: Serialize>(&self, method: &str, body: &B) -> Result<Value, TelegramError> {
-        if self.token.is_empty() {
-            return Err(TelegramError::Unauthorized(401));
-        }
-        let url = format!("{}/bot{}/{}", self.base, self.token.expose(), method);
         let body = serde_json::to_value(body).map_err(|e| TelegramError::BadRequest(e.to_string()))?;
-        // The bot's id is the token's public part (before the colon); the key never holds the secret.
-        let bot = self.token.expose().split(':').next().and_then(|id| id.parse::<i64>().ok()).unwrap_or(0);
-        let chat_id = body.get("chat_id").and_then(Value::as_i64).map(|c| (bot, c));
-        if let Some(seconds) = chat_id.and_then(|c| held_for(c, crate::config::now_ms())) {
-            return Err(TelegramError::RetryAfter(seconds));
-        }
-        let resp = net::post_json(&self.meter, &url, &[], body.to_string(), TIMEOUT)
-            .await
-            .map_err(TelegramError::Network)?;
-        let result = api::parse_response(resp.status, &resp.body);
-        if let (Err(TelegramError::RetryAfter(seconds)), Some(chat)) = (&result, chat_id) {
-            hold(chat, *seconds, crate::config::now_ms());
-        }
-        result
+        self.call_value(method, body).await
+    }
+
+    /// [`TelegramClient::call`] with the body as JSON, boxed: a Bot API call is awaited in many
+    /// places, and an `async fn`'s body is compiled into each caller (`storage::Db::batch`).
+    fn call_value<'a>(&'a self, method: &'a str, body: Value) -> Pin<Box<dyn Future<Output = Result<Value, TelegramError>> + 'a>> {
+        Box::pin(async move {
+            if self.token.is_empty() {
+                return Err(TelegramError::Unauthorized(401));
+            }
+            let url = format!("{}/bot{}/{}", self.base, self.token.expose(), method);
+            // The bot's id is the token's public part (before the colon); the key never holds the secret.
+            let bot = self.token.expose().split(':').next().and_then(|id| id.parse::<i64>().ok()).unwrap_or(0);
+            let chat_id = body.get("chat_id").and_then(Value::as_i64).map(|c| (bot, c));
+            if let Some(seconds) = chat_id.and_then(|c| held_for(c, crate::config::now_ms())) {
+                return Err(TelegramError::RetryAfter(seconds));
+            }
+            let resp = net::post_json(&self.meter, &url, &[], body.to_string(), TIMEOUT)
+                .await
+                .map_err(TelegramError::Network)?;
+            let result = api::parse_response(resp.status, &resp.body);
+            if let (Err(TelegramError::RetryAfter(seconds)), Some(chat)) = (&result, chat_id) {
+                hold(chat, *seconds, crate::config::now_ms());
+            }
+            result
+        })
     }
 
     /// Sends a message and returns its id.
@@ -129,7 +139,7 @@ impl TelegramClient {
     /// `getBusinessConnection`: a Telegram Business connection the bot has not heard of yet.
     pub async fn business_connection(&self, id: &str) -> Result<agent_core::telegram::BusinessConnection, TelegramError> {
         let v = self.call("getBusinessConnection", &serde_json::json!({ "business_connection_id": id })).await?;
-        serde_json::from_value(v).map_err(|e| TelegramError::Server(200, format!("unexpected getBusinessConnection: {e}")))
+        agent_core::telegram::BusinessConnection::from_json(v).map_err(|e| TelegramError::Server(200, format!("unexpected getBusinessConnection: {e}")))
     }
 
     /// `getFile`: where a file can be downloaded, and its size.

@@ -1,67 +1,102 @@
 //! Telegram Business connections and owners' modes (migration 0039; `bot::business`).
 
+//!
+//! Rows are read as JSON values, field by field (`int`, `text`): one deserializer for every
+//! query here instead of one per row type (the wasm's size, issue 49).
+
 use crate::args;
 use crate::storage::{rows, Db};
 use agent_core::telegram::{BusinessBotRights, BusinessConnection};
-use serde::Deserialize;
+use serde_json::Value;
 use worker::Result;
 
+fn int(v: &Value, k: &str) -> Option<i64> {
+    v.get(k).and_then(Value::as_i64)
+}
+
+fn text(v: &Value, k: &str) -> String {
+    v.get(k).and_then(Value::as_str).unwrap_or_default().to_string()
+}
+
+/// The first row of a query, as JSON.
+async fn first(db: &Db, sql: &str, args: Vec<crate::storage::Arg>) -> Result<Option<Value>> {
+    Ok(db.all::<Value>(sql, args).await?.into_iter().next())
+}
+
 /// A stored connection, with its owner's stored access level (`users.access`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct ConnRow {
     pub id: String,
     pub owner_id: i64,
+    pub owner_name: String,
     pub user_chat_id: i64,
-    rights: String,
-    is_enabled: i64,
+    rights: BusinessBotRights,
+    enabled: bool,
     pub refused_told_at: Option<i64>,
     pub owner_access: Option<String>,
 }
 
 impl ConnRow {
+    fn of(v: &Value) -> ConnRow {
+        let flag = |k: &str| int(v, k).unwrap_or(0) != 0;
+        ConnRow {
+            id: text(v, "id"),
+            owner_id: int(v, "owner_id").unwrap_or(0),
+            owner_name: text(v, "owner_name"),
+            user_chat_id: int(v, "user_chat_id").unwrap_or(0),
+            rights: BusinessBotRights { can_reply: flag("can_reply"), can_read_messages: flag("can_read_messages") },
+            enabled: flag("is_enabled"),
+            refused_told_at: int(v, "refused_told_at"),
+            owner_access: v.get("owner_access").and_then(Value::as_str).map(str::to_string),
+        }
+    }
+
     pub fn enabled(&self) -> bool {
-        self.is_enabled != 0
+        self.enabled
     }
 
     pub fn rights(&self) -> BusinessBotRights {
-        serde_json::from_str(&self.rights).unwrap_or_default()
+        self.rights
     }
 }
 
-const SELECT: &str = "SELECT c.id, c.owner_id, c.user_chat_id, c.rights, c.is_enabled, c.refused_told_at,
+const SELECT: &str = "SELECT c.id, c.owner_id, c.owner_name, c.user_chat_id, c.is_enabled, c.refused_told_at,
+       json_extract(c.rights, '$.can_reply') AS can_reply, json_extract(c.rights, '$.can_read_messages') AS can_read_messages,
        (SELECT access FROM users WHERE user_id = c.owner_id) AS owner_access
      FROM business_connections c";
 
 /// Keeps a connection as Telegram last said it: a redelivered or late older update (by its
 /// `date`) changes nothing. Returns the row as stored.
 pub async fn record(db: &Db, c: &BusinessConnection, now: i64) -> Result<Option<ConnRow>> {
-    let rights = serde_json::to_string(&c.rights()).unwrap_or_else(|_| "{}".into());
+    let r = c.rights();
+    let rights = format!("{{\"can_reply\":{},\"can_read_messages\":{}}}", r.can_reply, r.can_read_messages);
     let r = db
         .batch(vec![
             db.stmt(
-                "INSERT INTO business_connections (id, owner_id, user_chat_id, rights, is_enabled, date, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, user_chat_id = excluded.user_chat_id,
+                "INSERT INTO business_connections (id, owner_id, user_chat_id, rights, is_enabled, date, updated_at, owner_name)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, user_chat_id = excluded.user_chat_id, owner_name = excluded.owner_name,
                    rights = excluded.rights, is_enabled = excluded.is_enabled, date = excluded.date, updated_at = excluded.updated_at
                  WHERE excluded.date >= business_connections.date
                    AND (business_connections.rights IS NOT excluded.rights OR business_connections.is_enabled IS NOT excluded.is_enabled
-                     OR business_connections.user_chat_id IS NOT excluded.user_chat_id OR business_connections.owner_id IS NOT excluded.owner_id)",
-                args![c.id.as_str(), c.user.id, c.user_chat_id, rights, c.is_enabled as i64, c.date, now],
+                     OR business_connections.user_chat_id IS NOT excluded.user_chat_id OR business_connections.owner_id IS NOT excluded.owner_id
+                     OR business_connections.owner_name IS NOT excluded.owner_name)",
+                args![c.id.as_str(), c.user.id, c.user_chat_id, rights, c.is_enabled as i64, c.date, now, c.user.display_name()],
             )?,
             db.stmt(&format!("{SELECT} WHERE c.id = ?1"), args![c.id.as_str()])?,
         ])
         .await?;
-    Ok(r.get(1).map(rows::<ConnRow>).transpose()?.and_then(|v| v.into_iter().next()))
+    Ok(r.get(1).map(rows::<Value>).transpose()?.and_then(|v| v.first().map(ConnRow::of)))
 }
 
 /// A connection by its id, if the bot has heard of it.
 pub async fn get(db: &Db, id: &str) -> Result<Option<ConnRow>> {
-    db.first(&format!("{SELECT} WHERE c.id = ?1"), args![id]).await
+    Ok(first(db, &format!("{SELECT} WHERE c.id = ?1"), args![id]).await?.as_ref().map(ConnRow::of))
 }
 
 /// An owner's newest connection.
 pub async fn of_owner(db: &Db, owner_id: i64) -> Result<Option<ConnRow>> {
-    db.first(&format!("{SELECT} WHERE c.owner_id = ?1 ORDER BY c.date DESC LIMIT 1"), args![owner_id]).await
+    Ok(first(db, &format!("{SELECT} WHERE c.owner_id = ?1 ORDER BY c.date DESC LIMIT 1"), args![owner_id]).await?.as_ref().map(ConnRow::of))
 }
 
 /// Claims telling the refused owner why: `refused_told_at` becomes `-now` (in flight) when
@@ -89,15 +124,10 @@ pub async fn release_tell(db: &Db, id: &str, now: i64) -> Result<()> {
     Ok(())
 }
 
-#[derive(Deserialize)]
-struct ModeRow {
-    business_mode: Option<String>,
-}
-
 /// The owner's mode as stored (`None`: never set).
 pub async fn mode(db: &Db, user_id: i64) -> Result<Option<String>> {
-    let row: Option<ModeRow> = db.first("SELECT business_mode FROM users WHERE user_id = ?1", args![user_id]).await?;
-    Ok(row.and_then(|r| r.business_mode))
+    let row = first(db, "SELECT business_mode FROM users WHERE user_id = ?1", args![user_id]).await?;
+    Ok(row.and_then(|r| r.get("business_mode").and_then(Value::as_str).map(str::to_string)))
 }
 
 /// Records `/business <mode>` (a person not known yet gets a row named as given).
@@ -107,6 +137,220 @@ pub async fn set_mode(db: &Db, user_id: i64, name: &str, mode: &str, now: i64) -
          ON CONFLICT (user_id) DO UPDATE SET business_mode = excluded.business_mode, updated_at = excluded.updated_at",
         args![user_id, name, mode, now],
     )
+    .await?;
+    Ok(())
+}
+
+// ---- business chats: messages and suggestions (draft mode) ----
+
+/// A business message to keep.
+pub struct Stored<'a> {
+    pub owner: i64,
+    pub contact: i64,
+    pub message_id: i64,
+    pub side: &'a str,
+    pub name: &'a str,
+    pub text: &'a str,
+    pub date: i64,
+}
+
+/// Keeps a business message (a redelivery writes nothing). Whether it was new.
+pub async fn store_message(db: &Db, m: &Stored<'_>) -> Result<bool> {
+    let n = db
+        .run(
+            "INSERT INTO business_messages (owner_id, contact_id, message_id, side, name, text, date) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (owner_id, contact_id, message_id) DO NOTHING",
+            args![m.owner, m.contact, m.message_id, m.side, m.name, m.text, m.date],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// An edited business message's new text (an unknown message is not added).
+pub async fn edit_message(db: &Db, owner: i64, contact: i64, message_id: i64, text: &str) -> Result<()> {
+    db.run(
+        "UPDATE business_messages SET text = ?4 WHERE owner_id = ?1 AND contact_id = ?2 AND message_id = ?3 AND text IS NOT ?4",
+        args![owner, contact, message_id, text],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Deleted business messages, gone from what the model reads.
+pub async fn delete_messages(db: &Db, owner: i64, contact: i64, ids: &[i64]) -> Result<()> {
+    let ids = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
+    db.run(
+        "DELETE FROM business_messages WHERE owner_id = ?1 AND contact_id = ?2 AND message_id IN (SELECT value FROM json_each(?3))",
+        args![owner, contact, ids],
+    )
+    .await?;
+    Ok(())
+}
+
+#[derive(Debug, Clone)]
+pub struct LineRow {
+    pub message_id: i64,
+    pub side: String,
+    pub name: String,
+    pub text: String,
+}
+
+/// The chat's newest `limit` messages, oldest first.
+pub async fn lines(db: &Db, owner: i64, contact: i64, limit: usize) -> Result<Vec<LineRow>> {
+    let v: Vec<Value> = db
+        .all(
+            "SELECT message_id, side, name, text FROM business_messages WHERE owner_id = ?1 AND contact_id = ?2
+             ORDER BY message_id DESC LIMIT ?3",
+            args![owner, contact, limit as i64],
+        )
+        .await?;
+    Ok(v.iter().rev().map(|r| LineRow { message_id: int(r, "message_id").unwrap_or(0), side: text(r, "side"), name: text(r, "name"), text: text(r, "text") }).collect())
+}
+
+#[derive(Debug, Clone)]
+pub struct Suggestion {
+    pub id: i64,
+    pub owner_id: i64,
+    pub contact_id: i64,
+    pub connection_id: String,
+    pub contact_name: String,
+    pub quoted: String,
+    pub html: String,
+    pub status: String,
+    pub shown_message_id: Option<i64>,
+}
+
+impl Suggestion {
+    fn of(v: &Value) -> Suggestion {
+        Suggestion {
+            id: int(v, "id").unwrap_or(0),
+            owner_id: int(v, "owner_id").unwrap_or(0),
+            contact_id: int(v, "contact_id").unwrap_or(0),
+            connection_id: text(v, "connection_id"),
+            contact_name: text(v, "contact_name"),
+            quoted: text(v, "quoted"),
+            html: text(v, "html"),
+            status: text(v, "status"),
+            shown_message_id: int(v, "shown_message_id"),
+        }
+    }
+}
+
+const SUGGESTION: &str = "SELECT id, owner_id, contact_id, connection_id, contact_name, quoted, html, status, shown_message_id FROM business_suggestions";
+
+async fn suggestions(db: &Db, sql: &str, args: Vec<crate::storage::Arg>) -> Result<Vec<Suggestion>> {
+    Ok(db.all::<Value>(sql, args).await?.iter().map(Suggestion::of).collect())
+}
+
+pub async fn suggestion(db: &Db, id: i64) -> Result<Option<Suggestion>> {
+    Ok(suggestions(db, &format!("{SUGGESTION} WHERE id = ?1"), args![id]).await?.into_iter().next())
+}
+
+/// The burst's suggestion, if one was drafted.
+pub async fn suggestion_for(db: &Db, owner: i64, contact: i64, upto: i64) -> Result<Option<Suggestion>> {
+    Ok(suggestions(db, &format!("{SUGGESTION} WHERE owner_id = ?1 AND contact_id = ?2 AND upto = ?3"), args![owner, contact, upto]).await?.into_iter().next())
+}
+
+/// A new suggestion for the burst (a second draft of the same burst keeps the first); the row.
+pub struct NewSuggestion<'a> {
+    pub owner: i64,
+    pub contact: i64,
+    pub connection: &'a str,
+    pub upto: i64,
+    pub contact_name: &'a str,
+    pub quoted: &'a str,
+    pub html: &'a str,
+}
+
+pub async fn add_suggestion(db: &Db, s: &NewSuggestion<'_>, now: i64) -> Result<Option<Suggestion>> {
+    let r = db
+        .batch(vec![
+            db.stmt(
+                "INSERT INTO business_suggestions (owner_id, contact_id, connection_id, upto, contact_name, quoted, html, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) ON CONFLICT (owner_id, contact_id, upto) DO NOTHING",
+                args![s.owner, s.contact, s.connection, s.upto, s.contact_name, s.quoted, s.html, now],
+            )?,
+            db.stmt(&format!("{SUGGESTION} WHERE owner_id = ?1 AND contact_id = ?2 AND upto = ?3"), args![s.owner, s.contact, s.upto])?,
+        ])
+        .await?;
+    Ok(r.get(1).map(rows::<Value>).transpose()?.and_then(|v| v.first().map(Suggestion::of)))
+}
+
+/// The owner's suggestions drafted since `since` (what `BUSINESS_DAILY_LIMIT` counts).
+pub async fn drafted_since(db: &Db, owner: i64, since: i64) -> Result<i64> {
+    let n = first(db, "SELECT COUNT(*) AS n FROM business_suggestions WHERE owner_id = ?1 AND created_at >= ?2", args![owner, since]).await?;
+    Ok(n.and_then(|n| int(&n, "n")).unwrap_or(0))
+}
+
+/// Claims showing a suggestion to the owner: `shown_message_id` becomes `-now` (in flight)
+/// when it was never shown and no claim newer than `stale` is in flight.
+pub async fn claim_show(db: &Db, id: i64, now: i64, stale: i64) -> Result<bool> {
+    let n = db
+        .run(
+            "UPDATE business_suggestions SET shown_message_id = -?2
+             WHERE id = ?1 AND (shown_message_id IS NULL OR (shown_message_id < 0 AND -shown_message_id < ?3))",
+            args![id, now, stale],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// The show failed: its claim is given up.
+pub async fn release_show(db: &Db, id: i64, now: i64) -> Result<()> {
+    db.run("UPDATE business_suggestions SET shown_message_id = NULL WHERE id = ?1 AND shown_message_id = -?2", args![id, now]).await?;
+    Ok(())
+}
+
+/// The message that shows the suggestion to the owner.
+pub async fn shown(db: &Db, id: i64, message_id: i64) -> Result<()> {
+    db.run("UPDATE business_suggestions SET shown_message_id = ?2 WHERE id = ?1", args![id, message_id]).await?;
+    Ok(())
+}
+
+/// The chat's open suggestions other than `except` (pending ones; a claimed Send is left to finish).
+pub async fn open_in_chat(db: &Db, owner: i64, contact: i64, except: i64) -> Result<Vec<Suggestion>> {
+    suggestions(db, &format!("{SUGGESTION} WHERE owner_id = ?1 AND contact_id = ?2 AND status = 'pending' AND id != ?3"), args![owner, contact, except]).await
+}
+
+/// Every open suggestion of an owner (a connection turned off withdraws them).
+pub async fn open_of_owner(db: &Db, owner: i64) -> Result<Vec<Suggestion>> {
+    suggestions(db, &format!("{SUGGESTION} WHERE owner_id = ?1 AND status = 'pending'"), args![owner]).await
+}
+
+/// Moves a suggestion from `from` to `to`; whether this call moved it.
+pub async fn settle(db: &Db, id: i64, from: &str, to: &str, now: i64) -> Result<bool> {
+    let n = db
+        .run("UPDATE business_suggestions SET status = ?3, updated_at = ?4 WHERE id = ?1 AND status = ?2", args![id, from, to, now])
+        .await?;
+    Ok(n == 1)
+}
+
+/// Claims the Send of a suggestion: open, or a claim older than `stale` (a crash while it was
+/// at Telegram). Whether this press holds it.
+pub async fn claim_send(db: &Db, id: i64, now: i64, stale: i64) -> Result<bool> {
+    let n = db
+        .run(
+            "UPDATE business_suggestions SET status = 'sending', updated_at = ?2
+             WHERE id = ?1 AND (status = 'pending' OR (status = 'sending' AND updated_at < ?3))",
+            args![id, now, stale],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// A Send went out: the suggestion is sent, and the reply is in the chat's messages, in one batch.
+pub async fn sent(db: &Db, s: &Suggestion, message_id: i64, text: &str, now: i64) -> Result<()> {
+    db.batch(vec![
+        db.stmt(
+            "UPDATE business_suggestions SET status = 'sent', sent_message_id = ?2, updated_at = ?3 WHERE id = ?1",
+            args![s.id, message_id, now],
+        )?,
+        db.stmt(
+            "INSERT INTO business_messages (owner_id, contact_id, message_id, side, name, text, date) VALUES (?1, ?2, ?3, 'bot', '', ?4, ?5)
+             ON CONFLICT (owner_id, contact_id, message_id) DO NOTHING",
+            args![s.owner_id, s.contact_id, message_id, text, now / 1000],
+        )?,
+    ])
     .await?;
     Ok(())
 }

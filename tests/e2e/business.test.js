@@ -1,10 +1,10 @@
-// Telegram Business, first part (issue 49): the bot keeps the connections people make to it
-// from their business accounts, looks an unknown one up with getBusinessConnection, tells an
-// owner the access policy refuses why (once), and lets an owner pick a mode with /business.
-// Contacts get nothing from this part: their messages are acknowledged, never taken for their
-// own private chat with the bot, and never reach the model. The fake Telegram answers
-// getBusinessConnection as the Bot API server does (an unknown id: "business connection not
-// found").
+// Telegram Business (issue 49), the connection: the bot keeps the connections people make to
+// it from their business accounts, looks an unknown one up with getBusinessConnection, tells an
+// owner the access policy refuses why (once), lets an owner pick a mode with /business, and
+// caps an owner's suggestions a day (BUSINESS_DAILY_LIMIT). A refused owner's contacts get
+// nothing; a contact's business messages are never taken for their own private chat with the
+// bot. The fake Telegram answers getBusinessConnection as the Bot API server does (an unknown
+// id: "business connection not found"). Draft mode: business-draft.test.js.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, privateText, cmd, uniqueId, sleep } from "../support/stack.js";
@@ -15,10 +15,11 @@ const CONTACT = 7_100_000_003; // also talks to the bot directly
 const REFUSED = 7_100_000_010;
 const REFUSED_RETRIED = 7_100_000_011;
 const REFUSED_LOOKED_UP = 7_100_000_012;
+const OWNER_LIMITED = 7_100_000_004;
 
 let s;
 before(async () => {
-  s = await startStack({ vars: { DM_POLICY: "allowlist", DM_ALLOWLIST: [OWNER, OWNER_LOOKED_UP, CONTACT].join(",") } });
+  s = await startStack({ vars: { DM_POLICY: "allowlist", DM_ALLOWLIST: [OWNER, OWNER_LOOKED_UP, CONTACT, OWNER_LIMITED].join(","), BUSINESS_DAILY_LIMIT: "1" } });
 });
 after(async () => {
   await s?.close();
@@ -26,11 +27,13 @@ after(async () => {
 
 /** Sends `/business …` in the owner's private chat and returns the bot's answer. */
 async function business(owner, args = "") {
-  const before = s.tg.sent(owner).length;
+  // The bot's answers in the owner's chat, not its suggestions (those carry buttons).
+  const answers = () => s.tg.calls("sendMessage", owner).filter((r) => r.text !== undefined && !r.body.reply_markup);
+  const before = answers().length;
   const r = await s.webhook(cmd(owner, `/business${args ? ` ${args}` : ""}`));
   assert.equal(r.status, 200);
-  await s.tg.waitFor(() => s.tg.sent(owner).length > before, 15_000, `the answer to /business ${args}`);
-  return s.tg.sent(owner).at(-1);
+  await s.tg.waitFor(() => answers().length > before, 15_000, `the answer to /business ${args}`);
+  return answers().at(-1).text;
 }
 
 async function post(update) {
@@ -47,8 +50,8 @@ test("an admitted owner connects: /business shows the connection, its rights and
   let status = await business(OWNER);
   assert.match(status, /Mode: draft/, "draft by default");
   assert.match(status, /I may reply in your chats, and may mark messages as read/);
-  assert.match(status, /does not answer your contacts yet/, "says plainly what this part does not do");
-  assert.match(await business(OWNER, "away"), /^Business mode set to away\.[\s\S]*Mode: away/);
+  assert.match(status, /I suggest a reply to each contact here/);
+  assert.match(await business(OWNER, "away"), /^Business mode set to away\.[\s\S]*Mode: away \(answering for you while you are away is not built yet/, "says plainly what is not built");
   assert.match(await business(OWNER), /Mode: away/, "the mode is kept");
   assert.match(await business(OWNER, "sometimes"), /^Use \/business draft/);
   assert.match(await business(OWNER), /Mode: away/, "an unclear argument changes nothing");
@@ -119,7 +122,7 @@ test("a business message naming a connection the bot never heard of is looked up
   assert.equal(s.tg.sent(contact).length, 0);
 });
 
-test("a contact who also talks to the bot directly: their business messages never reach their private chat with the bot", async () => {
+test("a contact who also talks to the bot directly: their business messages never reach their private chat with the bot, and a command there is just text", async () => {
   s.gemini.script(CONTACT, [{ text: "Hello there." }]);
   await post(privateText(CONTACT, "hi bot"));
   await s.tg.waitFor(() => s.tg.sent(CONTACT).length === 1, 20_000, "the answer in the contact's own chat");
@@ -137,6 +140,19 @@ test("a contact who also talks to the bot directly: their business messages neve
   assert.equal(s.gemini.calls(CONTACT).length, calls, "no model call");
   const [now] = await s.sql("SELECT COUNT(*) AS n FROM messages WHERE chat_id = ?", CONTACT);
   assert.equal(now.n, stored.n, "the contact's private conversation with the bot (what its model reads) is as it was");
+});
+
+test("BUSINESS_DAILY_LIMIT caps an owner's suggestions a day: past it, contacts ask the model nothing", async () => {
+  await post(s.tg.connectBusiness(OWNER_LIMITED, { id: "bc-limited" }));
+  const first = uniqueId();
+  const second = uniqueId();
+  s.gemini.script(first, [{ text: "Hello!" }]);
+  await post(s.tg.businessMessage("bc-limited", first, "hi"));
+  await s.tg.waitFor(() => s.tg.calls("sendMessage", OWNER_LIMITED).some((r) => r.body.reply_markup), 30_000, "the day's one suggestion");
+  await post(s.tg.businessMessage("bc-limited", second, "hi too"));
+  await sleep(8000);
+  assert.equal(s.gemini.calls(second).length, 0, "the limit (1) is reached: no model call");
+  assert.equal(s.tg.calls("sendMessage", OWNER_LIMITED).filter((r) => r.body.reply_markup).length, 1);
 });
 
 test("a malformed business_connection is acknowledged and ignored", async () => {

@@ -41,6 +41,9 @@ pub enum Job {
     /// (`data`: `guest::GuestJob` as JSON text, read field by field: one small variant in this
     /// enum's deserializer, which every queued job goes through.)
     Guest { query_id: String, caller: i64, data: String, attempt: u32 },
+    /// Draft a reply to a contact's burst in a business chat (`crate::business::suggest`):
+    /// `upto` is the burst's last message, `connection` the owner's Business connection.
+    Business { owner: i64, contact: i64, upto: i64, connection: String, attempt: u32 },
 }
 
 /// A `Job` as queued, read as one flat struct: serde's internally tagged enums buffer every
@@ -57,6 +60,10 @@ struct JobFields {
     query_id: Option<String>,
     caller: Option<i64>,
     data: Option<String>,
+    owner: Option<i64>,
+    contact: Option<i64>,
+    upto: Option<i64>,
+    connection: Option<String>,
 }
 
 impl TryFrom<JobFields> for Job {
@@ -73,7 +80,14 @@ impl TryFrom<JobFields> for Job {
             "step" => Job::Step { conv: conv(f.conv)?, turn_id: need(f.turn_id, "turn_id")?, step: need(f.step, "step")?, attempt },
             "consolidate" => Job::Consolidate { conv: conv(f.conv)?, attempt },
             "guest" => Job::Guest { query_id: need(f.query_id, "query_id")?, caller: need(f.caller, "caller")?, data: need(f.data, "data")?, attempt },
-            other => return Err(format!("unknown variant `{other}`, expected one of `turn`, `step`, `consolidate`, `guest`")),
+            "business" => Job::Business {
+                owner: need(f.owner, "owner")?,
+                contact: need(f.contact, "contact")?,
+                upto: need(f.upto, "upto")?,
+                connection: need(f.connection, "connection")?,
+                attempt,
+            },
+            other => return Err(format!("unknown variant `{other}`, expected one of `turn`, `step`, `consolidate`, `guest`, `business`")),
         })
     }
 }
@@ -81,7 +95,11 @@ impl TryFrom<JobFields> for Job {
 impl Job {
     pub fn attempt(&self) -> u32 {
         match self {
-            Job::Turn { attempt, .. } | Job::Step { attempt, .. } | Job::Consolidate { attempt, .. } | Job::Guest { attempt, .. } => *attempt,
+            Job::Turn { attempt, .. }
+            | Job::Step { attempt, .. }
+            | Job::Consolidate { attempt, .. }
+            | Job::Guest { attempt, .. }
+            | Job::Business { attempt, .. } => *attempt,
         }
     }
 
@@ -90,6 +108,9 @@ impl Job {
             Job::Turn { conv, .. } | Job::Step { conv, .. } | Job::Consolidate { conv, .. } => *conv,
             // The caller's own private chat: the host chat is not named.
             Job::Guest { caller, .. } => ConvKey::chat(*caller),
+            // The owner's private chat with the bot, where suggestions go: the contact's chat
+            // is the owner's business, not a conversation of the bot.
+            Job::Business { owner, .. } => ConvKey::chat(*owner),
         }
     }
 
@@ -99,6 +120,7 @@ impl Job {
             Job::Step { .. } => "step",
             Job::Consolidate { .. } => "consolidate",
             Job::Guest { .. } => "guest",
+            Job::Business { .. } => "business",
         }
     }
 
@@ -109,13 +131,18 @@ impl Job {
             Job::Step { turn_id, step, .. } => format!("step:{turn_id}/{step}"),
             Job::Consolidate { conv, .. } => format!("consolidate:{conv}"),
             Job::Guest { query_id, .. } => format!("guest:{query_id}"),
+            Job::Business { owner, contact, upto, .. } => format!("business:{owner}:{contact}:{upto}"),
         }
     }
 
     pub fn next_attempt(&self) -> Job {
         let mut j = self.clone();
         match &mut j {
-            Job::Turn { attempt, .. } | Job::Step { attempt, .. } | Job::Consolidate { attempt, .. } | Job::Guest { attempt, .. } => *attempt += 1,
+            Job::Turn { attempt, .. }
+            | Job::Step { attempt, .. }
+            | Job::Consolidate { attempt, .. }
+            | Job::Guest { attempt, .. }
+            | Job::Business { attempt, .. } => *attempt += 1,
         }
         j
     }
@@ -169,6 +196,8 @@ pub fn max_attempts(job: &Job, max_turn: u32, max_send: u32) -> u32 {
         Job::Consolidate { .. } => 5,
         // The last run gives up itself (`guest::job_gives_up`): an apology edited in.
         Job::Guest { .. } => crate::guest::MAX_GUEST_ATTEMPTS + 1,
+        // A suggestion is worth a few tries; past them the owner answers themself.
+        Job::Business { .. } => max_send,
     }
 }
 

@@ -63,7 +63,7 @@ pub async fn run<H: JobHost>(host: &H, job: Job, lim: &Limits) -> JobOutcome {
                 None => JobOutcome::Done,
             }
         }
-        Job::Consolidate { .. } | Job::Guest { .. } => JobOutcome::Done,
+        Job::Consolidate { .. } | Job::Guest { .. } | Job::Business { .. } => JobOutcome::Done,
     }
 }
 

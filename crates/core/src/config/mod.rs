@@ -95,6 +95,8 @@ pub struct Config {
     /// `BUSINESS=on`: Telegram Business connections are kept and `/business` works
     /// (`crate::business`); `off`: business updates are acknowledged and ignored.
     pub business: bool,
+    /// `BUSINESS_DAILY_LIMIT`: model calls per business owner a UTC day.
+    pub business_daily_limit: u64,
     /// `NEW_OPENS_TOPIC=on`: `/new` in a private chat with topics opens a fresh topic
     /// (`telegram::new_topic`); `off`: it resets the current conversation.
     pub new_opens_topic: bool,
@@ -231,6 +233,7 @@ impl Config {
             rich_messages: false,
             stop_keeps_partial: false,
             business: false,
+            business_daily_limit: 0,
             new_opens_topic: false,
             draft_interval_ms: 0,
             timezone: String::new(),

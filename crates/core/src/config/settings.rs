@@ -79,6 +79,7 @@ pub const SETTINGS: &[Setting] = &[
         options: &["partial", "nothing"], default: "partial", fallback: "partial",
         set: |c, v| c.stop_keeps_partial = v != "nothing" } },
     flag("BUSINESS", true, "the bot acts for owners who connect it to their Telegram Business account (on) or ignores business updates (off)", |c, b| c.business = b),
+    num("BUSINESS_DAILY_LIMIT", 100, 0, 10_000, "suggested replies (model calls) per Telegram Business owner a UTC day", |c, n| c.business_daily_limit = n),
     flag("NEW_OPENS_TOPIC", true, "/new in a private chat with topics opens a fresh topic (on) or resets the current conversation (off)", |c, b| c.new_opens_topic = b),
     num("DRAFT_INTERVAL_MS", 500, 100, 10_000, "the least time between two draft updates of one answer", |c, n| c.draft_interval_ms = n),
     custom("SESSION_IDLE_HOURS", "24", "idle hours after which the next message starts a new session", |c, r| {

@@ -48,6 +48,33 @@ pub struct SendMessage {
     pub reply_parameters: Option<ReplyParameters>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub link_preview_options: Option<LinkPreviewOptions>,
+    /// Sent for a Telegram Business account's owner, to one of their contacts.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub business_connection_id: Option<String>,
+    /// Inline buttons under the message.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reply_markup: Option<serde_json::Value>,
+}
+
+impl SendMessage {
+    /// A message of `text` to `chat_id`, nothing else set.
+    pub fn text(chat_id: i64, text: String) -> SendMessage {
+        SendMessage {
+            chat_id,
+            message_thread_id: None,
+            text,
+            parse_mode: None,
+            reply_parameters: None,
+            link_preview_options: None,
+            business_connection_id: None,
+            reply_markup: None,
+        }
+    }
+
+    /// The same as HTML, with link previews off.
+    pub fn html(chat_id: i64, html: String) -> SendMessage {
+        SendMessage { parse_mode: Some("HTML".into()), link_preview_options: Some(LinkPreviewOptions { is_disabled: true }), ..SendMessage::text(chat_id, html) }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -37,6 +37,10 @@ pub enum UpdateKind {
     /// `business_connection`: the bot connected to, changed on or removed from a person's
     /// Telegram Business account (`core::business`).
     BusinessConnection(BusinessConnection),
+    /// `callback_query`: a press on an inline button under one of the bot's messages.
+    CallbackQuery(CallbackQuery),
+    /// `deleted_business_messages`: messages deleted in a business chat.
+    DeletedBusinessMessages(BusinessMessagesDeleted),
     /// A known or unknown kind the bot does not act on, by its field name
     /// (`callback_query`, `chat_boost`, `new_update_kind`, ...).
     Other(String),
@@ -56,6 +60,8 @@ impl UpdateKind {
             UpdateKind::StoppedGeneration(_) => "stopped_message_generation",
             UpdateKind::GuestMessage(_) => "guest_message",
             UpdateKind::BusinessConnection(_) => "business_connection",
+            UpdateKind::DeletedBusinessMessages(_) => "deleted_business_messages",
+            UpdateKind::CallbackQuery(_) => "callback_query",
             UpdateKind::Other(name) => name,
         }
     }
@@ -140,8 +146,19 @@ pub fn parse_update(body: &[u8]) -> Result<Update, ParseError> {
         return Ok(Update { update_id, kind: UpdateKind::GuestMessage(m) });
     }
     if let Some(v) = map.remove("business_connection") {
-        let c = BusinessConnection::deserialize(v).map_err(|e| malformed("business_connection", e))?;
+        let bad = |reason: String| ParseError::Malformed { update_id, kind: "business_connection".into(), reason };
+        let c = BusinessConnection::from_json(v).map_err(bad)?;
         return Ok(Update { update_id, kind: UpdateKind::BusinessConnection(c) });
+    }
+    if let Some(v) = map.remove("callback_query") {
+        let bad = |reason: String| ParseError::Malformed { update_id, kind: "callback_query".into(), reason };
+        let q = CallbackQuery::from_json(v).map_err(bad)?;
+        return Ok(Update { update_id, kind: UpdateKind::CallbackQuery(q) });
+    }
+    if let Some(v) = map.remove("deleted_business_messages") {
+        let bad = |reason: String| ParseError::Malformed { update_id, kind: "deleted_business_messages".into(), reason };
+        let d = BusinessMessagesDeleted::from_json(v).map_err(bad)?;
+        return Ok(Update { update_id, kind: UpdateKind::DeletedBusinessMessages(d) });
     }
     let name = map.keys().next().cloned().unwrap_or_else(|| "empty".to_string());
     Ok(Update { update_id, kind: UpdateKind::Other(name) })
@@ -164,26 +181,91 @@ pub struct StoppedChat {
 
 /// `BusinessConnection`. `rights` (BusinessBotRights, Bot API 9.0) missing means no rights;
 /// only the two the bot uses are read, every other right is ignored.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+///
+/// The Business types are read from the update's JSON by hand ([`BusinessConnection::from_json`]
+/// and the like): a derived deserializer each cost the wasm more than the whole reading here.
+#[derive(Debug, Clone, PartialEq)]
 pub struct BusinessConnection {
     pub id: String,
     pub user: User,
     pub user_chat_id: i64,
     pub date: i64,
-    #[serde(default)]
     pub rights: Option<BusinessBotRights>,
-    #[serde(default)]
     pub is_enabled: bool,
 }
 
+fn need_i64(v: &Value, k: &str) -> Result<i64, String> {
+    v.get(k).and_then(Value::as_i64).ok_or_else(|| format!("missing or not an integer: `{k}`"))
+}
+
+fn need_str(v: &Value, k: &str) -> Result<String, String> {
+    v.get(k).and_then(Value::as_str).map(str::to_string).ok_or_else(|| format!("missing or not a string: `{k}`"))
+}
+
+fn need_user(v: &mut Value, k: &str) -> Result<User, String> {
+    let u = v.get_mut(k).map(Value::take).ok_or_else(|| format!("missing field `{k}`"))?;
+    User::deserialize(u).map_err(|e| e.to_string())
+}
+
 impl BusinessConnection {
+    /// Reads a `BusinessConnection` object (an update's or `getBusinessConnection`'s).
+    pub fn from_json(mut v: Value) -> Result<Self, String> {
+        let flag = |r: &Value, k: &str| r.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let rights = v.get("rights").filter(|r| r.is_object()).map(|r| BusinessBotRights { can_reply: flag(r, "can_reply"), can_read_messages: flag(r, "can_read_messages") });
+        Ok(BusinessConnection {
+            id: need_str(&v, "id")?,
+            user_chat_id: need_i64(&v, "user_chat_id")?,
+            date: need_i64(&v, "date")?,
+            is_enabled: flag(&v, "is_enabled"),
+            rights,
+            user: need_user(&mut v, "user")?,
+        })
+    }
+
     /// The rights, none when Telegram sent none.
     pub fn rights(&self) -> BusinessBotRights {
         self.rights.unwrap_or_default()
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+/// `CallbackQuery`: only what a press on the bot's buttons needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallbackQuery {
+    pub id: String,
+    pub from: User,
+    /// The message the button is under: (chat id, message id).
+    pub message: Option<(i64, i64)>,
+    pub data: Option<String>,
+}
+
+impl CallbackQuery {
+    pub fn from_json(mut v: Value) -> Result<Self, String> {
+        let message = v.get("message").and_then(|m| Some((m.get("chat")?.get("id")?.as_i64()?, m.get("message_id")?.as_i64()?)));
+        Ok(CallbackQuery { id: need_str(&v, "id")?, data: v.get("data").and_then(Value::as_str).map(str::to_string), message, from: need_user(&mut v, "from")? })
+    }
+}
+
+/// `BusinessMessagesDeleted`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BusinessMessagesDeleted {
+    pub business_connection_id: String,
+    pub chat_id: i64,
+    pub message_ids: Vec<i64>,
+}
+
+impl BusinessMessagesDeleted {
+    pub fn from_json(v: Value) -> Result<Self, String> {
+        let chat_id = v.get("chat").map(|c| need_i64(c, "id")).unwrap_or_else(|| Err("missing field `chat`".into()))?;
+        let ids = v.get("message_ids").and_then(Value::as_array).ok_or("missing field `message_ids`")?;
+        Ok(BusinessMessagesDeleted {
+            business_connection_id: need_str(&v, "business_connection_id")?,
+            chat_id,
+            message_ids: ids.iter().filter_map(Value::as_i64).collect(),
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 pub struct BusinessBotRights {
     /// Send and edit messages in private chats that had incoming messages in the last 24 hours.
     #[serde(default)]
@@ -392,6 +474,12 @@ pub struct Message {
     pub media_group_id: Option<String>,
     pub author_signature: Option<String>,
     pub business_connection_id: Option<String>,
+    /// A business message sent for the account's owner by a bot (Bot API 7.2).
+    #[serde(default)]
+    pub sender_business_bot: Option<User>,
+    /// Telegram's own away or greeting message of a business account (not the owner typing).
+    #[serde(default)]
+    pub is_from_offline: bool,
     /// An ephemeral message (Bot API 10.2: only its sender and the bot see it; its
     /// `message_id` is 0): the id to reply to it with, within Telegram's 15 s.
     #[serde(default)]

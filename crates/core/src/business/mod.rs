@@ -3,12 +3,13 @@
 //! draft|away|auto|off`), what a connection's rights allow, when the owner is told the bot
 //! cannot act for them, and the texts. The edge is `bot::business`.
 //!
-//! What this part does: the connection is kept (`business_connection` updates, an unknown id
-//! looked up with `getBusinessConnection`), an owner the access policy refuses is told once
-//! why, and the owner picks a mode. Contacts' messages are acknowledged and not yet answered
-//! (README, "Telegram Business").
+//! What works: the connection is kept (`business_connection` updates, an unknown id looked up
+//! with `getBusinessConnection`), an owner the access policy refuses is told once why, the
+//! owner picks a mode, and draft mode's suggestions (`suggest`). Away and auto modes suggest
+//! as draft mode does for now; the digest and business notes are not built yet (README,
+//! "Telegram Business").
 
-use crate::telegram::BusinessBotRights;
+pub mod suggest;
 
 /// How the bot handles its owner's business chats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,8 +54,8 @@ impl Mode {
     fn describe(self) -> &'static str {
         match self {
             Mode::Draft => "I suggest a reply to each contact here, for you to send or skip",
-            Mode::Away => "I answer a contact myself when you have not answered them for a while",
-            Mode::Auto => "I answer contacts myself",
+            Mode::Away => "answering for you while you are away is not built yet: I suggest replies here, as in draft mode",
+            Mode::Auto => "answering for you is not built yet: I suggest replies here, as in draft mode",
             Mode::Off => "I leave your business chats alone",
         }
     }
@@ -79,7 +80,10 @@ pub fn parse_arg(args: &str) -> Arg {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Connected {
     pub enabled: bool,
-    pub rights: BusinessBotRights,
+    /// `rights.can_reply`.
+    pub can_reply: bool,
+    /// `rights.can_read_messages`.
+    pub can_read: bool,
 }
 
 /// What the answer to `/business` says.
@@ -115,12 +119,11 @@ pub fn status_text(s: &Status) -> String {
         ),
         Some(c) if !c.enabled => text.push_str("\n\nYour Telegram Business connection is turned off: I do nothing in your business chats."),
         Some(c) => {
-            let reply = if c.rights.can_reply { "may reply in your chats" } else { "may not reply (only suggestions, without Send)" };
-            let read = if c.rights.can_read_messages { "may mark messages as read" } else { "may not mark messages as read" };
+            let reply = if c.can_reply { "may reply in your chats" } else { "may not reply (only suggestions, without Send)" };
+            let read = if c.can_read { "may mark messages as read" } else { "may not mark messages as read" };
             text.push_str(&format!("\n\nConnected: I {reply}, and {read}."));
         }
     }
-    text.push_str("\n\nThis version keeps your connection and mode; it does not answer your contacts yet.");
     text
 }
 
@@ -153,8 +156,7 @@ mod tests {
 
     #[test]
     fn status_says_what_the_connection_allows() {
-        let rights = BusinessBotRights { can_reply: false, can_read_messages: true };
-        let c = Connected { enabled: true, rights };
+        let c = Connected { enabled: true, can_reply: false, can_read: true };
         let s = Status { feature_on: true, private: true, arg: Arg::Set(Mode::Away), mode: Mode::Away, connection: Some(&c) };
         let t = status_text(&s);
         assert!(t.starts_with("Business mode set to away."), "{t}");
