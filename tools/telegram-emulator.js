@@ -220,7 +220,7 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   // (BUSINESS_PEER_USAGE_MISSING past it); a connection off or without can_reply refuses a
   // send with BOT_ACCESS_FORBIDDEN (assumed: Telegram's own code, which the Bot API server
   // passes through; the reference states none).
-  const business = { connections: new Map(), nextMessageId: 1, incoming: new Map() };
+  const business = { connections: new Map(), nextMessageId: 1, incoming: new Map(), read: new Map() };
   // Inline buttons' presses (callback queries) by id: {at, answered, text}. Telegram's clients
   // wait about 15 s for an answer (assumed: the reference says only "must be called"); later,
   // a second time, or an unknown id: "query is too old…" (the Bot API server's wording).
@@ -347,6 +347,18 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         if (!q || q.answered || Date.now() - q.at > 15_000) return fail(res, 400, "Bad Request: query is too old and response timeout expired or query ID is invalid");
         if (body.text !== undefined && [...String(body.text)].length > 200) return fail(res, 400, "Bad Request: MESSAGE_TOO_LONG");
         Object.assign(q, { answered: true, text: body.text ?? "" });
+        return ok(res, true);
+      }
+      // readBusinessMessage: the connection must be on with can_read_messages (else
+      // BOT_ACCESS_FORBIDDEN, assumed as for sends) and the chat active in the last 24 hours.
+      case "readBusinessMessage": {
+        const c = business.connections.get(String(body.business_connection_id ?? ""));
+        if (!c) return fail(res, 400, "Bad Request: business connection not found");
+        if (!c.is_enabled || !c.rights?.can_read_messages) return fail(res, 400, "Bad Request: BOT_ACCESS_FORBIDDEN");
+        const last = business.incoming.get(`${c.id}:${chatId}`);
+        if (last === undefined || Date.now() - last > 24 * 3600 * 1000) return fail(res, 400, "Bad Request: BUSINESS_PEER_USAGE_MISSING");
+        if (!Number.isInteger(body.message_id) || body.message_id <= 0) return fail(res, 400, "Bad Request: invalid message identifier specified");
+        business.read.set(`${c.id}:${chatId}`, Math.max(business.read.get(`${c.id}:${chatId}`) ?? 0, body.message_id));
         return ok(res, true);
       }
       case "getBusinessConnection": {
@@ -850,6 +862,10 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
       callbacks.set(id, { at: Date.now(), answered: false });
       const message = { message_id: messageId, chat: { id: chatId, type: "private" }, date: Math.floor(Date.now() / 1000), text: sentTexts.get(`${chatId}:${messageId}`)?.text ?? "" };
       return { update_id: update_id ?? Math.floor(Math.random() * 1e9), callback_query: { id, from: { id: userId, is_bot: false, first_name: `User${userId}` }, message, chat_instance: String(chatId), data } };
+    },
+    /** The newest message the bot marked read in a business chat (readBusinessMessage). */
+    businessRead(id, contact) {
+      return business.read.get(`${id}:${contact}`);
     },
     /** How a press was answered (answerCallbackQuery): {answered, text}. */
     callbackAnswer(queryId) {

@@ -21,7 +21,11 @@
 //!   once with `business_connection_id` (claimed before the send, lapsing after a crash),
 //!   whoever presses how many times ([`press`]). A suggestion is withdrawn when the owner
 //!   answers the contact themself, when a newer burst's replaces it, and when the connection
-//!   is turned off. Away and auto modes draft as draft mode does for now (README).
+//!   is turned off.
+//! - Away and auto modes (with the right to reply): the burst's job runs after
+//!   `BUSINESS_AWAY_SECONDS` (away) or the quiet window (auto); unless the owner answered
+//!   first, the bot sends the reply itself, once (the same claim as Send), and marks the
+//!   contact's messages read where `can_read_messages` allows.
 //!
 //! `BUSINESS=off`: every business update is acknowledged and ignored.
 
@@ -36,6 +40,14 @@ use agent_core::conversation::ChatKind;
 use agent_core::telegram::api::SendMessage;
 use agent_core::telegram::{CallbackQuery, Message, Update, UpdateKind};
 use serde_json::json;
+
+/// A message body of HTML to `chat_id`, link previews off, with one more field (`key`: the
+/// buttons, the business connection, or the message an edit rewrites).
+fn html_body(chat_id: i64, html: String, key: &str, value: serde_json::Value) -> serde_json::Value {
+    let mut body = json!({ "chat_id": chat_id, "text": html, "parse_mode": "HTML", "link_preview_options": {"is_disabled": true} });
+    body[key] = value;
+    body
+}
 
 /// How long a claim to tell a refused owner holds before another update may try again.
 pub const TELL_LEASE_MS: i64 = 60_000;
@@ -104,11 +116,12 @@ async fn arrived(ctx: &Ctx, row: &ConnRow, m: &Message) -> worker::Result<()> {
     rows::store_message(&db, &stored).await?;
     match side {
         Side::Contact => {
-            if Mode::stored(rows::mode(&db, row.owner_id).await?.as_deref()) == Mode::Off {
+            let mode = Mode::stored(rows::mode(&db, row.owner_id).await?.as_deref());
+            if mode == Mode::Off {
                 return Ok(());
             }
             let job = Job::Business { owner: row.owner_id, contact, upto: m.message_id, connection: row.id.clone(), attempt: 1 };
-            queues::enqueue(ctx, &job, suggest::QUIET_SECS).await
+            queues::enqueue(ctx, &job, suggest::delay_secs(mode, ctx.cfg.business_away_secs)).await
         }
         Side::Owner => {
             for s in rows::open_in_chat(&db, row.owner_id, contact, 0).await? {
@@ -132,13 +145,7 @@ async fn withdraw(ctx: &Ctx, row: &ConnRow, s: &Suggestion, status: &str) -> wor
 async fn show_ended(ctx: &Ctx, owner_chat: i64, s: &Suggestion, status: &str, line: Option<String>) {
     let Some(shown) = s.shown_message_id.filter(|id| *id > 0) else { return };
     let Some(line) = line.or_else(|| suggest::ended_line(status, &s.contact_name)) else { return };
-    let body = json!({
-        "chat_id": owner_chat,
-        "message_id": shown,
-        "text": suggest::suggestion_html(&s.contact_name, &s.quoted, &s.html, Some(&line)),
-        "parse_mode": "HTML",
-        "link_preview_options": {"is_disabled": true},
-    });
+    let body = html_body(owner_chat, suggest::suggestion_html(&s.contact_name, &s.quoted, &s.html, Some(&line)), "message_id", json!(shown));
     if let Err(e) = ctx.telegram().call("editMessageText", &body).await {
         worker::console_warn!("suggestion {}: the owner's copy was not updated ({e})", s.id);
     }
@@ -249,7 +256,11 @@ async fn draft(ctx: &Ctx, owner: i64, contact: i64, upto: i64, connection: &str)
             }
         }
     };
-    if s.status == "pending" && s.shown_message_id.is_none_or(|id| id < 0) {
+    if suggest::answers_itself(mode, row.rights().can_reply) {
+        if matches!(s.status.as_str(), "pending" | "sending") {
+            return answer_itself(ctx, &row, &s, upto).await;
+        }
+    } else if s.status == "pending" && s.shown_message_id.is_none_or(|id| id < 0) {
         if let Some(retry) = show(ctx, &row, &s).await? {
             return Ok(retry);
         }
@@ -298,11 +309,8 @@ async fn show(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<Option
     if !rows::claim_show(&db, s.id, now, now - CLAIM_LEASE_MS).await? {
         return Ok(None);
     }
-    let body = SendMessage {
-        reply_markup: Some(suggest::keyboard(s.id, row.rights().can_reply)),
-        ..SendMessage::html(row.user_chat_id, suggest::suggestion_html(&s.contact_name, &s.quoted, &s.html, None))
-    };
-    match ctx.telegram().send_message(&body).await {
+    let body = html_body(row.user_chat_id, suggest::suggestion_html(&s.contact_name, &s.quoted, &s.html, None), "reply_markup", suggest::keyboard(s.id, row.rights().can_reply));
+    match ctx.telegram().message_call("sendMessage", &body).await {
         Ok(id) => {
             rows::shown(&db, s.id, id).await?;
             Ok(None)
@@ -366,29 +374,79 @@ async fn pressed(ctx: &Ctx, q: &CallbackQuery) -> worker::Result<String> {
     }
 }
 
-/// Sends an approved suggestion to the contact, once.
-async fn send(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<String> {
+/// How a send to the contact went.
+enum Delivery {
+    /// Another press or run holds the send.
+    Taken,
+    Sent,
+    /// Failed in a way that may pass: open again.
+    Busy(agent_core::telegram::api::TelegramError),
+    /// Refused for good (past the 24 hours, rights taken away): failed, not tried again.
+    Refused(String),
+}
+
+/// Sends a suggestion's reply to the contact, once: claimed in its row before the send (a
+/// claim left by a crash lapses after `CLAIM_LEASE_MS`), kept in the chat once sent.
+async fn deliver(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<Delivery> {
     let db = ctx.db();
     let now = now_ms();
     if !rows::claim_send(&db, s.id, now, now - CLAIM_LEASE_MS).await? {
-        return Ok("Already being sent.".to_string());
+        return Ok(Delivery::Taken);
     }
-    let body = SendMessage { business_connection_id: Some(row.id.clone()), ..SendMessage::html(s.contact_id, s.html.clone()) };
-    match ctx.telegram().send_message(&body).await {
+    let body = html_body(s.contact_id, s.html.clone(), "business_connection_id", json!(row.id));
+    Ok(match ctx.telegram().message_call("sendMessage", &body).await {
         Ok(message_id) => {
             rows::sent(&db, s, message_id, &suggest::plain_of(&s.html), now_ms()).await?;
-            show_ended(ctx, row.user_chat_id, s, "sent", None).await;
-            Ok(suggest::press_done(Press::Send).to_string())
+            Delivery::Sent
         }
         Err(e) if e.is_transient() => {
             rows::settle(&db, s.id, "sending", "pending", now_ms()).await?;
-            Ok("Telegram is busy: press Send again in a moment.".to_string())
+            Delivery::Busy(e)
         }
         Err(e) => {
-            // Refused for good (past the 24 hours, rights taken away): said once, not retried.
             rows::settle(&db, s.id, "sending", "failed", now_ms()).await?;
-            show_ended(ctx, row.user_chat_id, s, "failed", Some(suggest::refused_line(&e.to_string()))).await;
-            Ok("Telegram refused to send it.".to_string())
+            Delivery::Refused(e.to_string())
         }
-    }
+    })
+}
+
+/// Send pressed on a suggestion: its reply to the contact, once; the press's answer.
+async fn send(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<String> {
+    Ok(match deliver(ctx, row, s).await? {
+        Delivery::Taken => "Already being sent.".to_string(),
+        Delivery::Sent => {
+            show_ended(ctx, row.user_chat_id, s, "sent", None).await;
+            suggest::press_done(Press::Send).to_string()
+        }
+        Delivery::Busy(_) => "Telegram is busy: press Send again in a moment.".to_string(),
+        Delivery::Refused(d) => {
+            show_ended(ctx, row.user_chat_id, s, "failed", Some(suggest::refused_line(&d))).await;
+            "Telegram refused to send it.".to_string()
+        }
+    })
+}
+
+/// Away and auto modes: the bot answers the contact itself, once; then marks the burst read
+/// where the rights allow (never in draft mode). A refusal is told to the owner in one line.
+async fn answer_itself(ctx: &Ctx, row: &ConnRow, s: &Suggestion, upto: i64) -> worker::Result<JobOutcome> {
+    Ok(match deliver(ctx, row, s).await? {
+        Delivery::Taken => JobOutcome::Done,
+        Delivery::Sent => {
+            if row.rights().can_read_messages {
+                let body = json!({ "business_connection_id": row.id, "chat_id": s.contact_id, "message_id": upto });
+                if let Err(e) = ctx.telegram().call("readBusinessMessage", &body).await {
+                    worker::console_warn!("business: the contact's messages were not marked read ({e})");
+                }
+            }
+            JobOutcome::Done
+        }
+        Delivery::Busy(e) => JobOutcome::Retry { error: e.to_string(), after_ms: e.retry_after_ms() },
+        Delivery::Refused(d) => {
+            let body = SendMessage::text(row.user_chat_id, suggest::answer_refused_line(&s.contact_name, &d));
+            if let Err(e) = ctx.telegram().send_message(&body).await {
+                worker::console_warn!("business: the owner was not told of a refused answer ({e})");
+            }
+            JobOutcome::Done
+        }
+    })
 }

@@ -152,7 +152,7 @@ async fn business_setting(ctx: &Ctx, m: &InboundMessage, uid: i64, arg: agent_co
     use agent_core::business::{status_text, Arg, Connected, Mode, Status};
     let private = m.chat.kind == agent_core::conversation::ChatKind::Private;
     let db = ctx.db();
-    let mut status = Status { feature_on: ctx.cfg.business, private, arg, mode: Mode::Draft, connection: None };
+    let mut status = Status { feature_on: ctx.cfg.business, private, arg, mode: Mode::Draft, connection: None, away_secs: ctx.cfg.business_away_secs };
     if !status.feature_on || !private {
         return Ok(status_text(&status));
     }

@@ -360,8 +360,6 @@ fn chunk_body(conv: &ConvKey, chunk: &Chunk, reply_to: Option<i64>, no_link_prev
         parse_mode: Some("HTML".into()),
         reply_parameters: reply_to.map(|m| ReplyParameters { message_id: m, allow_sending_without_reply: true }),
         link_preview_options: no_link_preview.then_some(LinkPreviewOptions { is_disabled: true }),
-        business_connection_id: None,
-        reply_markup: None,
     }
 }
 

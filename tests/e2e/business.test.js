@@ -51,7 +51,7 @@ test("an admitted owner connects: /business shows the connection, its rights and
   assert.match(status, /Mode: draft/, "draft by default");
   assert.match(status, /I may reply in your chats, and may mark messages as read/);
   assert.match(status, /I suggest a reply to each contact here/);
-  assert.match(await business(OWNER, "away"), /^Business mode set to away\.[\s\S]*Mode: away \(answering for you while you are away is not built yet/, "says plainly what is not built");
+  assert.match(await business(OWNER, "away"), /^Business mode set to away\.[\s\S]*Mode: away \(I answer a contact myself when you have not answered them within 5 minutes\)/);
   assert.match(await business(OWNER), /Mode: away/, "the mode is kept");
   assert.match(await business(OWNER, "sometimes"), /^Use \/business draft/);
   assert.match(await business(OWNER), /Mode: away/, "an unclear argument changes nothing");

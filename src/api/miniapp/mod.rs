@@ -81,7 +81,7 @@ async fn route(req: Request, ctx: &Ctx) -> Result<Response> {
     };
     let body: Value = match req.method() {
         Method::Put | Method::Post => match crate::outbound::net::request_body_within(req.inner(), MAX_BODY_BYTES).await {
-            Ok(Some(bytes)) => serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            Ok(Some(bytes)) => std::str::from_utf8(&bytes).ok().and_then(|t| serde_json::from_str(t).ok()).unwrap_or(Value::Null),
             Ok(None) => return answer(&json!({"error": "request too large"}), 413),
             Err(e) => return answer(&json!({"error": e}), 400),
         },

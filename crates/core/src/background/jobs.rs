@@ -148,9 +148,10 @@ impl Job {
     }
 }
 
-/// How a job's run ended.
+/// How a job's run ended. Written as `{"outcome": "retry", ...}`; read through one flat
+/// struct, as [`Job`] is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
+#[serde(tag = "outcome", rename_all = "snake_case", try_from = "OutcomeFields")]
 pub enum JobOutcome {
     /// Done, or no longer needed (superseded).
     Done,
@@ -158,6 +159,26 @@ pub enum JobOutcome {
     Retry { error: String, after_ms: Option<u64> },
     /// Failed for good.
     Failed { error: String },
+}
+
+#[derive(Deserialize)]
+struct OutcomeFields {
+    outcome: String,
+    error: Option<String>,
+    after_ms: Option<u64>,
+}
+
+impl TryFrom<OutcomeFields> for JobOutcome {
+    type Error = String;
+
+    fn try_from(f: OutcomeFields) -> Result<JobOutcome, String> {
+        Ok(match f.outcome.as_str() {
+            "done" => JobOutcome::Done,
+            "retry" => JobOutcome::Retry { error: need(f.error, "error")?, after_ms: f.after_ms },
+            "failed" => JobOutcome::Failed { error: need(f.error, "error")? },
+            other => return Err(format!("unknown variant `{other}`, expected one of `done`, `retry`, `failed`")),
+        })
+    }
 }
 
 /// What the consumer does next.
@@ -220,6 +241,20 @@ pub fn next_move(job: &Job, outcome: &JobOutcome, max: u32, base_ms: u64, jitter
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn outcomes_read_back_as_written() {
+        let all = vec![
+            JobOutcome::Done,
+            JobOutcome::Retry { error: "busy".into(), after_ms: Some(3000) },
+            JobOutcome::Retry { error: "busy".into(), after_ms: None },
+            JobOutcome::Failed { error: "gone".into() },
+        ];
+        let text = serde_json::to_string(&all).unwrap();
+        assert_eq!(serde_json::from_str::<Vec<JobOutcome>>(&text).unwrap(), all);
+        assert!(serde_json::from_str::<JobOutcome>(r#"{"outcome":"retry"}"#).is_err(), "a retry names its error");
+        assert!(serde_json::from_str::<JobOutcome>(r#"{"outcome":"maybe"}"#).is_err());
+    }
+
     use super::*;
 
     fn turn(attempt: u32) -> Job {

@@ -5,9 +5,8 @@
 //!
 //! What works: the connection is kept (`business_connection` updates, an unknown id looked up
 //! with `getBusinessConnection`), an owner the access policy refuses is told once why, the
-//! owner picks a mode, and draft mode's suggestions (`suggest`). Away and auto modes suggest
-//! as draft mode does for now; the digest and business notes are not built yet (README,
-//! "Telegram Business").
+//! owner picks a mode, draft mode's suggestions, and away and auto modes' answers (`suggest`).
+//! The digest and business notes are not built yet (README, "Telegram Business").
 
 pub mod suggest;
 
@@ -51,13 +50,22 @@ impl Mode {
         s.and_then(Mode::parse).unwrap_or_default()
     }
 
-    fn describe(self) -> &'static str {
+    fn describe(self, away_secs: u32) -> String {
         match self {
-            Mode::Draft => "I suggest a reply to each contact here, for you to send or skip",
-            Mode::Away => "answering for you while you are away is not built yet: I suggest replies here, as in draft mode",
-            Mode::Auto => "answering for you is not built yet: I suggest replies here, as in draft mode",
-            Mode::Off => "I leave your business chats alone",
+            Mode::Draft => "I suggest a reply to each contact here, for you to send or skip".to_string(),
+            Mode::Away => format!("I answer a contact myself when you have not answered them within {}", minutes(away_secs)),
+            Mode::Auto => "I answer your contacts myself".to_string(),
+            Mode::Off => "I leave your business chats alone".to_string(),
         }
+    }
+}
+
+/// "5 minutes", "1 minute", "30 seconds".
+fn minutes(secs: u32) -> String {
+    match secs {
+        s if s % 60 == 0 && s == 60 => "1 minute".to_string(),
+        s if s % 60 == 0 => format!("{} minutes", s / 60),
+        s => format!("{s} seconds"),
     }
 }
 
@@ -96,6 +104,8 @@ pub struct Status<'a> {
     /// The mode after the command.
     pub mode: Mode,
     pub connection: Option<&'a Connected>,
+    /// `BUSINESS_AWAY_SECONDS`.
+    pub away_secs: u32,
 }
 
 /// `/business`'s answer (Markdown, as every command's). Says plainly what the mode will do,
@@ -112,14 +122,14 @@ pub fn status_text(s: &Status) -> String {
         Arg::Set(m) => format!("Business mode set to {}.\n\n", m.as_str()),
         Arg::Show => String::new(),
     };
-    text.push_str(&format!("Mode: {} ({}).", s.mode.as_str(), s.mode.describe()));
+    text.push_str(&format!("Mode: {} ({}).", s.mode.as_str(), s.mode.describe(s.away_secs)));
     match s.connection {
         None => text.push_str(
             "\n\nNo Telegram Business account is connected to me. In Telegram: Settings → Telegram Business → Chatbots, then add me.",
         ),
         Some(c) if !c.enabled => text.push_str("\n\nYour Telegram Business connection is turned off: I do nothing in your business chats."),
         Some(c) => {
-            let reply = if c.can_reply { "may reply in your chats" } else { "may not reply (only suggestions, without Send)" };
+            let reply = if c.can_reply { "may reply in your chats" } else { "may not reply (only suggestions, without Send, in every mode)" };
             let read = if c.can_read { "may mark messages as read" } else { "may not mark messages as read" };
             text.push_str(&format!("\n\nConnected: I {reply}, and {read}."));
         }
@@ -157,9 +167,10 @@ mod tests {
     #[test]
     fn status_says_what_the_connection_allows() {
         let c = Connected { enabled: true, can_reply: false, can_read: true };
-        let s = Status { feature_on: true, private: true, arg: Arg::Set(Mode::Away), mode: Mode::Away, connection: Some(&c) };
+        let s = Status { feature_on: true, private: true, arg: Arg::Set(Mode::Away), mode: Mode::Away, connection: Some(&c), away_secs: 300 };
         let t = status_text(&s);
         assert!(t.starts_with("Business mode set to away."), "{t}");
+        assert!(t.contains("within 5 minutes"), "{t}");
         assert!(t.contains("may not reply"), "{t}");
         assert!(t.contains("may mark messages as read"), "{t}");
         let none = status_text(&Status { connection: None, arg: Arg::Show, ..s });

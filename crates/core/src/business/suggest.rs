@@ -257,6 +257,26 @@ pub fn within_budget(cfg: &crate::config::Config, used: &crate::limits::Usage, o
     !matches!(crate::limits::check(&cfg.budgets, used, is_admin, |_| None, now_ms), crate::limits::Verdict::Over { .. })
 }
 
+/// How long after a contact's message the burst's job runs: away mode waits for the owner
+/// (`BUSINESS_AWAY_SECONDS`, at most the queue's 12 hours), the others the quiet window.
+pub fn delay_secs(mode: super::Mode, away_secs: u32) -> u32 {
+    match mode {
+        super::Mode::Away => away_secs.clamp(QUIET_SECS, 43_200),
+        _ => QUIET_SECS,
+    }
+}
+
+/// Whether the bot answers the contact itself (away and auto, with the right to reply) rather
+/// than suggesting to the owner.
+pub fn answers_itself(mode: super::Mode, can_reply: bool) -> bool {
+    can_reply && matches!(mode, super::Mode::Away | super::Mode::Auto)
+}
+
+/// What the owner is told when the bot could not answer a contact for them (one line).
+pub fn answer_refused_line(contact: &str, description: &str) -> String {
+    format!("I could not answer {contact} for you. {}", refused_line(description))
+}
+
 /// Whether a burst's job drafts now: the burst is the chat's newest (a newer message has its
 /// own job), nobody from the owner's side answered after it, and the owner wants suggestions.
 pub fn drafts_now(upto: i64, newest_contact: Option<i64>, answered_after: bool, mode: super::Mode) -> bool {
@@ -300,6 +320,17 @@ mod tests {
         assert_eq!(on_press(1, Some(1), Some("pending"), Press::Skip, false), PressVerdict::Go);
         assert!(matches!(on_press(1, None, None, Press::Skip, true), PressVerdict::Refuse(_)));
         assert!(matches!(on_press(1, Some(1), Some("answered"), Press::Send, true), PressVerdict::Closed(_)));
+    }
+
+    #[test]
+    fn away_waits_for_the_owner_and_only_a_reply_right_answers() {
+        assert_eq!(delay_secs(Mode::Away, 300), 300);
+        assert_eq!(delay_secs(Mode::Away, 1), QUIET_SECS);
+        assert_eq!(delay_secs(Mode::Away, 1_000_000), 43_200);
+        assert_eq!(delay_secs(Mode::Auto, 300), QUIET_SECS);
+        assert!(answers_itself(Mode::Auto, true) && answers_itself(Mode::Away, true));
+        assert!(!answers_itself(Mode::Auto, false), "without can_reply: suggestions");
+        assert!(!answers_itself(Mode::Draft, true));
     }
 
     #[test]

@@ -95,6 +95,8 @@ pub struct Config {
     /// `BUSINESS=on`: Telegram Business connections are kept and `/business` works
     /// (`crate::business`); `off`: business updates are acknowledged and ignored.
     pub business: bool,
+    /// `BUSINESS_AWAY_SECONDS`: in away mode, the owner's time to answer a contact first.
+    pub business_away_secs: u32,
     /// `BUSINESS_DAILY_LIMIT`: model calls per business owner a UTC day.
     pub business_daily_limit: u64,
     /// `NEW_OPENS_TOPIC=on`: `/new` in a private chat with topics opens a fresh topic
@@ -234,6 +236,7 @@ impl Config {
             stop_keeps_partial: false,
             business: false,
             business_daily_limit: 0,
+            business_away_secs: 0,
             new_opens_topic: false,
             draft_interval_ms: 0,
             timezone: String::new(),

@@ -79,6 +79,7 @@ pub const SETTINGS: &[Setting] = &[
         options: &["partial", "nothing"], default: "partial", fallback: "partial",
         set: |c, v| c.stop_keeps_partial = v != "nothing" } },
     flag("BUSINESS", true, "the bot acts for owners who connect it to their Telegram Business account (on) or ignores business updates (off)", |c, b| c.business = b),
+    num("BUSINESS_AWAY_SECONDS", 300, 0, 43_200, "in away mode, how long the owner has to answer a contact before the bot does", |c, n| c.business_away_secs = n as u32),
     num("BUSINESS_DAILY_LIMIT", 100, 0, 10_000, "suggested replies (model calls) per Telegram Business owner a UTC day", |c, n| c.business_daily_limit = n),
     flag("NEW_OPENS_TOPIC", true, "/new in a private chat with topics opens a fresh topic (on) or resets the current conversation (off)", |c, b| c.new_opens_topic = b),
     num("DRAFT_INTERVAL_MS", 500, 100, 10_000, "the least time between two draft updates of one answer", |c, n| c.draft_interval_ms = n),

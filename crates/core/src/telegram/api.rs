@@ -48,12 +48,6 @@ pub struct SendMessage {
     pub reply_parameters: Option<ReplyParameters>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub link_preview_options: Option<LinkPreviewOptions>,
-    /// Sent for a Telegram Business account's owner, to one of their contacts.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub business_connection_id: Option<String>,
-    /// Inline buttons under the message.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub reply_markup: Option<serde_json::Value>,
 }
 
 impl SendMessage {
@@ -66,14 +60,7 @@ impl SendMessage {
             parse_mode: None,
             reply_parameters: None,
             link_preview_options: None,
-            business_connection_id: None,
-            reply_markup: None,
         }
-    }
-
-    /// The same as HTML, with link previews off.
-    pub fn html(chat_id: i64, html: String) -> SendMessage {
-        SendMessage { parse_mode: Some("HTML".into()), link_preview_options: Some(LinkPreviewOptions { is_disabled: true }), ..SendMessage::text(chat_id, html) }
     }
 }
 

@@ -99,7 +99,7 @@ pub const MAX_UPDATE_BYTES: usize = 256 * 1024;
 /// clients do; see fixture 020.
 pub fn parse_update(body: &[u8]) -> Result<Update, ParseError> {
     let value: Value =
-        serde_json::from_slice(body).map_err(|e| ParseError::NotJson(e.to_string()))?;
+        serde_json::from_str(std::str::from_utf8(body).map_err(|e| ParseError::NotJson(e.to_string()))?).map_err(|e| ParseError::NotJson(e.to_string()))?;
     let Value::Object(mut map) = value else {
         return Err(ParseError::NotObject);
     };
