@@ -39,6 +39,10 @@ export const CHATS = {
   guest: { id: -1001234000003, type: "supergroup", title: "Friends' group (the bot is not a member)" },
 };
 
+/** Telegram Business: "You" connect the bot to your business account; Alice and Bob write to
+ *  you there as contacts (each business chat's id is the contact's own user id). */
+export const BUSINESS = { id: "pg-business-you", owner: PEOPLE.you };
+
 /** Who sent a bot message, as the page shows it: a persona's own bot by its name, else a
  *  persona's display name from the bold first line the main bot puts on its messages (the
  *  line is then not repeated in the text). */
@@ -98,6 +102,8 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
   }
 
   telegram.on((e) => {
+    // A message the bot sent for you to a contact shows in the Business panel.
+    if (e.business) return publish({ ...e, chat: "business", from: "bot", to: Object.values(PEOPLE).find((p) => p.id === e.chat_id)?.first_name });
     const chat = chatName(e.chat_id);
     if (chat !== "crew" || e.type !== "message") return publish({ ...e, chat, from: "bot" });
     // In the crew room each persona shows as its own sender.
@@ -213,6 +219,32 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
     return update.guest_message.message_id;
   }
 
+  /** "Connect my Business account": the `business_connection` Telegram sends when you add the
+   *  bot in Settings → Telegram Business → Chatbots (with the rights to reply and to mark read). */
+  async function connectBusiness() {
+    const update = telegram.connectBusiness(BUSINESS.owner.id, { id: BUSINESS.id, name: BUSINESS.owner.first_name, update_id: nextUpdateId++ });
+    publish({ type: "business", text: "You connected the bot to your Telegram Business account." });
+    await deliver(update);
+  }
+
+  /** A contact (Alice or Bob) writes to your business account. */
+  async function businessWrite({ as, text }) {
+    const from = PEOPLE[as === "bob" ? "bob" : "alice"];
+    text = typeof text === "string" ? text.trim() : "";
+    if (!text) throw new Error("what does the contact write?");
+    const update = telegram.businessMessage(BUSINESS.id, from.id, text, { name: from.first_name, update_id: nextUpdateId++ });
+    publish({ type: "message", chat: "business", from: from.first_name, as, message_id: update.business_message.message_id, text, reply_to: null });
+    await deliver(update);
+    return update.business_message.message_id;
+  }
+
+  /** You press an inline button (a suggestion's Send or Skip) under the bot's message in your
+   *  private chat: the `callback_query` Telegram sends. */
+  async function pressButton({ message_id, data }) {
+    if (!Number.isInteger(message_id) || typeof data !== "string") throw new Error("which button?");
+    await deliver(telegram.pressButton(CHATS.dm.id, message_id, PEOPLE.you.id, data, { update_id: nextUpdateId++ }));
+  }
+
   const page = fs.readFileSync(path.join(here, "playground.html"), "utf8");
 
   const server = http.createServer(async (req, res) => {
@@ -242,7 +274,8 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
         req.on("close", () => clients.delete(res));
         return;
       }
-      if (req.method === "POST" && ["/api/send", "/api/react", "/api/stop", "/api/topic", "/api/guest"].includes(url.pathname)) {
+      const routes = ["/api/send", "/api/react", "/api/stop", "/api/topic", "/api/guest", "/api/business/connect", "/api/business/send", "/api/press"];
+      if (req.method === "POST" && routes.includes(url.pathname)) {
         const type = String(req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
         if (type !== "application/json") {
           res.writeHead(415, { "content-type": "text/plain" });
@@ -254,7 +287,7 @@ export async function startPlayground({ port = 8788, host = "127.0.0.1", token, 
           if (raw.length > 28 * 1024 * 1024) throw new Error("the request is too large (files up to 20 MB)");
         }
         const body = JSON.parse(raw || "{}");
-        const handlers = { "/api/send": send, "/api/stop": stop, "/api/react": react, "/api/topic": openTopic, "/api/guest": summon };
+        const handlers = { "/api/send": send, "/api/stop": stop, "/api/react": react, "/api/topic": openTopic, "/api/guest": summon, "/api/business/connect": connectBusiness, "/api/business/send": businessWrite, "/api/press": pressButton };
         const id = await handlers[url.pathname](body);
         res.writeHead(200, { "content-type": "application/json" });
         return res.end(JSON.stringify({ ok: true, message_id: id ?? null }));

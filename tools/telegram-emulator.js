@@ -422,7 +422,10 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         sentTexts.set(`${chatId}:${message.message_id}`, { text, html: body.parse_mode ? body.text : null });
         if (body.reply_markup?.inline_keyboard) markups.set(`${chatId}:${message.message_id}`, JSON.stringify(body.reply_markup));
         endDrafts(chatId);
-        emit({ type: "message", chat_id: chatId, from: message.from.username, message_id: message.message_id, text, html: body.parse_mode ? body.text : null, reply_to: body.reply_parameters?.message_id ?? null, thread: body.message_thread_id ?? null });
+        // Inline buttons that send a callback query (a suggestion's Send and Skip), and the
+        // business connection a message went through: the playground shows both.
+        const buttons = (body.reply_markup?.inline_keyboard ?? []).flat().filter((b) => b.callback_data !== undefined).map((b) => ({ text: b.text, data: b.callback_data }));
+        emit({ type: "message", chat_id: chatId, from: message.from.username, message_id: message.message_id, text, html: body.parse_mode ? body.text : null, reply_to: body.reply_parameters?.message_id ?? null, thread: body.message_thread_id ?? null, ...(buttons.length ? { buttons } : {}), ...(entry.business ? { business: entry.business } : {}) });
         return ok(res, message);
       }
       case "setMessageReaction": {

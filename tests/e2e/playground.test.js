@@ -1,12 +1,13 @@
 // The local playground in a real browser (Debian's Chromium driven by playwright-core): type
-// in the web chat, see the bot's reply and reaction. The worker runs as under `npm run dev`,
+// in the web chat, see the bot's reply and reaction; play Telegram Business (connect, a contact
+// writes, press the suggestion's Send). The worker runs as under `npm run dev`,
 // pointed at the playground's Telegram stand-in and its offline model.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { chromium } from "playwright-core";
-import { startPlayground, CHATS } from "../../tools/playground.js";
+import { startPlayground, CHATS, PEOPLE } from "../../tools/playground.js";
 import { startWorker, TOKEN, WEBHOOK_SECRET, ROOT } from "../support/stack.js";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -130,6 +131,32 @@ test("rich answers in the web chat: a table answer is rendered as a table", asyn
   assert.equal(await reply.locator("td", { hasText: "Mars" }).count(), 1);
   assert.match(await reply.locator(".math").first().textContent(), /E = mc\^2/);
   assert.ok(playground.telegram.calls("sendRichMessage").some((c) => c.rich !== undefined), "sent as a rich message");
+});
+
+test("Business in the web chat: connect your account, Alice writes to it, the suggestion in your private chat has Send; pressing it answers Alice as you, once", async () => {
+  const page = await browser.newPage();
+  await page.goto(playground.base);
+  await page.click("#connect-business");
+  await page.locator("#log-business .hint", { hasText: "You connected the bot" }).waitFor({ timeout: 10_000 });
+  await page.selectOption("#as-business", "alice");
+  await page.fill("#input-business", "Are you open tonight?");
+  await page.press("#input-business", "Enter");
+  await page.locator("#log-business .msg", { hasText: "Are you open tonight?" }).waitFor({ timeout: 10_000 });
+  // The suggestion (after the quiet window), quoting Alice, with the stand-in model's draft.
+  const suggestion = page.locator("#log-dm .msg.bot", { hasText: "Suggested reply to Alice" });
+  await suggestion.waitFor({ timeout: 30_000 });
+  assert.match(await suggestion.textContent(), /You said: “Are you open tonight\?”/);
+  assert.deepEqual(await suggestion.locator(".buttons button").allTextContents(), ["Send", "Skip"]);
+  await suggestion.locator(".buttons button", { hasText: "Send" }).click();
+  const answered = page.locator("#log-business .msg.bot", { hasText: "You said: “Are you open tonight?”" });
+  await answered.waitFor({ timeout: 15_000 });
+  assert.match(await answered.textContent(), /Edge for You → Alice/);
+  // The suggestion says it went, its buttons gone; the answer went once, through the connection.
+  await page.locator("#log-dm .msg.bot", { hasText: "Sent to Alice." }).waitFor({ timeout: 10_000 });
+  assert.equal(await suggestion.locator(".buttons button").count(), 0);
+  const sends = playground.telegram.calls("sendMessage").filter((c) => c.body.business_connection_id && c.text);
+  assert.equal(sends.length, 1);
+  assert.equal(sends[0].body.chat_id, PEOPLE.alice.id);
 });
 
 test("Stop in the web chat: a long answer streams as a draft with a Stop button; pressing it ends the answer, marked stopped", async () => {
