@@ -2,9 +2,11 @@
 -- accounts, and each owner's mode. Additive: a new table and a new column the previous release
 -- never reads (it acknowledges business updates and ignores them).
 --
--- One row per connection id, as Telegram's `business_connection` update last said it (`date`:
--- an older redelivery never overwrites a newer state). `rights` is the JSON of the rights the
--- bot reads (`can_reply`, `can_read_messages`); none when Telegram sent none.
+-- One row per connection id, as Telegram's `business_connection` update last said it
+-- (`update_id`: an older update never overwrites a newer state; 0 for a connection looked up
+-- with getBusinessConnection; `date` is when the connection was made, which a change keeps).
+-- `rights` is the JSON of the rights the bot reads (`can_reply`, `can_read_messages`); none
+-- when Telegram sent none.
 -- `refused_told_at`: when the owner, refused by the access policy, was told why (once).
 CREATE TABLE business_connections (
   id               TEXT PRIMARY KEY,
@@ -14,6 +16,7 @@ CREATE TABLE business_connections (
   rights           TEXT NOT NULL DEFAULT '{}',
   is_enabled       INTEGER NOT NULL DEFAULT 0,
   date             INTEGER NOT NULL,
+  update_id        INTEGER NOT NULL DEFAULT 0,
   refused_told_at  INTEGER,
   updated_at       INTEGER NOT NULL
 );

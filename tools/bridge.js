@@ -8,9 +8,9 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { readVars } from "./util.js";
+import { ALLOWED_UPDATES } from "../scripts/webhook.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const ALLOWED_UPDATES = ["message", "edited_message", "message_reaction", "my_chat_member", "stopped_message_generation", "guest_message"];
 
 
 export async function runBridge({ token, secret, workerUrl, apiBase = "https://api.telegram.org", signal, log = console.log }) {

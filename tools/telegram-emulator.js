@@ -220,7 +220,10 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
   // (BUSINESS_PEER_USAGE_MISSING past it); a connection off or without can_reply refuses a
   // send with BOT_ACCESS_FORBIDDEN (assumed: Telegram's own code, which the Bot API server
   // passes through; the reference states none).
-  const business = { connections: new Map(), nextMessageId: 1, incoming: new Map(), read: new Map() };
+  // Business chats number their messages in one sequence of the owner's account (`nextMessageId`:
+  // the contacts', the owner's and the bot's sends alike); updates of a connection come in
+  // order (`nextUpdateId`), and a connection keeps the `date` it was made.
+  const business = { connections: new Map(), nextMessageId: 1, nextUpdateId: 500_000_000 + Math.floor(Math.random() * 1e8), incoming: new Map(), read: new Map() };
   // Inline buttons' presses (callback queries) by id: {at, answered, text}. Telegram's clients
   // wait about 15 s for an answer (assumed: the reference says only "must be called"); later,
   // a second time, or an unknown id: "query is too old…" (the Bot API server's wording).
@@ -417,7 +420,11 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         entry.text = text;
         const message = { message_id: nextMessageId++, from: { ...(entry.from ?? bot), is_bot: true }, chat: { id: chatId }, date: Math.floor(Date.now() / 1000), text };
         if (body.message_thread_id) message.message_thread_id = body.message_thread_id;
-        if (entry.business) message.business_connection_id = entry.business;
+        if (entry.business) {
+          // Sent in the owner's chat with the contact: the owner's account is the sender, the
+          // bot the business bot, the id from that account's sequence.
+          Object.assign(message, { message_id: business.nextMessageId++, business_connection_id: entry.business, from: business.connections.get(entry.business).user, sender_business_bot: { ...bot, is_bot: true } });
+        }
         entry.message_id = message.message_id;
         sentTexts.set(`${chatId}:${message.message_id}`, { text, html: body.parse_mode ? body.text : null });
         if (body.reply_markup?.inline_keyboard) markups.set(`${chatId}:${message.message_id}`, JSON.stringify(body.reply_markup));
@@ -837,12 +844,12 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
      *  `business_connection` update Telegram sends. `rights`: BusinessBotRights (omitted when
      *  null: no rights); `enabled` false for a removal. */
     connectBusiness(owner, { id = `bc${owner}x${Math.floor(Math.random() * 1e9)}`, rights = { can_reply: true, can_read_messages: true }, enabled = true, update_id, name = `Owner${owner}` } = {}) {
-      const c = { id, user: { id: owner, is_bot: false, first_name: name }, user_chat_id: owner, date: Math.floor(Date.now() / 1000), is_enabled: enabled };
+      const c = { id, user: { id: owner, is_bot: false, first_name: name }, user_chat_id: owner, date: business.connections.get(id)?.date ?? Math.floor(Date.now() / 1000), is_enabled: enabled };
       if (rights) c.rights = rights;
       // The server still sends the pre-9.0 field, a copy of rights.can_reply.
       c.can_reply = Boolean(rights?.can_reply);
       business.connections.set(id, c);
-      return { update_id: update_id ?? Math.floor(Math.random() * 1e9), business_connection: c };
+      return { update_id: update_id ?? business.nextUpdateId++, business_connection: c };
     },
     /** A message in a business chat of connection `id`: from the contact (`from` = the chat),
      *  or, with `fromOwner`, the owner's own. Returns the `business_message` update. */

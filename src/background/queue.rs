@@ -18,6 +18,7 @@ use worker::{MessageBatch, MessageExt, Result};
 
 /// Subrequests kept free for one job (its own work plus requeueing the next).
 const JOB_RESERVE: u32 = 12;
+const BUSINESS_RESERVE: u32 = 24;
 
 async fn run_job(ctx: &Ctx, job: &Job) -> JobOutcome {
     match job {
@@ -62,6 +63,10 @@ async fn handle_dead(ctx: &Ctx, dead: &DeadLetter) -> bool {
             }
         }
     }
+    // A Business burst's owner is told a contact waits (or the dead letter comes again).
+    if matches!(dead.job, Job::Business { .. }) && !crate::bot::business::give_up(ctx, &dead.job).await {
+        return false;
+    }
     let body = serde_json::to_string(&dead.job).unwrap_or_default();
     if let Err(e) = storage::failures::record_failure(&ctx.db(), "dead_letter", Some(&dead.job.key()), Some(&dead.job.conv()), &dead.error, Some(&body), now_ms()).await {
         worker::console_error!("could not record dead letter {}: {e}", dead.job.key());
@@ -98,7 +103,9 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, ctx: &Ctx) -> Resul
         };
         // The whole batch is one invocation: when its budget is nearly spent, the job goes back
         // on the queue unchanged (same attempt) for a fresh invocation.
-        if ctx.meter.count() + JOB_RESERVE > crate::config::SUBREQUEST_BUDGET {
+        // A Business job: a model call, its reads and writes, a send and the withdrawals.
+        let reserve = if matches!(job, Job::Business { .. }) { BUSINESS_RESERVE } else { JOB_RESERVE };
+        if ctx.meter.count() + reserve > crate::config::SUBREQUEST_BUDGET {
             match enqueue(ctx, &job, 1).await {
                 Ok(()) => message.ack(),
                 Err(_) => message.retry(),

@@ -5,10 +5,9 @@
 //!   message naming a connection the bot has not heard of is looked up once with
 //!   `getBusinessConnection` (a refusal: the message is acknowledged and ignored).
 //! - An owner the access policy refuses gets nothing for their chats, and is told why once in
-//!   their private chat with the bot: claimed in the connection's row before the send (a
-//!   negative time while in flight), kept after it, released when the send fails; a claim
-//!   left by a crash lapses after [`TELL_LEASE_MS`], so the notice goes at least once and,
-//!   short of that crash, exactly once.
+//!   their private chat with the bot: noted in the connection's row after the send, so a send
+//!   that failed is tried by the next business update (at least once; twice only when a crash
+//!   comes between the send and the note, or two of the owner's updates race).
 //! - A business chat's messages (the contact's, the owner's, the bot's, Telegram's offline
 //!   ones) are kept apart from every conversation of the bot (`business_messages`), keyed by
 //!   owner and contact: a business chat's id is the contact's own user id, and it is never
@@ -49,9 +48,6 @@ fn html_body(chat_id: i64, html: String, key: &str, value: serde_json::Value) ->
     body
 }
 
-/// How long a claim to tell a refused owner holds before another update may try again.
-pub const TELL_LEASE_MS: i64 = 60_000;
-
 /// Handles a business update. `Err` only for a storage failure (Telegram redelivers).
 pub async fn handle(ctx: &Ctx, update: &Update) -> worker::Result<()> {
     if !ctx.cfg.business {
@@ -60,7 +56,7 @@ pub async fn handle(ctx: &Ctx, update: &Update) -> worker::Result<()> {
     }
     let db = ctx.db();
     let row = match &update.kind {
-        UpdateKind::BusinessConnection(c) => rows::record(&db, c, now_ms()).await?,
+        UpdateKind::BusinessConnection(c) => rows::record(&db, c, update.update_id, now_ms()).await?,
         UpdateKind::BusinessMessage(m) | UpdateKind::EditedBusinessMessage(m) => match m.business_connection_id.as_deref() {
             Some(id) => known(ctx, id).await?,
             None => None,
@@ -73,7 +69,7 @@ pub async fn handle(ctx: &Ctx, update: &Update) -> worker::Result<()> {
         return Ok(());
     };
     let admitted = admitted_at(admitted_by_level(&ctx.cfg, ChatKind::Private, row.owner_id, Some(row.owner_id)), row.owner_access.as_deref());
-    let told = row.refused_told_at.is_some_and(|t| t > 0);
+    let told = row.refused_told_at.is_some();
     if business::tell_refused(admitted, row.enabled(), told) {
         tell_refused(ctx, &row).await?;
     }
@@ -84,6 +80,7 @@ pub async fn handle(ctx: &Ctx, update: &Update) -> worker::Result<()> {
             for s in rows::open_of_owner(&db, row.owner_id).await? {
                 withdraw(ctx, &row, &s, "disconnected").await?;
             }
+            rows::forget_owner(&db, row.owner_id).await?;
         }
         return Ok(());
     }
@@ -151,21 +148,22 @@ async fn show_ended(ctx: &Ctx, owner_chat: i64, s: &Suggestion, status: &str, li
     }
 }
 
-/// The stored connection, or Telegram's answer to `getBusinessConnection` kept (a refusal or
-/// a failure: `None`, logged).
+/// The stored connection, or Telegram's answer to `getBusinessConnection` kept (a refusal:
+/// `None`, logged; a failure that may pass: `Err`, so Telegram redelivers the message).
 async fn known(ctx: &Ctx, id: &str) -> worker::Result<Option<ConnRow>> {
     let db = ctx.db();
     if let Some(row) = rows::get(&db, id).await? {
         return Ok(Some(row));
     }
     match ctx.telegram().business_connection(id).await {
-        Ok(c) if c.id == id => rows::record(&db, &c, now_ms()).await,
+        Ok(c) if c.id == id => rows::record(&db, &c, 0, now_ms()).await,
         Ok(_) => {
             worker::console_warn!("getBusinessConnection answered another connection; ignored");
             Ok(None)
         }
+        Err(e) if e.is_transient() => Err(worker::Error::RustError(format!("getBusinessConnection: {e}"))),
         Err(e) => {
-            worker::console_warn!("getBusinessConnection failed ({e})");
+            worker::console_warn!("getBusinessConnection refused ({e})");
             Ok(None)
         }
     }
@@ -173,17 +171,12 @@ async fn known(ctx: &Ctx, id: &str) -> worker::Result<Option<ConnRow>> {
 
 /// Tells a refused owner why the bot does nothing for them, once (see the module's doc).
 async fn tell_refused(ctx: &Ctx, row: &ConnRow) -> worker::Result<()> {
-    let db = ctx.db();
-    let now = now_ms();
-    if !rows::claim_tell(&db, &row.id, now, now - TELL_LEASE_MS).await? {
-        return Ok(());
-    }
     let body = SendMessage::text(row.user_chat_id, business::REFUSED_OWNER.to_string());
     match ctx.telegram().send_message(&body).await {
-        Ok(_) => rows::told_refused(&db, &row.id, now).await,
+        Ok(_) => rows::told_refused(&ctx.db(), &row.id, now_ms()).await,
         Err(e) => {
             worker::console_warn!("the refused business owner was not told ({e}); the next business update tries again");
-            rows::release_tell(&db, &row.id, now).await
+            Ok(())
         }
     }
 }
@@ -226,8 +219,8 @@ async fn draft(ctx: &Ctx, owner: i64, contact: i64, upto: i64, connection: &str)
     let s = match rows::suggestion_for(&db, owner, contact, upto).await? {
         Some(s) => s,
         None => {
-            let drafted = rows::drafted_since(&db, owner, agent_core::limits::day_start(now_ms())).await?;
-            if drafted >= ctx.cfg.business_daily_limit as i64 {
+            let calls = rows::calls_since(&db, row.user_chat_id, agent_core::limits::day_start(now_ms())).await?;
+            if calls >= ctx.cfg.business_daily_limit as i64 {
                 worker::console_log!("business: owner's daily limit of {} suggestions reached", ctx.cfg.business_daily_limit);
                 return Ok(JobOutcome::Done);
             }
@@ -307,7 +300,8 @@ async fn show(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<Option
     let db = ctx.db();
     let now = now_ms();
     if !rows::claim_show(&db, s.id, now, now - CLAIM_LEASE_MS).await? {
-        return Ok(None);
+        // Another run shows it, or a crashed one held it: look again once its claim lapses.
+        return Ok(Some(held()));
     }
     let body = html_body(row.user_chat_id, suggest::suggestion_html(&s.contact_name, &s.quoted, &s.html, None), "reply_markup", suggest::keyboard(s.id, row.rights().can_reply));
     match ctx.telegram().message_call("sendMessage", &body).await {
@@ -325,6 +319,12 @@ async fn show(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<Option
             }
         }
     }
+}
+
+/// The job's outcome while another run holds a claim: again once the claim may have lapsed (a
+/// crash between a claim and its send never loses the send).
+fn held() -> JobOutcome {
+    JobOutcome::Retry { error: "another run holds the send".into(), after_ms: Some(CLAIM_LEASE_MS as u64) }
 }
 
 /// A press on a suggestion's button: always answered (`answerCallbackQuery`); only the owner's
@@ -365,9 +365,10 @@ async fn pressed(ctx: &Ctx, q: &CallbackQuery) -> worker::Result<String> {
     match verdict {
         PressVerdict::Refuse(t) | PressVerdict::Closed(t) => Ok(t.to_string()),
         PressVerdict::Go if what == Press::Skip => {
-            if rows::settle(&db, s.id, "pending", "skipped", now_ms()).await? {
-                show_ended(ctx, row.user_chat_id, &s, "skipped", None).await;
+            if !rows::settle(&db, s.id, "pending", "skipped", now_ms()).await? {
+                return Ok("Too late: it is being sent.".to_string());
             }
+            show_ended(ctx, row.user_chat_id, &s, "skipped", None).await;
             Ok(suggest::press_done(Press::Skip).to_string())
         }
         PressVerdict::Go => send(ctx, &row, &s).await,
@@ -396,7 +397,15 @@ async fn deliver(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<Del
     let body = html_body(s.contact_id, s.html.clone(), "business_connection_id", json!(row.id));
     Ok(match ctx.telegram().message_call("sendMessage", &body).await {
         Ok(message_id) => {
-            rows::sent(&db, s, message_id, &suggest::plain_of(&s.html), now_ms()).await?;
+            // It went: recorded, tried twice; never reported as not sent (a press after that
+            // would send it again).
+            let text = suggest::plain_of(&s.html);
+            if let Err(e) = rows::sent(&db, s, message_id, &text, now_ms()).await {
+                worker::console_warn!("suggestion {}: sent, its record failed once ({e})", s.id);
+                if let Err(e) = rows::sent(&db, s, message_id, &text, now_ms()).await {
+                    worker::console_error!("suggestion {}: sent but not recorded ({e})", s.id);
+                }
+            }
             Delivery::Sent
         }
         Err(e) if e.is_transient() => {
@@ -413,7 +422,7 @@ async fn deliver(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<Del
 /// Send pressed on a suggestion: its reply to the contact, once; the press's answer.
 async fn send(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<String> {
     Ok(match deliver(ctx, row, s).await? {
-        Delivery::Taken => "Already being sent.".to_string(),
+        Delivery::Taken => "It is being sent. If it has not arrived in a minute, press Send again.".to_string(),
         Delivery::Sent => {
             show_ended(ctx, row.user_chat_id, s, "sent", None).await;
             suggest::press_done(Press::Send).to_string()
@@ -430,7 +439,7 @@ async fn send(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<String
 /// where the rights allow (never in draft mode). A refusal is told to the owner in one line.
 async fn answer_itself(ctx: &Ctx, row: &ConnRow, s: &Suggestion, upto: i64) -> worker::Result<JobOutcome> {
     Ok(match deliver(ctx, row, s).await? {
-        Delivery::Taken => JobOutcome::Done,
+        Delivery::Taken => held(),
         Delivery::Sent => {
             if row.rights().can_read_messages {
                 let body = json!({ "business_connection_id": row.id, "chat_id": s.contact_id, "message_id": upto });
@@ -449,4 +458,24 @@ async fn answer_itself(ctx: &Ctx, row: &ConnRow, s: &Suggestion, upto: i64) -> w
             JobOutcome::Done
         }
     })
+}
+
+/// A Business job out of attempts (the model or Telegram kept failing): the owner is told in
+/// one line that a contact waits for them, so the burst is not lost in silence.
+pub async fn give_up(ctx: &Ctx, job: &Job) -> bool {
+    let Job::Business { connection, .. } = job else { return true };
+    let row = match rows::get(&ctx.db(), connection).await {
+        Ok(Some(row)) => row,
+        Ok(None) => return true,
+        Err(_) => return false,
+    };
+    let body = SendMessage::text(row.user_chat_id, suggest::GAVE_UP.to_string());
+    match ctx.telegram().send_message(&body).await {
+        Ok(_) => true,
+        Err(e) if e.is_transient() => false,
+        Err(e) => {
+            worker::console_warn!("business: the owner was not told of a lost reply ({e})");
+            true
+        }
+    }
 }

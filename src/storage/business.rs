@@ -65,23 +65,21 @@ const SELECT: &str = "SELECT c.id, c.owner_id, c.owner_name, c.user_chat_id, c.i
        (SELECT access FROM users WHERE user_id = c.owner_id) AS owner_access
      FROM business_connections c";
 
-/// Keeps a connection as Telegram last said it: a redelivered or late older update (by its
-/// `date`) changes nothing. Returns the row as stored.
-pub async fn record(db: &Db, c: &BusinessConnection, now: i64) -> Result<Option<ConnRow>> {
+/// Keeps a connection as Telegram last said it: an older update (by `update_id`; 0 for a
+/// lookup, which only ever adds a connection) changes nothing. Returns the row as stored.
+pub async fn record(db: &Db, c: &BusinessConnection, update_id: i64, now: i64) -> Result<Option<ConnRow>> {
     let r = c.rights();
     let rights = format!("{{\"can_reply\":{},\"can_read_messages\":{}}}", r.can_reply, r.can_read_messages);
     let r = db
         .batch(vec![
             db.stmt(
-                "INSERT INTO business_connections (id, owner_id, user_chat_id, rights, is_enabled, date, updated_at, owner_name)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                "INSERT INTO business_connections (id, owner_id, user_chat_id, rights, is_enabled, date, updated_at, owner_name, update_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT (id) DO UPDATE SET owner_id = excluded.owner_id, user_chat_id = excluded.user_chat_id, owner_name = excluded.owner_name,
-                   rights = excluded.rights, is_enabled = excluded.is_enabled, date = excluded.date, updated_at = excluded.updated_at
-                 WHERE excluded.date >= business_connections.date
-                   AND (business_connections.rights IS NOT excluded.rights OR business_connections.is_enabled IS NOT excluded.is_enabled
-                     OR business_connections.user_chat_id IS NOT excluded.user_chat_id OR business_connections.owner_id IS NOT excluded.owner_id
-                     OR business_connections.owner_name IS NOT excluded.owner_name)",
-                args![c.id.as_str(), c.user.id, c.user_chat_id, rights, c.is_enabled as i64, c.date, now, c.user.display_name()],
+                   rights = excluded.rights, is_enabled = excluded.is_enabled, date = excluded.date, updated_at = excluded.updated_at,
+                   update_id = excluded.update_id
+                 WHERE excluded.update_id > business_connections.update_id",
+                args![c.id.as_str(), c.user.id, c.user_chat_id, rights, c.is_enabled as i64, c.date, now, c.user.display_name(), update_id],
             )?,
             db.stmt(&format!("{SELECT} WHERE c.id = ?1"), args![c.id.as_str()])?,
         ])
@@ -99,28 +97,9 @@ pub async fn of_owner(db: &Db, owner_id: i64) -> Result<Option<ConnRow>> {
     Ok(first(db, &format!("{SELECT} WHERE c.owner_id = ?1 ORDER BY c.date DESC LIMIT 1"), args![owner_id]).await?.as_ref().map(ConnRow::of))
 }
 
-/// Claims telling the refused owner why: `refused_told_at` becomes `-now` (in flight) when
-/// nobody told them and no claim newer than `stale` is in flight. Whether this call claimed it.
-pub async fn claim_tell(db: &Db, id: &str, now: i64, stale: i64) -> Result<bool> {
-    let n = db
-        .run(
-            "UPDATE business_connections SET refused_told_at = -?2
-             WHERE id = ?1 AND (refused_told_at IS NULL OR (refused_told_at < 0 AND -refused_told_at < ?3))",
-            args![id, now, stale],
-        )
-        .await?;
-    Ok(n == 1)
-}
-
-/// The owner was told (the claim made at `now` is kept, as the time they were told).
+/// The refused owner was told why (the first time counts).
 pub async fn told_refused(db: &Db, id: &str, now: i64) -> Result<()> {
-    db.run("UPDATE business_connections SET refused_told_at = ?2 WHERE id = ?1 AND refused_told_at = -?2", args![id, now]).await?;
-    Ok(())
-}
-
-/// The send failed: the claim made at `now` is given up, so the next update tries again.
-pub async fn release_tell(db: &Db, id: &str, now: i64) -> Result<()> {
-    db.run("UPDATE business_connections SET refused_told_at = NULL WHERE id = ?1 AND refused_told_at = -?2", args![id, now]).await?;
+    db.run("UPDATE business_connections SET refused_told_at = ?2 WHERE id = ?1 AND refused_told_at IS NULL", args![id, now]).await?;
     Ok(())
 }
 
@@ -276,10 +255,27 @@ pub async fn add_suggestion(db: &Db, s: &NewSuggestion<'_>, now: i64) -> Result<
     Ok(r.get(1).map(rows::<Value>).transpose()?.and_then(|v| v.first().map(Suggestion::of)))
 }
 
-/// The owner's suggestions drafted since `since` (what `BUSINESS_DAILY_LIMIT` counts).
-pub async fn drafted_since(db: &Db, owner: i64, since: i64) -> Result<i64> {
-    let n = first(db, "SELECT COUNT(*) AS n FROM business_suggestions WHERE owner_id = ?1 AND created_at >= ?2", args![owner, since]).await?;
+/// The owner's Business model calls since `since`, answered or not (what `BUSINESS_DAILY_LIMIT`
+/// counts): recorded under the owner's private chat (`bot::one_shot`).
+pub async fn calls_since(db: &Db, owner_chat: i64, since: i64) -> Result<i64> {
+    let n = first(
+        db,
+        "SELECT COUNT(*) AS n FROM model_calls WHERE chat_id = ?1 AND created_at >= ?2 AND purpose = 'business'",
+        args![owner_chat, since],
+    )
+    .await?;
     Ok(n.and_then(|n| int(&n, "n")).unwrap_or(0))
+}
+
+/// A connection turned off or removed: the owner's business chats are forgotten (the bot no
+/// longer sees them; nothing of a contact is kept past it).
+pub async fn forget_owner(db: &Db, owner: i64) -> Result<()> {
+    db.batch(vec![
+        db.stmt("DELETE FROM business_messages WHERE owner_id = ?1", args![owner])?,
+        db.stmt("DELETE FROM business_suggestions WHERE owner_id = ?1 AND status NOT IN ('pending', 'sending')", args![owner])?,
+    ])
+    .await?;
+    Ok(())
 }
 
 /// Claims showing a suggestion to the owner: `shown_message_id` becomes `-now` (in flight)

@@ -3,7 +3,6 @@
 use crate::args;
 use crate::storage::{Arg, Db};
 use agent_core::usage::ModelUsage;
-use serde::Deserialize;
 use worker::Result;
 
 const INSERT_MODEL_CALL: &str = "INSERT INTO model_calls (turn_id, conv, chat_id, purpose, model, status, prompt_tokens,
@@ -217,11 +216,28 @@ const TOTALS: &str = "COUNT(*) AS calls, SUM(prompt_tokens) AS prompt_tokens, SU
 /// Usage totals per chat, model and day or price period, from `since_ms`, for one chat or all:
 /// `/usage` (one chat, all time, summed per model after each period is priced at its price)
 /// and the costs API (per day) alike. The day is in `usage.day`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct UsageTotal {
     pub chat_id: Option<i64>,
-    #[serde(flatten)]
     pub usage: ModelUsage,
+}
+
+/// A totals row read field by field (serde's `flatten` buffers every field first, and cost
+/// the wasm more than this).
+fn model_usage(v: &serde_json::Value) -> ModelUsage {
+    let n = |k: &str| v.get(k).and_then(serde_json::Value::as_i64).unwrap_or(0);
+    let t = |k: &str| v.get(k).and_then(serde_json::Value::as_str).unwrap_or_default().to_string();
+    ModelUsage {
+        model: t("model"),
+        calls: n("calls"),
+        prompt_tokens: n("prompt_tokens"),
+        candidates_tokens: n("candidates_tokens"),
+        thoughts_tokens: n("thoughts_tokens"),
+        cached_tokens: n("cached_tokens"),
+        search_queries: n("search_queries"),
+        image_tokens: n("image_tokens"),
+        day: t("day"),
+    }
 }
 
 pub async fn totals(db: &Db, chat_id: Option<i64>, since_ms: i64, by: Grouping<'_>) -> Result<Vec<UsageTotal>> {
@@ -229,23 +245,24 @@ pub async fn totals(db: &Db, chat_id: Option<i64>, since_ms: i64, by: Grouping<'
     let (day, key) = by.sql(values.len() + 1);
     values.extend(by.args());
     let from = all_calls(chat_id.is_some());
-    db.all(
-        &format!(
-            "SELECT chat_id, {day} AS day, model, {TOTALS}
+    let rows: Vec<serde_json::Value> = db
+        .all(
+            &format!(
+                "SELECT chat_id, {day} AS day, model, {TOTALS}
              FROM {from}
              GROUP BY chat_id, {key}, model ORDER BY day DESC, chat_id, model LIMIT 1000"
-        ),
-        values,
-    )
-    .await
+            ),
+            values,
+        )
+        .await?;
+    Ok(rows.iter().map(|v| UsageTotal { chat_id: v.get("chat_id").and_then(serde_json::Value::as_i64), usage: model_usage(v) }).collect())
 }
 
 /// Crew mode: usage totals per persona, model and price period (for one chat or all), from
 /// `since_ms`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct PersonaTotal {
     pub persona: String,
-    #[serde(flatten)]
     pub usage: ModelUsage,
 }
 
@@ -255,13 +272,15 @@ pub async fn persona_totals(db: &Db, chat_id: Option<i64>, since_ms: i64, bounda
     let (day, key) = by.sql(values.len() + 1);
     values.extend(by.args());
     let from = all_calls(chat_id.is_some());
-    db.all(
-        &format!(
-            "SELECT persona, model, {day} AS day, {TOTALS}
+    let rows: Vec<serde_json::Value> = db
+        .all(
+            &format!(
+                "SELECT persona, model, {day} AS day, {TOTALS}
              FROM {from} WHERE persona IS NOT NULL
              GROUP BY persona, model, {key} ORDER BY persona, model, day LIMIT 1000"
-        ),
-        values,
-    )
-    .await
+            ),
+            values,
+        )
+        .await?;
+    Ok(rows.iter().map(|v| PersonaTotal { persona: v.get("persona").and_then(serde_json::Value::as_str).unwrap_or_default().to_string(), usage: model_usage(v) }).collect())
 }

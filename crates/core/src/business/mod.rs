@@ -122,7 +122,7 @@ pub fn status_text(s: &Status) -> String {
         Arg::Set(m) => format!("Business mode set to {}.\n\n", m.as_str()),
         Arg::Show => String::new(),
     };
-    text.push_str(&format!("Mode: {} ({}).", s.mode.as_str(), s.mode.describe(s.away_secs)));
+    text.push_str(&format!("Mode: {} ({}).", s.mode.as_str(), s.mode.describe(suggest::delay_secs(Mode::Away, s.away_secs))));
     match s.connection {
         None => text.push_str(
             "\n\nNo Telegram Business account is connected to me. In Telegram: Settings → Telegram Business → Chatbots, then add me.",

@@ -228,7 +228,7 @@ pub fn on_press(presser: i64, owner: Option<i64>, status: Option<&str>, press: P
         return PressVerdict::Refuse("Only the account's owner can do that.");
     }
     match status {
-        "pending" if press == Press::Send && !can_reply => PressVerdict::Closed("I may not reply in your chats (Telegram Business rights)."),
+        "pending" if press == Press::Send && !can_reply => PressVerdict::Closed("I cannot send it: the Business connection is off, or I may not reply in your chats."),
         "pending" | "sending" => PressVerdict::Go,
         "sent" => PressVerdict::Closed("Already sent."),
         "skipped" => PressVerdict::Closed("Already skipped."),
@@ -271,6 +271,10 @@ pub fn delay_secs(mode: super::Mode, away_secs: u32) -> u32 {
 pub fn answers_itself(mode: super::Mode, can_reply: bool) -> bool {
     can_reply && matches!(mode, super::Mode::Away | super::Mode::Auto)
 }
+
+/// What the owner is told when a contact's burst got neither a suggestion nor an answer (the
+/// model or Telegram kept failing).
+pub const GAVE_UP: &str = "A contact wrote to your business account and I could not prepare a reply (the model or Telegram kept failing). Please answer them yourself.";
 
 /// What the owner is told when the bot could not answer a contact for them (one line).
 pub fn answer_refused_line(contact: &str, description: &str) -> String {
