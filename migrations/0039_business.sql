@@ -22,8 +22,10 @@ CREATE TABLE business_connections (
 );
 CREATE INDEX business_connections_by_owner ON business_connections (owner_id, date);
 
--- `/business draft|away|auto|off`: the owner's mode (NULL: draft, the default).
+-- `/business draft|away|auto|off`: the owner's mode (NULL: draft, the default);
+-- `/business notes …`: what the bot may tell the owner's contacts (at most 2,000 characters).
 ALTER TABLE users ADD COLUMN business_mode TEXT;
+ALTER TABLE users ADD COLUMN business_notes TEXT;
 
 -- The business chats' messages (owner × contact), apart from `messages`: nothing that reads a
 -- conversation (history, memory consolidation, exports, /status) ever sees them, so a business

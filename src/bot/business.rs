@@ -209,7 +209,8 @@ async fn draft(ctx: &Ctx, owner: i64, contact: i64, upto: i64, connection: &str)
     let Some(row) = rows::get(&db, connection).await?.filter(|r| serves(ctx, r) && r.owner_id == owner) else {
         return Ok(JobOutcome::Done);
     };
-    let mode = Mode::stored(rows::mode(&db, owner).await?.as_deref());
+    let (mode, notes) = rows::settings(&db, owner).await?;
+    let mode = Mode::stored(mode.as_deref());
     let lines = rows::lines(&db, owner, contact, suggest::HISTORY_LINES).await?;
     let newest_contact = lines.iter().filter(|l| Side::parse(&l.side) == Side::Contact).map(|l| l.message_id).max();
     let answered = lines.iter().any(|l| l.message_id > upto && matches!(Side::parse(&l.side), Side::Owner | Side::Bot));
@@ -235,7 +236,7 @@ async fn draft(ctx: &Ctx, owner: i64, contact: i64, upto: i64, connection: &str)
                 crate::storage::access::charge(&db, row.user_chat_id, owner, now_ms(), Some(&format!("business:{owner}:{contact}:{upto}"))).await?;
             }
             let name = contact_name(&lines, contact);
-            let Some(html) = (match ask(ctx, &row, &name, contact, &lines).await {
+            let Some(html) = (match ask(ctx, &row, notes.as_deref(), &name, contact, &lines).await {
                 Ok(html) => html,
                 Err(retry) => return Ok(retry),
             }) else {
@@ -276,9 +277,9 @@ fn contact_name(lines: &[rows::LineRow], contact: i64) -> String {
 
 /// The model's suggestion for the chat, as the contact would get it (`None`: a blank answer);
 /// `Err` with the job's outcome when the model failed in a way that may pass.
-async fn ask(ctx: &Ctx, row: &ConnRow, name: &str, contact: i64, lines: &[rows::LineRow]) -> Result<Option<String>, JobOutcome> {
+async fn ask(ctx: &Ctx, row: &ConnRow, notes: Option<&str>, name: &str, contact: i64, lines: &[rows::LineRow]) -> Result<Option<String>, JobOutcome> {
     let chat: Vec<Line> = lines.iter().map(|l| Line { side: Side::parse(&l.side), text: l.text.clone() }).collect();
-    let request = suggest::request(&row.owner_name, name, contact, &chat);
+    let request = suggest::request(&row.owner_name, notes, name, contact, &chat);
     // The owner pays: the call is theirs, under their private chat with the bot.
     match super::one_shot::ask(ctx, &request, row.user_chat_id, "business").await {
         Ok(Some(text)) => {

@@ -105,6 +105,8 @@ pub(crate) async fn answer(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: C
         Command::Rich(on) => rich_setting(ctx, m, user_id.unwrap_or_default(), on).await?,
         Command::Business(_) if user_id.is_none() => "Business settings are a person's own.".to_string(),
         Command::Business(arg) => business_setting(ctx, m, user_id.unwrap_or_default(), arg).await?,
+        Command::BusinessNotes(_) if user_id.is_none() => "Business settings are a person's own.".to_string(),
+        Command::BusinessNotes(arg) => business_notes(ctx, m, user_id.unwrap_or_default(), arg).await?,
         Command::Approve(code) => {
             let is_admin = user_id.is_some_and(|u| ctx.cfg.admin_user_ids.contains(&u));
             if !is_admin {
@@ -163,6 +165,30 @@ async fn business_setting(ctx: &Ctx, m: &InboundMessage, uid: i64, arg: agent_co
     }
     let connected = storage::business::of_owner(&db, uid).await?.map(|c| Connected { enabled: c.enabled(), can_reply: c.rights().can_reply, can_read: c.rights().can_read_messages });
     Ok(status_text(&Status { connection: connected.as_ref(), ..status }))
+}
+
+/// `/business notes [clear|<text>]`: what the bot may tell the owner's contacts, kept in the
+/// owner's row (never a memory).
+async fn business_notes(ctx: &Ctx, m: &InboundMessage, uid: i64, arg: agent_core::business::NotesArg) -> worker::Result<String> {
+    use agent_core::business::{capped_notes, notes_text, status_text, Arg, Mode, NotesArg, Status};
+    let private = m.chat.kind == agent_core::conversation::ChatKind::Private;
+    if !ctx.cfg.business || !private {
+        let status = Status { feature_on: ctx.cfg.business, private, arg: Arg::Show, mode: Mode::Draft, connection: None, away_secs: 0 };
+        return Ok(status_text(&status));
+    }
+    let db = ctx.db();
+    Ok(match &arg {
+        NotesArg::Show => notes_text(&arg, storage::business::settings(&db, uid).await?.1.as_deref(), false),
+        NotesArg::Clear => {
+            storage::business::set_notes(&db, uid, &m.speaker.name, None, now_ms()).await?;
+            notes_text(&arg, None, false)
+        }
+        NotesArg::Set(text) => {
+            let (kept, cut) = capped_notes(text);
+            storage::business::set_notes(&db, uid, &m.speaker.name, Some(&kept), now_ms()).await?;
+            notes_text(&arg, Some(&kept), cut)
+        }
+    })
 }
 
 /// The line under a group's `/memory` that opens its shared memories in the Mini App: the

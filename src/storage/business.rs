@@ -105,8 +105,25 @@ pub async fn told_refused(db: &Db, id: &str, now: i64) -> Result<()> {
 
 /// The owner's mode as stored (`None`: never set).
 pub async fn mode(db: &Db, user_id: i64) -> Result<Option<String>> {
-    let row = first(db, "SELECT business_mode FROM users WHERE user_id = ?1", args![user_id]).await?;
-    Ok(row.and_then(|r| r.get("business_mode").and_then(Value::as_str).map(str::to_string)))
+    Ok(settings(db, user_id).await?.0)
+}
+
+/// The owner's mode and business notes as stored.
+pub async fn settings(db: &Db, user_id: i64) -> Result<(Option<String>, Option<String>)> {
+    let row = first(db, "SELECT business_mode, business_notes FROM users WHERE user_id = ?1", args![user_id]).await?;
+    let get = |k: &str| row.as_ref().and_then(|r| r.get(k)).and_then(Value::as_str).map(str::to_string);
+    Ok((get("business_mode"), get("business_notes")))
+}
+
+/// Records `/business notes …` (`None` clears them).
+pub async fn set_notes(db: &Db, user_id: i64, name: &str, notes: Option<&str>, now: i64) -> Result<()> {
+    db.run(
+        "INSERT INTO users (user_id, name, business_notes, updated_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (user_id) DO UPDATE SET business_notes = excluded.business_notes, updated_at = excluded.updated_at",
+        args![user_id, name, notes, now],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Records `/business <mode>` (a person not known yet gets a row named as given).

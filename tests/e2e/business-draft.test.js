@@ -218,6 +218,31 @@ test("a scripted writing call in a contact's turn does nothing: no function is d
   assert.equal(m.n, 0, "nothing remembered");
 });
 
+test("business notes: what the owner gives contacts reaches a contact's request, as the owner's; cleared, it does not", async () => {
+  const { owner, id } = await connect();
+  const answers = () => s.tg.calls("sendMessage", owner).filter((r) => r.text !== undefined && !r.body.reply_markup).map((r) => r.text);
+  await post(cmd(owner, "/business notes We open 9-17, Monday to Saturday.\nA haircut costs 25 EUR."));
+  await s.tg.waitFor(() => answers().some((t) => t.startsWith("Business notes kept")), 15_000, "the notes kept");
+  await post(cmd(owner, "/business notes"));
+  await s.tg.waitFor(() => answers().some((t) => t.startsWith("Your business notes")), 15_000, "the notes shown");
+  assert.match(answers().at(-1), /A haircut costs 25 EUR\./);
+  const contact = uniqueId();
+  s.gemini.script(contact, [{ text: "It is 25 EUR." }, { text: "Ada will confirm." }]);
+  await post(s.tg.businessMessage(id, contact, "how much is a haircut?"));
+  await suggested(owner, 1);
+  const system = JSON.stringify(s.gemini.calls(contact)[0].body.systemInstruction);
+  assert.match(system, /Ada's notes, what contacts may be told \(from Ada, not from the contact\)/);
+  assert.match(system, /A haircut costs 25 EUR/);
+  await post(cmd(owner, "/business notes clear"));
+  await s.tg.waitFor(() => answers().some((t) => t.startsWith("Business notes cleared")), 15_000, "the notes cleared");
+  await post(s.tg.businessMessage(id, contact, "and on Sunday?"));
+  await suggested(owner, 2);
+  assert.doesNotMatch(JSON.stringify(s.gemini.calls(contact)[1].body.systemInstruction), /haircut costs/);
+  // Notes are kept to 2,000 characters.
+  await post(cmd(owner, `/business notes ${"x".repeat(2100)}`));
+  await s.tg.waitFor(() => answers().some((t) => /cut to 2000 characters/.test(t)), 15_000, "the cap said");
+});
+
 test("/business off: a contact's message asks the model nothing", async () => {
   const { owner, id } = await connect();
   await post(cmd(owner, "/business off"));

@@ -5,8 +5,9 @@
 //!
 //! What works: the connection is kept (`business_connection` updates, an unknown id looked up
 //! with `getBusinessConnection`), an owner the access policy refuses is told once why, the
-//! owner picks a mode, draft mode's suggestions, and away and auto modes' answers (`suggest`).
-//! The digest and business notes are not built yet (README, "Telegram Business").
+//! owner picks a mode, gives business notes (what contacts may be told), draft mode's
+//! suggestions, and away and auto modes' answers (`suggest`). The digest is not built yet
+//! (README, "Telegram Business").
 
 pub mod suggest;
 
@@ -84,6 +85,52 @@ pub fn parse_arg(args: &str) -> Arg {
     }
 }
 
+/// `/business notes …`: what the owner lets the bot tell contacts (hours, prices, links).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotesArg {
+    Show,
+    Clear,
+    Set(String),
+}
+
+/// The most characters of business notes kept (the rest is cut, and the owner told).
+pub const NOTES_CAP: usize = 2000;
+
+/// `/business notes [clear|<text>]`, when the arguments begin with the word `notes`.
+pub fn parse_notes(args: &str) -> Option<NotesArg> {
+    let a = args.trim_start();
+    let (word, rest) = a.split_once(char::is_whitespace).unwrap_or((a, ""));
+    if !word.eq_ignore_ascii_case("notes") {
+        return None;
+    }
+    let rest = rest.trim();
+    Some(match rest {
+        "" => NotesArg::Show,
+        r if r.eq_ignore_ascii_case("clear") => NotesArg::Clear,
+        r => NotesArg::Set(r.to_string()),
+    })
+}
+
+/// The notes as kept: at most [`NOTES_CAP`] characters; whether they were cut.
+pub fn capped_notes(text: &str) -> (String, bool) {
+    let cut = text.chars().count() > NOTES_CAP;
+    (text.chars().take(NOTES_CAP).collect(), cut)
+}
+
+/// `/business notes`'s answer (Markdown: the notes are the owner's own text, escaped).
+pub fn notes_text(arg: &NotesArg, stored: Option<&str>, cut: bool) -> String {
+    let esc = crate::format::escape_markdown;
+    match (arg, stored) {
+        (NotesArg::Clear, _) => "Business notes cleared: I tell contacts only what their chat shows.".to_string(),
+        (NotesArg::Set(_), Some(n)) => {
+            let more = if cut { format!(" (cut to {NOTES_CAP} characters)") } else { String::new() };
+            format!("Business notes kept{more}. I may tell your contacts:\n\n{}", esc(n))
+        }
+        (_, Some(n)) if !n.is_empty() => format!("Your business notes (what I may tell contacts):\n\n{}\n\n/business notes <text> replaces them; /business notes clear removes them.", esc(n)),
+        _ => "No business notes yet. /business notes <text> tells me what contacts may know: hours, prices, links, your tone.".to_string(),
+    }
+}
+
 /// A stored connection as `/business` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Connected {
@@ -151,6 +198,20 @@ pub fn tell_refused(admitted: bool, enabled: bool, told: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn notes_parse_cap_and_answer() {
+        assert_eq!(parse_notes("notes"), Some(NotesArg::Show));
+        assert_eq!(parse_notes(" NOTES clear "), Some(NotesArg::Clear));
+        assert_eq!(parse_notes("notes Open 9-17, *closed* Sundays"), Some(NotesArg::Set("Open 9-17, *closed* Sundays".into())));
+        assert_eq!(parse_notes("away"), None);
+        assert_eq!(parse_notes("notesy"), None);
+        let (kept, cut) = capped_notes(&"é".repeat(NOTES_CAP + 5));
+        assert!(cut && kept.chars().count() == NOTES_CAP);
+        let set = notes_text(&NotesArg::Set("x".into()), Some("a *b*"), false);
+        assert!(set.contains("a \\*b\\*"), "{set}");
+        assert!(notes_text(&NotesArg::Show, None, false).starts_with("No business notes"));
+    }
 
     #[test]
     fn modes_parse_in_any_case_and_default_to_draft() {

@@ -30,6 +30,8 @@ pub enum Command {
     Rich(Option<bool>),
     /// `/business [draft|away|auto|off]`: the owner's Telegram Business mode.
     Business(crate::business::Arg),
+    /// `/business notes [clear|<text>]`: what the bot may tell the owner's contacts.
+    BusinessNotes(crate::business::NotesArg),
 }
 
 /// What `/forget` names: everything about the speaker, one note (`n12`) or memory (`m7`) as
@@ -113,7 +115,10 @@ pub fn parse(m: &InboundMessage, bot_username: &str) -> Option<Command> {
             "off" => Some(false),
             _ => None,
         }),
-        "business" => Command::Business(crate::business::parse_arg(&args)),
+        "business" => match crate::business::parse_notes(&args) {
+            Some(notes) => Command::BusinessNotes(notes),
+            None => Command::Business(crate::business::parse_arg(&args)),
+        },
         _ => return None,
     })
 }
