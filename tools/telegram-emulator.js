@@ -511,6 +511,14 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
       }
       case "sendChatAction":
         if (!body.action) return fail(res, 400, "Bad Request: wrong parameter action in request");
+        if (body.business_connection_id !== undefined) {
+          // In a business chat, as a send: the connection on, with the right to reply.
+          const c = business.connections.get(String(body.business_connection_id));
+          if (!c) return fail(res, 400, "Bad Request: business connection not found");
+          if (!c.is_enabled || !c.rights?.can_reply) return fail(res, 400, "Bad Request: BOT_ACCESS_FORBIDDEN");
+          emit({ type: "typing", chat_id: chatId, thread: null, business: c.id });
+          return ok(res, true);
+        }
         emit({ type: "typing", chat_id: chatId, thread: body.message_thread_id ?? null });
         return ok(res, true);
       case "getStickerSet": {

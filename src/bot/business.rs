@@ -236,6 +236,13 @@ async fn draft(ctx: &Ctx, owner: i64, contact: i64, upto: i64, connection: &str)
                 crate::storage::access::charge(&db, row.user_chat_id, owner, now_ms(), Some(&format!("business:{owner}:{contact}:{upto}"))).await?;
             }
             let name = contact_name(&lines, contact);
+            if suggest::answers_itself(mode, row.rights().can_reply) {
+                // The contact sees the owner's side typing while the bot writes for them.
+                let typing = json!({ "business_connection_id": row.id, "chat_id": contact, "action": "typing" });
+                if let Err(e) = ctx.telegram().call("sendChatAction", &typing).await {
+                    worker::console_warn!("business: no typing shown ({e})");
+                }
+            }
             let Some(html) = (match ask(ctx, &row, notes.as_deref(), &name, contact, &lines).await {
                 Ok(html) => html,
                 Err(retry) => return Ok(retry),

@@ -53,6 +53,9 @@ test("auto: the bot answers the contact itself after the quiet window, once, and
   assert.equal(s.gemini.calls(contact).length, 1);
   assert.equal(suggestions(owner).length, 0, "no suggestion in auto mode");
   assert.equal(s.tg.businessRead(id, contact), last.business_message.message_id, "the burst marked read");
+  const typing = s.tg.calls("sendChatAction", contact).filter((r) => r.body.business_connection_id === id);
+  assert.equal(typing.length, 1, "the contact saw the typing action, through the connection");
+  assert.ok(typing[0].at <= sent[0].at, "before the answer");
   // A redelivered contact message changes nothing.
   await post(last);
   await sleep(6500);
@@ -95,6 +98,7 @@ test("draft mode never marks a contact's messages read", async () => {
   await post(s.tg.businessMessage(id, contact, "hello"));
   await s.tg.waitFor(() => suggestions(owner).length === 1, 30_000, "the suggestion");
   assert.equal(s.tg.calls("readBusinessMessage").filter((r) => r.body.chat_id === contact).length, 0);
+  assert.equal(s.tg.calls("sendChatAction", contact).length, 0, "no typing action in draft mode");
 });
 
 test("auto: an answer Telegram refuses (past 24 hours) is told to the owner in one line and not tried again", async () => {
