@@ -212,9 +212,8 @@ async fn draft(ctx: &Ctx, owner: i64, contact: i64, upto: i64, connection: &str)
     let (mode, notes) = rows::settings(&db, owner).await?;
     let mode = Mode::stored(mode.as_deref());
     let lines = rows::lines(&db, owner, contact, suggest::HISTORY_LINES).await?;
-    let newest_contact = lines.iter().filter(|l| Side::parse(&l.side) == Side::Contact).map(|l| l.message_id).max();
-    let answered = lines.iter().any(|l| l.message_id > upto && matches!(Side::parse(&l.side), Side::Owner | Side::Bot));
-    if !suggest::drafts_now(upto, newest_contact, answered, mode) {
+    let chat: Vec<(i64, Side)> = lines.iter().map(|l| (l.message_id, Side::parse(&l.side))).collect();
+    if !suggest::drafts_now(upto, &chat, mode) {
         return Ok(JobOutcome::Done);
     }
     let s = match rows::suggestion_for(&db, owner, contact, upto).await? {

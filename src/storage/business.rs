@@ -117,23 +117,22 @@ pub async fn settings(db: &Db, user_id: i64) -> Result<(Option<String>, Option<S
 
 /// Records `/business notes …` (`None` clears them).
 pub async fn set_notes(db: &Db, user_id: i64, name: &str, notes: Option<&str>, now: i64) -> Result<()> {
-    db.run(
-        "INSERT INTO users (user_id, name, business_notes, updated_at) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (user_id) DO UPDATE SET business_notes = excluded.business_notes, updated_at = excluded.updated_at",
-        args![user_id, name, notes, now],
-    )
-    .await?;
-    Ok(())
+    set_own(db, "business_notes", user_id, name, notes.into(), now).await
 }
 
-/// Records `/business <mode>` (a person not known yet gets a row named as given).
+/// Records `/business <mode>`.
 pub async fn set_mode(db: &Db, user_id: i64, name: &str, mode: &str, now: i64) -> Result<()> {
-    db.run(
-        "INSERT INTO users (user_id, name, business_mode, updated_at) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (user_id) DO UPDATE SET business_mode = excluded.business_mode, updated_at = excluded.updated_at",
-        args![user_id, name, mode, now],
-    )
-    .await?;
+    set_own(db, "business_mode", user_id, name, mode.into(), now).await
+}
+
+/// One of the owner's Business settings (`column`: one of this file's two), in their row; a
+/// person not known yet gets a row named as given.
+async fn set_own(db: &Db, column: &'static str, user_id: i64, name: &str, value: crate::storage::Arg, now: i64) -> Result<()> {
+    let sql = format!(
+        "INSERT INTO users (user_id, name, {column}, updated_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (user_id) DO UPDATE SET {column} = excluded.{column}, updated_at = excluded.updated_at"
+    );
+    db.run(&sql, vec![user_id.into(), name.into(), value, now.into()]).await?;
     Ok(())
 }
 

@@ -7,7 +7,7 @@
 // id: "business connection not found"). Draft mode: business-draft.test.js.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startStack, privateText, cmd, uniqueId, sleep } from "../support/stack.js";
+import { startStack, privateText, cmd, uniqueId, sleep, TOKEN } from "../support/stack.js";
 
 const OWNER = 7_100_000_001;
 const OWNER_LOOKED_UP = 7_100_000_002;
@@ -161,8 +161,38 @@ test("getBusinessConnection failing in a way that may pass: the message is not a
   const first = await s.webhook(update);
   assert.ok(first.status >= 500, `Telegram redelivers (${first.status})`);
   assert.equal((await s.webhook(update)).status, 200);
-  const [row] = await s.sql("SELECT COUNT(*) AS n FROM business_connections WHERE id = 'bc-flaky'");
-  assert.equal(row.n, 1, "kept on the redelivery");
+  // The owner is refused by the allowlist: the redelivery found the connection, so they are told.
+  await s.tg.waitFor(() => refusalsTo(owner).length === 1, 15_000, "the connection found on the redelivery");
+});
+
+test("the fake Telegram refuses Business calls as the Bot API does", async () => {
+  const call = async (method, body) => (await fetch(`${s.tg.base}/bot${TOKEN}/${method}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })).json();
+  const owner = uniqueId();
+  const contact = uniqueId();
+  s.tg.connectBusiness(owner, { id: "bc-fake", rights: { can_reply: true } });
+  s.tg.connectBusiness(uniqueId(), { id: "bc-fake-off", enabled: false });
+  const send = (extra) => call("sendMessage", { chat_id: contact, text: "hi", business_connection_id: "bc-fake", ...extra });
+  assert.match((await call("getBusinessConnection", { business_connection_id: "nope" })).description, /^Bad Request: business connection not found$/);
+  assert.match((await send({ business_connection_id: "nope" })).description, /business connection not found/);
+  assert.match((await send({ business_connection_id: "bc-fake-off" })).description, /BOT_ACCESS_FORBIDDEN/);
+  assert.match((await send()).description, /BUSINESS_PEER_USAGE_MISSING/, "the contact never wrote");
+  assert.match((await call("sendChatAction", { chat_id: contact, action: "typing", business_connection_id: "bc-fake-off" })).description, /BOT_ACCESS_FORBIDDEN/);
+  s.tg.businessMessage("bc-fake", contact, "hello");
+  const sent = await send();
+  assert.equal(sent.ok, true);
+  assert.equal(sent.result.from.id, owner, "sent as the owner's account");
+  assert.equal(sent.result.sender_business_bot.is_bot, true);
+  assert.match((await call("readBusinessMessage", { business_connection_id: "bc-fake", chat_id: contact, message_id: 1 })).description, /BOT_ACCESS_FORBIDDEN/, "no can_read_messages");
+  const button = (data) => ({ inline_keyboard: [[{ text: "b", callback_data: data }]] });
+  assert.match((await call("sendMessage", { chat_id: owner, text: "x", reply_markup: button("d".repeat(65)) })).description, /BUTTON_DATA_INVALID/);
+  const shown = await call("sendMessage", { chat_id: owner, text: "x", reply_markup: button("ok") });
+  const press = s.tg.pressButton(owner, shown.result.message_id, owner, "ok").callback_query.id;
+  assert.match((await call("answerCallbackQuery", { callback_query_id: press, text: "t".repeat(201) })).description, /MESSAGE_TOO_LONG/);
+  assert.equal((await call("answerCallbackQuery", { callback_query_id: press })).ok, true);
+  assert.match((await call("answerCallbackQuery", { callback_query_id: press })).description, /query is too old/, "answered once");
+  assert.match((await call("answerCallbackQuery", { callback_query_id: "unknown" })).description, /query is too old/);
+  assert.match((await call("editMessageText", { chat_id: owner, message_id: 999_999_999, text: "y" })).description, /message to edit not found/);
+  assert.match((await call("editMessageText", { chat_id: owner, message_id: shown.result.message_id, text: "x", reply_markup: button("ok") })).description, /message is not modified/);
 });
 
 test("a malformed business_connection is acknowledged and ignored", async () => {

@@ -285,10 +285,13 @@ pub fn answer_refused_line(contact: &str, description: &str) -> String {
     format!("I could not answer {contact} for you. {}", refused_line(description))
 }
 
-/// Whether a burst's job drafts now: the burst is the chat's newest (a newer message has its
-/// own job), nobody from the owner's side answered after it, and the owner wants suggestions.
-pub fn drafts_now(upto: i64, newest_contact: Option<i64>, answered_after: bool, mode: super::Mode) -> bool {
-    newest_contact == Some(upto) && !answered_after && mode != super::Mode::Off
+/// Whether a burst's job drafts now, from the chat's newest messages (`(message id, side)`):
+/// the burst (its last message `upto`) is the chat's newest contact message (a newer one has
+/// its own job), nobody from the owner's side answered after it, and the owner wants replies.
+pub fn drafts_now(upto: i64, chat: &[(i64, Side)], mode: super::Mode) -> bool {
+    let newest_contact = chat.iter().filter(|(_, side)| *side == Side::Contact).map(|(id, _)| *id).max();
+    let answered = chat.iter().any(|(id, side)| *id > upto && matches!(side, Side::Owner | Side::Bot));
+    newest_contact == Some(upto) && !answered && mode != super::Mode::Off
 }
 
 #[cfg(test)]
@@ -343,10 +346,12 @@ mod tests {
 
     #[test]
     fn a_burst_drafts_once_and_not_after_the_owner_answered() {
-        assert!(drafts_now(5, Some(5), false, Mode::Draft));
-        assert!(!drafts_now(5, Some(6), false, Mode::Draft), "a newer message has its own job");
-        assert!(!drafts_now(5, Some(5), true, Mode::Draft), "the owner answered");
-        assert!(!drafts_now(5, Some(5), false, Mode::Off));
+        let chat = [(4, Side::Owner), (5, Side::Contact), (6, Side::Offline)];
+        assert!(drafts_now(5, &chat, Mode::Draft), "Telegram's offline message is not the owner");
+        assert!(!drafts_now(5, &[(5, Side::Contact), (6, Side::Contact)], Mode::Draft), "a newer message has its own job");
+        assert!(!drafts_now(5, &[(5, Side::Contact), (6, Side::Owner)], Mode::Draft), "the owner answered");
+        assert!(!drafts_now(5, &[(5, Side::Contact), (7, Side::Bot)], Mode::Draft), "the bot answered for them");
+        assert!(!drafts_now(5, &chat, Mode::Off));
     }
 
     #[test]
