@@ -242,7 +242,7 @@ async fn extract(ctx: &Ctx, db: &Db, conv: &ConvKey, messages: &[HistoryMessage]
     let value = structured_call(ctx, system, history::compact_lines(&lines), mem::extraction_schema(), calls).await?;
     let extraction: Extraction = serde_json::from_value(value).unwrap_or_default();
     let mut people: Vec<i64> = messages.iter().filter(|m| m.role == history::Role::User).filter_map(|m| m.user_id).collect();
-    people.sort_unstable();
+    agent_core::order::sort(&mut people);
     people.dedup();
     let seen = seen_subjects(db, conv.chat_id, &people, &extraction).await?;
     let (extraction, dropped) = extraction.only_seen_subjects(&seen);

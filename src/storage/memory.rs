@@ -151,7 +151,7 @@ pub async fn memories_by_id(db: &Db, scope: &Scope, ids: &[i64]) -> Result<Vec<M
             with_scope(args![json], &on),
         )
         .await?;
-    found.sort_by_key(|m| ids.iter().position(|id| *id == m.id));
+    agent_core::order::sort_by_key(&mut found, |m| ids.iter().position(|id| *id == m.id));
     Ok(found)
 }
 

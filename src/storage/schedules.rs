@@ -182,7 +182,7 @@ pub async fn admin_cancel(db: &Db, id: i64, now: i64) -> Result<Option<ConvKey>>
 pub async fn cancel_by_creator(db: &Db, user_id: i64, now: i64) -> Result<Vec<ConvKey>> {
     let found: Vec<ConvRow> = db.all(CANCEL_BY_CREATOR, args![user_id, now]).await?;
     let mut convs: Vec<ConvKey> = found.iter().filter_map(|r| ConvKey::parse(&r.conv)).collect();
-    convs.sort_by_key(|c| c.to_string());
+    agent_core::order::sort_by_key(&mut convs, |c| c.to_string());
     convs.dedup();
     Ok(convs)
 }

@@ -57,6 +57,7 @@ pub mod history;
 pub mod image;
 pub mod limits;
 pub mod memory;
+pub mod order;
 pub mod secret;
 pub mod telegram;
 pub mod time_zone;

@@ -96,7 +96,7 @@ pub fn price_at<'a>(table: &'a [ModelPrice], model: &str, at_ms: i64) -> Option<
 /// model's price is the same, so usage summed over such a stretch can be priced as one.
 pub fn boundaries(table: &[ModelPrice]) -> Vec<i64> {
     let mut at: Vec<i64> = table.iter().flat_map(|p| [p.from_ms, p.until_ms]).flatten().collect();
-    at.sort_unstable();
+    crate::order::sort(&mut at);
     at.dedup();
     at
 }

@@ -115,7 +115,7 @@ pub struct BotTurn {
 /// right after the newest message its turn saw (a reply is stored after Telegram accepts it,
 /// which can be after messages that arrived meanwhile).
 pub fn chronological(msgs: &mut [HistoryMessage]) {
-    msgs.sort_by_key(|m| match (m.role, m.answered_upto) {
+    crate::order::sort_by_key(msgs, |m| match (m.role, m.answered_upto) {
         (Role::Bot, Some(upto)) => (upto, 1, m.seq),
         _ => (m.seq, 0, 0),
     });

@@ -76,7 +76,7 @@ impl Extraction {
             .chain(self.commitments.iter().filter_map(|c| c.user_id))
             .chain(self.aliases.iter().filter_map(|a| a.user_id))
             .collect();
-        ids.sort_unstable();
+        crate::order::sort(&mut ids);
         ids.dedup();
         ids
     }

@@ -100,7 +100,7 @@ fn people_json(chat_id: i64, people: &[i64]) -> String {
     if let Some(u) = private_user(chat_id) {
         p.push(u);
     }
-    p.sort_unstable();
+    crate::order::sort(&mut p);
     p.dedup();
     serde_json::to_string(&p).unwrap_or_else(|_| "[]".into())
 }

@@ -129,13 +129,11 @@ impl Cache {
     /// Up to `n` of `ids` whose vectors score at least `min` against `query`, best first (ties
     /// in the order of `ids`); ids it does not hold are skipped.
     pub fn best(&self, query: &Query, ids: &[i64], min: f32, n: usize) -> Vec<i64> {
-        let mut scored: Vec<(f32, i64)> = ids
+        let scored = ids
             .iter()
             .filter_map(|id| Some((query.score(self.vectors.get(id)?.as_ref()?), *id)))
-            .filter(|(score, _)| *score >= min)
-            .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        scored.into_iter().take(n).map(|(_, id)| id).collect()
+            .filter(|(score, _)| *score >= min);
+        crate::order::top_n(scored, n)
     }
 
     pub fn len(&self) -> usize {

@@ -74,7 +74,7 @@ impl AdminCache {
     pub fn set(&mut self, chat: i64, admin: bool, now_ms: i64) {
         if self.by_chat.len() >= ADMIN_CACHE_MAX && !self.by_chat.contains_key(&chat) {
             let mut ats: Vec<i64> = self.by_chat.values().map(|v| v.1).collect();
-            ats.sort_unstable();
+            crate::order::sort(&mut ats);
             let cut = ats[ats.len() / 2];
             self.by_chat.retain(|_, v| v.1 > cut);
         }

@@ -96,7 +96,7 @@ pub fn window(loaded: Loaded, limits: Limits, now_ms: i64) -> Option<Window> {
     }
     let cut_seq = last_cut.map(|_| messages.first().map_or(newest_seq, |m| m.seq));
     let mut people: Vec<i64> = messages.iter().filter(|m| m.role == Role::User).filter_map(|m| m.user_id).collect();
-    people.sort_unstable();
+    crate::order::sort(&mut people);
     people.dedup();
     Some(Window { messages, newest_seq, session_start: start, session_started_at, new_session, last_cut, cut_seq, people })
 }

@@ -29,7 +29,7 @@ pub fn unique_ids(messages: &[HistoryMessage]) -> Vec<String> {
             _ => None,
         })
         .collect();
-    ids.sort();
+    crate::order::sort(&mut ids);
     ids.dedup();
     ids
 }

@@ -124,7 +124,7 @@ pub fn wanted(messages: &[HistoryMessage], answered_seq: i64) -> Vec<Wanted> {
         .and_then(|id| messages.iter().find(|m| (m.message_id == Some(id) || m.album_ids.contains(&id)) && m.role == Role::User));
     let mut chosen: Vec<&HistoryMessage> = replied.into_iter().filter(|r| !new.iter().any(|n| n.seq == r.seq)).collect();
     chosen.extend(new);
-    chosen.sort_by_key(|m| m.seq);
+    crate::order::sort_by_key(&mut chosen, |m| m.seq);
     let mut out: Vec<Wanted> = chosen.into_iter().flat_map(|m| m.parts.iter().filter_map(|p| Wanted::of(m, p))).collect();
     out.truncate(MAX_ITEMS_PER_TURN);
     out
