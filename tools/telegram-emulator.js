@@ -894,6 +894,13 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
       const m = sentTexts.get(`${chatId}:${messageId}`);
       return m && { ...m, reply_markup: markups.has(`${chatId}:${messageId}`) ? JSON.parse(markups.get(`${chatId}:${messageId}`)) : undefined };
     },
+    /** The bot's message `messageId` in private chat `chatId` as Telegram puts it in a reply's
+     *  `reply_to_message` (its text as it reads now, the bot as sender). */
+    replyTo(chatId, messageId) {
+      const m = sentTexts.get(`${chatId}:${messageId}`);
+      if (!m) throw new Error(`no bot message ${messageId} in ${chatId}`);
+      return { message_id: messageId, from: { ...bot, is_bot: true }, chat: { id: chatId, type: "private" }, date: Math.floor(Date.now() / 1000), text: m.text };
+    },
     /** The bot is an admin of `chatId` (ephemeral messages at any time). */
     setAdmin(chatId, admin = true) {
       if (admin) admins.add(chatId);

@@ -26,6 +26,10 @@
 //!   first, the bot sends the reply itself, once (the same claim as Send), and marks the
 //!   contact's messages read where `can_read_messages` allows.
 //!
+//! - The owner's reply to a suggestion in their private chat is its new text ([`correction`]),
+//!   never a turn; the cron withdraws suggestions past Telegram's 24 hours ([`expire`]), and a
+//!   Send pressed after them says so without trying.
+//!
 //! `BUSINESS=off`: every business update is acknowledged and ignored.
 
 use crate::config::{now_ms, Ctx};
@@ -42,7 +46,7 @@ use serde_json::json;
 
 /// A message body of HTML to `chat_id`, link previews off, with one more field (`key`: the
 /// buttons, the business connection, or the message an edit rewrites).
-fn html_body(chat_id: i64, html: String, key: &str, value: serde_json::Value) -> serde_json::Value {
+pub(crate) fn html_body(chat_id: i64, html: String, key: &str, value: serde_json::Value) -> serde_json::Value {
     let mut body = json!({ "chat_id": chat_id, "text": html, "parse_mode": "HTML", "link_preview_options": {"is_disabled": true} });
     body[key] = value;
     body
@@ -187,7 +191,7 @@ const CLAIM_LEASE_MS: i64 = 60_000;
 
 /// Whether the owner's connection still serves: the feature on, the connection on, the owner
 /// admitted.
-fn serves(ctx: &Ctx, row: &ConnRow) -> bool {
+pub(crate) fn serves(ctx: &Ctx, row: &ConnRow) -> bool {
     let admitted = admitted_at(admitted_by_level(&ctx.cfg, ChatKind::Private, row.owner_id, Some(row.owner_id)), row.owner_access.as_deref());
     ctx.cfg.business && row.enabled() && admitted
 }
@@ -219,20 +223,9 @@ async fn draft(ctx: &Ctx, owner: i64, contact: i64, upto: i64, connection: &str)
     let s = match rows::suggestion_for(&db, owner, contact, upto).await? {
         Some(s) => s,
         None => {
-            let calls = rows::calls_since(&db, row.user_chat_id, agent_core::limits::day_start(now_ms())).await?;
-            if calls >= ctx.cfg.business_daily_limit as i64 {
-                worker::console_log!("business: owner's daily limit of {} suggestions reached", ctx.cfg.business_daily_limit);
+            // Keyed by the burst, so a retried job is not charged again.
+            if !owner_pays(ctx, row.user_chat_id, owner, &format!("business:{owner}:{contact}:{upto}")).await? {
                 return Ok(JobOutcome::Done);
-            }
-            // The owner pays: their budgets allow it, and the suggestion is charged to them once
-            // (keyed by the burst, so a retried job is not charged again).
-            let used = crate::storage::access::budget_usage(&db, row.user_chat_id, Some(owner), now_ms()).await?;
-            if !suggest::within_budget(&ctx.cfg, &used, owner, now_ms()) {
-                worker::console_log!("business: the owner's budget is spent; no suggestion");
-                return Ok(JobOutcome::Done);
-            }
-            if !ctx.cfg.admin_user_ids.contains(&owner) {
-                crate::storage::access::charge(&db, row.user_chat_id, owner, now_ms(), Some(&format!("business:{owner}:{contact}:{upto}"))).await?;
             }
             let name = contact_name(&lines, contact);
             if suggest::answers_itself(mode, row.rights().can_reply) {
@@ -248,8 +241,10 @@ async fn draft(ctx: &Ctx, owner: i64, contact: i64, upto: i64, connection: &str)
             }) else {
                 return Ok(JobOutcome::Done);
             };
-            let quoted = lines.iter().rev().find(|l| l.message_id == upto).map(|l| l.text.clone()).unwrap_or_default();
-            let new = rows::NewSuggestion { owner, contact, connection, upto, contact_name: &name, quoted: &quoted, html: &html };
+            let burst = lines.iter().rev().find(|l| l.message_id == upto);
+            let quoted = burst.map(|l| l.text.clone()).unwrap_or_default();
+            let window_ends = suggest::window_ends(burst.map(|l| l.date), now_ms());
+            let new = rows::NewSuggestion { owner, contact, connection, upto, contact_name: &name, quoted: &quoted, html: &html, window_ends };
             match rows::add_suggestion(&db, &new, now_ms()).await? {
                 Some(s) => s,
                 None => return Ok(JobOutcome::Retry { error: "the suggestion was not stored".into(), after_ms: None }),
@@ -269,6 +264,27 @@ async fn draft(ctx: &Ctx, owner: i64, contact: i64, upto: i64, connection: &str)
         withdraw(ctx, &row, &old, "replaced").await?;
     }
     Ok(JobOutcome::Done)
+}
+
+/// Whether the owner may pay for one more Business model call (a suggestion, an answer, a
+/// digest): under `BUSINESS_DAILY_LIMIT` and their budgets; if so it is charged to them once,
+/// under `key` (a retry with the same key is not charged again).
+pub(crate) async fn owner_pays(ctx: &Ctx, owner_chat: i64, owner: i64, key: &str) -> worker::Result<bool> {
+    let db = ctx.db();
+    let calls = rows::calls_since(&db, owner_chat, agent_core::limits::day_start(now_ms())).await?;
+    if calls >= ctx.cfg.business_daily_limit as i64 {
+        worker::console_log!("business: owner's daily limit of {} model calls reached", ctx.cfg.business_daily_limit);
+        return Ok(false);
+    }
+    let used = crate::storage::access::budget_usage(&db, owner_chat, Some(owner), now_ms()).await?;
+    if !suggest::within_budget(&ctx.cfg, &used, owner, now_ms()) {
+        worker::console_log!("business: the owner's budget is spent");
+        return Ok(false);
+    }
+    if !ctx.cfg.admin_user_ids.contains(&owner) {
+        crate::storage::access::charge(&db, owner_chat, owner, now_ms(), Some(key)).await?;
+    }
+    Ok(true)
 }
 
 /// The contact's name, as their newest message in the chat carried it.
@@ -310,8 +326,7 @@ async fn show(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<Option
         // Another run shows it, or a crashed one held it: look again once its claim lapses.
         return Ok(Some(held()));
     }
-    let body = html_body(row.user_chat_id, suggest::suggestion_html(&s.contact_name, &s.quoted, &s.html, None), "reply_markup", suggest::keyboard(s.id, row.rights().can_reply));
-    match ctx.telegram().message_call("sendMessage", &body).await {
+    match ctx.telegram().message_call("sendMessage", &open_body(row, s, None)).await {
         Ok(id) => {
             rows::shown(&db, s.id, id).await?;
             Ok(None)
@@ -326,6 +341,18 @@ async fn show(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<Option
             }
         }
     }
+}
+
+/// An open suggestion's message to the owner (`Some(id)`: the edit of that message), with its
+/// buttons and, where Send can go, how to change the text first.
+fn open_body(row: &ConnRow, s: &Suggestion, edit: Option<i64>) -> serde_json::Value {
+    let can_reply = row.rights().can_reply;
+    let html = suggest::suggestion_html(&s.contact_name, &s.quoted, &s.html, can_reply.then_some(suggest::CORRECT_HINT));
+    let mut body = html_body(row.user_chat_id, html, "reply_markup", suggest::keyboard(s.id, can_reply));
+    if let Some(id) = edit {
+        body["message_id"] = json!(id);
+    }
+    body
 }
 
 /// The job's outcome while another run holds a claim: again once the claim may have lapsed (a
@@ -378,8 +405,65 @@ async fn pressed(ctx: &Ctx, q: &CallbackQuery) -> worker::Result<String> {
             show_ended(ctx, row.user_chat_id, &s, "skipped", None).await;
             Ok(suggest::press_done(Press::Skip).to_string())
         }
+        PressVerdict::Go if s.status == "pending" && s.window_ends < now_ms() / 1000 => {
+            withdraw(ctx, &row, &s, "expired").await?;
+            Ok(suggest::TOO_LATE.to_string())
+        }
         PressVerdict::Go => send(ctx, &row, &s).await,
     }
+}
+
+/// The cron's sweep: open suggestions whose 24 hours have passed are withdrawn (at most
+/// `EXPIRE_BATCH` a run; the rest in the next). How many.
+pub async fn expire(ctx: &Ctx) -> worker::Result<usize> {
+    let db = ctx.db();
+    let mut n = 0;
+    for s in rows::past_window(&db, now_ms() / 1000, EXPIRE_BATCH).await? {
+        match rows::get(&db, &s.connection_id).await? {
+            Some(row) => withdraw(ctx, &row, &s, "expired").await?,
+            None => {
+                rows::settle(&db, s.id, "pending", "expired", now_ms()).await?;
+            }
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Suggestions the cron withdraws in one run at most.
+const EXPIRE_BATCH: i64 = 20;
+
+/// A message in the owner's private chat answering one of the bot's: if it replies to a
+/// suggestion, its text becomes the suggestion (the owner's correction before Send) and the
+/// owner is told so; `false` for any other message (a turn as usual). A redelivery changes
+/// nothing more.
+pub async fn correction(ctx: &Ctx, m: &Message) -> worker::Result<bool> {
+    let Some(to) = m.reply_to_message.as_deref() else { return Ok(false) };
+    let from_bot = to.from.as_ref().is_some_and(|u| u.is_bot);
+    if !ctx.cfg.business || m.chat.kind != "private" || !from_bot || !to.text.as_deref().is_some_and(suggest::is_suggestion_text) {
+        return Ok(false);
+    }
+    let db = ctx.db();
+    let Some(s) = rows::shown_as(&db, m.chat.id, to.message_id).await? else { return Ok(false) };
+    let Some(html) = m.text.as_deref().and_then(suggest::corrected_html) else { return Ok(false) };
+    let row = rows::get(&db, &s.connection_id).await?;
+    let changed = match &row {
+        Some(row) if serves(ctx, row) && rows::correct(&db, s.id, &html, now_ms()).await? => {
+            let s = Suggestion { html, ..s.clone() };
+            if let Err(e) = ctx.telegram().call("editMessageText", &open_body(row, &s, Some(to.message_id))).await {
+                worker::console_warn!("suggestion {}: the corrected copy was not shown ({e})", s.id);
+            }
+            "pending"
+        }
+        // The connection is off or the owner no longer admitted: nothing can be sent.
+        _ if s.status == "pending" => "disconnected",
+        _ => s.status.as_str(),
+    };
+    let body = SendMessage::text(m.chat.id, suggest::corrected_answer(changed).to_string());
+    if let Err(e) = ctx.telegram().send_message(&body).await {
+        worker::console_warn!("the owner was not told of their correction ({e})");
+    }
+    Ok(true)
 }
 
 /// How a send to the contact went.

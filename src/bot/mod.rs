@@ -12,6 +12,7 @@
 pub mod access;
 pub mod answer;
 pub mod business;
+pub mod business_digest;
 pub mod commands;
 pub mod crew;
 pub mod deliver;

@@ -106,6 +106,15 @@ async fn special(ctx: &Ctx, update: &Update) -> Option<Result<Response>> {
             Err(e) => Err(e),
         }),
         UpdateKind::Message(raw) => {
+            // The owner's reply to a suggestion is its new text (`bot::business::correction`),
+            // not a turn.
+            if raw.reply_to_message.is_some() {
+                match crate::bot::business::correction(ctx, raw).await {
+                    Ok(true) => return Some(ok(ctx)),
+                    Ok(false) => {}
+                    Err(e) => return Some(Err(e)),
+                }
+            }
             let ephemeral_id = raw.ephemeral_message_id?;
             if let Inbound::Message(m) = normalize(update) {
                 ephemeral(ctx, update.update_id, &m, ephemeral_id, raw.date).await;

@@ -125,7 +125,7 @@ pub async fn set_mode(db: &Db, user_id: i64, name: &str, mode: &str, now: i64) -
     set_own(db, "business_mode", user_id, name, mode.into(), now).await
 }
 
-/// One of the owner's Business settings (`column`: one of this file's two), in their row; a
+/// One of the owner's Business settings (`column`: one of this file's three), in their row; a
 /// person not known yet gets a row named as given.
 async fn set_own(db: &Db, column: &'static str, user_id: i64, name: &str, value: crate::storage::Arg, now: i64) -> Result<()> {
     let sql = format!(
@@ -134,6 +134,33 @@ async fn set_own(db: &Db, column: &'static str, user_id: i64, name: &str, value:
     );
     db.run(&sql, vec![user_id.into(), name.into(), value, now.into()]).await?;
     Ok(())
+}
+
+/// When the owner's last digest was sent (ms), if ever.
+pub async fn digest_at(db: &Db, user_id: i64) -> Result<Option<i64>> {
+    Ok(first(db, "SELECT business_digest_at FROM users WHERE user_id = ?1", args![user_id]).await?.and_then(|r| int(&r, "business_digest_at")))
+}
+
+/// Records that a digest was sent at `at` (ms): the next one starts there.
+pub async fn digested(db: &Db, user_id: i64, name: &str, at: i64) -> Result<()> {
+    set_own(db, "business_digest_at", user_id, name, at.into(), at).await
+}
+
+/// The most business messages one digest reads (the newest).
+const DIGEST_READ: i64 = 1000;
+
+/// The owner's business messages since `since` (seconds), oldest first: at most the newest
+/// `DIGEST_READ`.
+pub async fn said_since(db: &Db, owner: i64, since: i64) -> Result<Vec<agent_core::business::digest::Said>> {
+    use agent_core::business::{digest::Said, suggest::Side};
+    let v: Vec<Value> = db
+        .all(
+            "SELECT contact_id, side, name, text FROM business_messages WHERE owner_id = ?1 AND date >= ?2
+             ORDER BY date DESC, message_id DESC LIMIT ?3",
+            args![owner, since, DIGEST_READ],
+        )
+        .await?;
+    Ok(v.iter().rev().map(|r| Said { contact_id: int(r, "contact_id").unwrap_or(0), name: text(r, "name"), side: Side::parse(&text(r, "side")), text: text(r, "text") }).collect())
 }
 
 // ---- business chats: messages and suggestions (draft mode) ----
@@ -185,6 +212,8 @@ pub async fn delete_messages(db: &Db, owner: i64, contact: i64, ids: &[i64]) -> 
 #[derive(Debug, Clone)]
 pub struct LineRow {
     pub message_id: i64,
+    /// When it was sent (seconds).
+    pub date: i64,
     pub side: String,
     pub name: String,
     pub text: String,
@@ -194,12 +223,12 @@ pub struct LineRow {
 pub async fn lines(db: &Db, owner: i64, contact: i64, limit: usize) -> Result<Vec<LineRow>> {
     let v: Vec<Value> = db
         .all(
-            "SELECT message_id, side, name, text FROM business_messages WHERE owner_id = ?1 AND contact_id = ?2
+            "SELECT message_id, date, side, name, text FROM business_messages WHERE owner_id = ?1 AND contact_id = ?2
              ORDER BY message_id DESC LIMIT ?3",
             args![owner, contact, limit as i64],
         )
         .await?;
-    Ok(v.iter().rev().map(|r| LineRow { message_id: int(r, "message_id").unwrap_or(0), side: text(r, "side"), name: text(r, "name"), text: text(r, "text") }).collect())
+    Ok(v.iter().rev().map(|r| LineRow { message_id: int(r, "message_id").unwrap_or(0), date: int(r, "date").unwrap_or(0), side: text(r, "side"), name: text(r, "name"), text: text(r, "text") }).collect())
 }
 
 #[derive(Debug, Clone)]
@@ -213,6 +242,8 @@ pub struct Suggestion {
     pub html: String,
     pub status: String,
     pub shown_message_id: Option<i64>,
+    /// When Telegram stops letting the bot reply (seconds; `suggest::window_ends`).
+    pub window_ends: i64,
 }
 
 impl Suggestion {
@@ -227,11 +258,13 @@ impl Suggestion {
             html: text(v, "html"),
             status: text(v, "status"),
             shown_message_id: int(v, "shown_message_id"),
+            window_ends: int(v, "window_ends").unwrap_or_else(|| agent_core::business::suggest::window_ends(None, int(v, "created_at").unwrap_or(0))),
         }
     }
 }
 
-const SUGGESTION: &str = "SELECT id, owner_id, contact_id, connection_id, contact_name, quoted, html, status, shown_message_id FROM business_suggestions";
+const SUGGESTION: &str = "SELECT id, owner_id, contact_id, connection_id, contact_name, quoted, html, status, shown_message_id, created_at,
+       window_ends FROM business_suggestions";
 
 async fn suggestions(db: &Db, sql: &str, args: Vec<crate::storage::Arg>) -> Result<Vec<Suggestion>> {
     Ok(db.all::<Value>(sql, args).await?.iter().map(Suggestion::of).collect())
@@ -255,15 +288,17 @@ pub struct NewSuggestion<'a> {
     pub contact_name: &'a str,
     pub quoted: &'a str,
     pub html: &'a str,
+    /// `suggest::window_ends` of the burst.
+    pub window_ends: i64,
 }
 
 pub async fn add_suggestion(db: &Db, s: &NewSuggestion<'_>, now: i64) -> Result<Option<Suggestion>> {
     let r = db
         .batch(vec![
             db.stmt(
-                "INSERT INTO business_suggestions (owner_id, contact_id, connection_id, upto, contact_name, quoted, html, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) ON CONFLICT (owner_id, contact_id, upto) DO NOTHING",
-                args![s.owner, s.contact, s.connection, s.upto, s.contact_name, s.quoted, s.html, now],
+                "INSERT INTO business_suggestions (owner_id, contact_id, connection_id, upto, contact_name, quoted, html, created_at, updated_at, window_ends)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9) ON CONFLICT (owner_id, contact_id, upto) DO NOTHING",
+                args![s.owner, s.contact, s.connection, s.upto, s.contact_name, s.quoted, s.html, now, s.window_ends],
             )?,
             db.stmt(&format!("{SUGGESTION} WHERE owner_id = ?1 AND contact_id = ?2 AND upto = ?3"), args![s.owner, s.contact, s.upto])?,
         ])
@@ -327,6 +362,28 @@ pub async fn open_in_chat(db: &Db, owner: i64, contact: i64, except: i64) -> Res
 /// Every open suggestion of an owner (a connection turned off withdraws them).
 pub async fn open_of_owner(db: &Db, owner: i64) -> Result<Vec<Suggestion>> {
     suggestions(db, &format!("{SUGGESTION} WHERE owner_id = ?1 AND status = 'pending'"), args![owner]).await
+}
+
+/// Open suggestions whose 24 hours have passed (`window_ends` before `now_secs`; a row of the
+/// previous release by its `created_at`), at most `limit`: the cron withdraws them.
+pub async fn past_window(db: &Db, now_secs: i64, limit: i64) -> Result<Vec<Suggestion>> {
+    suggestions(
+        db,
+        &format!("{SUGGESTION} WHERE status = 'pending' AND COALESCE(window_ends, created_at / 1000 + 86400) < ?1 LIMIT ?2"),
+        args![now_secs, limit],
+    )
+    .await
+}
+
+/// The owner's suggestion shown as `message_id` in their private chat, if any.
+pub async fn shown_as(db: &Db, owner: i64, message_id: i64) -> Result<Option<Suggestion>> {
+    Ok(suggestions(db, &format!("{SUGGESTION} WHERE owner_id = ?1 AND shown_message_id = ?2"), args![owner, message_id]).await?.into_iter().next())
+}
+
+/// The owner's own text for an open suggestion (whether it was still open).
+pub async fn correct(db: &Db, id: i64, html: &str, now: i64) -> Result<bool> {
+    let n = db.run("UPDATE business_suggestions SET html = ?2, updated_at = ?3 WHERE id = ?1 AND status = 'pending'", args![id, html, now]).await?;
+    Ok(n == 1)
 }
 
 /// Moves a suggestion from `from` to `to`; whether this call moved it.

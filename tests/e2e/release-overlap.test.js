@@ -8,13 +8,15 @@
 // chunk's send record into the bot's message; what users and operators rely on (an answer sent
 // once, every call priced, a person's budget) must hold across the deploy, whichever release
 // wrote what (each form is counted below, whichever the previous release writes). Migration
-// 0039 (Telegram Business) adds tables the previous release never reads: it acknowledges
-// business updates on the new schema and writes none of them; today's release keeps them.
+// 0040 (the Business digest and suggestions' 24-hour window) adds columns the previous release
+// never reads: its suggestion, stored without `window_ends`, is sent by today's release (dated
+// by when it was made), and today's digest reads the business chat the previous release kept.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { startStack, privateText, uniqueId, sleep, ROOT } from "../support/stack.js";
+import { startStack, privateText, cmd, uniqueId, sleep, ROOT } from "../support/stack.js";
+import { requestText } from "../support/fake-gemini.js";
 
 const PREVIOUS = path.join(ROOT, ".tmp/bundle-previous");
 const TODAY = process.env.TEST_BUNDLE ?? "./.tmp/bundle";
@@ -71,12 +73,16 @@ test("the previous release answers on today's schema, and today's release counts
   assert.ok(old.tokens > 0);
   const oldForms = await consolidationForms(uid);
   assert.equal(oldForms.old + oldForms.new, 1, "the previous release's consolidation call is on record, in its form");
-  // Telegram Business under the previous release: acknowledged, nothing kept.
+  // Telegram Business under the previous release: a contact's message kept, its suggestion
+  // shown (without 0040's window).
   const owner = uniqueId();
-  const connection = s.tg.connectBusiness(owner, { id: `bc-overlap-${owner}` });
-  assert.equal((await s.webhook(connection)).status, 200);
-  const [none] = await s.sql("SELECT COUNT(*) AS n FROM business_connections");
-  assert.equal(none.n, 0, "the previous release writes no business row");
+  const bc = `bc-overlap-${owner}`;
+  const suggestions = () => s.tg.calls("sendMessage", owner).filter((r) => r.body.reply_markup?.inline_keyboard);
+  assert.equal((await s.webhook(s.tg.connectBusiness(owner, { id: bc, name: "Ada" }))).status, 200);
+  const contact = uniqueId();
+  s.gemini.script(contact, [{ text: "We open at 9." }]);
+  assert.equal((await s.webhook(s.tg.businessMessage(bc, contact, "When do you open?", { name: "Bea" }))).status, 200);
+  await s.tg.waitFor(() => suggestions().length === 1, 30_000, "the previous release's suggestion");
 
   // Today's release over the same storage: its answer, its charge, its calls are added to the
   // previous release's, not counted instead of them.
@@ -89,10 +95,20 @@ test("the previous release answers on today's schema, and today's release counts
   const forms = await consolidationForms(uid);
   assert.equal(forms.old + forms.new, 2, "both consolidations are on record");
   assert.equal(forms.new, oldForms.new + 1, "today's in the conversation's row");
-  // Today's release keeps the business connection the previous one ignored (redelivered).
-  assert.equal((await s.webhook(connection)).status, 200);
-  const [kept] = await s.sql("SELECT COUNT(*) AS n FROM business_connections WHERE owner_id = ?", owner);
-  assert.equal(kept.n, 1, "today's release keeps the connection");
+  // Today's release sends the previous release's suggestion (its 24 hours dated by when it was
+  // made), and its digest reads the business chat the previous release kept.
+  await sleep(500);
+  const shown = suggestions()[0];
+  const send = shown.body.reply_markup.inline_keyboard.flat().find((b) => b.text === "Send").callback_data;
+  assert.equal((await s.webhook(s.tg.pressButton(owner, shown.message_id, owner, send))).status, 200);
+  const toContact = () => s.tg.calls("sendMessage", contact).filter((r) => r.body.business_connection_id === bc && r.text);
+  await s.tg.waitFor(() => toContact().length === 1, 15_000, "the previous release's suggestion sent by today's");
+  assert.equal(toContact()[0].text, "We open at 9.");
+  s.gemini.script(owner, [{ text: "Bea asked when you open; you said 9." }]);
+  assert.equal((await s.webhook(cmd(owner, "/business digest"))).status, 200);
+  await s.tg.waitFor(() => s.tg.sent(owner).some((t) => t.startsWith("One business chat since your last digest:")), 30_000, "today's digest");
+  const digest = s.gemini.calls(owner).map((r) => requestText(r.body)).find((t) => /the digest is for/.test(t));
+  assert.match(digest, /Bea: When do you open\?\s+the bot for Ada: We open at 9\./, "the previous release's messages in today's digest");
   assert.ok(now.tokens > old.tokens, `the chat's tokens grew: ${old.tokens} → ${now.tokens}`);
   // The chat's budget counts every call of the day, in every form (today's consolidation by the
   // day's count its conversation's row keeps).

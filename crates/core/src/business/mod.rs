@@ -6,9 +6,10 @@
 //! What works: the connection is kept (`business_connection` updates, an unknown id looked up
 //! with `getBusinessConnection`), an owner the access policy refuses is told once why, the
 //! owner picks a mode, gives business notes (what contacts may be told), draft mode's
-//! suggestions, and away and auto modes' answers (`suggest`). The digest is not built yet
-//! (README, "Telegram Business").
+//! suggestions, and away and auto modes' answers (`suggest`), and asks for a digest of what
+//! they missed (`digest`).
 
+pub mod digest;
 pub mod suggest;
 
 /// How the bot handles its owner's business chats.
@@ -75,12 +76,15 @@ fn minutes(secs: u32) -> String {
 pub enum Arg {
     Show,
     Set(Mode),
+    /// `/business digest`: what the owner missed.
+    Digest,
     Unclear,
 }
 
 pub fn parse_arg(args: &str) -> Arg {
     match args.trim() {
         "" => Arg::Show,
+        a if a.eq_ignore_ascii_case("digest") => Arg::Digest,
         a => Mode::parse(a).map(Arg::Set).unwrap_or(Arg::Unclear),
     }
 }
@@ -165,15 +169,13 @@ pub fn status_text(s: &Status) -> String {
         return "Business settings are yours alone: send /business in our private chat.".to_string();
     }
     let mut text = match s.arg {
-        Arg::Unclear => "Use /business draft, /business away, /business auto or /business off.\n\n".to_string(),
+        Arg::Unclear => "Use /business draft, /business away, /business auto or /business off; /business digest for what you missed.\n\n".to_string(),
         Arg::Set(m) => format!("Business mode set to {}.\n\n", m.as_str()),
-        Arg::Show => String::new(),
+        Arg::Show | Arg::Digest => String::new(),
     };
     text.push_str(&format!("Mode: {} ({}).", s.mode.as_str(), s.mode.describe(suggest::delay_secs(Mode::Away, s.away_secs))));
     match s.connection {
-        None => text.push_str(
-            "\n\nNo Telegram Business account is connected to me. In Telegram: Settings → Telegram Business → Chatbots, then add me.",
-        ),
+        None => text.push_str(&format!("\n\n{NOT_CONNECTED}")),
         Some(c) if !c.enabled => text.push_str("\n\nYour Telegram Business connection is turned off: I do nothing in your business chats."),
         Some(c) => {
             let reply = if c.can_reply { "may reply in your chats" } else { "may not reply (only suggestions, without Send, in every mode)" };
@@ -183,6 +185,9 @@ pub fn status_text(s: &Status) -> String {
     }
     text
 }
+
+/// When the person has no Business connection the bot serves.
+pub const NOT_CONNECTED: &str = "No Telegram Business account is connected to me. In Telegram: Settings → Telegram Business → Chatbots, then add me.";
 
 /// What an owner the access policy refuses is told, once, in their private chat with the bot.
 pub const REFUSED_OWNER: &str = "You connected me to your Telegram Business account, but I cannot act for you: \
@@ -220,6 +225,7 @@ mod tests {
         assert_eq!(parse_arg("auto"), Arg::Set(Mode::Auto));
         assert_eq!(parse_arg("off"), Arg::Set(Mode::Off));
         assert_eq!(parse_arg("sometimes"), Arg::Unclear);
+        assert_eq!(parse_arg(" Digest"), Arg::Digest);
         assert_eq!(Mode::stored(None), Mode::Draft);
         assert_eq!(Mode::stored(Some("nonsense")), Mode::Draft);
         assert_eq!(Mode::stored(Some("away")), Mode::Away);

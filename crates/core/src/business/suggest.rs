@@ -165,6 +165,9 @@ pub fn suggestion_html(contact: &str, quoted: &str, reply: &str, ended: Option<&
     html
 }
 
+/// The line under an open suggestion with Send: how to change it first.
+pub const CORRECT_HINT: &str = "To change it, reply to this message with your text.";
+
 /// What a button does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Press {
@@ -207,6 +210,7 @@ pub fn ended_line(status: &str, contact: &str) -> Option<String> {
         "answered" => "Withdrawn: you answered yourself.".to_string(),
         "replaced" => "Replaced by a newer suggestion.".to_string(),
         "disconnected" => "Withdrawn: the Telegram Business connection is off.".to_string(),
+        "expired" => format!("Withdrawn: Telegram lets me reply to {contact} only within 24 hours of their last message."),
         _ => return None,
     })
 }
@@ -236,7 +240,46 @@ pub fn on_press(presser: i64, owner: Option<i64>, status: Option<&str>, press: P
         "pending" | "sending" => PressVerdict::Go,
         "sent" => PressVerdict::Closed("Already sent."),
         "skipped" => PressVerdict::Closed("Already skipped."),
+        "expired" => PressVerdict::Closed(TOO_LATE),
         _ => PressVerdict::Closed("This suggestion is no longer open."),
+    }
+}
+
+/// A press on a suggestion whose 24 hours have passed.
+pub const TOO_LATE: &str = "Too late: Telegram lets me reply only within 24 hours of the contact's last message.";
+
+/// How long Telegram lets a bot reply in a business chat after the contact's last message.
+pub const WINDOW_SECS: i64 = 24 * 3600;
+
+/// When Telegram stops letting the bot reply (seconds): 24 hours after the burst's newest
+/// contact message (`upto_date`); for a suggestion stored without it (by the previous release),
+/// 24 hours after it was made.
+pub fn window_ends(upto_date: Option<i64>, created_at_ms: i64) -> i64 {
+    upto_date.unwrap_or(created_at_ms / 1000) + WINDOW_SECS
+}
+
+/// The owner's own text for a suggestion (a reply to it in their private chat), as the contact
+/// would get it: escaped, at most the reply limit. `None`: nothing to send.
+pub fn corrected_html(text: &str) -> Option<String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let cut: String = text.chars().take(REPLY_LIMIT).collect();
+    Some(escape(&cut))
+}
+
+/// Whether a message the bot sent is a suggestion, by its text (what a reply to it carries).
+pub fn is_suggestion_text(text: &str) -> bool {
+    text.starts_with("Suggested reply to ")
+}
+
+/// What the owner is told after correcting a suggestion, or why it was not changed.
+pub fn corrected_answer(status: &str) -> &'static str {
+    match status {
+        "pending" => "Changed. Press Send under it to send your text, or Skip.",
+        "sent" | "sending" => "That suggestion was already sent; your text was not.",
+        _ => "That suggestion is no longer open, so your text was not sent. Answer the contact in Telegram yourself.",
     }
 }
 
@@ -378,5 +421,21 @@ mod tests {
         assert_eq!(plain_of("<b>Hi</b> &lt;you&gt; &amp; me"), "Hi <you> & me");
         let s = suggestion_html("<Cus>", "a & b", "Hello", Some("Sent to <Cus>."));
         assert!(s.contains("&lt;Cus&gt;") && s.contains("a &amp; b") && s.ends_with("<i>Sent to &lt;Cus&gt;.</i>"), "{s}");
+    }
+
+    #[test]
+    fn the_window_and_the_owners_correction() {
+        assert_eq!(window_ends(Some(1_000), 99_000_000), 1_000 + WINDOW_SECS, "from the contact's message");
+        assert_eq!(window_ends(None, 5_000_000), 5_000 + WINDOW_SECS, "an older row: from when it was made");
+        assert_eq!(on_press(1, Some(1), Some("expired"), Press::Send, true), PressVerdict::Closed(TOO_LATE));
+        assert!(ended_line("expired", "Bob").unwrap().contains("24 hours"));
+        assert_eq!(corrected_html("  <b>9</b> & 10  ").as_deref(), Some("&lt;b&gt;9&lt;/b&gt; &amp; 10"));
+        assert!(corrected_html(" \n ").is_none());
+        assert_eq!(corrected_html(&"a".repeat(REPLY_LIMIT + 9)).unwrap().len(), REPLY_LIMIT);
+        assert!(is_suggestion_text(&plain_of(&suggestion_html("Bob", "hi", "Hello", Some(CORRECT_HINT)))));
+        assert!(!is_suggestion_text("Suggested something else"));
+        assert!(corrected_answer("pending").starts_with("Changed"));
+        assert!(corrected_answer("sent").contains("already sent"));
+        assert!(corrected_answer("expired").contains("no longer open"));
     }
 }
