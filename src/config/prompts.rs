@@ -2,6 +2,7 @@
 //! they are filled with.
 
 use crate::config::Ctx;
+use agent_core::order::map_of;
 use agent_core::turn::prompt::PromptLibrary;
 use std::collections::BTreeMap;
 
@@ -13,14 +14,14 @@ pub fn library() -> PromptLibrary {
     PromptLibrary {
         instructions: bundled::INSTRUCTIONS.to_string(),
         // A persona file's front matter (crew mode) is not part of its prompt.
-        personas: bundled::PERSONAS.iter().map(|(k, v)| (k.to_string(), agent_core::crew::prompt_of(v).to_string())).collect(),
-        roles: bundled::ROLES.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        personas: map_of(bundled::PERSONAS.iter().map(|(k, v)| (k.to_string(), agent_core::crew::prompt_of(v).to_string()))),
+        roles: map_of(bundled::ROLES.iter().map(|(k, v)| (k.to_string(), v.to_string()))),
     }
 }
 
 /// The persona files as bundled, front matter included (crew mode parses them).
 pub fn persona_files() -> BTreeMap<String, String> {
-    bundled::PERSONAS.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    map_of(bundled::PERSONAS.iter().map(|(k, v)| (k.to_string(), v.to_string())))
 }
 
 /// Curated notes from `prompts/notes.md`: one per list item (`- ...`), always shown first.

@@ -2,7 +2,8 @@
 //! drift sort, small-sort networks: about 4 KB of wasm) for each element type; these are an
 //! insertion sort of a few dozen bytes per use, for the short lists this code sorts (a
 //! conversation's window, a message's people, a Mini App's fields), and a top-n pick for the
-//! one long list (memory candidates). Both are stable.
+//! one long list (memory candidates). Both are stable. Maps are built by inserting, for the
+//! same reason (`map_of`).
 
 /// Sorts `v` so that no element comes after one it is `less` than, stably. Quadratic in the
 /// worst case: for short or nearly sorted lists.
@@ -24,6 +25,16 @@ pub fn sort_by_key<T, K: Ord>(v: &mut [T], mut key: impl FnMut(&T) -> K) {
 /// Sorts `v` ascending (stable; see [`sort_by_key`]).
 pub fn sort<T: Ord>(v: &mut [T]) {
     sort_by(v, |a, b| a < b)
+}
+
+/// A map of `pairs`, a later pair replacing an earlier one with the same key (what `collect`
+/// does, without the sort `BTreeMap`'s `FromIterator` brings for each iterator type).
+pub fn map_of<K: Ord, V>(pairs: impl IntoIterator<Item = (K, V)>) -> std::collections::BTreeMap<K, V> {
+    let mut map = std::collections::BTreeMap::new();
+    for (k, v) in pairs {
+        map.insert(k, v);
+    }
+    map
 }
 
 /// The `n` best of `items` by `score`, best first; ties keep the order of `items`. Linear in
@@ -63,6 +74,12 @@ mod tests {
             let want: Vec<u16> = std.into_iter().take(n).map(|p| p.1).collect();
             prop_assert_eq!(ours, want);
         }
+    }
+
+    #[test]
+    fn map_of_keeps_the_last_value_of_a_key() {
+        let m = map_of([("a", 1), ("b", 2), ("a", 3)]);
+        assert_eq!(m, [("a", 3), ("b", 2)].into_iter().collect());
     }
 
     #[test]

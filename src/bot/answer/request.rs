@@ -123,7 +123,7 @@ fn crew_section(ctx: &Ctx, turn: &TurnRun, instruction: String, turn_context: St
 /// named people's messages (`agent_core::crew::as_seen_by`).
 fn seen_by(ctx: &Ctx, turn: &TurnRun, messages: &[history::HistoryMessage]) -> Option<Vec<history::HistoryMessage>> {
     let name = agent_core::crew::persona_of_turn(&turn.turn_id).filter(|_| turn.crew.is_some())?;
-    let names = crate::bot::crew::configured(ctx).into_iter().map(|p| (p.name, p.display_name)).collect();
+    let names = agent_core::order::map_of(crate::bot::crew::configured(ctx).into_iter().map(|p| (p.name, p.display_name)));
     Some(agent_core::crew::as_seen_by(messages, name, &names, &ctx.cfg.bot_name))
 }
 

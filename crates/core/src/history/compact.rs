@@ -62,7 +62,7 @@ pub fn compact_lines(msgs: &[HistoryMessage]) -> String {
 pub fn compact_lines_with(msgs: &[HistoryMessage], show_id: impl Fn(usize, &HistoryMessage) -> bool) -> String {
     let mut lines = Vec::with_capacity(msgs.len());
     let mut named: BTreeMap<&str, Option<i64>> = BTreeMap::new();
-    let by_id: BTreeMap<i64, &HistoryMessage> = msgs.iter().filter_map(|m| Some((m.message_id?, m))).collect();
+    let by_id: BTreeMap<i64, &HistoryMessage> = crate::order::map_of(msgs.iter().filter_map(|m| Some((m.message_id?, m))));
     // Names more than one person uses in view: an arrow to one of them adds the user id.
     let mut people: BTreeMap<&str, BTreeSet<Option<i64>>> = BTreeMap::new();
     for m in msgs.iter().filter(|m| m.role == Role::User) {
