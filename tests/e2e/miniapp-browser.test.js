@@ -1,7 +1,8 @@
 // The Mini App in a real browser (Debian's Chromium driven by playwright-core, at a phone's
 // width), opened as Telegram opens it: the signed init data and the theme in the URL fragment.
 // A person edits and forgets a memory and /memory in the chat shows the change; exports their
-// data; cancels a reminder; and cannot see or change another person's. Screenshots of each
+// data; cancels a reminder; and cannot see or change another person's; a Telegram Business
+// owner sets their mode and notes. Screenshots of each
 // view go to docs/ for the README.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -259,4 +260,29 @@ test("a group's shared memories open from the bot's link: members read, an admin
   await a.page.locator(`#group-list li[data-id='m${hike.id}'] .text`, { hasText: "the club hikes every Sunday" }).waitFor({ timeout: 10_000 });
   const [row] = await s.sql("SELECT value FROM memories WHERE id = ?", hike.id);
   assert.equal(row.value, "the club hikes every Sunday");
+});
+
+test("an owner sets their Business mode and notes in the page; /business and a contact's request follow them", async () => {
+  const ada = { id: uniqueId(), first_name: "Ada" };
+  const id = `bc-${ada.id}`;
+  await s.webhook(s.tg.connectBusiness(ada.id, { id, name: "Ada" }));
+  const { page, errors } = await open(ada);
+  await page.click("[data-tab='business']");
+  assert.equal(await page.inputValue("#business-mode"), "draft");
+  assert.match(await page.textContent("#business-state"), /Connected: I may reply in your chats\./);
+  await page.selectOption("#business-mode", "auto");
+  await page.fill("#business-notes", "Open 9 to 5, closed on Sundays.");
+  await page.click("#business-save");
+  await page.waitForFunction(() => document.getElementById("status").textContent === "Saved.");
+  await shot(page, "miniapp-business.png");
+  const before = s.tg.sent(ada.id).length;
+  await s.webhook(privateText(ada.id, "/business"));
+  await s.tg.waitFor(() => s.tg.sent(ada.id).length > before, 15_000, "the /business answer");
+  assert.match(s.tg.sent(ada.id).at(-1), /^Mode: auto /);
+  const contact = uniqueId();
+  s.gemini.script(contact, [{ text: "We are closed on Sundays." }]);
+  await s.webhook(s.tg.businessMessage(id, contact, "open on Sunday?"));
+  await s.tg.waitFor(() => s.tg.calls("sendMessage", contact).some((r) => r.body.business_connection_id === id && r.text), 30_000, "the auto answer");
+  assert.match(JSON.stringify(s.gemini.calls(contact)[0].body.systemInstruction), /Open 9 to 5, closed on Sundays\./, "the notes reach the contact's request");
+  assert.deepEqual(errors.filter((e) => !/status of 40[0-9]/.test(e)), [], "no script or CSP errors");
 });

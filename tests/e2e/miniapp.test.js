@@ -267,3 +267,31 @@ test("a group's shared memories: members see them, only admins edit; a forged or
   assert.equal(row.value, "the group hikes on Saturdays");
   assert.ok(s.tg.calls("getChatMember").some((c) => c.body.chat_id === G && c.body.user_id === admin.id), "membership asked of Telegram");
 });
+
+test("Business settings in the Mini App: the person's own, the commands' rules, refusals said", async () => {
+  const { alice, aliceData, bob, bobData } = people();
+  const shown = await call("GET", "me", aliceData);
+  assert.equal(shown.status, 200);
+  assert.deepEqual(shown.json.business, { mode: "draft", notes: "", connected: false, enabled: false, can_reply: false });
+  const set = await call("PUT", "business", aliceData, { mode: "away", notes: "  Open 9-5.  ", user_id: bob.id });
+  assert.equal(set.status, 200, JSON.stringify(set.json));
+  assert.equal(set.json.mode, "away");
+  assert.equal(set.json.notes, "Open 9-5.");
+  assert.equal((await call("GET", "me", bobData)).json.business.mode, "draft", "a user id in the body is ignored");
+  await s.webhook(privateText(alice.id, "/business notes"));
+  await s.tg.waitFor(() => s.tg.sent(alice.id).some((t) => t.includes("Open 9-5.")), 15_000, "/business notes shows the page's notes");
+  for (const [body, error] of [
+    [{ mode: "sometimes" }, /mode is draft, away, auto or off/],
+    [{ notes: "x".repeat(2001) }, /at most 2,000 characters/],
+    [{ notes: 5 }, /notes are a text/],
+    [{}, /nothing to change/],
+  ]) {
+    const r = await call("PUT", "business", aliceData, body);
+    assert.equal(r.status, 400, JSON.stringify(body));
+    assert.match(r.json.error, error);
+  }
+  const cleared = await call("PUT", "business", aliceData, { notes: null });
+  assert.equal(cleared.json.notes, "");
+  assert.equal(cleared.json.mode, "away", "a change of the notes keeps the mode");
+  assert.equal((await call("PUT", "business", null, { mode: "off" })).status, 401);
+});

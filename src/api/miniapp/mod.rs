@@ -12,6 +12,7 @@
 //!
 //! Invariants (INVARIANTS.md): "The Mini App trusts only signed init data".
 
+mod business;
 mod group;
 mod person;
 

@@ -1,7 +1,7 @@
 //! What every person may do in the Mini App, about themself only: the person is the signed
 //! init data's user, and every query runs in their own private chat's scope, exactly as the
-//! commands there do (`/memory`, `/forget`, `/reminders`, `/cancel`, `/usage`), through the
-//! same functions. Another person's memory or reminder id finds nothing (404).
+//! commands there do (`/memory`, `/forget`, `/reminders`, `/cancel`, `/usage`, `/business`),
+//! through the same functions. Another person's memory or reminder id finds nothing (404).
 
 use crate::config::tz::Intl;
 use super::{answer, item_id, MAX_WORDING_CHARS};
@@ -46,6 +46,7 @@ pub async fn route(ctx: &Ctx, init: &InitData, method: Method, segments: &[&str]
         (Method::Get, ["export"]) => export(ctx, user).await,
         (Method::Delete, ["reminders", id]) => cancel(ctx, user, id).await,
         (Method::Put, ["reminders", id]) => change(ctx, user, id, body).await,
+        (Method::Put, ["business"]) => super::business::change(ctx, init, body).await,
         _ => not_found(),
     }
 }
@@ -85,6 +86,7 @@ async fn me(ctx: &Ctx, init: &InitData) -> Result<Response> {
             "memories": items,
             "reminders": reminders,
             "usage": usage_text,
+            "business": super::business::state(ctx, user).await?,
         }),
         200,
     )

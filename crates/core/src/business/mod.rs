@@ -135,6 +135,38 @@ pub fn notes_text(arg: &NotesArg, stored: Option<&str>, cut: bool) -> String {
     }
 }
 
+/// A change of the owner's Business settings from the Mini App (`PUT /app/api/business`): the
+/// mode, the notes (`Some(None)`: cleared), or both; the same rules as `/business`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub mode: Option<Mode>,
+    pub notes: Option<Option<String>>,
+}
+
+/// Reads a Mini App change: `mode` one of the four, `notes` a text of at most [`NOTES_CAP`]
+/// characters (empty or `null`: cleared). The refusal's text otherwise.
+pub fn change_of(body: &serde_json::Value) -> Result<Change, &'static str> {
+    let mode = match body.get("mode") {
+        None => None,
+        Some(m) => Some(m.as_str().and_then(Mode::parse).ok_or("mode is draft, away, auto or off")?),
+    };
+    let notes = match body.get("notes") {
+        None => None,
+        Some(serde_json::Value::Null) => Some(None),
+        Some(n) => {
+            let n = n.as_str().ok_or("notes are a text")?.trim();
+            if n.chars().count() > NOTES_CAP {
+                return Err("notes are at most 2,000 characters");
+            }
+            Some((!n.is_empty()).then(|| n.to_string()))
+        }
+    };
+    if mode.is_none() && notes.is_none() {
+        return Err("nothing to change: send mode, notes or both");
+    }
+    Ok(Change { mode, notes })
+}
+
 /// A stored connection as `/business` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Connected {
@@ -216,6 +248,21 @@ mod tests {
         let set = notes_text(&NotesArg::Set("x".into()), Some("a *b*"), false);
         assert!(set.contains("a \\*b\\*"), "{set}");
         assert!(notes_text(&NotesArg::Show, None, false).starts_with("No business notes"));
+    }
+
+    #[test]
+    fn a_mini_app_change_follows_the_commands_rules() {
+        use serde_json::json;
+        assert_eq!(change_of(&json!({"mode": "Away"})), Ok(Change { mode: Some(Mode::Away), notes: None }));
+        assert_eq!(change_of(&json!({"notes": "  Open 9-5 "})), Ok(Change { mode: None, notes: Some(Some("Open 9-5".into())) }));
+        assert_eq!(change_of(&json!({"notes": null, "mode": "off"})), Ok(Change { mode: Some(Mode::Off), notes: Some(None) }));
+        assert_eq!(change_of(&json!({"notes": " "})).unwrap().notes, Some(None));
+        assert!(change_of(&json!({"mode": "sometimes"})).is_err());
+        assert!(change_of(&json!({"mode": 3})).is_err());
+        assert!(change_of(&json!({"notes": 3})).is_err());
+        assert!(change_of(&json!({"notes": "é".repeat(NOTES_CAP + 1)})).is_err());
+        assert!(change_of(&json!({"notes": "é".repeat(NOTES_CAP)})).is_ok());
+        assert!(change_of(&json!({})).is_err());
     }
 
     #[test]

@@ -141,6 +141,24 @@
     return li;
   }
 
+  // The person's Telegram Business settings (the same as /business and /business notes); the
+  // tab shows only while the operator has the feature on.
+  function showBusiness(b) {
+    document.querySelector("[data-tab='business']").hidden = !b;
+    if (!b) return;
+    $("business-mode").value = b.mode;
+    $("business-notes").value = b.notes;
+    $("business-state").textContent = !b.connected
+      ? "No Telegram Business account is connected. In Telegram: Settings → Telegram Business → Chatbots, then add this bot."
+      : !b.enabled ? "Your Telegram Business connection is turned off." : b.can_reply ? "Connected: I may reply in your chats." : "Connected, without the right to reply: suggestions only, without Send.";
+  }
+  $("business-save").addEventListener("click", async () => {
+    try {
+      showBusiness(await api("PUT", "business", { mode: $("business-mode").value, notes: $("business-notes").value }));
+      status("Saved.");
+    } catch (e) { status(e.message, true); }
+  });
+
   let operator = false;
   async function load() {
     if (!initData) {
@@ -157,6 +175,7 @@
       rem.replaceChildren(...me.reminders.map(reminderItem));
       if (!me.reminders.length) rem.append(el("li", "hint", "No reminders."));
       $("usage-text").textContent = me.usage;
+      showBusiness(me.business);
       operator = me.operator;
       document.body.dataset.loaded = "1";
       if (new URLSearchParams(initData).get("start_param")) await loadGroup();
