@@ -42,6 +42,9 @@ pub struct ChatRow {
     /// The person of a private chat said `/rich off` (1).
     #[serde(default)]
     pub rich_off: Option<i64>,
+    /// The person of a private chat has a Telegram Business connection that is on (1).
+    #[serde(default)]
+    pub business_owner: Option<i64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -70,7 +73,8 @@ const SELECT_CONVERSATION: &str = "SELECT session_start_seq, session_started_at,
        (SELECT MAX(rev) FROM messages WHERE conv = ?1 AND rev IS NOT NULL) AS edit_rev
      FROM conversations WHERE conv = ?1";
 /// The chat, and (a private chat's id is its person's) that person's `/rich` setting.
-const SELECT_CHAT: &str = "SELECT kind, title, model, blocked_at, (SELECT rich_off FROM users WHERE user_id = ?1) AS rich_off FROM chats WHERE chat_id = ?1";
+const SELECT_CHAT: &str = "SELECT kind, title, model, blocked_at, (SELECT rich_off FROM users WHERE user_id = ?1) AS rich_off,
+       (SELECT 1 FROM business_connections WHERE owner_id = ?1 AND is_enabled = 1 LIMIT 1) AS business_owner FROM chats WHERE chat_id = ?1";
 /// The newest messages of the current session (it starts at `conversations.session_start_seq`),
 /// only those after ?3 when the chat object's copy of the older ones still holds: the
 /// conversation's `history_version` is ?4 and its session start ?5 (`RowCache`; the turn

@@ -193,3 +193,36 @@ test("a suggestion ends with Telegram's 24 hours: Send says so without trying, a
   assert.equal(buttons(owner, old.messageId).length, 0);
   assert.equal(buttons(owner, fresh.messageId).length, 2, "a suggestion inside its 24 hours stays");
 });
+
+test("asked in their own words, the model's business_digest sends the digest as its own message; the turn reads only that it went; offered to owners only", async () => {
+  const { owner, id } = await connect();
+  await post(cmd(owner, "/business off"));
+  await s.tg.waitFor(() => s.tg.sent(owner).some((t) => t.startsWith("Business mode set to off")), 15_000, "the mode");
+  const ivy = uniqueId();
+  await post(s.tg.businessMessage(id, ivy, "Do you repair bikes on Saturdays?", { name: "Ivy" }));
+  await sleep(500);
+  const before = s.gemini.calls(owner).length;
+  s.gemini.script(owner, [
+    { calls: [{ name: "business_digest", args: {} }] },
+    { text: "Ivy asks whether you repair bikes on Saturdays." },
+    { text: "Done: your digest is above." },
+  ]);
+  await post(privateText(owner, "what did I miss with my customers?"));
+  await s.tg.waitFor(() => s.tg.sent(owner).includes("Done: your digest is above."), 30_000, "the turn's answer");
+  const calls = s.gemini.calls(owner).slice(before);
+  assert.equal(calls.length, 3, "the turn's two rounds and the digest's own call");
+  const declared = (r) => (r.body.tools ?? []).flatMap((t) => t.functionDeclarations ?? []).map((d) => d.name);
+  assert.ok(declared(calls[0]).includes("business_digest"), "offered in the owner's private chat");
+  assert.deepEqual(declared(calls[1]), [], "the digest's request declares nothing");
+  assert.match(requestText(calls[1].body), /Ivy: Do you repair bikes on Saturdays\?/);
+  const round2 = JSON.stringify(calls[2].body.contents);
+  assert.match(round2, /"sent":true/);
+  assert.doesNotMatch(round2, /repair bikes/, "the contact's words never enter the owner's turn");
+  const digest = s.tg.sent(owner).find((t) => t.startsWith("One business chat since your last digest:"));
+  assert.match(digest, /Ivy asks whether you repair bikes on Saturdays\./);
+
+  // Not an owner: not offered.
+  const other = uniqueId();
+  await chat(other, "what did I miss?");
+  assert.ok(!declared(s.gemini.calls(other).at(-1)).includes("business_digest"));
+});

@@ -155,6 +155,12 @@ pub fn build(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, c: &AnswerInputs, model:
     if !ctx.cfg.image_model.is_empty() {
         agent_core::turn::tools::add_generate_image(&mut tools);
     }
+    // An owner's own private chat (never a crew persona's turn, never a group): what they
+    // missed in their business chats, sent to them as its own message.
+    let owner = c.chat.as_ref().is_some_and(|r| r.kind == "private" && r.business_owner == Some(1));
+    if ctx.cfg.business && owner && crew_view.is_none() {
+        agent_core::turn::tools::add_business_digest(&mut tools);
+    }
     agent_core::turn::media::sticker_catalog(&mut tools, &ctx.cfg.sticker_sets, &c.stickers);
     TurnRequest {
         model: model.to_string(),

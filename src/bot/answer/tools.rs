@@ -146,7 +146,20 @@ impl ToolPort for EdgeTools<'_> {
             Err(e) => Err(e.to_string()),
         }
     }
+
+    /// Declared only in an owner's own private chat (`request::build`), so the chat is theirs.
+    async fn business_digest(&self) -> Result<serde_json::Value, String> {
+        // About a dozen subrequests: D1's reads and the charge, the model, the send.
+        if self.ctx.meter.count() + DIGEST_SUBREQUESTS > TURN_TOOL_BUDGET || self.group {
+            return Err("not available in this turn; tell the person to send /business digest".into());
+        }
+        // The owner's name comes from their connection (an empty one keeps the stored name).
+        Ok(crate::bot::business_digest::for_model(self.ctx, self.conv.chat_id, "", &self.turn_id).await)
+    }
 }
+
+/// What `business_digest` may spend of a turn's subrequests.
+const DIGEST_SUBREQUESTS: u32 = 12;
 
 /// Fresh randomness for the turn's fence boundaries (a page must not be able to guess them).
 pub fn fence_seed() -> u128 {

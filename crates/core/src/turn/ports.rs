@@ -27,6 +27,11 @@ pub trait ToolPort {
     async fn list_schedules(&self) -> Result<Value, String>;
     /// Cancels one of this chat's schedules.
     async fn cancel_schedule(&self, id: i64) -> Result<Value, String>;
+    /// Sends the owner their Telegram Business digest as its own message; what the model reads
+    /// is only whether it went (the contacts' words never enter the turn).
+    async fn business_digest(&self) -> Result<Value, String> {
+        Err("not available here".to_string())
+    }
 }
 
 pub trait Clock {

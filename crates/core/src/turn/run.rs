@@ -259,6 +259,7 @@ async fn run_call(req: &TurnRequest, tools: &impl ToolPort, st: &mut TurnState, 
         ToolCall::Schedule(request) => schedule_changed(&mut st.result, index, tools.schedule(&request).await),
         ToolCall::ListSchedules => tools.list_schedules().await.unwrap_or_else(|e| json!({"error": e})),
         ToolCall::CancelSchedule { id } => schedule_changed(&mut st.result, index, tools.cancel_schedule(id).await),
+        ToolCall::BusinessDigest => recorded(&mut st.result, index, tools.business_digest().await.unwrap_or_else(|e| json!({"error": e}))),
         ToolCall::Invalid { error, .. } => json!({"error": error}),
     };
     (response, false)

@@ -18,8 +18,9 @@ pub const MAX_FETCH_URLS: usize = 3;
 /// Functions that change what later turns see or do. A new function that stores anything
 /// or acts later (scheduling) belongs here.
 /// `generate_image` is one: it spends the owner's money on what the prompt says and puts it
-/// in front of people, so outside text in view must not steer it.
-pub const WRITE_TOOLS: [&str; 5] = ["remember", "set_plan", "schedule_message", "cancel_schedule", "generate_image"];
+/// in front of people, so outside text in view must not steer it. `business_digest` spends a
+/// model call and moves the owner's digest on.
+pub const WRITE_TOOLS: [&str; 6] = ["remember", "set_plan", "schedule_message", "cancel_schedule", "generate_image", "business_digest"];
 
 /// Whether a function writes (see [`WRITE_TOOLS`]).
 pub fn writes(name: &str) -> bool {
@@ -69,6 +70,8 @@ pub enum ToolCall {
     Schedule(crate::chat::schedule::Request),
     ListSchedules,
     CancelSchedule { id: i64 },
+    /// The owner's Telegram Business digest, sent as its own message.
+    BusinessDigest,
     Invalid { name: String, error: String },
 }
 
@@ -83,6 +86,7 @@ impl ToolCall {
                 | ToolCall::Schedule(_)
                 | ToolCall::ListSchedules
                 | ToolCall::CancelSchedule { .. }
+                | ToolCall::BusinessDigest
         )
     }
 }
@@ -171,6 +175,7 @@ pub fn parse_call(call: &FunctionCall, sticker_sets: &[String]) -> ToolCall {
             Err(e) => invalid(e),
         },
         "list_schedules" => ToolCall::ListSchedules,
+        "business_digest" => ToolCall::BusinessDigest,
         "cancel_schedule" => match int_arg(a, "id") {
             Some(id) => ToolCall::CancelSchedule { id },
             None => invalid("id is required (as list_schedules gives it)"),
@@ -204,6 +209,8 @@ struct Declared {
     send_sticker: FunctionDeclaration,
     /// Offered when `IMAGE_MODEL` is set, last.
     generate_image: FunctionDeclaration,
+    /// Offered in a Telegram Business owner's private chat.
+    business_digest: FunctionDeclaration,
 }
 
 fn declared() -> Declared {
@@ -221,6 +228,14 @@ pub fn add_generate_image(tools: &mut [Tool]) {
     let mut d = declared().generate_image;
     set_enum(&mut d, "aspect_ratio", &crate::image::ASPECT_RATIOS);
     t.function_declarations.push(d);
+}
+
+/// Adds `business_digest` (offered in the private chat of an owner whose Telegram Business
+/// connection is on: what they missed goes to them as its own message, never into this turn).
+pub fn add_business_digest(tools: &mut [Tool]) {
+    if let Some(t) = tools.first_mut() {
+        t.function_declarations.push(declared().business_digest);
+    }
 }
 
 /// The function declarations sent with every turn.
@@ -308,6 +323,21 @@ mod tests {
         assert!(!names(&[]).contains(&"send_sticker".to_string()));
         assert!(names(&["Cats".into()]).contains(&"send_sticker".to_string()));
         assert_eq!(names(&[]).len(), 11);
+    }
+
+    #[test]
+    fn the_business_digest_is_offered_only_when_added_and_never_with_outside_text_in_view() {
+        let mut tools = declarations(&[]);
+        let has = |tools: &[Tool]| tools.iter().flat_map(|t| &t.function_declarations).any(|d| d.name == "business_digest");
+        assert!(!has(&tools), "not a function of every turn");
+        add_business_digest(&mut tools);
+        assert!(has(&tools));
+        let d = tools[0].function_declarations.iter().find(|d| d.name == "business_digest").unwrap();
+        assert!(d.parameters.is_null(), "no parameters: nothing a turn says reaches the digest");
+        assert!(!has(&for_round(&tools, true, false)), "outside text in view: not offered");
+        assert!(has(&for_round(&tools, false, false)));
+        assert_eq!(parse_call(&FunctionCall { name: "business_digest".into(), args: Value::Null, id: None }, &[]), ToolCall::BusinessDigest);
+        assert!(ToolCall::BusinessDigest.needs_result());
     }
 
     #[test]
