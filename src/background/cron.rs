@@ -1,8 +1,9 @@
 //! The cron (`[triggers] crons` in wrangler.toml): re-arms chat objects whose next schedule
 //! run has passed without firing (a lost alarm never loses a reminder), queues one
 //! consolidation job per conversation with new messages, ends guest placeholders whose answer
-//! never went out (`bot::guest::sweep`), withdraws Business suggestions past Telegram's 24
-//! hours (`bot::business::expire`), then prunes what is past retention.
+//! never went out (`bot::guest::sweep`), prunes what is past retention, then withdraws
+//! Business suggestions past Telegram's 24 hours (`bot::business::expire`, as far as the
+//! invocation's subrequests allow).
 
 use crate::config::{now_ms, Ctx};
 use crate::outbound::objects::{self, ChatRequest};
@@ -23,15 +24,16 @@ pub async fn run(ctx: &Ctx, cron: &str) {
     if ended > 0 {
         worker::console_log!("cron {cron}: {ended} guest placeholders ended with an apology");
     }
-    match crate::bot::business::expire(ctx).await {
-        Ok(0) => {}
-        Ok(n) => worker::console_log!("cron {cron}: {n} Business suggestions past Telegram's 24 hours withdrawn"),
-        Err(e) => worker::console_error!("cron {cron}: could not withdraw expired Business suggestions: {e}"),
-    }
     match storage::retention::prune(&ctx.db(), now_ms(), ctx.cfg.retention_days).await {
         Ok(pruned) if pruned.iter().any(|(_, n)| *n > 0) => worker::console_log!("cron {cron}: pruned {pruned:?}"),
         Ok(_) => {}
         Err(e) => worker::console_error!("cron {cron}: could not prune old rows: {e}"),
+    }
+    // Last: it stops where the invocation's subrequests run short.
+    match crate::bot::business::expire(ctx).await {
+        Ok(0) => {}
+        Ok(n) => worker::console_log!("cron {cron}: {n} Business suggestions past Telegram's 24 hours withdrawn"),
+        Err(e) => worker::console_error!("cron {cron}: could not withdraw expired Business suggestions: {e}"),
     }
 }
 

@@ -419,6 +419,11 @@ pub async fn expire(ctx: &Ctx) -> worker::Result<usize> {
     let db = ctx.db();
     let mut n = 0;
     for s in rows::past_window(&db, now_ms() / 1000, EXPIRE_BATCH).await? {
+        // Three subrequests each (the connection, the row, the edit): what is left waits for
+        // the next run rather than pass the invocation's limit.
+        if ctx.meter.count() + 3 > EXPIRE_SUBREQUESTS {
+            break;
+        }
         match rows::get(&db, &s.connection_id).await? {
             Some(row) => withdraw(ctx, &row, &s, "expired").await?,
             None => {
@@ -431,7 +436,9 @@ pub async fn expire(ctx: &Ctx) -> worker::Result<usize> {
 }
 
 /// Suggestions the cron withdraws in one run at most.
-const EXPIRE_BATCH: i64 = 20;
+const EXPIRE_BATCH: i64 = 10;
+/// The invocation's subrequests after which the sweep leaves the rest to the next run.
+const EXPIRE_SUBREQUESTS: u32 = 45;
 
 /// A message in the owner's private chat answering one of the bot's: if it replies to a
 /// suggestion, its text becomes the suggestion (the owner's correction before Send) and the
@@ -440,26 +447,36 @@ const EXPIRE_BATCH: i64 = 20;
 pub async fn correction(ctx: &Ctx, m: &Message) -> worker::Result<bool> {
     let Some(to) = m.reply_to_message.as_deref() else { return Ok(false) };
     let from_bot = to.from.as_ref().is_some_and(|u| u.is_bot);
-    if !ctx.cfg.business || m.chat.kind != "private" || !from_bot || !to.text.as_deref().is_some_and(suggest::is_suggestion_text) {
+    // A command typed as a reply stays a command.
+    let text = m.text.as_deref().filter(|t| !t.trim_start().starts_with('/'));
+    if !ctx.cfg.business || m.chat.kind != "private" || !from_bot || text.is_none() || !to.text.as_deref().is_some_and(suggest::is_suggestion_text) {
         return Ok(false);
     }
     let db = ctx.db();
     let Some(s) = rows::shown_as(&db, m.chat.id, to.message_id).await? else { return Ok(false) };
-    let Some(html) = m.text.as_deref().and_then(suggest::corrected_html) else { return Ok(false) };
+    let Some(html) = text.and_then(suggest::corrected_html) else { return Ok(false) };
     let row = rows::get(&db, &s.connection_id).await?;
-    let changed = match &row {
-        Some(row) if serves(ctx, row) && rows::correct(&db, s.id, &html, now_ms()).await? => {
+    // Sendable: the connection serves with the right to reply, inside Telegram's 24 hours.
+    let sendable = row.as_ref().filter(|r| serves(ctx, r) && r.rights().can_reply && s.window_ends >= now_ms() / 1000);
+    let changed = match sendable {
+        Some(row) if rows::correct(&db, s.id, &html, now_ms()).await? => {
             let s = Suggestion { html, ..s.clone() };
             if let Err(e) = ctx.telegram().call("editMessageText", &open_body(row, &s, Some(to.message_id))).await {
                 worker::console_warn!("suggestion {}: the corrected copy was not shown ({e})", s.id);
             }
-            "pending"
+            "pending".to_string()
         }
-        // The connection is off or the owner no longer admitted: nothing can be sent.
-        _ if s.status == "pending" => "disconnected",
-        _ => s.status.as_str(),
+        // Not changed: the same text again (a redelivery or an edit that kept it: nothing to
+        // say again), or sent or settled meanwhile (said as it is now).
+        Some(_) => match rows::suggestion(&db, s.id).await? {
+            Some(now) if now.status == "pending" && now.html == html => return Ok(true),
+            Some(now) => now.status,
+            None => "gone".to_string(),
+        },
+        None if s.status == "pending" => "unsendable".to_string(),
+        None => s.status.clone(),
     };
-    let body = SendMessage::text(m.chat.id, suggest::corrected_answer(changed).to_string());
+    let body = SendMessage::text(m.chat.id, suggest::corrected_answer(&changed).to_string());
     if let Err(e) = ctx.telegram().send_message(&body).await {
         worker::console_warn!("the owner was not told of their correction ({e})");
     }
@@ -482,9 +499,11 @@ enum Delivery {
 async fn deliver(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<Delivery> {
     let db = ctx.db();
     let now = now_ms();
-    if !rows::claim_send(&db, s.id, now, now - CLAIM_LEASE_MS).await? {
+    // The text as it is at the claim (an owner's correction just before counts).
+    let Some(html) = rows::claim_send(&db, s.id, now, now - CLAIM_LEASE_MS).await? else {
         return Ok(Delivery::Taken);
-    }
+    };
+    let s = &Suggestion { html, ..s.clone() };
     let body = html_body(s.contact_id, s.html.clone(), "business_connection_id", json!(row.id));
     Ok(match ctx.telegram().message_call("sendMessage", &body).await {
         Ok(message_id) => {

@@ -4,67 +4,80 @@
 //! outside the conversation (like a suggestion: not in the history their later turns read, so a
 //! contact's words never steer those turns, and never a memory). Asked with `/business digest`
 //! ([`command`]) or in the owner's own words (the model's `business_digest` function,
-//! [`for_model`]: the turn learns only whether it went). The digest's end is noted once it is
-//! sent: a digest that failed leaves the same stretch for the next one (a turn retried after it
-//! went finds nothing new), and one cut short by a crash between the send and the note may
-//! come twice.
+//! [`for_model`]: the turn learns only whether it went).
+//!
+//! A digest covers the messages dated from the last one's end to when it started (a message
+//! Telegram delivers after that with an older date is not in any digest). Once its answer is
+//! sent, the request's key (`cmd:<message id>` or the turn's id) and the digest's end are noted
+//! in one write: a replayed request, or a turn retried after it went, sends nothing again; a
+//! digest that failed leaves the same stretch for the next one; only a crash between the send
+//! and the note sends it twice.
 
 use super::business::{owner_pays, serves};
 use crate::config::{now_ms, Ctx};
 use crate::storage::business as rows;
 use agent_core::business::digest;
-use agent_core::conversation::InboundMessage;
+use agent_core::conversation::{ConvKey, InboundMessage};
 use serde_json::{json, Value};
 
 /// What a digest came to.
 enum Made {
-    /// The digest (HTML) of this many chats.
-    Digest(String, usize),
-    /// Nothing new since the last digest (its end may move to now).
-    NothingNew,
+    /// The request's answer went out before (a replay).
+    Sent,
+    /// The digest (HTML) of this many chats, ending at this time (ms).
+    Digest { html: String, chats: usize, until: i64 },
+    /// Nothing new since the last digest, up to this time (ms).
+    NothingNew(i64),
     /// Not made (no connection, no budget, the model failed): why, in a line.
     Not(&'static str),
 }
 
-/// `/business digest` in the owner's private chat: the digest or why there is none, sent.
-/// Returns what was sent (for logs and tests).
-pub async fn command(ctx: &Ctx, m: &InboundMessage) -> String {
-    let made = make(ctx, m.chat.id, &m.speaker.name, &format!("business-digest:{}:{}", m.chat.id, m.message_id)).await;
-    let (html, covers) = match made {
-        Made::Digest(html, _) => (html, true),
-        Made::NothingNew => (digest::NOTHING_NEW.to_string(), true),
-        Made::Not(why) => (escape(why), false),
+/// `/business digest` in the owner's private chat (`conv`: where it was asked, its topic
+/// included): the digest or why there is none, sent. Returns what was sent (for logs and tests).
+pub async fn command(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage) -> String {
+    let key = format!("cmd:{}", m.message_id);
+    let (html, until) = match make(ctx, conv.chat_id, &key, &format!("business-digest:{}:{}", conv.chat_id, m.message_id)).await {
+        Made::Sent => return String::new(),
+        Made::Digest { html, until, .. } => (html, Some(until)),
+        Made::NothingNew(until) => (digest::NOTHING_NEW.to_string(), Some(until)),
+        Made::Not(why) => (escape(why), None),
     };
-    send(ctx, m.chat.id, &m.speaker.name, &html, covers).await;
+    if !send(ctx, conv, &m.speaker.name, &key, &html, until).await && until.is_some() {
+        // Telegram refused the digest itself: the owner hears that it failed.
+        send(ctx, conv, &m.speaker.name, &key, &escape(digest::FAILED), None).await;
+    }
     html
 }
 
 /// The model's `business_digest` in the owner's private chat (`turn_id`: the turn, which pays
-/// once): the digest is sent as its own message; the model reads only whether it went.
-pub async fn for_model(ctx: &Ctx, owner: i64, name: &str, turn_id: &str) -> Value {
-    match make(ctx, owner, name, &format!("business-digest:{owner}:{turn_id}")).await {
-        Made::Digest(html, chats) => {
-            if send(ctx, owner, name, &html, true).await {
+/// once and sends once): the digest is sent as its own message; the model reads only whether
+/// it went.
+pub async fn for_model(ctx: &Ctx, conv: &ConvKey, turn_id: &str) -> Value {
+    match make(ctx, conv.chat_id, turn_id, &format!("business-digest:{}:{turn_id}", conv.chat_id)).await {
+        Made::Sent => json!({"sent": true, "note": "the digest went to the person as its own message earlier in this turn; do not retell it"}),
+        Made::Digest { html, chats, until } => {
+            if send(ctx, conv, "", turn_id, &html, Some(until)).await {
                 json!({"sent": true, "chats": chats, "note": "the digest went to the person as its own message; do not retell it"})
             } else {
                 json!({"sent": false, "error": "Telegram did not take the digest; say so briefly"})
             }
         }
-        Made::NothingNew => json!({"sent": false, "status": digest::NOTHING_NEW}),
+        Made::NothingNew(_) => json!({"sent": false, "status": digest::NOTHING_NEW}),
         Made::Not(why) => json!({"sent": false, "status": why}),
     }
 }
 
-/// Sends the owner a digest's HTML (outside the conversation, in the private chat's main
-/// thread, as suggestions are); notes its end when it `covers` the stretch. Whether it went.
-async fn send(ctx: &Ctx, owner: i64, name: &str, html: &str, covers: bool) -> bool {
-    let body = json!({ "chat_id": owner, "text": html, "parse_mode": "HTML", "link_preview_options": {"is_disabled": true} });
+/// Sends the owner a digest's HTML (outside the conversation, in the chat or topic it was asked
+/// in), then notes the request's `key` and, for a digest, its end (`until`). Whether it went.
+async fn send(ctx: &Ctx, conv: &ConvKey, name: &str, key: &str, html: &str, until: Option<i64>) -> bool {
+    let mut body = json!({ "chat_id": conv.chat_id, "text": html, "parse_mode": "HTML", "link_preview_options": {"is_disabled": true} });
+    if let Some(thread) = conv.thread_id {
+        body["message_thread_id"] = json!(thread);
+    }
     match ctx.telegram().message_call("sendMessage", &body).await {
         Ok(_) => {
-            if covers {
-                if let Err(e) = rows::digested(&ctx.db(), owner, name, now_ms()).await {
-                    worker::console_error!("business digest sent, its end not noted ({e}): the next one covers it again");
-                }
+            if let Err(e) = rows::digested(&ctx.db(), conv.chat_id, name, key, until, now_ms()).await {
+                worker::console_error!("business digest sent, not noted ({e}): a replay sends it again");
             }
             true
         }
@@ -75,8 +88,8 @@ async fn send(ctx: &Ctx, owner: i64, name: &str, html: &str, covers: bool) -> bo
     }
 }
 
-async fn make(ctx: &Ctx, owner: i64, name: &str, charge_key: &str) -> Made {
-    match try_make(ctx, owner, name, charge_key).await {
+async fn make(ctx: &Ctx, owner: i64, key: &str, charge_key: &str) -> Made {
+    match try_make(ctx, owner, key, charge_key).await {
         Ok(made) => made,
         Err(e) => {
             worker::console_error!("business digest failed: {e}");
@@ -85,26 +98,29 @@ async fn make(ctx: &Ctx, owner: i64, name: &str, charge_key: &str) -> Made {
     }
 }
 
-async fn try_make(ctx: &Ctx, owner: i64, name: &str, charge_key: &str) -> worker::Result<Made> {
+async fn try_make(ctx: &Ctx, owner: i64, key: &str, charge_key: &str) -> worker::Result<Made> {
     let db = ctx.db();
+    let until = now_ms();
+    let (last, last_key) = rows::digest_state(&db, owner).await?;
+    if last_key.as_deref() == Some(key) {
+        return Ok(Made::Sent);
+    }
     let Some(row) = rows::of_owner(&db, owner).await?.filter(|r| serves(ctx, r)) else {
         return Ok(Made::Not(agent_core::business::NOT_CONNECTED));
     };
-    let since = digest::since(rows::digest_at(&db, owner).await?, now_ms());
-    let said = rows::said_since(&db, owner, since).await?;
+    let said = rows::said_between(&db, owner, digest::since(last, until), until / 1000).await?;
     let waiting: Vec<i64> = rows::open_of_owner(&db, owner).await?.iter().map(|s| s.contact_id).collect();
-    let chats = digest::chats(&said, &waiting);
+    let (chats, more) = digest::chats(&said, &waiting);
     if chats.is_empty() {
-        return Ok(Made::NothingNew);
+        return Ok(Made::NothingNew(until));
     }
     if !owner_pays(ctx, row.user_chat_id, owner, charge_key).await? {
         return Ok(Made::Not(digest::NO_BUDGET));
     }
-    let name = if row.owner_name.is_empty() { name } else { row.owner_name.as_str() };
-    let request = digest::request(name, owner, &chats);
+    let request = digest::request(&row.owner_name, owner, &chats);
     Ok(match super::one_shot::ask(ctx, &request, row.user_chat_id, "business").await {
-        Ok(Some(text)) => match digest::html(&text, chats.len()) {
-            Some(html) => Made::Digest(html, chats.len()),
+        Ok(Some(text)) => match digest::html(&text, chats.len(), more) {
+            Some(html) => Made::Digest { html, chats: chats.len(), until },
             None => Made::Not(digest::FAILED),
         },
         Ok(None) => Made::Not(digest::FAILED),

@@ -15,7 +15,7 @@ pub async fn run(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage, cmd: Command) ->
     if cmd == Command::Business(agent_core::business::Arg::Digest) && ctx.cfg.business && m.chat.kind == ChatKind::Private {
         // Sent outside the conversation (`bot::business_digest`): contacts' words stay out of
         // the owner's history.
-        return super::business_digest::command(ctx, m).await;
+        return super::business_digest::command(ctx, conv, m).await;
     }
     let app_button = matches!(cmd, Command::Memory | Command::Reminders) && m.chat.kind == ChatKind::Private && !ctx.cfg.miniapp_url.is_empty();
     let text = match answer(ctx, conv, m, cmd).await {

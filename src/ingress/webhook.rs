@@ -105,6 +105,13 @@ async fn special(ctx: &Ctx, update: &Update) -> Option<Result<Response>> {
             Ok(()) => ok(ctx),
             Err(e) => Err(e),
         }),
+        // An edit of the owner's reply to a suggestion is its new text again, never a message
+        // of the conversation.
+        UpdateKind::EditedMessage(raw) if raw.reply_to_message.is_some() => match crate::bot::business::correction(ctx, raw).await {
+            Ok(true) => Some(ok(ctx)),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
+        },
         UpdateKind::Message(raw) => {
             // The owner's reply to a suggestion is its new text (`bot::business::correction`),
             // not a turn.

@@ -125,7 +125,7 @@ pub async fn set_mode(db: &Db, user_id: i64, name: &str, mode: &str, now: i64) -
     set_own(db, "business_mode", user_id, name, mode.into(), now).await
 }
 
-/// One of the owner's Business settings (`column`: one of this file's three), in their row; a
+/// One of the owner's Business settings (`column`: one of this file's two), in their row; a
 /// person not known yet gets a row named as given.
 async fn set_own(db: &Db, column: &'static str, user_id: i64, name: &str, value: crate::storage::Arg, now: i64) -> Result<()> {
     let sql = format!(
@@ -136,28 +136,37 @@ async fn set_own(db: &Db, column: &'static str, user_id: i64, name: &str, value:
     Ok(())
 }
 
-/// When the owner's last digest was sent (ms), if ever.
-pub async fn digest_at(db: &Db, user_id: i64) -> Result<Option<i64>> {
-    Ok(first(db, "SELECT business_digest_at FROM users WHERE user_id = ?1", args![user_id]).await?.and_then(|r| int(&r, "business_digest_at")))
+/// Where the owner's last digest ended (ms), and the request whose answer went last.
+pub async fn digest_state(db: &Db, user_id: i64) -> Result<(Option<i64>, Option<String>)> {
+    let row = first(db, "SELECT business_digest_at, business_digest_key FROM users WHERE user_id = ?1", args![user_id]).await?;
+    Ok((row.as_ref().and_then(|r| int(r, "business_digest_at")), row.as_ref().and_then(|r| r.get("business_digest_key")?.as_str().map(str::to_string))))
 }
 
-/// Records that a digest was sent at `at` (ms): the next one starts there.
-pub async fn digested(db: &Db, user_id: i64, name: &str, at: i64) -> Result<()> {
-    set_own(db, "business_digest_at", user_id, name, at.into(), at).await
+/// Records that the answer to request `key` went out and, for a digest, where it ended (`at`,
+/// ms; `None` keeps the last end), in one write.
+pub async fn digested(db: &Db, user_id: i64, name: &str, key: &str, at: Option<i64>, now: i64) -> Result<()> {
+    db.run(
+        "INSERT INTO users (user_id, name, business_digest_key, business_digest_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (user_id) DO UPDATE SET business_digest_key = excluded.business_digest_key,
+           business_digest_at = COALESCE(excluded.business_digest_at, users.business_digest_at), updated_at = excluded.updated_at",
+        args![user_id, name, key, at, now],
+    )
+    .await?;
+    Ok(())
 }
 
 /// The most business messages one digest reads (the newest).
 const DIGEST_READ: i64 = 1000;
 
-/// The owner's business messages since `since` (seconds), oldest first: at most the newest
-/// `DIGEST_READ`.
-pub async fn said_since(db: &Db, owner: i64, since: i64) -> Result<Vec<agent_core::business::digest::Said>> {
+/// The owner's business messages dated from `since` to before `until` (seconds), oldest
+/// first: at most the newest `DIGEST_READ`.
+pub async fn said_between(db: &Db, owner: i64, since: i64, until: i64) -> Result<Vec<agent_core::business::digest::Said>> {
     use agent_core::business::{digest::Said, suggest::Side};
     let v: Vec<Value> = db
         .all(
-            "SELECT contact_id, side, name, text FROM business_messages WHERE owner_id = ?1 AND date >= ?2
-             ORDER BY date DESC, message_id DESC LIMIT ?3",
-            args![owner, since, DIGEST_READ],
+            "SELECT contact_id, side, name, text FROM business_messages WHERE owner_id = ?1 AND date >= ?2 AND date < ?3
+             ORDER BY date DESC, message_id DESC LIMIT ?4",
+            args![owner, since, until, DIGEST_READ],
         )
         .await?;
     Ok(v.iter().rev().map(|r| Said { contact_id: int(r, "contact_id").unwrap_or(0), name: text(r, "name"), side: Side::parse(&text(r, "side")), text: text(r, "text") }).collect())
@@ -365,12 +374,13 @@ pub async fn open_of_owner(db: &Db, owner: i64) -> Result<Vec<Suggestion>> {
 }
 
 /// Open suggestions whose 24 hours have passed (`window_ends` before `now_secs`; a row of the
-/// previous release by its `created_at`), at most `limit`: the cron withdraws them.
+/// previous release by its `created_at`), at most `limit`, through the index of open ones:
+/// the cron withdraws them.
 pub async fn past_window(db: &Db, now_secs: i64, limit: i64) -> Result<Vec<Suggestion>> {
     suggestions(
         db,
-        &format!("{SUGGESTION} WHERE status = 'pending' AND COALESCE(window_ends, created_at / 1000 + 86400) < ?1 LIMIT ?2"),
-        args![now_secs, limit],
+        &format!("{SUGGESTION} WHERE status = 'pending' AND (window_ends < ?1 OR (window_ends IS NULL AND created_at < ?2)) LIMIT ?3"),
+        args![now_secs, (now_secs - agent_core::business::suggest::WINDOW_SECS) * 1000, limit],
     )
     .await
 }
@@ -380,9 +390,10 @@ pub async fn shown_as(db: &Db, owner: i64, message_id: i64) -> Result<Option<Sug
     Ok(suggestions(db, &format!("{SUGGESTION} WHERE owner_id = ?1 AND shown_message_id = ?2"), args![owner, message_id]).await?.into_iter().next())
 }
 
-/// The owner's own text for an open suggestion (whether it was still open).
+/// The owner's own text for an open suggestion (whether it changed it: open, and not that
+/// text already).
 pub async fn correct(db: &Db, id: i64, html: &str, now: i64) -> Result<bool> {
-    let n = db.run("UPDATE business_suggestions SET html = ?2, updated_at = ?3 WHERE id = ?1 AND status = 'pending'", args![id, html, now]).await?;
+    let n = db.run("UPDATE business_suggestions SET html = ?2, updated_at = ?3 WHERE id = ?1 AND status = 'pending' AND html IS NOT ?2", args![id, html, now]).await?;
     Ok(n == 1)
 }
 
@@ -395,16 +406,17 @@ pub async fn settle(db: &Db, id: i64, from: &str, to: &str, now: i64) -> Result<
 }
 
 /// Claims the Send of a suggestion: open, or a claim older than `stale` (a crash while it was
-/// at Telegram). Whether this press holds it.
-pub async fn claim_send(db: &Db, id: i64, now: i64, stale: i64) -> Result<bool> {
-    let n = db
-        .run(
-            "UPDATE business_suggestions SET status = 'sending', updated_at = ?2
-             WHERE id = ?1 AND (status = 'pending' OR (status = 'sending' AND updated_at < ?3))",
-            args![id, now, stale],
-        )
-        .await?;
-    Ok(n == 1)
+/// at Telegram). The text to send (as it is at the claim: a correction before it counts) when
+/// this press holds it.
+pub async fn claim_send(db: &Db, id: i64, now: i64, stale: i64) -> Result<Option<String>> {
+    let row = first(
+        db,
+        "UPDATE business_suggestions SET status = 'sending', updated_at = ?2
+         WHERE id = ?1 AND (status = 'pending' OR (status = 'sending' AND updated_at < ?3)) RETURNING html",
+        args![id, now, stale],
+    )
+    .await?;
+    Ok(row.map(|r| text(&r, "html")))
 }
 
 /// A Send went out: the suggestion is sent, and the reply is in the chat's messages, in one batch.

@@ -153,8 +153,7 @@ impl ToolPort for EdgeTools<'_> {
         if self.ctx.meter.count() + DIGEST_SUBREQUESTS > TURN_TOOL_BUDGET || self.group {
             return Err("not available in this turn; tell the person to send /business digest".into());
         }
-        // The owner's name comes from their connection (an empty one keeps the stored name).
-        Ok(crate::bot::business_digest::for_model(self.ctx, self.conv.chat_id, "", &self.turn_id).await)
+        Ok(crate::bot::business_digest::for_model(self.ctx, &self.conv, &self.turn_id).await)
     }
 }
 

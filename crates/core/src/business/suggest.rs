@@ -279,6 +279,7 @@ pub fn corrected_answer(status: &str) -> &'static str {
     match status {
         "pending" => "Changed. Press Send under it to send your text, or Skip.",
         "sent" | "sending" => "That suggestion was already sent; your text was not.",
+        "unsendable" => "I cannot send that one (the connection is off, I may not reply, or Telegram's 24 hours have passed), so your text was not kept. Answer the contact in Telegram yourself.",
         _ => "That suggestion is no longer open, so your text was not sent. Answer the contact in Telegram yourself.",
     }
 }
@@ -437,5 +438,6 @@ mod tests {
         assert!(corrected_answer("pending").starts_with("Changed"));
         assert!(corrected_answer("sent").contains("already sent"));
         assert!(corrected_answer("expired").contains("no longer open"));
+        assert!(corrected_answer("unsendable").contains("cannot send"));
     }
 }
