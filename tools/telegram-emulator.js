@@ -456,6 +456,11 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         // like sendMessage's (entities, at most 4096 characters after parsing).
         if (chatId === undefined || chatId === null || chatId === "") return fail(res, 400, "Bad Request: chat_id is empty");
         if (!(Number(chatId) > 0)) return fail(res, 400, "Bad Request: TEXTDRAFT_PEER_INVALID");
+        // sendMessageDraft takes no business_connection_id: a business chat has no drafts. The
+        // Bot API would ignore the field and stream into the bot's own chat with that id (the
+        // contact's private chat with the bot), so the fake refuses it loudly instead (assumed
+        // wording).
+        if (body.business_connection_id !== undefined) return fail(res, 400, "Bad Request: drafts are not available in business chats");
         if (!Number.isInteger(body.draft_id) || body.draft_id === 0) return fail(res, 400, "Bad Request: draft_id must be non-zero");
         let text = body.text ?? "";
         if (typeof text !== "string") return fail(res, 400, "Bad Request: text must be a string");
@@ -491,6 +496,11 @@ export function createTelegramEmulator({ token, bot = { id: Number(token.split("
         // sendRichMessage (the reference states no separate draft limit).
         if (!rich.available) return fail(res, 404, "Not Found: method not found");
         if (!(Number(chatId) > 0)) return fail(res, 400, "Bad Request: TEXTDRAFT_PEER_INVALID");
+        // sendMessageDraft takes no business_connection_id: a business chat has no drafts. The
+        // Bot API would ignore the field and stream into the bot's own chat with that id (the
+        // contact's private chat with the bot), so the fake refuses it loudly instead (assumed
+        // wording).
+        if (body.business_connection_id !== undefined) return fail(res, 400, "Bad Request: drafts are not available in business chats");
         if (!Number.isInteger(body.draft_id) || body.draft_id === 0) return fail(res, 400, "Bad Request: draft_id must be non-zero");
         const checked = checkRichMessage(body.rich_message, rich.limits);
         if (checked.error) return fail(res, 400, checked.error);

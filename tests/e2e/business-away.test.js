@@ -56,6 +56,7 @@ test("auto: the bot answers the contact itself after the quiet window, once, and
   const typing = s.tg.calls("sendChatAction", contact).filter((r) => r.body.business_connection_id === id);
   assert.equal(typing.length, 1, "the contact saw the typing action, through the connection");
   assert.ok(typing[0].at <= sent[0].at, "before the answer");
+  assert.equal(s.tg.calls("sendMessageDraft", contact).length, 0, "no draft streamed for a business chat");
   // A redelivered contact message changes nothing.
   await post(last);
   await sleep(6500);

@@ -177,6 +177,7 @@ test("the fake Telegram refuses Business calls as the Bot API does", async () =>
   assert.match((await send({ business_connection_id: "bc-fake-off" })).description, /BOT_ACCESS_FORBIDDEN/);
   assert.match((await send()).description, /BUSINESS_PEER_USAGE_MISSING/, "the contact never wrote");
   assert.match((await call("sendChatAction", { chat_id: contact, action: "typing", business_connection_id: "bc-fake-off" })).description, /BOT_ACCESS_FORBIDDEN/);
+  assert.match((await call("sendMessageDraft", { chat_id: contact, draft_id: 1, text: "x", business_connection_id: "bc-fake" })).description, /not available in business chats/);
   s.tg.businessMessage("bc-fake", contact, "hello");
   const sent = await send();
   assert.equal(sent.ok, true);
