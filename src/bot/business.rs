@@ -114,7 +114,9 @@ async fn arrived(ctx: &Ctx, row: &ConnRow, m: &Message) -> worker::Result<()> {
     // A redelivery (the message kept before) does what follows again: the webhook failed after
     // the message was kept, before its job was queued. The job is the same burst's (it drafts
     // once); a withdrawal again changes nothing.
-    rows::store_message(&db, &stored).await?;
+    let days = i64::from(ctx.cfg.retention_days);
+    let cutoff = (days > 0).then(|| now_ms() / 1000 - days * 86_400);
+    rows::store_message(&db, &stored, cutoff).await?;
     match side {
         Side::Contact => {
             let mode = Mode::stored(rows::mode(&db, row.owner_id).await?.as_deref());

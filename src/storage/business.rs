@@ -185,16 +185,32 @@ pub struct Stored<'a> {
     pub date: i64,
 }
 
-/// Keeps a business message (a redelivery writes nothing). Whether it was new.
-pub async fn store_message(db: &Db, m: &Stored<'_>) -> Result<bool> {
-    let n = db
-        .run(
-            "INSERT INTO business_messages (owner_id, contact_id, message_id, side, name, text, date) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT (owner_id, contact_id, message_id) DO NOTHING",
-            args![m.owner, m.contact, m.message_id, m.side, m.name, m.text, m.date],
-        )
-        .await?;
-    Ok(n == 1)
+/// The most old rows of one owner a new business message prunes.
+const PRUNE_PER_MESSAGE: i64 = 200;
+
+/// Keeps a business message (a redelivery writes nothing) and, in the same round trip, prunes
+/// the owner's business messages dated before `cutoff` (seconds; `RETENTION_DAYS`) and their
+/// settled suggestions made before it, a bounded batch each (through the owner's date index).
+pub async fn store_message(db: &Db, m: &Stored<'_>, cutoff: Option<i64>) -> Result<()> {
+    let mut stmts = vec![db.stmt(
+        "INSERT INTO business_messages (owner_id, contact_id, message_id, side, name, text, date) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (owner_id, contact_id, message_id) DO NOTHING",
+        args![m.owner, m.contact, m.message_id, m.side, m.name, m.text, m.date],
+    )?];
+    if let Some(cutoff) = cutoff {
+        stmts.push(db.stmt(
+            "DELETE FROM business_messages WHERE owner_id = ?1 AND (contact_id, message_id) IN
+               (SELECT contact_id, message_id FROM business_messages WHERE owner_id = ?1 AND date < ?2 LIMIT ?3)",
+            args![m.owner, cutoff, PRUNE_PER_MESSAGE],
+        )?);
+        stmts.push(db.stmt(
+            "DELETE FROM business_suggestions WHERE id IN (SELECT id FROM business_suggestions
+               WHERE owner_id = ?1 AND status NOT IN ('pending', 'sending') AND created_at < ?2 LIMIT ?3)",
+            args![m.owner, cutoff * 1000, PRUNE_PER_MESSAGE],
+        )?);
+    }
+    db.batch(stmts).await?;
+    Ok(())
 }
 
 /// An edited business message's new text (an unknown message is not added).

@@ -276,3 +276,15 @@ test("asked in their own words, the model's business_digest sends the digest as 
   await chat(owner, "and now?");
   assert.ok(!declared(s.gemini.calls(owner).at(-1)).includes("business_digest"), "the connection is off");
 });
+
+test("a business chat keeps messages for RETENTION_DAYS: an older one is pruned as new ones come, and no request reads it", async () => {
+  const { owner, id } = await connect();
+  const max = uniqueId();
+  await post(s.tg.businessMessage(id, max, "my order number is 4711", { name: "Max", agoMs: 31 * 86_400_000 }));
+  s.gemini.script(max, [{ text: "Hello Max!" }]);
+  await post(s.tg.businessMessage(id, max, "hello again", { name: "Max" }));
+  await suggested(owner);
+  const request = requestText(s.gemini.calls(max).at(-1).body);
+  assert.match(request, /hello again/);
+  assert.doesNotMatch(request, /4711/, "the 31-day-old message is gone (RETENTION_DAYS 30)");
+});
