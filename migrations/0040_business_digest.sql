@@ -8,8 +8,11 @@
 ALTER TABLE users ADD COLUMN business_digest_at INTEGER;
 ALTER TABLE users ADD COLUMN business_digest_key TEXT;
 
--- A digest reads one owner's business messages by date.
-CREATE INDEX business_messages_by_date ON business_messages (owner_id, date);
+-- `kept_at`: when the bot kept a business message (ms; Telegram's `date` is in seconds and can
+-- be older than the delivery): a digest reads one owner's messages by it, and a message is
+-- kept for `RETENTION_DAYS` from it. NULL for the previous release's rows (read by `date`).
+ALTER TABLE business_messages ADD COLUMN kept_at INTEGER;
+CREATE INDEX business_messages_kept ON business_messages (owner_id, kept_at);
 
 -- `window_ends`: when Telegram stops letting the bot reply in the chat (seconds: the burst's
 -- newest contact message's date plus 24 hours); a pending suggestion past it is withdrawn by

@@ -115,8 +115,8 @@ async fn arrived(ctx: &Ctx, row: &ConnRow, m: &Message) -> worker::Result<()> {
     // the message was kept, before its job was queued. The job is the same burst's (it drafts
     // once); a withdrawal again changes nothing.
     let days = i64::from(ctx.cfg.retention_days);
-    let cutoff = (days > 0).then(|| now_ms() / 1000 - days * 86_400);
-    rows::store_message(&db, &stored, cutoff).await?;
+    let cutoff = (days > 0).then(|| now_ms() - days * 86_400_000);
+    rows::store_message(&db, &stored, now_ms(), cutoff).await?;
     match side {
         Side::Contact => {
             let mode = Mode::stored(rows::mode(&db, row.owner_id).await?.as_deref());
@@ -455,8 +455,16 @@ pub async fn correction(ctx: &Ctx, m: &Message) -> worker::Result<bool> {
         return Ok(false);
     }
     let db = ctx.db();
-    let Some(s) = rows::shown_as(&db, m.chat.id, to.message_id).await? else { return Ok(false) };
     let Some(html) = text.and_then(suggest::corrected_html) else { return Ok(false) };
+    let Some(s) = rows::shown_as(&db, m.chat.id, to.message_id).await? else {
+        // An owner's suggestion no longer kept (pruned): said, not a turn. Anyone else's reply
+        // to a bot message that merely reads like one is a message as usual.
+        if rows::of_owner(&db, m.chat.id).await?.is_none() {
+            return Ok(false);
+        }
+        tell_owner(ctx, m.chat.id, suggest::corrected_answer("gone")).await;
+        return Ok(true);
+    };
     let row = rows::get(&db, &s.connection_id).await?;
     // Sendable: the connection serves with the right to reply, inside Telegram's 24 hours.
     let sendable = row.as_ref().filter(|r| serves(ctx, r) && r.rights().can_reply && s.window_ends >= now_ms() / 1000);
@@ -470,26 +478,38 @@ pub async fn correction(ctx: &Ctx, m: &Message) -> worker::Result<bool> {
         }
         // Not changed: the same text again (a redelivery or an edit that kept it: nothing to
         // say again), or sent or settled meanwhile (said as it is now).
-        Some(_) => match rows::suggestion(&db, s.id).await? {
-            Some(now) if now.status == "pending" && now.html == html => return Ok(true),
+        Some(row) => match rows::suggestion(&db, s.id).await? {
+            Some(now) if now.status == "pending" && now.html == html => {
+                // Shown again (a crash may have come between the change and its edit; an
+                // unchanged message is refused by Telegram, harmlessly).
+                if let Err(e) = ctx.telegram().call("editMessageText", &open_body(row, &now, Some(to.message_id))).await {
+                    worker::console_log!("suggestion {}: the corrected copy as it was ({e})", s.id);
+                }
+                return Ok(true);
+            }
             Some(now) => now.status,
             None => "gone".to_string(),
         },
         None if s.status == "pending" => "unsendable".to_string(),
         None => s.status.clone(),
     };
-    let body = SendMessage::text(m.chat.id, suggest::corrected_answer(&changed).to_string());
-    if let Err(e) = ctx.telegram().send_message(&body).await {
+    tell_owner(ctx, m.chat.id, suggest::corrected_answer(&changed)).await;
+    Ok(true)
+}
+
+/// One line to the owner about their correction (a failure is logged).
+async fn tell_owner(ctx: &Ctx, owner_chat: i64, text: &str) {
+    if let Err(e) = ctx.telegram().send_message(&SendMessage::text(owner_chat, text.to_string())).await {
         worker::console_warn!("the owner was not told of their correction ({e})");
     }
-    Ok(true)
 }
 
 /// How a send to the contact went.
 enum Delivery {
     /// Another press or run holds the send.
     Taken,
-    Sent,
+    /// Sent: the text as claimed.
+    Sent(String),
     /// Failed in a way that may pass: open again.
     Busy(agent_core::telegram::api::TelegramError),
     /// Refused for good (past the 24 hours, rights taken away): failed, not tried again.
@@ -518,7 +538,7 @@ async fn deliver(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<Del
                     worker::console_error!("suggestion {}: sent but not recorded ({e})", s.id);
                 }
             }
-            Delivery::Sent
+            Delivery::Sent(s.html.clone())
         }
         Err(e) if e.is_transient() => {
             rows::settle(&db, s.id, "sending", "pending", now_ms()).await?;
@@ -535,8 +555,9 @@ async fn deliver(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<Del
 async fn send(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<String> {
     Ok(match deliver(ctx, row, s).await? {
         Delivery::Taken => "It is being sent. If it has not arrived in a minute, press Send again.".to_string(),
-        Delivery::Sent => {
-            show_ended(ctx, row.user_chat_id, s, "sent", None).await;
+        Delivery::Sent(html) => {
+            // The owner's copy shows the text that went (a correction just before the claim).
+            show_ended(ctx, row.user_chat_id, &Suggestion { html, ..s.clone() }, "sent", None).await;
             suggest::press_done(Press::Send).to_string()
         }
         Delivery::Busy(_) => "Telegram is busy: press Send again in a moment.".to_string(),
@@ -552,7 +573,7 @@ async fn send(ctx: &Ctx, row: &ConnRow, s: &Suggestion) -> worker::Result<String
 async fn answer_itself(ctx: &Ctx, row: &ConnRow, s: &Suggestion, upto: i64) -> worker::Result<JobOutcome> {
     Ok(match deliver(ctx, row, s).await? {
         Delivery::Taken => held(),
-        Delivery::Sent => {
+        Delivery::Sent(_) => {
             if row.rights().can_read_messages {
                 let body = json!({ "business_connection_id": row.id, "chat_id": s.contact_id, "message_id": upto });
                 if let Err(e) = ctx.telegram().call("readBusinessMessage", &body).await {

@@ -6,8 +6,8 @@
 //! ([`command`]) or in the owner's own words (the model's `business_digest` function,
 //! [`for_model`]: the turn learns only whether it went).
 //!
-//! A digest covers the messages dated from the last one's end to when it started (a message
-//! Telegram delivers after that with an older date is not in any digest). Once its answer is
+//! A digest covers the messages the bot kept from the last one's end to when it started (by
+//! the bot's clock, `kept_at`: a message Telegram delivers late is in the next digest). Once its answer is
 //! sent, the request's key (`cmd:<message id>` or the turn's id) and the digest's end are noted
 //! in one write: a replayed request, or a turn retried after it went, sends nothing again; a
 //! digest that failed leaves the same stretch for the next one; only a crash between the send
@@ -36,7 +36,7 @@ enum Made {
 /// included): the digest or why there is none, sent. Returns what was sent (for logs and tests).
 pub async fn command(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage) -> String {
     let key = format!("cmd:{}", m.message_id);
-    let (html, until) = match make(ctx, conv.chat_id, &key, &format!("business-digest:{}:{}", conv.chat_id, m.message_id)).await {
+    let (html, until) = match make(ctx, conv.chat_id, &key, &format!("business-digest:{}:{}", conv.chat_id, m.message_id), true).await {
         Made::Sent => return String::new(),
         Made::Digest { html, until, .. } => (html, Some(until)),
         Made::NothingNew(until) => (digest::NOTHING_NEW.to_string(), Some(until)),
@@ -52,8 +52,8 @@ pub async fn command(ctx: &Ctx, conv: &ConvKey, m: &InboundMessage) -> String {
 /// The model's `business_digest` in the owner's private chat (`turn_id`: the turn, which pays
 /// once and sends once): the digest is sent as its own message; the model reads only whether
 /// it went.
-pub async fn for_model(ctx: &Ctx, conv: &ConvKey, turn_id: &str) -> Value {
-    match make(ctx, conv.chat_id, turn_id, &format!("business-digest:{}:{turn_id}", conv.chat_id)).await {
+pub async fn for_model(ctx: &Ctx, conv: &ConvKey, turn_id: &str, can_make: bool) -> Value {
+    match make(ctx, conv.chat_id, turn_id, &format!("business-digest:{}:{turn_id}", conv.chat_id), can_make).await {
         Made::Sent => json!({"sent": true, "note": "the digest went to the person as its own message earlier in this turn; do not retell it"}),
         Made::Digest { html, chats, until } => {
             if send(ctx, conv, "", turn_id, &html, Some(until)).await {
@@ -88,8 +88,10 @@ async fn send(ctx: &Ctx, conv: &ConvKey, name: &str, key: &str, html: &str, unti
     }
 }
 
-async fn make(ctx: &Ctx, owner: i64, key: &str, charge_key: &str) -> Made {
-    match try_make(ctx, owner, key, charge_key).await {
+/// The digest for request `key`; `can_make`: the invocation has the subrequests for one (else
+/// only whether the request's answer went already is looked up).
+async fn make(ctx: &Ctx, owner: i64, key: &str, charge_key: &str, can_make: bool) -> Made {
+    match try_make(ctx, owner, key, charge_key, can_make).await {
         Ok(made) => made,
         Err(e) => {
             worker::console_error!("business digest failed: {e}");
@@ -98,17 +100,20 @@ async fn make(ctx: &Ctx, owner: i64, key: &str, charge_key: &str) -> Made {
     }
 }
 
-async fn try_make(ctx: &Ctx, owner: i64, key: &str, charge_key: &str) -> worker::Result<Made> {
+async fn try_make(ctx: &Ctx, owner: i64, key: &str, charge_key: &str, can_make: bool) -> worker::Result<Made> {
     let db = ctx.db();
     let until = now_ms();
     let (last, last_key) = rows::digest_state(&db, owner).await?;
     if last_key.as_deref() == Some(key) {
         return Ok(Made::Sent);
     }
+    if !can_make {
+        return Ok(Made::Not(NO_ROOM));
+    }
     let Some(row) = rows::of_owner(&db, owner).await?.filter(|r| serves(ctx, r)) else {
         return Ok(Made::Not(agent_core::business::NOT_CONNECTED));
     };
-    let said = rows::said_between(&db, owner, digest::since(last, until), until / 1000).await?;
+    let said = rows::said_between(&db, owner, digest::since(last, until), until).await?;
     let waiting: Vec<i64> = rows::open_of_owner(&db, owner).await?.iter().map(|s| s.contact_id).collect();
     let (chats, more) = digest::chats(&said, &waiting);
     if chats.is_empty() {
@@ -130,6 +135,9 @@ async fn try_make(ctx: &Ctx, owner: i64, key: &str, charge_key: &str) -> worker:
         }
     })
 }
+
+/// What the model reads when the turn has no subrequests left for a digest.
+const NO_ROOM: &str = "not available in this turn; tell the person to send /business digest";
 
 fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")

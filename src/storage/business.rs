@@ -143,12 +143,15 @@ pub async fn digest_state(db: &Db, user_id: i64) -> Result<(Option<i64>, Option<
 }
 
 /// Records that the answer to request `key` went out and, for a digest, where it ended (`at`,
-/// ms; `None` keeps the last end), in one write.
+/// ms; `None` keeps the last end; never moved back by a digest that started earlier), in one
+/// write.
 pub async fn digested(db: &Db, user_id: i64, name: &str, key: &str, at: Option<i64>, now: i64) -> Result<()> {
     db.run(
         "INSERT INTO users (user_id, name, business_digest_key, business_digest_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (user_id) DO UPDATE SET business_digest_key = excluded.business_digest_key,
-           business_digest_at = COALESCE(excluded.business_digest_at, users.business_digest_at), updated_at = excluded.updated_at",
+           business_digest_at = CASE WHEN excluded.business_digest_at IS NULL THEN users.business_digest_at
+             ELSE MAX(excluded.business_digest_at, COALESCE(users.business_digest_at, 0)) END,
+           updated_at = excluded.updated_at",
         args![user_id, name, key, at, now],
     )
     .await?;
@@ -158,14 +161,15 @@ pub async fn digested(db: &Db, user_id: i64, name: &str, key: &str, at: Option<i
 /// The most business messages one digest reads (the newest).
 const DIGEST_READ: i64 = 1000;
 
-/// The owner's business messages dated from `since` to before `until` (seconds), oldest
-/// first: at most the newest `DIGEST_READ`.
+/// The owner's business messages kept from `since` to before `until` (ms; the previous
+/// release's rows by their date), oldest first: at most the newest `DIGEST_READ`.
 pub async fn said_between(db: &Db, owner: i64, since: i64, until: i64) -> Result<Vec<agent_core::business::digest::Said>> {
     use agent_core::business::{digest::Said, suggest::Side};
     let v: Vec<Value> = db
         .all(
-            "SELECT contact_id, side, name, text FROM business_messages WHERE owner_id = ?1 AND date >= ?2 AND date < ?3
-             ORDER BY date DESC, message_id DESC LIMIT ?4",
+            "SELECT contact_id, side, name, text FROM business_messages
+             WHERE owner_id = ?1 AND ((kept_at >= ?2 AND kept_at < ?3) OR (kept_at IS NULL AND date >= ?2 / 1000 AND date < ?3 / 1000))
+             ORDER BY COALESCE(kept_at, date * 1000) DESC, message_id DESC LIMIT ?4",
             args![owner, since, until, DIGEST_READ],
         )
         .await?;
@@ -188,25 +192,27 @@ pub struct Stored<'a> {
 /// The most old rows of one owner a new business message prunes.
 const PRUNE_PER_MESSAGE: i64 = 200;
 
-/// Keeps a business message (a redelivery writes nothing) and, in the same round trip, prunes
-/// the owner's business messages dated before `cutoff` (seconds; `RETENTION_DAYS`) and their
-/// settled suggestions made before it, a bounded batch each (through the owner's date index).
-pub async fn store_message(db: &Db, m: &Stored<'_>, cutoff: Option<i64>) -> Result<()> {
+/// Keeps a business message at `now` (ms; a redelivery writes nothing) and, in the same round
+/// trip, prunes the owner's business messages kept before `cutoff` (ms; `RETENTION_DAYS`;
+/// the previous release's rows by their date) and their settled suggestions made before it,
+/// a bounded batch each (through the owner's `kept_at` index).
+pub async fn store_message(db: &Db, m: &Stored<'_>, now: i64, cutoff: Option<i64>) -> Result<()> {
     let mut stmts = vec![db.stmt(
-        "INSERT INTO business_messages (owner_id, contact_id, message_id, side, name, text, date) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+        "INSERT INTO business_messages (owner_id, contact_id, message_id, side, name, text, date, kept_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
          ON CONFLICT (owner_id, contact_id, message_id) DO NOTHING",
-        args![m.owner, m.contact, m.message_id, m.side, m.name, m.text, m.date],
+        args![m.owner, m.contact, m.message_id, m.side, m.name, m.text, m.date, now],
     )?];
     if let Some(cutoff) = cutoff {
         stmts.push(db.stmt(
             "DELETE FROM business_messages WHERE owner_id = ?1 AND (contact_id, message_id) IN
-               (SELECT contact_id, message_id FROM business_messages WHERE owner_id = ?1 AND date < ?2 LIMIT ?3)",
+               (SELECT contact_id, message_id FROM business_messages
+                WHERE owner_id = ?1 AND (kept_at < ?2 OR (kept_at IS NULL AND date < ?2 / 1000)) LIMIT ?3)",
             args![m.owner, cutoff, PRUNE_PER_MESSAGE],
         )?);
         stmts.push(db.stmt(
             "DELETE FROM business_suggestions WHERE id IN (SELECT id FROM business_suggestions
                WHERE owner_id = ?1 AND status NOT IN ('pending', 'sending') AND created_at < ?2 LIMIT ?3)",
-            args![m.owner, cutoff * 1000, PRUNE_PER_MESSAGE],
+            args![m.owner, cutoff, PRUNE_PER_MESSAGE],
         )?);
     }
     db.batch(stmts).await?;
@@ -443,9 +449,9 @@ pub async fn sent(db: &Db, s: &Suggestion, message_id: i64, text: &str, now: i64
             args![s.id, message_id, now],
         )?,
         db.stmt(
-            "INSERT INTO business_messages (owner_id, contact_id, message_id, side, name, text, date) VALUES (?1, ?2, ?3, 'bot', '', ?4, ?5)
+            "INSERT INTO business_messages (owner_id, contact_id, message_id, side, name, text, date, kept_at) VALUES (?1, ?2, ?3, 'bot', '', ?4, ?5, ?6)
              ON CONFLICT (owner_id, contact_id, message_id) DO NOTHING",
-            args![s.owner_id, s.contact_id, message_id, text, now / 1000],
+            args![s.owner_id, s.contact_id, message_id, text, now / 1000, now],
         )?,
     ])
     .await?;

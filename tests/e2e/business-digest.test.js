@@ -252,12 +252,16 @@ test("asked in their own words, the model's business_digest sends the digest as 
   s.gemini.script(owner, [
     { calls: [{ name: "business_digest", args: {} }] },
     { text: "Ivy asks whether you repair bikes on Saturdays." },
+    // Asked again in the same turn: the turn's digest went already, nothing is sent twice.
+    { calls: [{ name: "business_digest", args: {} }] },
     { text: "Done: your digest is above." },
   ]);
   await post(privateText(owner, "what did I miss with my customers?"));
   await s.tg.waitFor(() => s.tg.sent(owner).includes("Done: your digest is above."), 30_000, "the turn's answer");
   const calls = s.gemini.calls(owner).slice(before);
-  assert.equal(calls.length, 3, "the turn's two rounds and the digest's own call");
+  assert.equal(calls.length, 4, "the turn's three rounds and the digest's one call");
+  assert.match(JSON.stringify(calls[3].body.contents), /earlier in this turn/, "the second call found the turn's digest sent");
+  assert.equal(s.tg.sent(owner).filter((t) => t.startsWith("One business chat since your last digest:")).length, 1, "one digest message");
   const declared = (r) => (r.body.tools ?? []).flatMap((t) => t.functionDeclarations ?? []).map((d) => d.name);
   assert.ok(declared(calls[0]).includes("business_digest"), "offered in the owner's private chat");
   assert.deepEqual(declared(calls[1]), [], "the digest's request declares nothing");
@@ -280,11 +284,13 @@ test("asked in their own words, the model's business_digest sends the digest as 
 test("a business chat keeps messages for RETENTION_DAYS: an older one is pruned as new ones come, and no request reads it", async () => {
   const { owner, id } = await connect();
   const max = uniqueId();
-  await post(s.tg.businessMessage(id, max, "my order number is 4711", { name: "Max", agoMs: 31 * 86_400_000 }));
+  await post(s.tg.businessMessage(id, max, "my order number is 4711", { name: "Max" }));
+  // 31 days pass (the clock moved back on the row the bot kept).
+  await s.sql("UPDATE business_messages SET kept_at = kept_at - ? WHERE contact_id = ?", 31 * 86_400_000, max);
   s.gemini.script(max, [{ text: "Hello Max!" }]);
   await post(s.tg.businessMessage(id, max, "hello again", { name: "Max" }));
   await suggested(owner);
   const request = requestText(s.gemini.calls(max).at(-1).body);
   assert.match(request, /hello again/);
-  assert.doesNotMatch(request, /4711/, "the 31-day-old message is gone (RETENTION_DAYS 30)");
+  assert.doesNotMatch(request, /4711/, "the message kept 31 days ago is gone (RETENTION_DAYS 30)");
 });

@@ -149,11 +149,14 @@ impl ToolPort for EdgeTools<'_> {
 
     /// Declared only in an owner's own private chat (`request::build`), so the chat is theirs.
     async fn business_digest(&self) -> Result<serde_json::Value, String> {
-        // About a dozen subrequests: D1's reads and the charge, the model, the send.
-        if self.ctx.meter.count() + DIGEST_SUBREQUESTS > TURN_TOOL_BUDGET || self.group {
-            return Err("not available in this turn; tell the person to send /business digest".into());
+        if self.group {
+            return Err("not available here".into());
         }
-        Ok(crate::bot::business_digest::for_model(self.ctx, &self.conv, &self.turn_id).await)
+        self.within_budget()?;
+        // A digest takes about a dozen subrequests (D1's reads and the charge, the model, the
+        // send); with fewer left, only whether this turn's digest already went is looked up.
+        let can_make = self.ctx.meter.count() + DIGEST_SUBREQUESTS <= TURN_TOOL_BUDGET;
+        Ok(crate::bot::business_digest::for_model(self.ctx, &self.conv, &self.turn_id, can_make).await)
     }
 }
 

@@ -140,9 +140,9 @@ pub const FAILED: &str = "I could not make your digest just now. Try /business d
 /// When the owner's budgets or `BUSINESS_DAILY_LIMIT` do not allow the model call.
 pub const NO_BUDGET: &str = "Your limit for Business model calls is reached for now, so no digest. Try again later.";
 
-/// Where the next digest starts (seconds): the last one's end, or [`FIRST_SINCE_SECS`] ago.
+/// Where the next digest starts (ms): the last one's end, or [`FIRST_SINCE_SECS`] ago.
 pub fn since(last_ms: Option<i64>, now_ms: i64) -> i64 {
-    last_ms.map_or(now_ms / 1000 - FIRST_SINCE_SECS, |t| t / 1000)
+    last_ms.unwrap_or(now_ms - FIRST_SINCE_SECS * 1000)
 }
 
 #[cfg(test)]
@@ -200,7 +200,7 @@ mod tests {
 
     #[test]
     fn since_is_the_last_digest_or_a_week() {
-        assert_eq!(since(Some(5_000_000), 9_000_000), 5_000);
-        assert_eq!(since(None, 1_000_000_000_000), 1_000_000_000 - FIRST_SINCE_SECS);
+        assert_eq!(since(Some(5_000_000), 9_000_000), 5_000_000);
+        assert_eq!(since(None, 1_000_000_000_000), 1_000_000_000_000 - FIRST_SINCE_SECS * 1000);
     }
 }

@@ -278,7 +278,8 @@ pub fn is_suggestion_text(text: &str) -> bool {
 pub fn corrected_answer(status: &str) -> &'static str {
     match status {
         "pending" => "Changed. Press Send under it to send your text, or Skip.",
-        "sent" | "sending" => "That suggestion was already sent; your text was not.",
+        "sent" => "That suggestion was already sent; your text was not.",
+        "sending" => "That suggestion is being sent right now; your text was not used.",
         "unsendable" => "I cannot send that one (the connection is off, I may not reply, or Telegram's 24 hours have passed), so your text was not kept. Answer the contact in Telegram yourself.",
         _ => "That suggestion is no longer open, so your text was not sent. Answer the contact in Telegram yourself.",
     }
