@@ -15,6 +15,10 @@ import { QUICK } from "./progress.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const fmt = (n, d = 1) => n.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d });
+// Defined before the quick report runs (it uses them too).
+const n = (x) => Math.round(x).toLocaleString("en-US");
+const kb = (b) => `${fmt(b / 1024, 0)} KiB`;
+const mark = (ok) => (ok ? "✅" : "❌");
 if (QUICK) {
   await quickReport();
   process.exit(0);
@@ -28,9 +32,6 @@ const criterion = (name) => {
   const e = JSON.parse(fs.readFileSync(file, "utf8"));
   return { median_ms: e.median.point_estimate / 1e6, low_ms: e.median.confidence_interval.lower_bound / 1e6, high_ms: e.median.confidence_interval.upper_bound / 1e6 };
 };
-const n = (x) => Math.round(x).toLocaleString("en-US");
-const kb = (b) => `${fmt(b / 1024, 0)} KiB`;
-const mark = (ok) => (ok ? "✅" : "❌");
 
 const w = worker;
 const core = {
