@@ -114,8 +114,7 @@ async fn arrived(ctx: &Ctx, row: &ConnRow, m: &Message) -> worker::Result<()> {
     // A redelivery (the message kept before) does what follows again: the webhook failed after
     // the message was kept, before its job was queued. The job is the same burst's (it drafts
     // once); a withdrawal again changes nothing.
-    let days = i64::from(ctx.cfg.retention_days);
-    let cutoff = (days > 0).then(|| now_ms() - days * 86_400_000);
+    let cutoff = agent_core::background::retention::kept_since(now_ms(), ctx.cfg.retention_days);
     rows::store_message(&db, &stored, now_ms(), cutoff).await?;
     match side {
         Side::Contact => {
@@ -391,11 +390,12 @@ async fn pressed(ctx: &Ctx, q: &CallbackQuery) -> worker::Result<String> {
         None => None,
     };
     let can_reply = row.as_ref().is_some_and(|r| serves(ctx, r) && r.rights().can_reply);
-    let verdict = suggest::on_press(q.from.id, s.as_ref().map(|s| s.owner_id), s.as_ref().map(|s| s.status.as_str()), what, can_reply);
+    let window_open = s.as_ref().is_some_and(|s| suggest::window_open(s.window_ends, now_ms()));
+    let verdict = suggest::on_press(q.from.id, s.as_ref().map(|s| s.owner_id), s.as_ref().map(|s| s.status.as_str()), what, can_reply, window_open);
     let (Some(s), Some(row)) = (s, row) else {
         return Ok(match verdict {
             PressVerdict::Refuse(t) | PressVerdict::Closed(t) => t.to_string(),
-            PressVerdict::Go => String::new(),
+            PressVerdict::Expired | PressVerdict::Go => String::new(),
         });
     };
     match verdict {
@@ -407,7 +407,7 @@ async fn pressed(ctx: &Ctx, q: &CallbackQuery) -> worker::Result<String> {
             show_ended(ctx, row.user_chat_id, &s, "skipped", None).await;
             Ok(suggest::press_done(Press::Skip).to_string())
         }
-        PressVerdict::Go if s.status == "pending" && s.window_ends < now_ms() / 1000 => {
+        PressVerdict::Expired => {
             withdraw(ctx, &row, &s, "expired").await?;
             Ok(suggest::TOO_LATE.to_string())
         }
@@ -467,7 +467,7 @@ pub async fn correction(ctx: &Ctx, m: &Message) -> worker::Result<bool> {
     };
     let row = rows::get(&db, &s.connection_id).await?;
     // Sendable: the connection serves with the right to reply, inside Telegram's 24 hours.
-    let sendable = row.as_ref().filter(|r| serves(ctx, r) && r.rights().can_reply && s.window_ends >= now_ms() / 1000);
+    let sendable = row.as_ref().filter(|r| suggest::correctable(serves(ctx, r), r.rights().can_reply, suggest::window_open(s.window_ends, now_ms())));
     let changed = match sendable {
         Some(row) if rows::correct(&db, s.id, &html, now_ms()).await? => {
             let s = Suggestion { html, ..s.clone() };

@@ -18,6 +18,7 @@ use crate::config::{now_ms, Ctx};
 use crate::storage::business as rows;
 use agent_core::business::digest;
 use agent_core::conversation::{ConvKey, InboundMessage};
+use agent_core::format::markdown::escape;
 use serde_json::{json, Value};
 
 /// What a digest came to.
@@ -138,7 +139,3 @@ async fn try_make(ctx: &Ctx, owner: i64, key: &str, charge_key: &str, can_make: 
 
 /// What the model reads when the turn has no subrequests left for a digest.
 const NO_ROOM: &str = "not available in this turn; tell the person to send /business digest";
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}

@@ -85,9 +85,13 @@ const DAY_MS: i64 = 86_400_000;
 /// Rows of `t` older than the returned time (in `t.time_column`'s unit) are pruned at
 /// `now_ms`; `None`: keep all.
 pub fn cutoff_ms(t: &Pruned, now_ms: i64, retention_days: u32) -> Option<i64> {
-    let days = t.fixed_days.unwrap_or(retention_days);
-    let cutoff = (days > 0).then(|| now_ms.saturating_sub(i64::from(days).saturating_mul(DAY_MS)));
-    cutoff.map(|c| if t.seconds { c.div_euclid(1000) } else { c })
+    kept_since(now_ms, t.fixed_days.unwrap_or(retention_days)).map(|c| if t.seconds { c.div_euclid(1000) } else { c })
+}
+
+/// The oldest time (ms) a row kept for `days` may have at `now_ms`; `None` keeps rows forever
+/// (`days` 0). Also what a Business chat's messages are pruned by (`bot::business`).
+pub fn kept_since(now_ms: i64, days: u32) -> Option<i64> {
+    (days > 0).then(|| now_ms.saturating_sub(i64::from(days).saturating_mul(DAY_MS)))
 }
 
 /// The bounded delete for one table: `?1` the cutoff, `?2` the batch size. Table and column

@@ -9,6 +9,7 @@
 //! post show as their text only in the reply.
 
 use crate::fetch::{html_links_unposted, LinkSet};
+use crate::format::markdown::escape;
 use crate::format::{draft::without_links, render_reply};
 use crate::gemini::{Content, GenerateContentRequest, GenerationConfig, Part};
 use crate::history::quote::escape_meta_lookalikes;
@@ -132,9 +133,6 @@ pub fn reply_html(markdown: &str, chat: &[&str]) -> Option<String> {
     Some(if html_links_unposted(&html, &posted) { without_links(&html) } else { html })
 }
 
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
 
 /// A reply's HTML as plain text (what the chat's history keeps of it).
 pub fn plain_of(html: &str) -> String {
@@ -222,13 +220,16 @@ pub enum PressVerdict {
     Refuse(&'static str),
     /// The suggestion is no longer open: this answer.
     Closed(&'static str),
+    /// Send on a suggestion whose 24 hours have passed: withdraw it, answer [`TOO_LATE`].
+    Expired,
     /// Claim it and carry the press out.
     Go,
 }
 
 /// Whether a press goes ahead: only the owner's, only on an open suggestion, Send only where
-/// the bot may reply. `status`: the suggestion's (`None`: unknown).
-pub fn on_press(presser: i64, owner: Option<i64>, status: Option<&str>, press: Press, can_reply: bool) -> PressVerdict {
+/// the bot may reply and inside Telegram's 24 hours (`window_open`). `status`: the suggestion's
+/// (`None`: unknown).
+pub fn on_press(presser: i64, owner: Option<i64>, status: Option<&str>, press: Press, can_reply: bool, window_open: bool) -> PressVerdict {
     let (Some(owner), Some(status)) = (owner, status) else {
         return PressVerdict::Refuse("This suggestion is gone.");
     };
@@ -237,6 +238,7 @@ pub fn on_press(presser: i64, owner: Option<i64>, status: Option<&str>, press: P
     }
     match status {
         "pending" if press == Press::Send && !can_reply => PressVerdict::Closed("I cannot send it: the Business connection is off, or I may not reply in your chats."),
+        "pending" if press == Press::Send && !window_open => PressVerdict::Expired,
         "pending" | "sending" => PressVerdict::Go,
         "sent" => PressVerdict::Closed("Already sent."),
         "skipped" => PressVerdict::Closed("Already skipped."),
@@ -250,6 +252,18 @@ pub const TOO_LATE: &str = "Too late: Telegram lets me reply only within 24 hour
 
 /// How long Telegram lets a bot reply in a business chat after the contact's last message.
 pub const WINDOW_SECS: i64 = 24 * 3600;
+
+/// Whether Telegram still lets the bot reply at `now_ms` in a chat whose window ends at
+/// `window_ends` (seconds, [`window_ends`]).
+pub fn window_open(window_ends: i64, now_ms: i64) -> bool {
+    now_ms / 1000 <= window_ends
+}
+
+/// Whether the owner's reply to a suggestion can become its text: the connection serves, the
+/// bot may reply, and the window is open (else there would be nothing to send).
+pub fn correctable(serves: bool, can_reply: bool, window_open: bool) -> bool {
+    serves && can_reply && window_open
+}
 
 /// When Telegram stops letting the bot reply (seconds): 24 hours after the burst's newest
 /// contact message (`upto_date`); for a suggestion stored without it (by the previous release),
@@ -369,13 +383,13 @@ mod tests {
 
     #[test]
     fn only_the_owner_presses_and_only_once() {
-        assert_eq!(on_press(2, Some(1), Some("pending"), Press::Send, true), PressVerdict::Refuse("Only the account's owner can do that."));
-        assert_eq!(on_press(1, Some(1), Some("pending"), Press::Send, true), PressVerdict::Go);
-        assert_eq!(on_press(1, Some(1), Some("sent"), Press::Send, true), PressVerdict::Closed("Already sent."));
-        assert!(matches!(on_press(1, Some(1), Some("pending"), Press::Send, false), PressVerdict::Closed(_)));
-        assert_eq!(on_press(1, Some(1), Some("pending"), Press::Skip, false), PressVerdict::Go);
-        assert!(matches!(on_press(1, None, None, Press::Skip, true), PressVerdict::Refuse(_)));
-        assert!(matches!(on_press(1, Some(1), Some("answered"), Press::Send, true), PressVerdict::Closed(_)));
+        assert_eq!(on_press(2, Some(1), Some("pending"), Press::Send, true, true), PressVerdict::Refuse("Only the account's owner can do that."));
+        assert_eq!(on_press(1, Some(1), Some("pending"), Press::Send, true, true), PressVerdict::Go);
+        assert_eq!(on_press(1, Some(1), Some("sent"), Press::Send, true, true), PressVerdict::Closed("Already sent."));
+        assert!(matches!(on_press(1, Some(1), Some("pending"), Press::Send, false, true), PressVerdict::Closed(_)));
+        assert_eq!(on_press(1, Some(1), Some("pending"), Press::Skip, false, true), PressVerdict::Go);
+        assert!(matches!(on_press(1, None, None, Press::Skip, true, true), PressVerdict::Refuse(_)));
+        assert!(matches!(on_press(1, Some(1), Some("answered"), Press::Send, true, true), PressVerdict::Closed(_)));
     }
 
     #[test]
@@ -429,7 +443,11 @@ mod tests {
     fn the_window_and_the_owners_correction() {
         assert_eq!(window_ends(Some(1_000), 99_000_000), 1_000 + WINDOW_SECS, "from the contact's message");
         assert_eq!(window_ends(None, 5_000_000), 5_000 + WINDOW_SECS, "an older row: from when it was made");
-        assert_eq!(on_press(1, Some(1), Some("expired"), Press::Send, true), PressVerdict::Closed(TOO_LATE));
+        assert_eq!(on_press(1, Some(1), Some("expired"), Press::Send, true, true), PressVerdict::Closed(TOO_LATE));
+        assert_eq!(on_press(1, Some(1), Some("pending"), Press::Send, true, false), PressVerdict::Expired);
+        assert_eq!(on_press(1, Some(1), Some("pending"), Press::Skip, true, false), PressVerdict::Go, "Skip still ends it");
+        assert!(window_open(100, 100_999) && !window_open(100, 101_000));
+        assert!(correctable(true, true, true) && !correctable(true, false, true) && !correctable(true, true, false) && !correctable(false, true, true));
         assert!(ended_line("expired", "Bob").unwrap().contains("24 hours"));
         assert_eq!(corrected_html("  <b>9</b> & 10  ").as_deref(), Some("&lt;b&gt;9&lt;/b&gt; &amp; 10"));
         assert!(corrected_html(" \n ").is_none());
