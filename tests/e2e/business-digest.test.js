@@ -8,6 +8,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, privateText, cmd, uniqueId, sleep } from "../support/stack.js";
 import { requestText } from "../support/fake-gemini.js";
+import { businessHelpers } from "../support/business.js";
 
 let s;
 before(async () => {
@@ -17,36 +18,14 @@ after(async () => {
   await s?.close();
 });
 
-async function post(update) {
-  const r = await s.webhook(update);
-  assert.equal(r.status, 200);
-}
-
-async function connect(opts = {}) {
-  const owner = uniqueId();
-  const id = `bc-${owner}`;
-  await post(s.tg.connectBusiness(owner, { id, name: "Ada", ...opts }));
-  return { owner, id };
-}
-
-const suggestions = (owner) => s.tg.calls("sendMessage", owner).filter((r) => r.body.reply_markup?.inline_keyboard && r.text !== undefined);
-const toContact = (contact) => s.tg.calls("sendMessage", contact).filter((r) => r.body.business_connection_id !== undefined && r.text);
-const buttons = (owner, messageId) => (s.tg.message(owner, messageId)?.reply_markup?.inline_keyboard ?? []).flat();
+const helpers = businessHelpers(() => s);
+const { post, connect, suggestions, buttons, suggested } = helpers;
+/** What the bot sent to `contact` through a business connection, texts only. */
+const toContact = (contact) => helpers.toContact(contact).filter((r) => r.text);
+/** The owner presses `data` under `messageId`. */
+const press = (owner, messageId, data) => helpers.press(owner, messageId, owner, data);
 /** The digests' requests: the owner's model calls that declare no function. */
 const digestRequests = (owner) => s.gemini.calls(owner).filter((r) => /the digest is for/.test(requestText(r.body)));
-
-async function suggested(owner, n = 1) {
-  await s.tg.waitFor(() => suggestions(owner).length >= n, 30_000, `suggestion ${n} for ${owner}`);
-  await sleep(300);
-  const sent = suggestions(owner)[n - 1];
-  return { messageId: sent.message_id, call: sent, id: Number(sent.body.reply_markup.inline_keyboard.flat().at(-1).callback_data.split(":")[1]) };
-}
-
-async function press(owner, messageId, data) {
-  const update = s.tg.pressButton(owner, messageId, owner, data);
-  await post(update);
-  return update.callback_query.id;
-}
 
 /** Sends `/business digest` and returns the bot's next message to the owner (its call). */
 async function digest(owner) {

@@ -11,6 +11,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { startStack, privateText, cmd, uniqueId, sleep } from "../support/stack.js";
 import { requestText } from "../support/fake-gemini.js";
+import { businessHelpers } from "../support/business.js";
 
 let s;
 before(async () => {
@@ -20,37 +21,7 @@ after(async () => {
   await s?.close();
 });
 
-async function post(update) {
-  const r = await s.webhook(update);
-  assert.equal(r.status, 200);
-}
-
-/** Connects a fresh owner; returns {owner, id}. */
-async function connect(opts = {}) {
-  const owner = uniqueId();
-  const id = `bc-${owner}`;
-  await post(s.tg.connectBusiness(owner, { id, name: "Ada", ...opts }));
-  return { owner, id };
-}
-
-/** The suggestions shown to `owner`: their sendMessage calls with buttons. */
-const suggestions = (owner) => s.tg.calls("sendMessage", owner).filter((r) => r.body.reply_markup?.inline_keyboard && r.text !== undefined);
-/** What the bot sent to `contact` through a business connection. */
-const toContact = (contact) => s.tg.calls("sendMessage", contact).filter((r) => r.body.business_connection_id !== undefined);
-const buttons = (owner, messageId) => (s.tg.message(owner, messageId)?.reply_markup?.inline_keyboard ?? []).flat();
-
-async function suggested(owner, n = 1) {
-  await s.tg.waitFor(() => suggestions(owner).length >= n, 30_000, `suggestion ${n} for ${owner}`);
-  await sleep(300);
-  const sent = suggestions(owner)[n - 1];
-  return { messageId: sent.message_id, call: sent, id: Number(sent.body.reply_markup.inline_keyboard.flat().at(-1).callback_data.split(":")[1]) };
-}
-
-async function press(owner, messageId, who, data) {
-  const update = s.tg.pressButton(owner, messageId, who, data);
-  await post(update);
-  return update.callback_query.id;
-}
+const { post, connect, suggestions, toContact, buttons, suggested, press } = businessHelpers(() => s);
 
 test("a contact's burst gets one suggestion, quoting it; Send sends it once under repeated and concurrent presses, every press answered", async () => {
   const { owner, id } = await connect();
