@@ -15,11 +15,12 @@ pub async fn get(ctx: &Ctx, url: &Url) -> Result<Response> {
     let now = now_ms();
     let since = now - now.rem_euclid(86_400_000) - (days - 1) * 86_400_000;
     let (turns, messages, failures) = activity::per_day(&ctx.db(), since).await?;
+    let count = |v: &serde_json::Value, k: &str| v.get(k).and_then(serde_json::Value::as_i64).unwrap_or(0).max(0) as u64;
     let busiest = messages
         .iter()
         .map(|m| {
-            let t = turns.iter().find(|t| t.day == m.day).map_or(0, |t| t.turns);
-            (m.received.max(0) as u64, t.max(0) as u64)
+            let t = turns.iter().find(|t| t.get("day") == m.get("day")).map_or(0, |t| count(t, "turns"));
+            (count(m, "received"), t)
         })
         .max_by_key(|(u, t)| u + t)
         .unwrap_or((0, 0));

@@ -17,7 +17,7 @@ pub async fn list(ctx: &Ctx, url: &Url) -> Result<Response> {
     // Cursor: the last conv of the previous page (pages go by conversation key).
     let after = query(url, "cursor").unwrap_or_default();
     let rows = overview::sessions(&ctx.db(), &after, limit).await?;
-    let next = (rows.len() as i64 == limit).then(|| rows.last().map(|r| r.conv.clone())).flatten();
+    let next = (rows.len() as i64 == limit).then(|| rows.last().and_then(|r| r.get("conv").cloned())).flatten();
     Response::from_json(&json!({"sessions": rows, "next_cursor": next}))
 }
 
@@ -25,8 +25,7 @@ pub async fn messages(ctx: &Ctx, conv: &str, url: &Url) -> Result<Response> {
     let Some(key) = ConvKey::parse(conv) else { return bad_request("bad conversation key") };
     let limit = limit(url, 100);
     let before = query_i64(url, "before").unwrap_or(i64::MAX);
-    let mut rows = overview::messages(&ctx.db(), &key.to_string(), before, limit).await?;
-    let next = (rows.len() as i64 == limit).then(|| rows.last().map(|r| r.seq)).flatten();
+    let (mut rows, next) = overview::messages(&ctx.db(), &key.to_string(), before, limit).await?;
     rows.reverse();
     Response::from_json(&json!({"conv": key.to_string(), "messages": rows, "next_before": next}))
 }

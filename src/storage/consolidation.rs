@@ -80,20 +80,29 @@ pub async fn release(db: &Db, conv: &ConvKey, lease: Lease) {
         .await;
 }
 
-/// Messages of `conv` with `after < seq < before` (not excluded), oldest first or, with
-/// `newest_first`, the newest `limit` (returned oldest first either way).
+/// Messages of `conv` with `after < seq < before` (not excluded), with the bot's answers kept
+/// apart (migration 0041) placed in `after ..= before` and before the last message read:
+/// oldest first or, with `newest_first`, the newest `limit` (returned oldest first either way).
+/// An answer placed at or after the last message read (`seq`, its place, is that message's)
+/// belongs to the next read, which starts from that message (`after`): each answer is read by
+/// exactly one of a conversation's consecutive consolidations, even one sent during a read.
 pub async fn messages(db: &Db, conv: &ConvKey, after: i64, before: i64, limit: i64, newest_first: bool) -> Result<Vec<HistoryMessage>> {
     let order = if newest_first { "DESC" } else { "ASC" };
     let sql = format!(
-        "SELECT {} FROM messages m WHERE m.conv = ?1 AND m.seq > ?2 AND m.seq < ?3 AND m.excluded = 0 ORDER BY m.seq {order} LIMIT ?4",
+        "SELECT {}, 0 AS o FROM messages m WHERE m.conv = ?1 AND m.seq > ?2 AND m.seq < ?3 AND m.excluded = 0
+         UNION ALL
+         SELECT a.after_seq, a.message_id, 'bot', a.user_id, a.name, a.username, a.parts, NULL, NULL, a.date, NULL, a.turn_id, NULL, 1
+           FROM answers a WHERE a.conv = ?1 AND a.after_seq >= ?2 AND a.after_seq < ?3
+         ORDER BY s {order}, o {order} LIMIT ?4",
         crate::message_columns!()
     );
-    let found: Vec<MessageRow> = db.all(&sql, args![conv.to_string(), after, before, limit]).await?;
-    let mut out: Vec<HistoryMessage> = found.into_iter().map(MessageRow::into_history).collect();
+    let mut found: Vec<MessageRow> = db.all(&sql, args![conv.to_string(), after, before, limit]).await?;
     if newest_first {
-        out.reverse();
+        found.reverse();
     }
-    Ok(out)
+    let last_message = found.iter().rposition(|m| m.apart.is_none_or(|o| o == 0)).map_or(0, |i| i + 1);
+    found.truncate(last_message);
+    Ok(found.into_iter().map(MessageRow::into_history).collect())
 }
 
 /// The live memories learned in the chat that a consolidation shows the model (facts,

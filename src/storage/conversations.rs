@@ -55,8 +55,9 @@ pub async fn session_status(db: &Db, conv: &ConvKey) -> Result<SessionStatus> {
     let row: Option<SessionStatus> = db
         .first(
             "SELECT c.session_started_at,
-               (SELECT COUNT(*) FROM messages m WHERE m.conv = ?1 AND m.seq >= COALESCE(c.session_start_seq, 0)) AS session_messages,
-               (SELECT COUNT(*) FROM messages m WHERE m.conv = ?1) AS total_messages,
+               (SELECT COUNT(*) FROM messages m WHERE m.conv = ?1 AND m.seq >= COALESCE(c.session_start_seq, 0))
+                 + (SELECT COUNT(*) FROM answers a WHERE a.conv = ?1 AND a.after_seq >= COALESCE(c.session_start_seq, 0)) AS session_messages,
+               (SELECT COUNT(*) FROM messages m WHERE m.conv = ?1) + (SELECT COUNT(*) FROM answers a WHERE a.conv = ?1) AS total_messages,
                (SELECT model FROM chats WHERE chat_id = ?2) AS model
              FROM (SELECT ?1 AS conv) k LEFT JOIN conversations c ON c.conv = k.conv",
             args![conv.to_string(), conv.chat_id],

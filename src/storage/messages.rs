@@ -108,10 +108,20 @@ const INSERT_REACTION: &str = "INSERT INTO messages (conv, chat_id, message_id, 
        ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10,
        CASE (SELECT access FROM users WHERE user_id = ?4) WHEN 'allowed' THEN ?12 WHEN 'blocked' THEN ?13 ELSE ?11 END
      WHERE NOT EXISTS (SELECT 1 FROM messages WHERE update_id = ?10 AND message_id IS NULL) AND NOT {over}";
-const REACTION_TARGET: &str = "SELECT m.conv AS conv,
-       (SELECT b.message_id FROM messages b WHERE b.conv = m.conv AND b.role = 'bot' AND b.message_id IS NOT NULL
-        ORDER BY b.seq DESC LIMIT 1) AS last_bot_message_id
-     FROM messages m WHERE m.chat_id = ?1 AND m.message_id = ?2";
+/// The reacted-to message's conversation and the bot's newest message there: a `messages` row
+/// found by its id, or the newest of the answers kept apart (migration 0041) of the chat's
+/// conversation without a topic (`?3`; the only one that keeps them). The bot's newest is the
+/// newest answer unless a bot row (a picture, a sticker, a previous release's answer) came
+/// after it: only the rows after the newest answer are looked through.
+const REACTION_TARGET: &str = "SELECT k.conv AS conv,
+       COALESCE((SELECT b.message_id FROM messages b WHERE b.conv = k.conv AND b.role = 'bot' AND b.message_id IS NOT NULL
+          AND b.seq > COALESCE((SELECT MAX(a.after_seq) FROM answers a WHERE a.conv = k.conv), -1)
+          ORDER BY b.seq DESC LIMIT 1),
+        (SELECT a.message_id FROM answers a WHERE a.conv = k.conv ORDER BY a.after_seq DESC, length(a.chunk_key) DESC, a.chunk_key DESC LIMIT 1)) AS last_bot_message_id
+     FROM (SELECT COALESCE((SELECT m.conv FROM messages m WHERE m.chat_id = ?1 AND m.message_id = ?2),
+             (SELECT ?3 WHERE ?2 = (SELECT a.message_id FROM answers a WHERE a.conv = ?3
+                ORDER BY a.after_seq DESC, length(a.chunk_key) DESC, a.chunk_key DESC LIMIT 1))) AS conv) k
+     WHERE k.conv IS NOT NULL";
 
 #[derive(Debug, Clone, Default)]
 pub struct Recorded {
@@ -290,7 +300,7 @@ pub async fn record_reaction(db: &Db, update_id: i64, r: &InboundReaction, admit
         g.count,
         chat_stmt(db, c, r.speaker.user_id, admitted, limit, now)?,
         db.stmt(&format!("{} RETURNING seq", INSERT_REACTION.replace("{over}", &over_limit_sql(4, 11, 14))), values)?,
-        db.stmt(REACTION_TARGET, args![c.id, r.message_id])?,
+        db.stmt(REACTION_TARGET, args![c.id, r.message_id, ConvKey::chat(c.id).to_string()])?,
         g.access,
     ];
     let results = db.batch(stmts).await?;
@@ -318,13 +328,16 @@ macro_rules! message_columns {
     // excluded, and its author is not blocked: no excerpt of refused text reaches a prompt,
     // including text that was never stored (a refused sender past REFUSED_UPDATES_PER_HOUR) or
     // was pruned (the cron's prune of refused messages). The lookups use the unique
-    // (chat_id, message_id) index and the users' key, and only rows that reply do them.
+    // (chat_id, message_id) index and the users' key, and only rows that reply do them. A
+    // reply to the bot (`?6`, its id) shows its excerpt: the bot's answers kept apart
+    // (migration 0041) are not among `messages`, and nothing of the bot's is refused text.
     (replies) => {
         concat!(
             $crate::message_columns!(),
             ", m.reply_to_user_id AS ru, m.reply_to_name AS rn,
        CASE WHEN m.reply_excerpt IS NULL
-              OR NOT EXISTS (SELECT 1 FROM messages x WHERE x.chat_id = m.chat_id AND x.message_id = m.reply_to AND x.excluded = 0)
+              OR (m.reply_to_user_id IS NOT ?6
+                  AND NOT EXISTS (SELECT 1 FROM messages x WHERE x.chat_id = m.chat_id AND x.message_id = m.reply_to AND x.excluded = 0))
               OR EXISTS (SELECT 1 FROM users ux WHERE ux.user_id = m.reply_to_user_id AND ux.access = 'blocked')
             THEN NULL ELSE m.reply_excerpt END AS re"
         )
@@ -369,6 +382,9 @@ pub struct MessageRow {
     pub turn_upto_seq: Option<i64>,
     #[serde(rename = "g", default)]
     pub media_group_id: Option<String>,
+    /// 1: an answer kept apart (migration 0041), read with the messages.
+    #[serde(rename = "o", default)]
+    pub apart: Option<i64>,
 }
 
 impl MessageRow {

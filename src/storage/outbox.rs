@@ -44,7 +44,8 @@ pub async fn of_step_after(db: &Db, step_key: &str, after_seq: i64) -> Result<Ve
 /// (migration 0037), the step's own (`<step_key>/<chunk>`, no further `/`: not a sub-step's);
 /// and those of a turn's send step recorded by their message's `chunk_key`, which has no index
 /// (migration 0038): among the conversation's messages (`?4`) after the turn's `upto_seq` (or
-/// `?5`), which every chunk of the turn comes after (`chat_state::chunk_anchor`).
+/// `?5`), which every chunk of the turn comes after (`chat_state::chunk_anchor`); and, the same
+/// way, those kept among the conversation's answers (migration 0041), each placed at or after it.
 const SELECT_STEP: &str = "SELECT key, status, tg_message_id, body, NULL AS sent_text FROM outbox WHERE key > ?2 AND key < ?3 AND step_key = ?1
      UNION ALL
      SELECT send_key, 'sent', message_id, NULL, text FROM messages
@@ -52,6 +53,10 @@ const SELECT_STEP: &str = "SELECT key, status, tg_message_id, body, NULL AS sent
      UNION ALL
      SELECT chunk_key, 'sent', message_id, NULL, text FROM messages
       WHERE conv = ?4 AND seq > COALESCE(?5, (SELECT upto_seq FROM turns WHERE turn_id = ?6))
+        AND chunk_key > ?2 AND chunk_key < ?3 AND instr(substr(chunk_key, length(?2) + 1), '/') = 0
+     UNION ALL
+     SELECT chunk_key, 'sent', message_id, NULL, text FROM answers
+      WHERE conv = ?4 AND after_seq >= COALESCE(?5, (SELECT upto_seq FROM turns WHERE turn_id = ?6))
         AND chunk_key > ?2 AND chunk_key < ?3 AND instr(substr(chunk_key, length(?2) + 1), '/') = 0";
 
 fn step_args(step_key: &str, after_seq: Option<i64>) -> Vec<crate::storage::Arg> {
@@ -119,6 +124,17 @@ pub fn stored_text(parts: &[Part]) -> String {
     parts.iter().map(Part::render_compact).collect::<Vec<_>>().join(" ")
 }
 
+const INSERT_BOT_MESSAGE: &str = "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot, parts, text, date, turn_id, send_key, chunk_key)
+     VALUES (?1, ?2, ?3, 'bot', ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?11, ?12)
+     ON CONFLICT (chat_id, message_id) DO NOTHING";
+/// Written once: a chunk already kept after the turn's `upto_seq` (or where it would be placed
+/// now) is not kept again.
+const INSERT_ANSWER: &str = "INSERT INTO answers (conv, after_seq, chunk_key, turn_id, chat_id, message_id, user_id, name, username, parts, text, date)
+     SELECT ?1, COALESCE((SELECT MAX(seq) FROM messages WHERE conv = ?1), 0), ?12, ?10, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9
+     WHERE NOT EXISTS (SELECT 1 FROM answers WHERE conv = ?1 AND chunk_key = ?12 AND message_id = ?3
+       AND after_seq >= COALESCE((SELECT upto_seq FROM turns WHERE turn_id = ?10), (SELECT MAX(seq) FROM messages WHERE conv = ?1), 0))
+     ON CONFLICT DO NOTHING";
+
 /// Stores what was sent as a bot message and marks its outbox row sent (a row written before
 /// the send; with none, `unrecorded`, the message carries the key), in one round trip.
 pub async fn record_sent(db: &Db, s: Sent<'_>, bot: &BotRow, now: i64) -> Result<()> {
@@ -134,25 +150,28 @@ pub async fn record_sent(db: &Db, s: Sent<'_>, bot: &BotRow, now: i64) -> Result
             args![s.key, s.message_id, s.plain, now],
         )?);
     }
+    // A turn's text chunk in a conversation without a topic is one row of its answers
+    // (migration 0041), placed after the conversation's newest message; any other send, a bot
+    // message. The same arguments for both (`?11` is unused by the first).
+    let apart = anchored && s.unrecorded && s.message_id.is_some() && s.conv.thread_id.is_none() && s.parts.iter().all(|p| matches!(p, Part::Text { .. }));
+    let sql = if apart { INSERT_ANSWER } else { INSERT_BOT_MESSAGE };
     stmts.push(db.stmt(
-            "INSERT INTO messages (conv, chat_id, message_id, role, user_id, name, username, is_bot, parts, text, date, turn_id, send_key, chunk_key)
-             VALUES (?1, ?2, ?3, 'bot', ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?11, ?12)
-             ON CONFLICT (chat_id, message_id) DO NOTHING",
-            args![
-                conv,
-                s.conv.chat_id,
-                s.message_id,
-                bot.id,
-                bot.name.clone(),
-                bot.username.clone(),
-                serde_json::to_string(&s.parts).unwrap_or_default(),
-                text,
-                now / 1000,
-                s.turn_id,
-                s.unrecorded.then_some(s.key).filter(|_| !anchored),
-                s.unrecorded.then_some(s.key).filter(|_| anchored)
-            ],
-        )?);
+        sql,
+        args![
+            conv,
+            s.conv.chat_id,
+            s.message_id,
+            bot.id,
+            bot.name.clone(),
+            bot.username.clone(),
+            serde_json::to_string(&s.parts).unwrap_or_default(),
+            text,
+            now / 1000,
+            s.turn_id,
+            s.unrecorded.then_some(s.key).filter(|_| !anchored),
+            s.unrecorded.then_some(s.key).filter(|_| anchored)
+        ],
+    )?);
     db.batch(stmts).await?;
     Ok(())
 }

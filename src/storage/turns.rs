@@ -63,6 +63,9 @@ pub struct ContextRows {
     pub answered_seq: i64,
     /// The copy of the rows for the chat object to keep for its next turn.
     pub kept: RowCache,
+    /// The bot's answers kept apart (migration 0041) from the last turn's start on, in their
+    /// places (read every time: the copy holds only `messages` rows).
+    pub answers: Vec<HistoryMessage>,
 }
 
 /// Messages a turn reads at most (the token budget usually cuts earlier).
@@ -99,6 +102,15 @@ const SELECT_EDITED_MESSAGES: &str = concat!(
      FROM messages m LEFT JOIN turns t ON t.turn_id = m.turn_id
      WHERE m.conv = ?1 AND m.rev IS NOT NULL AND m.rev > ?2 AND m.seq <= ?3 AND m.excluded = 0"
 );
+/// The bot's answers kept apart (migration 0041) placed at or after where the last turn's
+/// window started (its cut, or the session's start): every answer a new window shows, since a
+/// window starts there or later. A row of the answers' key range each, with its turn's
+/// `upto_seq` (where the history shows it).
+pub const SELECT_ANSWERS: &str = "SELECT a.after_seq AS s, a.message_id AS i, 'bot' AS r, a.user_id AS u, a.name AS n, a.username AS un,
+       a.parts AS p, NULL AS rt, NULL AS f, a.date AS d, NULL AS e, a.turn_id AS t, NULL AS g, t.upto_seq AS tu
+     FROM answers a LEFT JOIN turns t ON t.turn_id = a.turn_id
+     WHERE a.conv = ?1 AND a.after_seq >= COALESCE((SELECT MAX(c.session_start_seq, COALESCE(c.history_cut_seq, 0)) FROM conversations c WHERE c.conv = ?1), 0)
+     ORDER BY a.after_seq, a.turn_id, length(a.chunk_key), a.chunk_key";
 /// The newest message an earlier turn (not this one, which may be a retry) answered. A
 /// scheduled run answers nobody: people's messages it saw still get their own turn.
 /// A conversation's turns are read by their key's range (`?3` = `<conv>/`, `?4` = `<conv>0`):
@@ -114,17 +126,18 @@ const SELECT_TURNS: &str = "SELECT turn_id, contents, step_outcomes FROM turns
 /// `copy`: the chat object's copy of the rows (`RowCache`) when it may serve this load; the
 /// messages then are only those after it, and those of it edited since, if it still holds
 /// (the caller merges them).
-pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str, rows_limit: usize, copy: Option<RowCache>) -> Result<ContextRows> {
+pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str, rows_limit: usize, copy: Option<RowCache>, bot_id: i64) -> Result<ContextRows> {
     let (after, version, start) = copy.as_ref().map_or((-1, None, None), |c| (c.upto, Some(c.version), Some(c.session_start)));
     let mut stmts = vec![
         db.stmt(SELECT_CONVERSATION, args![conv])?,
         db.stmt(SELECT_CHAT, args![chat_id])?,
         // One row more than a turn uses: if it comes back, it is the newest message cut off.
-        db.stmt(SELECT_RECENT_MESSAGES, args![conv, rows_limit as i64 + 1, after, version, start])?,
+        db.stmt(SELECT_RECENT_MESSAGES, args![conv, rows_limit as i64 + 1, after, version, start, bot_id])?,
         db.stmt(SELECT_ANSWERED, args![conv, turn_id, format!("{conv}/"), format!("{conv}0")])?,
+        db.stmt(SELECT_ANSWERS, args![conv])?,
     ];
     if let Some(c) = &copy {
-        stmts.push(db.stmt(SELECT_EDITED_MESSAGES, args![conv, c.rev, c.upto])?);
+        stmts.push(db.stmt(SELECT_EDITED_MESSAGES, args![conv, c.rev, c.upto, None::<i64>, None::<i64>, bot_id])?);
     }
     let r = db.batch(stmts).await?;
     let found = rows::<ConversationRow>(&r[0])?.into_iter().next();
@@ -134,7 +147,7 @@ pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str,
     // The copy held when the query used it (the conversation's row, read in the same batch,
     // decides as the query did): the rows read are only the newer ones, and the edited ones.
     if let (Some(copy), Some(c)) = (copy, &found) {
-        let edited: Vec<HistoryMessage> = match r.get(4) {
+        let edited: Vec<HistoryMessage> = match r.get(5) {
             Some(e) => rows::<MessageRow>(e)?.into_iter().map(MessageRow::into_history).collect(),
             None => Vec::new(),
         };
@@ -144,7 +157,8 @@ pub async fn load_turn_context(db: &Db, conv: &str, chat_id: i64, turn_id: &str,
     let rev = conversation.edit_rev.unwrap_or(0);
     let kept = RowCache::keep(conv, conversation.history_version, conversation.session_start_seq, rev, &messages, rows_limit);
     let answered_seq = rows::<LastTurnRow>(&r[3])?.into_iter().next().and_then(|r| r.upto_seq).unwrap_or(0);
-    Ok(ContextRows { conversation, chat, messages, answered_seq, kept })
+    let answers = rows::<MessageRow>(&r[4])?.into_iter().map(MessageRow::into_history).collect();
+    Ok(ContextRows { conversation, chat, messages, answered_seq, kept, answers })
 }
 
 #[derive(Deserialize)]

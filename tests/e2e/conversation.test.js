@@ -49,7 +49,7 @@ test("a reply to one of the bot's messages is answered; a reply to someone else 
   await s.webhook(groupText(chat, uid, t, { entities: mention(t, "edge_test_bot") }));
   await s.tg.waitFor(() => s.tg.sent(chat).length === 1, 10_000, "the first reply");
   await sleep(300);
-  const botMessage = (await s.sql("SELECT message_id FROM messages WHERE chat_id = ? AND role = 'bot'", chat))[0].message_id;
+  const botMessage = (await s.sql("SELECT message_id FROM history WHERE chat_id = ? AND role = 'bot'", chat))[0].message_id;
   const other = uniqueId();
   await s.webhook(groupText(chat, other, "a reply to a person", {
     reply_to_message: { message_id: 1, from: { id: uid, is_bot: false, first_name: "U" }, chat: { id: chat, type: "supergroup" }, date: 1, text: "hello" },
@@ -60,6 +60,9 @@ test("a reply to one of the bot's messages is answered; a reply to someone else 
   await s.tg.waitFor(() => s.tg.sent(chat).length === 2, 10_000, "the reply to the reply");
   assert.equal(s.gemini.calls(other).length, 1);
   assert.match(allText(s.gemini.calls(other)[0]), /reply_to_message_id=\d+/);
+  // The bot's answer is kept apart from the people's messages (migration 0041): the reply still
+  // shows what it replies to.
+  assert.match(allText(s.gemini.calls(other)[0]), new RegExp(`reply_to_message_id=${botMessage} reply_to_user_id=${BOT_ID} .*reply_excerpt="Echo"`));
 });
 
 test("commands are answered without a model call", async () => {
@@ -83,7 +86,7 @@ test("a reaction to the bot's latest message asks for a reply; a reaction to an 
   await s.webhook(privateText(uid, "tell me a joke"));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "the joke");
   await sleep(300);
-  const [{ message_id: latest }] = await s.sql("SELECT message_id FROM messages WHERE chat_id = ? AND role = 'bot' ORDER BY seq DESC LIMIT 1", uid);
+  const [{ message_id: latest }] = await s.sql("SELECT message_id FROM history WHERE chat_id = ? AND role = 'bot' ORDER BY seq DESC, apart DESC LIMIT 1", uid);
   await s.webhook(reaction(uid, uid, latest - 5, "👍"));
   await sleep(800);
   assert.equal(s.gemini.calls(uid).length, 1, "a reaction to an older message is context only");

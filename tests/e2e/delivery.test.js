@@ -42,7 +42,7 @@ test("a 10,000-character answer with code arrives as valid chunks, each at most 
   for (let i = 0; i < 45; i++) assert.match(shown, new RegExp(`Day ${i}\\b`));
   assert.equal((shown.match(/print\(/g) ?? []).length, 225, "no code line lost");
   assert.match(shown, /a < b && c > d/);
-  const stored = await s.sql("SELECT COUNT(*) AS n FROM messages WHERE chat_id = ? AND role = 'bot'", uid);
+  const stored = await s.sql("SELECT COUNT(*) AS n FROM history WHERE chat_id = ? AND role = 'bot'", uid);
   assert.equal(stored[0].n, calls.length, "every chunk is stored as the bot's message");
 });
 

@@ -21,7 +21,7 @@ const group = () => -1000000000000 - uniqueId();
 const ephemeralTo = (chat, uid) => s.tg.calls("sendMessage", chat).filter((r) => r.ephemeral === uid);
 const triedEphemeral = (chat) => s.tg.calls("sendMessage", chat).filter((r) => r.body.ephemeral_message_parameters);
 const groupSent = (chat) => s.tg.calls("sendMessage", chat).filter((r) => r.text !== undefined && r.ephemeral === undefined);
-const botRows = async (chat) => (await s.sql("SELECT COUNT(*) AS n FROM messages WHERE chat_id = ? AND role = 'bot'", chat))[0].n;
+const botRows = async (chat) => (await s.sql("SELECT COUNT(*) AS n FROM history WHERE chat_id = ? AND role = 'bot'", chat))[0].n;
 
 test("a stranger in a group where the bot is an admin gets their pairing code alone; the group sees nothing; the approval reaches them alone too", async () => {
   const chat = group();

@@ -62,7 +62,7 @@ test("the next turn sees the sent picture in history, described by its prompt, a
   await s.webhook(privateText(uid, "draw a lighthouse"));
   await s.tg.waitFor(() => photos(uid).length === 1, 20_000, "the first photo");
   await sleep(1000);
-  const [row] = await s.sql("SELECT message_id, role, parts FROM messages WHERE chat_id = ? AND role = 'bot' AND parts LIKE '%photo%'", uid);
+  const [row] = await s.sql("SELECT message_id, role, parts FROM history WHERE chat_id = ? AND role = 'bot' AND parts LIKE '%photo%'", uid);
   assert.ok(row, "the picture is stored as the bot's photo message");
   const part = JSON.parse(row.parts).find((p) => p.kind === "photo");
   assert.match(part.detail, /a picture the bot made: a lighthouse at dusk/);

@@ -27,7 +27,7 @@ test("a DM gets a reply, and both sides are stored in D1", async () => {
   assert.equal(s.tg.sent(uid)[0], "Echo: Hello there, bot!");
   await s.tg.waitFor(() => true);
   await sleep(200);
-  const rows = await s.sql("SELECT role, text, turn_id FROM messages WHERE chat_id = ? ORDER BY seq", uid);
+  const rows = await s.sql("SELECT role, text, turn_id FROM history WHERE chat_id = ? ORDER BY seq, apart", uid);
   assert.deepEqual(rows.map((r) => r.role), ["user", "bot"]);
   assert.equal(rows[0].text, "Hello there, bot!");
   assert.equal(rows[1].text, "Echo: Hello there, bot!");

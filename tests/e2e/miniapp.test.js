@@ -180,7 +180,7 @@ test("a body over the cap is refused; the export has the person's own messages, 
   assert.match(ex.headers.get("content-disposition"), /attachment/);
   const texts = ex.json.messages_in_private_chat.map((m) => m.text);
   assert.ok(texts.some((t) => t.includes("remember my umbrella")), JSON.stringify(texts));
-  const [botRows] = await s.sql("SELECT COUNT(*) AS n FROM messages WHERE chat_id = ? AND role = 'bot'", alice.id);
+  const [botRows] = await s.sql("SELECT COUNT(*) AS n FROM history WHERE chat_id = ? AND role = 'bot'", alice.id);
   assert.ok(botRows.n >= 1, "the bot answered");
   assert.equal(ex.json.messages_in_private_chat.length, 1, "the bot's words are not exported as hers");
   // A signed init data with a forged field added after signing fails.

@@ -5,12 +5,13 @@
 // build their "before") on today's schema, then today's worker deployed over the same storage.
 // Migrations 0037 and 0038 moved a turn's model calls into the turn's row, a person's charges
 // into their own row, consolidation's model calls into the conversation's row and a message
-// chunk's send record into the bot's message; what users and operators rely on (an answer sent
-// once, every call priced, a person's budget) must hold across the deploy, whichever release
-// wrote what (each form is counted below, whichever the previous release writes). Migration
-// 0040 (the Business digest and suggestions' 24-hour window) adds columns the previous release
-// never reads: its suggestion, stored without `window_ends`, is sent by today's release (dated
-// by when it was made), and today's digest reads the business chat the previous release kept.
+// chunk's send record into the bot's message; 0041 moves the bot's text answer out of
+// `messages` into a row of its conversation's answers. What users and operators rely on (an
+// answer sent once, every call priced, a person's budget, the history a turn and a memory
+// consolidation read) must hold across the deploy, whichever release wrote what (each form is
+// counted below, whichever the previous release writes). The previous release's Business
+// suggestion is sent by today's release, and today's digest reads the business chat the
+// previous release kept.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
@@ -74,7 +75,7 @@ test("the previous release answers on today's schema, and today's release counts
   const oldForms = await consolidationForms(uid);
   assert.equal(oldForms.old + oldForms.new, 1, "the previous release's consolidation call is on record, in its form");
   // Telegram Business under the previous release: a contact's message kept, its suggestion
-  // shown (without 0040's window).
+  // shown.
   const owner = uniqueId();
   const bc = `bc-overlap-${owner}`;
   const suggestions = () => s.tg.calls("sendMessage", owner).filter((r) => r.body.reply_markup?.inline_keyboard);
@@ -95,8 +96,8 @@ test("the previous release answers on today's schema, and today's release counts
   const forms = await consolidationForms(uid);
   assert.equal(forms.old + forms.new, 2, "both consolidations are on record");
   assert.equal(forms.new, oldForms.new + 1, "today's in the conversation's row");
-  // Today's release sends the previous release's suggestion (its 24 hours dated by when it was
-  // made), and its digest reads the business chat the previous release kept.
+  // Today's release sends the previous release's suggestion, and its digest reads the
+  // business chat the previous release kept.
   await sleep(500);
   const shown = suggestions()[0];
   const send = shown.body.reply_markup.inline_keyboard.flat().find((b) => b.text === "Send").callback_data;
@@ -122,22 +123,37 @@ test("the previous release answers on today's schema, and today's release counts
   assert.equal(texts.length, 3, "one answer per question, none twice");
   const [row] = await s.sql("SELECT COUNT(*) AS n FROM calls WHERE chat_id = ?", uid);
   assert.equal(row.n, 5, "the operator's audit view lists all five calls");
-  // Each answer's send is on record (0037's indexed key or 0038's unindexed one, whichever
-  // the release wrote; today's the unindexed); the audit view lists the three.
+  // Each answer's send is on record (a bot message under 0037's or 0038's key, whichever the
+  // previous release wrote; today's a row of the conversation's answers); the audit view lists
+  // the three.
   const [sends] = await s.sql(
-    "SELECT (SELECT COUNT(*) FROM messages WHERE chat_id = ? AND send_key IS NOT NULL) AS old, (SELECT COUNT(*) FROM messages WHERE chat_id = ? AND chunk_key IS NOT NULL) AS new, (SELECT COUNT(*) FROM sends WHERE chat_id = ? AND status = 'sent') AS listed",
+    "SELECT (SELECT COUNT(*) FROM messages WHERE chat_id = ? AND role = 'bot' AND (send_key IS NOT NULL OR chunk_key IS NOT NULL)) AS old, (SELECT COUNT(*) FROM answers WHERE chat_id = ?) AS new, (SELECT COUNT(*) FROM sends WHERE chat_id = ? AND status = 'sent') AS listed",
     uid,
     uid,
     uid,
   );
-  assert.equal(sends.old + sends.new, 3, JSON.stringify(sends));
-  assert.equal(sends.listed, 3, "the audit view lists the three");
-  assert.ok(sends.new >= 1, "today's answer by its unindexed key");
+  assert.deepEqual({ ...sends }, { old: 2, new: 1, listed: 3 }, "the previous release's two answers as messages, today's as an answer; the audit view lists the three");
+  const consolidations = () => s.gemini.requests.filter((r) => r.body?.generationConfig?.responseMimeType === "application/json").map((r) => requestText(r.body));
+  assert.match(consolidations().at(-1), /third, under today's release/, "today's consolidation read the third question");
 
   // The budget counts both releases' charges: two more messages reach the hourly limit of 5,
   // the next is refused with a notice and no model call.
   await answered(uid, "fourth");
+  // The fourth turn's history: the three answers in both forms, each right after its question.
+  const fourth = requestText(s.gemini.calls(uid).at(-1).body);
+  assert.match(
+    fourth,
+    /first, under the previous release[\s\S]*Echo: first, under the previous release[\s\S]*second, under the previous release[\s\S]*Echo: second, under the previous release[\s\S]*third, under today's release[\s\S]*Echo: third, under today's release[\s\S]*fourth/,
+    "both forms of the bot's answers in the history, in order",
+  );
   await answered(uid, "fifth");
+  // The next consolidation reads today's answer kept apart (it waited for a later message: an
+  // answer placed after the newest message a consolidation reads belongs to the next one), and
+  // no consolidation reads it twice.
+  await s.consolidate();
+  const withThird = consolidations().filter((t) => t.includes("Echo: third, under today's release"));
+  assert.equal(withThird.length, 1, "today's answer read by exactly one consolidation");
+  assert.match(withThird[0], /Echo: third, under today's release[\s\S]*fourth[\s\S]*Echo: fourth/, "in its place, with the next answer");
   const calls = s.gemini.calls(uid).length;
   await s.webhook(privateText(uid, "sixth, over the budget"));
   await s.tg.waitFor(() => s.tg.sent(uid).some((t) => /this hour/.test(t)), 15_000, "the budget notice");

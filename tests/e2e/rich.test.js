@@ -45,7 +45,7 @@ test("a table answer in a private chat is one rich message, drafted rich; the mo
   assert.match(systemOf(s.gemini.calls(uid)[0]), /Rich answers/);
   const [row] = await s.sql("SELECT method, status FROM outbox WHERE chat_id = ?", uid);
   assert.deepEqual(row, { method: "sendRichMessage", status: "sent" });
-  const [stored] = await s.sql("SELECT text FROM messages WHERE chat_id = ? AND role = 'bot'", uid);
+  const [stored] = await s.sql("SELECT text FROM history WHERE chat_id = ? AND role = 'bot'", uid);
   assert.match(stored.text, /\| tea & cake \| 3 € \|/, "history keeps the answer's own Markdown");
 });
 

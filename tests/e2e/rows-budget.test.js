@@ -79,7 +79,7 @@ test("an answered private message writes no more rows than README.md states, in 
   assert.ok(m.object <= limit.dm.object, `the chat object's rows written ${m.object} > the README's ${limit.dm.object}:\n${show(m)}`);
   // Nothing a user or operator relies on is lost: both messages and the answers in the
   // history, the model call's cost, the turn's record, the delivery's record.
-  const rows = await s.sql("SELECT role FROM messages WHERE chat_id = ? ORDER BY seq", uid);
+  const rows = await s.sql("SELECT role FROM history WHERE chat_id = ? ORDER BY seq, apart", uid);
   assert.deepEqual(rows.map((r) => r.role), ["user", "bot", "user", "bot"]);
   const calls = await s.sql("SELECT COUNT(*) AS n, SUM(total_tokens) AS t FROM calls WHERE chat_id = ?", uid);
   assert.equal(calls[0].n, 2);

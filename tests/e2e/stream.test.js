@@ -215,7 +215,7 @@ test("a long answer: its first chunk is a message before the stream ends, the re
   assert.equal(turn.status, "done");
   const rows = await s.sql("SELECT key, status FROM sends WHERE chat_id = ? ORDER BY key", uid);
   assert.deepEqual(rows, [0, 1, 2].map((i) => ({ key: `${turn.id}/0/${i}`, status: "sent" })));
-  const bot = await s.sql("SELECT message_id FROM messages WHERE chat_id = ? AND role = 'bot'", uid);
+  const bot = await s.sql("SELECT message_id FROM history WHERE chat_id = ? AND role = 'bot'", uid);
   assert.equal(new Set(bot.map((m) => m.message_id)).size, 3, "each chunk is in history once");
 });
 
@@ -284,7 +284,7 @@ test("a reaction (which may be left unanswered on purpose) gets typing, never th
   await post(privateText(uid, "hi"));
   await s.tg.waitFor(() => s.finalSent(uid).length === 1, 20_000, "the first answer");
   await sleep(300);
-  const botMessage = (await s.sql("SELECT message_id FROM messages WHERE chat_id = ? AND role = 'bot'", uid))[0].message_id;
+  const botMessage = (await s.sql("SELECT message_id FROM history WHERE chat_id = ? AND role = 'bot'", uid))[0].message_id;
   const before = drafts(uid).length;
   await post(reaction(uid, uid, botMessage, "👍"));
   await s.gemini.waitFor(() => s.gemini.calls(uid).length === 2, 20_000, "the reaction's turn");

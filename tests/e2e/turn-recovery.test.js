@@ -70,7 +70,7 @@ test("a reaction that needs no answer: silence on purpose is recorded, never an 
   await s.webhook(privateText(uid, "tell me a joke"));
   await s.tg.waitFor(() => s.tg.sent(uid).length === 1, 10_000, "the joke");
   await sleep(300);
-  const [{ message_id: joke }] = await s.sql("SELECT message_id FROM messages WHERE chat_id = ? AND role = 'bot' ORDER BY seq DESC LIMIT 1", uid);
+  const [{ message_id: joke }] = await s.sql("SELECT message_id FROM history WHERE chat_id = ? AND role = 'bot' ORDER BY seq DESC, apart DESC LIMIT 1", uid);
   // The model answers the reaction with nothing at all, then (second reaction) with no_reply.
   s.gemini.script(uid, [{ finishReason: "STOP" }, { calls: [{ name: "no_reply" }] }]);
   await s.webhook(reaction(uid, uid, joke, "👍"));

@@ -55,7 +55,7 @@ fn request(layout: Layout, format: HistoryFormat, upto: &[HistoryMessage], turns
     let limits = Limits { row_limit: ROWS, session_idle_secs: i64::MAX / 4, token_budget: BUDGET, structured };
     let (shown, cut) = match layout {
         Layout::After | Layout::EveryId => {
-            let loaded = Loaded { messages: upto[from..].to_vec(), answered_seq: 0, stored_start: 0, stored_started_at: Some(0), scheduled: false, stored_cut, summary_until: None };
+            let loaded = Loaded { messages: upto[from..].to_vec(), answered_seq: 0, stored_start: 0, stored_started_at: Some(0), scheduled: false, stored_cut, summary_until: None, answers: Vec::new() };
             let w = window::window(loaded, limits, 0).unwrap();
             (w.messages, w.cut_seq)
         }

@@ -52,7 +52,7 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64, copy: Opt
     let copy = copy.filter(|_| row_limit == storage::turns::HISTORY_ROWS as usize);
     // Taken, not copied (the turn's load replaces it).
     let offered = copy.and_then(|c| c.borrow_mut().take()).filter(|c| c.conv == conv.to_string() && c.serves(row_limit));
-    let mut first = storage::turns::load_turn_context(&db, &conv.to_string(), conv.chat_id, &turn.turn_id, row_limit, offered).await?;
+    let mut first = storage::turns::load_turn_context(&db, &conv.to_string(), conv.chat_id, &turn.turn_id, row_limit, offered, ctx.secrets.bot_id()).await?;
     if let Some(copy) = copy {
         *copy.borrow_mut() = Some(std::mem::take(&mut first.kept));
     }
@@ -61,10 +61,13 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64, copy: Opt
     }
     let answered_seq = first.answered_seq;
     let mut messages = first.messages;
+    let mut answers = first.answers;
     // A committed turn's retry answers what its first attempt saw, nothing newer: newer
     // messages get their own turn after it (`ChatState::commit_turn`).
     if let Some(upto) = turn.committed_upto {
         messages.retain(|m| m.seq <= upto);
+        // Its own chunks sent since are not history to it (they sat after `upto` as rows).
+        answers.retain(|m| m.seq <= upto && m.turn_id.as_deref() != Some(turn.turn_id.as_str()));
     }
     let loaded = Loaded {
         messages,
@@ -76,6 +79,7 @@ pub async fn load(ctx: &Ctx, conv: &ConvKey, turn: &TurnRun, now: i64, copy: Opt
         scheduled: turn.scheduled.is_some() || turn.crew.as_ref().is_some_and(|c| c.continues),
         stored_cut: first.conversation.history_cut_seq,
         summary_until: first.conversation.summary_until,
+        answers,
     };
     let limits = Limits {
         row_limit,

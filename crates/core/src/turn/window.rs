@@ -36,6 +36,9 @@ pub struct Loaded {
     pub stored_cut: Option<i64>,
     /// `summaries.until_seq`: the newest message the conversation's summary covers.
     pub summary_until: Option<i64>,
+    /// The bot's answers kept apart from `messages` (migration 0041), each one's `seq` the
+    /// message it came after: merged in where their turn's messages are shown.
+    pub answers: Vec<HistoryMessage>,
 }
 
 /// The settings the window depends on.
@@ -84,7 +87,13 @@ pub fn window(loaded: Loaded, limits: Limits, now_ms: i64) -> Option<Window> {
         let extra = rows.remove(0);
         last_cut = (extra.seq >= start).then_some(extra.seq);
     }
-    let mut messages: Vec<HistoryMessage> = rows.into_iter().filter(|m| in_session(m, start)).collect();
+    // An answer kept apart belongs where its turn's messages are loaded (by its place when
+    // its turn's row is gone): not before the oldest loaded row.
+    // They are not rows of the row limit (which counts what a load reads).
+    let oldest = rows.first().map_or(i64::MAX, |m| m.seq);
+    let answers: Vec<HistoryMessage> = loaded.answers.into_iter().filter(|a| a.answered_upto.unwrap_or(a.seq) >= oldest && in_session(a, start)).collect();
+    let limits = Limits { row_limit: limits.row_limit + answers.len(), ..limits };
+    let mut messages: Vec<HistoryMessage> = rows.into_iter().filter(|m| in_session(m, start)).chain(answers).collect();
     history::chronological(&mut messages);
     let new_session = start > stored_start || !messages.iter().any(|m| m.role == Role::Bot && m.turn_id.is_some());
     let session_started_at = (start != stored_start || loaded.stored_started_at.is_none()).then_some(now_ms);
@@ -313,7 +322,7 @@ mod tests {
     }
 
     fn loaded(messages: Vec<HistoryMessage>, answered_seq: i64) -> Loaded {
-        Loaded { messages, answered_seq, stored_start: 0, stored_started_at: Some(1), scheduled: false, stored_cut: None, summary_until: None }
+        Loaded { messages, answered_seq, stored_start: 0, stored_started_at: Some(1), scheduled: false, stored_cut: None, summary_until: None, answers: Vec::new() }
     }
 
     /// What D1 returns for a load of `limit` rows after `after` (oldest first): the newest
@@ -466,6 +475,31 @@ mod tests {
         assert_eq!(w.session_started_at, Some(99));
         assert_eq!(w.last_cut, None, "the old session is not a cut: it is over");
         assert_eq!(w.people, vec![8]);
+    }
+
+    /// An answer kept apart (migration 0041): `seq` is the message it came after, the turn's
+    /// `upto` where it is shown.
+    fn answer(after: i64, upto: Option<i64>, text: &str) -> HistoryMessage {
+        HistoryMessage { turn_id: Some(format!("turn-{after}-{text}")), answered_upto: upto, ..msg(after, after, Role::Bot, 0, text) }
+    }
+
+    #[test]
+    fn answers_kept_apart_sit_after_what_they_answered_and_do_not_count_as_loaded_rows() {
+        // Messages 1..=7, answers to 2 (sent after 3 had come) and to 5, and one of a turn that
+        // answered up to 1 but is older than the loaded rows' oldest (2): with six rows loaded
+        // and a limit of six, no row is over the limit, however many answers there are.
+        let msgs: Vec<_> = (2..=7).map(|s| user(s, s, 7)).collect();
+        let mut l = loaded(msgs, 5);
+        l.answers = vec![answer(1, Some(1), "old"), answer(3, Some(2), "to two"), answer(5, Some(5), "to five"), answer(5, None, "no turn row")];
+        let w = window(l, Limits { row_limit: 6, ..limits() }, 99).unwrap();
+        let shown: Vec<String> = w.messages.iter().map(|m| format!("{}{}", m.seq, if m.role == Role::Bot { m.compact_text() } else { String::new() })).collect();
+        assert_eq!(
+            shown,
+            ["2", "3to two", "3", "4", "5", "5no turn row", "5to five", "6", "7"].map(String::from).to_vec(),
+            "each after what its turn saw (by its place without its turn's row); the older turn's answer not shown"
+        );
+        assert_eq!((w.newest_seq, w.last_cut, w.cut_seq), (7, None, None), "the newest is a message; nothing is cut");
+        assert!(!w.new_session, "an answer kept apart is a turn's answer");
     }
 
     #[test]
