@@ -82,8 +82,9 @@ pub async fn release(db: &Db, conv: &ConvKey, lease: Lease) {
 }
 
 /// Messages of `conv` with `after < seq < before` (not excluded), with the bot's answers kept
-/// apart (migration 0041) placed in `after ..= before` and before the last message read:
-/// oldest first or, with `newest_first`, the newest `limit` (returned oldest first either way).
+/// apart (migration 0041) placed at `after` or later, before `before` and before the last
+/// message read: oldest first or, with `newest_first`, the newest `limit` (returned oldest
+/// first either way).
 /// An answer placed at or after the last message read (`seq`, its place, is that message's)
 /// belongs to the next read, which starts from that message (`after`): each answer is read by
 /// exactly one of a conversation's consecutive consolidations, even one sent during a read.

@@ -88,8 +88,8 @@ pub fn window(loaded: Loaded, limits: Limits, now_ms: i64) -> Option<Window> {
         last_cut = (extra.seq >= start).then_some(extra.seq);
     }
     // An answer kept apart belongs where its turn's messages are loaded (by its place when
-    // its turn's row is gone): not before the oldest loaded row.
-    // They are not rows of the row limit (which counts what a load reads).
+    // its turn's row is gone): not before the oldest loaded row. Answers are not rows of the
+    // row limit (which counts what a load reads).
     let oldest = rows.first().map_or(i64::MAX, |m| m.seq);
     let answers: Vec<HistoryMessage> = loaded.answers.into_iter().filter(|a| a.answered_upto.unwrap_or(a.seq) >= oldest && in_session(a, start)).collect();
     let limits = Limits { row_limit: limits.row_limit + answers.len(), ..limits };
