@@ -8,8 +8,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use worker::Result;
 
-
-
 /// The counts and the 20 newest failures, in one round trip.
 pub async fn status(db: &Db, now: i64) -> Result<(Option<Value>, Vec<Value>)> {
     let results = db
@@ -27,7 +25,6 @@ pub async fn status(db: &Db, now: i64) -> Result<(Option<Value>, Vec<Value>)> {
         .await?;
     Ok((rows::<Value>(&results[0])?.into_iter().next(), rows(&results[1])?))
 }
-
 
 /// Conversations with messages, by key, after the cursor `after` (a key; empty for the first).
 pub async fn sessions(db: &Db, after: &str, limit: i64) -> Result<Vec<Value>> {

@@ -106,7 +106,7 @@ const SELECT_EDITED_MESSAGES: &str = concat!(
 /// window started (its cut, or the session's start): every answer a new window shows, since a
 /// window starts there or later. A row of the answers' key range each, with its turn's
 /// `upto_seq` (where the history shows it).
-pub const SELECT_ANSWERS: &str = "SELECT a.after_seq AS s, a.message_id AS i, 'bot' AS r, a.user_id AS u, a.name AS n, a.username AS un,
+const SELECT_ANSWERS: &str = "SELECT a.after_seq AS s, a.message_id AS i, 'bot' AS r, a.user_id AS u, a.name AS n, a.username AS un,
        a.parts AS p, NULL AS rt, NULL AS f, a.date AS d, NULL AS e, a.turn_id AS t, NULL AS g, t.upto_seq AS tu
      FROM answers a LEFT JOIN turns t ON t.turn_id = a.turn_id
      WHERE a.conv = ?1 AND a.after_seq >= COALESCE((SELECT MAX(c.session_start_seq, COALESCE(c.history_cut_seq, 0)) FROM conversations c WHERE c.conv = ?1), 0)
