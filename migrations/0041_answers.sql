@@ -48,21 +48,3 @@ CREATE VIEW history AS
   SELECT seq, 0 AS apart, conv, chat_id, message_id, role, user_id, name, parts, text, date, turn_id, excluded FROM messages
   UNION ALL
   SELECT after_seq, 1, conv, chat_id, message_id, 'bot', user_id, name, parts, text, date, turn_id, 0 FROM answers;
-
--- A conversation's row is made by its first message (as before); later messages no longer move
--- its `last_seq` pointer (a row written on the first message after each consolidation): the
--- cron asks each conversation for its newest message instead (`storage::consolidation::due`,
--- on `messages_by_conv`). The previous release's cron, during a deploy, still reads the
--- pointer, which its consolidations set and no message moves now: what it does not see, this
--- release's cron takes up at its next run.
-DROP TRIGGER messages_mark_conversation;
-CREATE TRIGGER messages_mark_conversation AFTER INSERT ON messages
-WHEN NEW.role != 'bot' AND NEW.excluded = 0
-BEGIN
-  INSERT INTO conversations (conv, chat_id, thread_id, last_seq, updated_at)
-  VALUES (
-    NEW.conv, NEW.chat_id,
-    CASE WHEN instr(NEW.conv, ':') > 0 THEN CAST(substr(NEW.conv, instr(NEW.conv, ':') + 1) AS INTEGER) END,
-    NEW.seq, CAST(strftime('%s', 'now') AS INTEGER) * 1000)
-  ON CONFLICT (conv) DO NOTHING;
-END;

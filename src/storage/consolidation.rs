@@ -28,13 +28,12 @@ pub async fn due(db: &Db, now: i64) -> Result<Vec<ConvKey>> {
     }
     let due: Vec<Due> = db
         .all(
-            // A message consolidation reads (not the bot's, not excluded) after
-            // `consolidated_seq`: each conversation's newest such message, on
-            // `messages_by_conv` (migration 0041: no message writes a pointer any more).
-            "SELECT c.conv FROM conversations c
-             WHERE (c.consolidating_until IS NULL OR c.consolidating_until < ?1)
-               AND (SELECT m.seq FROM messages m WHERE m.conv = c.conv AND m.role != 'bot' AND m.excluded = 0 ORDER BY m.seq DESC LIMIT 1)
-                 > COALESCE(c.consolidated_seq, 0)
+            // `last_seq` is kept by a trigger on messages (migrations 0009, 0023): past
+            // `consolidated_seq` when a message consolidation reads (not the bot's, not
+            // excluded) came after it. No scan of `messages`.
+            "SELECT conv FROM conversations
+             WHERE last_seq > COALESCE(consolidated_seq, 0)
+               AND (consolidating_until IS NULL OR consolidating_until < ?1)
              LIMIT 100",
             args![now],
         )

@@ -59,7 +59,7 @@ test("one cron run prunes at most four batches of 500 per table; the rest goes i
   assert.equal((await s.sql("SELECT COUNT(*) AS n FROM refusals WHERE chat_id = ?", chat))[0].n, 0);
 });
 
-test("the cron finds conversations with new messages by their newest one, each time", async () => {
+test("the cron finds conversations with new messages through their pointer, each time", async () => {
   const uid = uniqueId();
   const consolidatedThrough = async (text) => {
     await s.webhook(privateText(uid, text));
@@ -76,6 +76,6 @@ test("the cron finds conversations with new messages by their newest one, each t
     assert.ok(row.consolidated_seq >= newest.seq, `consolidated through "${text}"`);
   };
   await consolidatedThrough("hello there");
-  // A message after a consolidation moves no pointer (migration 0041): the next cron finds it.
+  // A message after a consolidation moves the pointer again: the next cron finds it.
   await consolidatedThrough("and a second thing");
 });

@@ -328,8 +328,7 @@ test("consolidation describes the media of the messages it reads that no turn de
   // The other conversations of this file are consolidated first, so this chat's job is not
   // short of subrequests because it shares a queue batch with theirs.
   await s.scheduled();
-  const pending = async () =>
-    (await s.sql("SELECT COUNT(*) AS n FROM conversations c WHERE (SELECT MAX(seq) FROM messages m WHERE m.conv = c.conv AND m.role != 'bot' AND m.excluded = 0) > COALESCE(c.consolidated_seq, 0)"))[0].n;
+  const pending = async () => (await s.sql("SELECT COUNT(*) AS n FROM conversations WHERE last_seq > COALESCE(consolidated_seq, 0)"))[0].n;
   for (const until = Date.now() + 15_000; (await pending()) > 0 && Date.now() < until; ) await new Promise((r) => setTimeout(r, 200));
   const chat = -1_000_000_000_000 - uniqueId();
   const bob = uniqueId();
